@@ -1,0 +1,93 @@
+# fleetnet — build, generate, lint, test.
+#
+# Tool versions are pinned here and in the go.mod files under hack/tools.
+# Binaries built from Kubernetes and etcd carry their version in their file
+# name, so `make tools` builds nothing that is already in bin/ at that version.
+
+SHELL := /usr/bin/env bash -o pipefail
+export GOTOOLCHAIN := local
+
+KUBE_VERSION ?= v1.36.3
+ETCD_VERSION ?= v3.6.8
+KWOK_VERSION ?= v0.8.0
+
+BIN := $(CURDIR)/bin
+GO_BUILD_TOOL := go build -trimpath -ldflags='-s -w'
+
+KUBE_BINS := kube-apiserver kube-controller-manager kube-scheduler
+KUBE_TOOLS := $(foreach b,$(KUBE_BINS),$(BIN)/$(b)-$(KUBE_VERSION)) $(BIN)/etcd-$(ETCD_VERSION) $(BIN)/kwok-$(KWOK_VERSION)
+GEN_TOOLS := $(BIN)/controller-gen $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/staticcheck
+
+# Tests run packages in parallel; each fleet test starts its own API servers.
+TEST_FLAGS ?= -p 2 -timeout 30m
+
+.PHONY: all
+all: build
+
+##@ Build
+
+.PHONY: build
+build: ## Build every fleetnet binary into bin/.
+	go build -o $(BIN)/ ./cmd/...
+
+.PHONY: tools
+tools: $(KUBE_TOOLS) $(GEN_TOOLS) ## Build the pinned test and generator tools into bin/ (skips what is there).
+
+$(BIN)/kube-%-$(KUBE_VERSION):
+	cd hack/tools/kube && $(GO_BUILD_TOOL) -o $@.tmp k8s.io/kubernetes/cmd/kube-$*
+	mv $@.tmp $@ && ln -sf $(notdir $@) $(BIN)/kube-$*
+
+$(BIN)/etcd-$(ETCD_VERSION):
+	cd hack/tools/kube && $(GO_BUILD_TOOL) -o $@.tmp go.etcd.io/etcd/server/v3
+	mv $@.tmp $@ && ln -sf $(notdir $@) $(BIN)/etcd
+
+$(BIN)/kwok-$(KWOK_VERSION):
+	cd hack/tools/kwok && $(GO_BUILD_TOOL) -o $@.tmp sigs.k8s.io/kwok/cmd/kwok
+	mv $@.tmp $@ && ln -sf $(notdir $@) $(BIN)/kwok
+
+$(BIN)/controller-gen: hack/tools/gen/go.mod
+	cd hack/tools/gen && go build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen
+$(BIN)/protoc-gen-go: hack/tools/gen/go.mod
+	cd hack/tools/gen && go build -o $@ google.golang.org/protobuf/cmd/protoc-gen-go
+$(BIN)/protoc-gen-go-grpc: hack/tools/gen/go.mod
+	cd hack/tools/gen && go build -o $@ google.golang.org/grpc/cmd/protoc-gen-go-grpc
+$(BIN)/staticcheck: hack/tools/gen/go.mod
+	cd hack/tools/gen && go build -o $@ honnef.co/go/tools/cmd/staticcheck
+
+##@ Generate
+
+.PHONY: generate
+generate: $(GEN_TOOLS) ## Regenerate CRDs, deepcopy, apply configurations and protobuf code.
+	$(BIN)/controller-gen object:headerFile=hack/boilerplate.go.txt \
+		applyconfiguration:headerFile=hack/boilerplate.go.txt \
+		crd:crdVersions=v1 output:crd:artifacts:config=config/crd \
+		paths=./api/...
+	go run ./hack/copy-mcs-crds config/crd
+	hack/generate-proto.sh
+
+.PHONY: verify
+verify: generate ## Fail when generated files differ from what is committed.
+	@if [ -n "$$(git status --porcelain -- api config internal hack)" ]; then \
+		echo "generated files drifted; run 'make generate' and commit:"; \
+		git status --porcelain -- api config internal hack; git diff --stat; exit 1; \
+	fi
+
+##@ Check
+
+.PHONY: lint
+lint: $(BIN)/staticcheck ## gofmt, go vet and staticcheck.
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	go vet ./...
+	$(BIN)/staticcheck ./...
+
+.PHONY: test
+test: tools ## Build what the tests need, then run every test.
+	go test $(TEST_FLAGS) ./...
+
+.PHONY: bench
+bench: tools ## Run the benchmarks.
+	go test -run '^$$' -bench . -benchmem ./...
+
+.PHONY: help
+help: ## Show this help.
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-12s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)

@@ -1,0 +1,114 @@
+package controlplane
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// StartControllerManager starts kube-controller-manager for the cluster of s,
+// so that Deployments get Pods, Services get EndpointSlices and namespaces get
+// their default ServiceAccount.
+func StartControllerManager(bins Binaries, s *APIServer, dir string, opts StartOptions) (*Process, error) {
+	path, err := bins.Path(KubeControllerManagerBinary)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{
+		"--kubeconfig=" + s.KubeconfigPath,
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--service-account-private-key-file=" + s.ServiceAccountKey,
+		"--root-ca-file=" + s.CABundle,
+		"--use-service-account-credentials=false",
+		// Let a Deployment scaled in a test converge without the default
+		// batching delays.
+		"--concurrent-service-endpoint-syncs=5",
+		"--endpointslice-updates-batch-period=0s",
+	}
+	return Start("kube-controller-manager", path, args, filepath.Join(dir, "kube-controller-manager.log"), opts)
+}
+
+// StartScheduler starts kube-scheduler for the cluster of s, so that Pods are
+// bound to the cluster's kwok node.
+func StartScheduler(bins Binaries, s *APIServer, dir string, opts StartOptions) (*Process, error) {
+	path, err := bins.Path(KubeSchedulerBinary)
+	if err != nil {
+		return nil, err
+	}
+	args := []string{
+		"--kubeconfig=" + s.KubeconfigPath,
+		"--leader-elect=false",
+		"--secure-port=0",
+	}
+	return Start("kube-scheduler", path, args, filepath.Join(dir, "kube-scheduler.log"), opts)
+}
+
+// KwokConfig describes the fake node of a cluster.
+type KwokConfig struct {
+	// NodeName is the fake node's name.
+	NodeName string
+	// PodCIDR is where kwok takes Pod addresses from.
+	PodCIDR string
+	// Port is a free loopback port for kwok's own server.
+	Port int
+}
+
+// StartKwok creates the cluster's fake node and starts kwok, which keeps the
+// node Ready and moves Pods bound to it to Running.
+func StartKwok(ctx context.Context, bins Binaries, s *APIServer, dir string, cfg KwokConfig, opts StartOptions) (*Process, error) {
+	path, err := bins.Path(KwokBinary)
+	if err != nil {
+		return nil, err
+	}
+	client, err := kubernetes.NewForConfig(s.Config)
+	if err != nil {
+		return nil, err
+	}
+	if err := createFakeNode(ctx, client, cfg); err != nil {
+		return nil, err
+	}
+	args := []string{
+		"--kubeconfig=" + s.KubeconfigPath,
+		"--manage-all-nodes=false",
+		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+		"--cidr=" + cfg.PodCIDR,
+		"--node-ip=127.0.0.1",
+		fmt.Sprintf("--server-address=127.0.0.1:%d", cfg.Port),
+	}
+	return Start("kwok", path, args, filepath.Join(dir, "kwok.log"), opts)
+}
+
+func createFakeNode(ctx context.Context, client kubernetes.Interface, cfg KwokConfig) error {
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("32"),
+		corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods:   resource.MustParse("1000"),
+	}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        cfg.NodeName,
+			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+			Labels:      map[string]string{"type": "kwok", corev1.LabelHostname: cfg.NodeName},
+		},
+		Spec: corev1.NodeSpec{PodCIDR: cfg.PodCIDR, PodCIDRs: []string{cfg.PodCIDR}},
+		Status: corev1.NodeStatus{
+			Capacity:    capacity,
+			Allocatable: capacity,
+		},
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating fake node %s: %w", cfg.NodeName, err)
+	}
+	return nil
+}

@@ -1,0 +1,23 @@
+// Package scheme holds the runtime.Scheme that knows every type fleetnet
+// reads or writes: the built-in Kubernetes types, the Multi-Cluster Services
+// API (v1alpha1 and v1beta1) and ClusterProperty.
+package scheme
+
+import (
+	aboutv1alpha1 "github.com/fleetnet/fleetnet/api/about/v1alpha1"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	mcsv1alpha1 "sigs.k8s.io/mcs-api/pkg/apis/v1alpha1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// Scheme knows every type fleetnet uses.
+var Scheme = runtime.NewScheme()
+
+func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(Scheme))
+	utilruntime.Must(mcsv1alpha1.AddToScheme(Scheme))
+	utilruntime.Must(mcsv1beta1.AddToScheme(Scheme))
+	utilruntime.Must(aboutv1alpha1.AddToScheme(Scheme))
+}
