@@ -15,7 +15,12 @@ BIN := $(CURDIR)/bin
 GO_BUILD_TOOL := go build -trimpath -ldflags='-s -w'
 
 KUBE_BINS := kube-apiserver kube-controller-manager kube-scheduler
-KUBE_TOOLS := $(foreach b,$(KUBE_BINS),$(BIN)/$(b)-$(KUBE_VERSION)) $(BIN)/etcd-$(ETCD_VERSION) $(BIN)/kwok-$(KWOK_VERSION)
+KUBE_TOOLS := $(foreach b,$(KUBE_BINS),$(BIN)/$(b)-$(KUBE_VERSION)) $(BIN)/etcd-$(ETCD_VERSION) \
+	$(BIN)/kwok-$(KWOK_VERSION) $(BIN)/kwok-stages-$(KWOK_VERSION).yaml
+# kwok's binary has no built-in stages; these are the "fast" ones its module
+# ships, plus the node heartbeat that keeps the fake node Ready.
+KWOK_STAGES := node/fast/node-initialize.yaml node/heartbeat/node-heartbeat.yaml \
+	pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml
 GEN_TOOLS := $(BIN)/controller-gen $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/staticcheck
 
 # Tests run packages in parallel; each fleet test starts its own API servers.
@@ -44,6 +49,11 @@ $(BIN)/etcd-$(ETCD_VERSION):
 $(BIN)/kwok-$(KWOK_VERSION):
 	cd hack/tools/kwok && $(GO_BUILD_TOOL) -o $@.tmp sigs.k8s.io/kwok/cmd/kwok
 	mv $@.tmp $@ && ln -sf $(notdir $@) $(BIN)/kwok
+
+$(BIN)/kwok-stages-$(KWOK_VERSION).yaml:
+	dir=$$(cd hack/tools/kwok && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok) && \
+	for f in $(KWOK_STAGES); do echo '---'; cat $$dir/kustomize/stage/$$f; done > $@.tmp
+	mv $@.tmp $@ && ln -sf $(notdir $@) $(BIN)/kwok-stages.yaml
 
 $(BIN)/controller-gen: hack/tools/gen/go.mod
 	cd hack/tools/gen && go build -o $@ sigs.k8s.io/controller-tools/cmd/controller-gen

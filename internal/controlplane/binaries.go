@@ -14,6 +14,9 @@ const (
 	KubeControllerManagerBinary = "kube-controller-manager"
 	KubeSchedulerBinary         = "kube-scheduler"
 	KwokBinary                  = "kwok"
+	// KwokStages is kwok's configuration: the stages that make nodes Ready
+	// and Pods Running.
+	KwokStages = "kwok-stages.yaml"
 )
 
 // BinDirEnv overrides where the binaries are looked up.

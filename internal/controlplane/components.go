@@ -68,6 +68,10 @@ func StartKwok(ctx context.Context, bins Binaries, s *APIServer, dir string, cfg
 	if err != nil {
 		return nil, err
 	}
+	stages, err := bins.Path(KwokStages)
+	if err != nil {
+		return nil, err
+	}
 	client, err := kubernetes.NewForConfig(s.Config)
 	if err != nil {
 		return nil, err
@@ -77,7 +81,7 @@ func StartKwok(ctx context.Context, bins Binaries, s *APIServer, dir string, cfg
 	}
 	args := []string{
 		"--kubeconfig=" + s.KubeconfigPath,
-		"--manage-all-nodes=false",
+		"--config=" + stages,
 		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
 		"--cidr=" + cfg.PodCIDR,
 		"--node-ip=127.0.0.1",

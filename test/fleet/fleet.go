@@ -122,6 +122,7 @@ func Start(t testing.TB, opts Options) *Fleet {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	started := time.Now()
 
 	f := &Fleet{dir: t.TempDir()}
 	var procs []*controlplane.Process
@@ -167,6 +168,7 @@ func Start(t testing.TB, opts Options) *Fleet {
 			t.Fatal(err)
 		}
 	}
+	t.Logf("fleet of %d clusters ready in %s", len(f.Clusters), time.Since(started).Round(time.Millisecond))
 	return f
 }
 
@@ -177,7 +179,7 @@ func requiredBinaries(opts Options) []string {
 			names = append(names, controlplane.KubeControllerManagerBinary)
 		}
 		if c.Kwok {
-			names = append(names, controlplane.KubeSchedulerBinary, controlplane.KwokBinary)
+			names = append(names, controlplane.KubeSchedulerBinary, controlplane.KwokBinary, controlplane.KwokStages)
 		}
 	}
 	return names
