@@ -1,0 +1,293 @@
+// Package validate checks registry requests before anything is stored. Every
+// error names the field and the value, in the API server's words
+// (k8s.io/apimachinery's field errors), so an operator reading it at
+// registration time knows what to fix.
+package validate
+
+import (
+	"fmt"
+	"net/netip"
+
+	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Limits that keep every record well inside etcd's request size limit.
+const (
+	MaxPorts             = 100
+	MaxEndpointsPerChunk = 1000
+	MaxAddresses         = 100
+	MaxWeight            = 1000
+	// MaxMetadataBytes bounds exported labels and annotations together.
+	MaxMetadataBytes = 64 * 1024
+)
+
+var (
+	protocols    = sets.New("TCP", "UDP", "SCTP")
+	serviceTypes = sets.New("ClusterSetIP", "Headless")
+	affinities   = sets.New("", "None", "ClientIP")
+	families     = sets.New("IPv4", "IPv6")
+	addressTypes = sets.New("IPv4", "IPv6", "FQDN")
+	policies     = sets.New("", "Cluster", "Local")
+)
+
+// Cluster validates a registration.
+func Cluster(c *registryv1.Cluster, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if c == nil {
+		return append(errs, field.Required(path, ""))
+	}
+	errs = append(errs, ClusterID(c.GetId(), path.Child("id"))...)
+	errs = append(errs, dns1123Label(c.GetClustersetId(), path.Child("clustersetId"))...)
+	for _, msg := range validation.IsValidLabelValue(c.GetRegion()) {
+		errs = append(errs, field.Invalid(path.Child("region"), c.GetRegion(), msg))
+	}
+	return errs
+}
+
+// ClusterID validates a cluster id: an RFC 1123 label.
+func ClusterID(id string, path *field.Path) field.ErrorList {
+	return dns1123Label(id, path)
+}
+
+func dns1123Label(v string, path *field.Path) field.ErrorList {
+	if v == "" {
+		return field.ErrorList{field.Required(path, "")}
+	}
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Label(v) {
+		errs = append(errs, field.Invalid(path, v, msg))
+	}
+	return errs
+}
+
+// ServiceName validates a namespace and a Service name.
+func ServiceName(namespace, name string, path *field.Path) field.ErrorList {
+	errs := dns1123Label(namespace, path.Child("namespace"))
+	if name == "" {
+		return append(errs, field.Required(path.Child("name"), ""))
+	}
+	for _, msg := range validation.IsDNS1035Label(name) {
+		errs = append(errs, field.Invalid(path.Child("name"), name, msg))
+	}
+	return errs
+}
+
+// ExportKey validates the key of an export.
+func ExportKey(k *registryv1.ExportKey, path *field.Path) field.ErrorList {
+	if k == nil {
+		return field.ErrorList{field.Required(path, "")}
+	}
+	errs := ServiceName(k.GetNamespace(), k.GetName(), path)
+	return append(errs, ClusterID(k.GetClusterId(), path.Child("clusterId"))...)
+}
+
+// ChunkKey validates the key of an endpoint chunk.
+func ChunkKey(k *registryv1.ChunkKey, path *field.Path) field.ErrorList {
+	if k == nil {
+		return field.ErrorList{field.Required(path, "")}
+	}
+	errs := ServiceName(k.GetNamespace(), k.GetName(), path)
+	errs = append(errs, ClusterID(k.GetClusterId(), path.Child("clusterId"))...)
+	if k.GetChunk() == "" {
+		return append(errs, field.Required(path.Child("chunk"), ""))
+	}
+	for _, msg := range validation.IsDNS1123Subdomain(k.GetChunk()) {
+		errs = append(errs, field.Invalid(path.Child("chunk"), k.GetChunk(), msg))
+	}
+	return errs
+}
+
+// Export validates an export spec.
+func Export(e *registryv1.Export, path *field.Path) field.ErrorList {
+	if e == nil {
+		return field.ErrorList{field.Required(path, "")}
+	}
+	errs := ExportKey(e.GetKey(), path.Child("key"))
+	if e.GetExportedSince() == nil {
+		errs = append(errs, field.Required(path.Child("exportedSince"), ""))
+	}
+	if !serviceTypes.Has(e.GetType()) {
+		errs = append(errs, field.NotSupported(path.Child("type"), e.GetType(), sets.List(serviceTypes)))
+	}
+	errs = append(errs, servicePorts(e.GetPorts(), path.Child("ports"))...)
+	if e.GetType() == "ClusterSetIP" && len(e.GetPorts()) == 0 {
+		errs = append(errs, field.Required(path.Child("ports"), "a ClusterSetIP export needs at least one port"))
+	}
+	if !affinities.Has(e.GetSessionAffinity()) {
+		errs = append(errs, field.NotSupported(path.Child("sessionAffinity"), e.GetSessionAffinity(), []string{"None", "ClientIP"}))
+	}
+	if t := e.GetSessionAffinityTimeoutSeconds(); t < 0 || t > 86400 {
+		errs = append(errs, field.Invalid(path.Child("sessionAffinityTimeoutSeconds"), t, "must be between 0 and 86400"))
+	}
+	if !policies.Has(e.GetInternalTrafficPolicy()) {
+		errs = append(errs, field.NotSupported(path.Child("internalTrafficPolicy"), e.GetInternalTrafficPolicy(), []string{"Cluster", "Local"}))
+	}
+	if td := e.GetTrafficDistribution(); td != "" {
+		for _, msg := range validation.IsQualifiedName(td) {
+			errs = append(errs, field.Invalid(path.Child("trafficDistribution"), td, msg))
+		}
+	}
+	errs = append(errs, ipFamilies(e.GetIpFamilies(), path.Child("ipFamilies"))...)
+	errs = append(errs, metav1validation.ValidateLabels(e.GetLabels(), path.Child("labels"))...)
+	errs = append(errs, apivalidation.ValidateAnnotations(e.GetAnnotations(), path.Child("annotations"))...)
+	size := 0
+	for k, v := range e.GetLabels() {
+		size += len(k) + len(v)
+	}
+	for k, v := range e.GetAnnotations() {
+		size += len(k) + len(v)
+	}
+	if size > MaxMetadataBytes {
+		errs = append(errs, field.TooLong(path.Child("annotations"), "", MaxMetadataBytes))
+	}
+	if e.GetWeight() > MaxWeight {
+		errs = append(errs, field.Invalid(path.Child("weight"), e.GetWeight(), fmt.Sprintf("must be between 0 and %d", MaxWeight)))
+	}
+	return errs
+}
+
+func servicePorts(ports []*registryv1.ServicePort, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(ports) > MaxPorts {
+		return append(errs, field.TooMany(path, len(ports), MaxPorts))
+	}
+	type pk struct {
+		port     int32
+		protocol string
+	}
+	seen := map[pk]bool{}
+	names := map[string]bool{}
+	unnamed := 0
+	for i, p := range ports {
+		pp := path.Index(i)
+		errs = append(errs, portNumber(p.GetPort(), pp.Child("port"))...)
+		if !protocols.Has(p.GetProtocol()) {
+			errs = append(errs, field.NotSupported(pp.Child("protocol"), p.GetProtocol(), sets.List(protocols)))
+		}
+		if p.GetName() == "" {
+			unnamed++
+		} else {
+			for _, msg := range validation.IsValidPortName(p.GetName()) {
+				errs = append(errs, field.Invalid(pp.Child("name"), p.GetName(), msg))
+			}
+			if names[p.GetName()] {
+				errs = append(errs, field.Duplicate(pp.Child("name"), p.GetName()))
+			}
+			names[p.GetName()] = true
+		}
+		k := pk{p.GetPort(), p.GetProtocol()}
+		if seen[k] {
+			errs = append(errs, field.Duplicate(pp, fmt.Sprintf("%d/%s", p.GetPort(), p.GetProtocol())))
+		}
+		seen[k] = true
+	}
+	if unnamed > 0 && len(ports) > 1 {
+		errs = append(errs, field.Required(path, "every port needs a name when there is more than one"))
+	}
+	return errs
+}
+
+func portNumber(p int32, path *field.Path) field.ErrorList {
+	if p < 1 || p > 65535 {
+		return field.ErrorList{field.Invalid(path, p, "must be between 1 and 65535, inclusive")}
+	}
+	return nil
+}
+
+func ipFamilies(fs []string, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(fs) > 2 {
+		return append(errs, field.TooMany(path, len(fs), 2))
+	}
+	seen := map[string]bool{}
+	for i, f := range fs {
+		if !families.Has(f) {
+			errs = append(errs, field.NotSupported(path.Index(i), f, sets.List(families)))
+		}
+		if seen[f] {
+			errs = append(errs, field.Duplicate(path.Index(i), f))
+		}
+		seen[f] = true
+	}
+	return errs
+}
+
+// Chunk validates an endpoint chunk.
+func Chunk(c *registryv1.EndpointChunk, path *field.Path) field.ErrorList {
+	if c == nil {
+		return field.ErrorList{field.Required(path, "")}
+	}
+	errs := ChunkKey(c.GetKey(), path.Child("key"))
+	at := c.GetAddressType()
+	if !addressTypes.Has(at) {
+		errs = append(errs, field.NotSupported(path.Child("addressType"), at, sets.List(addressTypes)))
+	}
+	if len(c.GetPorts()) > MaxPorts {
+		errs = append(errs, field.TooMany(path.Child("ports"), len(c.GetPorts()), MaxPorts))
+	}
+	for i, p := range c.GetPorts() {
+		pp := path.Child("ports").Index(i)
+		errs = append(errs, portNumber(p.GetPort(), pp.Child("port"))...)
+		if !protocols.Has(p.GetProtocol()) {
+			errs = append(errs, field.NotSupported(pp.Child("protocol"), p.GetProtocol(), sets.List(protocols)))
+		}
+		if p.GetName() != "" {
+			for _, msg := range validation.IsValidPortName(p.GetName()) {
+				errs = append(errs, field.Invalid(pp.Child("name"), p.GetName(), msg))
+			}
+		}
+	}
+	if len(c.GetEndpoints()) > MaxEndpointsPerChunk {
+		return append(errs, field.TooMany(path.Child("endpoints"), len(c.GetEndpoints()), MaxEndpointsPerChunk))
+	}
+	for i, e := range c.GetEndpoints() {
+		ep := path.Child("endpoints").Index(i)
+		if n := len(e.GetAddresses()); n == 0 || n > MaxAddresses {
+			errs = append(errs, field.Invalid(ep.Child("addresses"), n, fmt.Sprintf("must hold 1 to %d addresses", MaxAddresses)))
+		}
+		for j, a := range e.GetAddresses() {
+			errs = append(errs, address(at, a, ep.Child("addresses").Index(j))...)
+		}
+		if h := e.GetHostname(); h != "" {
+			for _, msg := range validation.IsDNS1123Label(h) {
+				errs = append(errs, field.Invalid(ep.Child("hostname"), h, msg))
+			}
+		}
+		for _, msg := range validation.IsValidLabelValue(e.GetZone()) {
+			errs = append(errs, field.Invalid(ep.Child("zone"), e.GetZone(), msg))
+		}
+		if n := e.GetNodeName(); n != "" {
+			for _, msg := range validation.IsDNS1123Subdomain(n) {
+				errs = append(errs, field.Invalid(ep.Child("nodeName"), n, msg))
+			}
+		}
+	}
+	return errs
+}
+
+func address(addressType, a string, path *field.Path) field.ErrorList {
+	switch addressType {
+	case "FQDN":
+		for _, msg := range validation.IsFullyQualifiedDomainName(path, a) {
+			return field.ErrorList{msg}
+		}
+		return nil
+	case "IPv4", "IPv6":
+		ip, err := netip.ParseAddr(a)
+		if err != nil || ip.Zone() != "" {
+			return field.ErrorList{field.Invalid(path, a, "must be an IP address")}
+		}
+		if (addressType == "IPv4") != ip.Is4() {
+			return field.ErrorList{field.Invalid(path, a, "must be an "+addressType+" address")}
+		}
+		if ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsUnspecified() || ip.IsMulticast() {
+			return field.ErrorList{field.Invalid(path, a, "may not be a loopback, link-local, unspecified or multicast address")}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,168 @@
+package validate
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+func TestCluster(t *testing.T) {
+	tests := []struct {
+		name    string
+		cluster *registryv1.Cluster
+		// wantErr is a substring of the error; empty means valid.
+		wantErr string
+	}{
+		{"valid", &registryv1.Cluster{Id: "east", ClustersetId: "fleet", Region: "us-west-2"}, ""},
+		{"no region", &registryv1.Cluster{Id: "east", ClustersetId: "fleet"}, ""},
+		{"region with spaces", &registryv1.Cluster{Id: "east", ClustersetId: "fleet", Region: "US West (Oregon)"}, `cluster.region: Invalid value: "US West (Oregon)"`},
+		{"id not a label", &registryv1.Cluster{Id: "East_1", ClustersetId: "fleet"}, `cluster.id: Invalid value: "East_1"`},
+		{"missing id", &registryv1.Cluster{ClustersetId: "fleet"}, "cluster.id: Required value"},
+		{"missing clusterset", &registryv1.Cluster{Id: "east"}, "cluster.clustersetId: Required value"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkErr(t, Cluster(tt.cluster, field.NewPath("cluster")), tt.wantErr)
+		})
+	}
+}
+
+func validExport() *registryv1.Export {
+	return &registryv1.Export{
+		Key:           &registryv1.ExportKey{Namespace: "demo", Name: "echo", ClusterId: "east"},
+		ExportedSince: timestamppb.New(time.Unix(1, 0)),
+		Type:          "ClusterSetIP",
+		Ports:         []*registryv1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}},
+		IpFamilies:    []string{"IPv4"},
+		Weight:        1,
+	}
+}
+
+func TestExport(t *testing.T) {
+	tests := []struct {
+		name    string
+		mod     func(*registryv1.Export)
+		wantErr string
+	}{
+		{"valid", func(*registryv1.Export) {}, ""},
+		{"port zero", func(e *registryv1.Export) { e.Ports[0].Port = 0 }, "export.ports[0].port: Invalid value: 0"},
+		{"port too high", func(e *registryv1.Export) { e.Ports[0].Port = 65536 }, "export.ports[0].port: Invalid value: 65536"},
+		{"bad protocol", func(e *registryv1.Export) { e.Ports[0].Protocol = "HTTP" }, `export.ports[0].protocol: Unsupported value: "HTTP"`},
+		{"duplicate port", func(e *registryv1.Export) {
+			e.Ports = append(e.Ports, &registryv1.ServicePort{Name: "other", Protocol: "TCP", Port: 80})
+		}, `export.ports[1]: Duplicate value: "80/TCP"`},
+		{"same port on UDP is fine", func(e *registryv1.Export) {
+			e.Ports = append(e.Ports, &registryv1.ServicePort{Name: "udp", Protocol: "UDP", Port: 80})
+		}, ""},
+		{"unnamed beside named", func(e *registryv1.Export) {
+			e.Ports = append(e.Ports, &registryv1.ServicePort{Protocol: "TCP", Port: 81})
+		}, "every port needs a name"},
+		{"bad port name", func(e *registryv1.Export) { e.Ports[0].Name = "HTTP_1" }, `export.ports[0].name: Invalid value: "HTTP_1"`},
+		{"bad type", func(e *registryv1.Export) { e.Type = "LoadBalancer" }, `export.type: Unsupported value: "LoadBalancer"`},
+		{"headless without ports", func(e *registryv1.Export) { e.Type, e.Ports = "Headless", nil }, ""},
+		{"clusterset IP without ports", func(e *registryv1.Export) { e.Ports = nil }, "export.ports: Required value"},
+		{"bad namespace", func(e *registryv1.Export) { e.Key.Namespace = "Demo" }, `export.key.namespace: Invalid value: "Demo"`},
+		{"bad name", func(e *registryv1.Export) { e.Key.Name = "1echo" }, `export.key.name: Invalid value: "1echo"`},
+		{"bad family", func(e *registryv1.Export) { e.IpFamilies = []string{"IPv5"} }, `export.ipFamilies[0]: Unsupported value: "IPv5"`},
+		{"weight too high", func(e *registryv1.Export) { e.Weight = 1001 }, "export.weight: Invalid value: 1001"},
+		{"bad label", func(e *registryv1.Export) { e.Labels = map[string]string{"a": "b c"} }, `export.labels: Invalid value: "b c"`},
+		{"affinity timeout", func(e *registryv1.Export) { e.SessionAffinityTimeoutSeconds = 90000 }, "export.sessionAffinityTimeoutSeconds: Invalid value: 90000"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := validExport()
+			tt.mod(e)
+			checkErr(t, Export(e, field.NewPath("export")), tt.wantErr)
+		})
+	}
+}
+
+func validChunk() *registryv1.EndpointChunk {
+	return &registryv1.EndpointChunk{
+		Key:         &registryv1.ChunkKey{Namespace: "demo", Name: "echo", ClusterId: "east", Chunk: "echo-abcde"},
+		AddressType: "IPv4",
+		Ports:       []*registryv1.EndpointPort{{Name: "http", Protocol: "TCP", Port: 8080}},
+		Endpoints:   []*registryv1.Endpoint{{Addresses: []string{"10.244.1.5"}, Zone: "a"}},
+	}
+}
+
+func TestChunk(t *testing.T) {
+	tests := []struct {
+		name    string
+		mod     func(*registryv1.EndpointChunk)
+		wantErr string
+	}{
+		{"valid", func(*registryv1.EndpointChunk) {}, ""},
+		{"loopback", func(c *registryv1.EndpointChunk) { c.Endpoints[0].Addresses[0] = "127.0.0.1" }, `chunk.endpoints[0].addresses[0]: Invalid value: "127.0.0.1"`},
+		{"wrong family", func(c *registryv1.EndpointChunk) { c.Endpoints[0].Addresses[0] = "fd00::1" }, "must be an IPv4 address"},
+		{"not an address", func(c *registryv1.EndpointChunk) { c.Endpoints[0].Addresses[0] = "ten" }, `Invalid value: "ten"`},
+		{"no addresses", func(c *registryv1.EndpointChunk) { c.Endpoints[0].Addresses = nil }, "chunk.endpoints[0].addresses"},
+		{"bad address type", func(c *registryv1.EndpointChunk) { c.AddressType = "IPX" }, `chunk.addressType: Unsupported value: "IPX"`},
+		{"fqdn", func(c *registryv1.EndpointChunk) {
+			c.AddressType = "FQDN"
+			c.Endpoints[0].Addresses[0] = "db.example.com"
+		}, ""},
+		{"bad zone", func(c *registryv1.EndpointChunk) { c.Endpoints[0].Zone = "zone a" }, `chunk.endpoints[0].zone: Invalid value: "zone a"`},
+		{"bad chunk name", func(c *registryv1.EndpointChunk) { c.Key.Chunk = "Echo/1" }, `chunk.key.chunk: Invalid value: "Echo/1"`},
+		{"too many endpoints", func(c *registryv1.EndpointChunk) {
+			for range MaxEndpointsPerChunk {
+				c.Endpoints = append(c.Endpoints, c.Endpoints[0])
+			}
+		}, "chunk.endpoints: Too many"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := validChunk()
+			tt.mod(c)
+			checkErr(t, Chunk(c, field.NewPath("chunk")), tt.wantErr)
+		})
+	}
+}
+
+func checkErr(t *testing.T, errs field.ErrorList, want string) {
+	t.Helper()
+	got := errs.ToAggregate()
+	switch {
+	case want == "" && got != nil:
+		t.Fatalf("unexpected error: %v", got)
+	case want != "" && got == nil:
+		t.Fatalf("no error, want one with %q", want)
+	case want != "" && !strings.Contains(got.Error(), want):
+		t.Fatalf("error %q does not contain %q", got.Error(), want)
+	}
+}
+
+// FuzzValidate feeds arbitrary wire bytes through validation: it never
+// panics, and whatever it accepts survives a round trip unchanged.
+func FuzzValidate(f *testing.F) {
+	for _, m := range []proto.Message{validExport(), validChunk()} {
+		b, _ := proto.Marshal(m)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e := &registryv1.Export{}
+		if proto.Unmarshal(data, e) == nil && len(Export(e, field.NewPath("export"))) == 0 {
+			b, err := proto.Marshal(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back := &registryv1.Export{}
+			if err := proto.Unmarshal(b, back); err != nil || len(Export(back, field.NewPath("export"))) != 0 {
+				t.Fatalf("valid export does not survive a round trip: %v", err)
+			}
+		}
+		c := &registryv1.EndpointChunk{}
+		if proto.Unmarshal(data, c) == nil {
+			_ = Chunk(c, field.NewPath("chunk"))
+		}
+		cl := &registryv1.Cluster{}
+		if proto.Unmarshal(data, cl) == nil {
+			_ = Cluster(cl, field.NewPath("cluster"))
+		}
+	})
+}
