@@ -1,0 +1,434 @@
+// Package view derives what the registry serves (imports, canonical endpoint
+// chunks, per-export status) from the records in its store, and turns each
+// change of the store into the smallest watch events that describe it. It
+// is deterministic: the same store events give the same watch events, so
+// registry replicas on one etcd stream identically. It does no IO and is not
+// safe for concurrent use.
+package view
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+
+	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/internal/registry/merge"
+	"github.com/fleetnet/fleetnet/internal/registry/records"
+	"github.com/fleetnet/fleetnet/internal/registry/store"
+	"google.golang.org/protobuf/proto"
+)
+
+type svcKey struct{ namespace, name string }
+
+type chunkID struct{ cluster, chunk string }
+
+type chunkRecord struct {
+	chunk *registryv1.EndpointChunk
+	rev   int64
+}
+
+type exportRecord struct {
+	export *registryv1.Export
+	rev    int64
+}
+
+// View is the registry's derived state at one store revision.
+type View struct {
+	rev      int64
+	clusters map[string]*registryv1.Cluster
+	live     map[string]store.LeaseID
+	exports  map[svcKey]map[string]exportRecord
+	chunks   map[svcKey]map[chunkID]chunkRecord
+
+	// What was derived, and streamed, last.
+	imports  map[svcKey]*registryv1.Import
+	canon    map[svcKey]map[chunkID]*registryv1.EndpointChunk
+	statuses map[svcKey]map[string]*registryv1.ExportStatus
+}
+
+// New returns an empty view at revision 0.
+func New() *View {
+	return &View{
+		clusters: map[string]*registryv1.Cluster{},
+		live:     map[string]store.LeaseID{},
+		exports:  map[svcKey]map[string]exportRecord{},
+		chunks:   map[svcKey]map[chunkID]chunkRecord{},
+		imports:  map[svcKey]*registryv1.Import{},
+		canon:    map[svcKey]map[chunkID]*registryv1.EndpointChunk{},
+		statuses: map[svcKey]map[string]*registryv1.ExportStatus{},
+	}
+}
+
+// Revision is the store revision the view reflects.
+func (v *View) Revision() int64 { return v.rev }
+
+// Load fills an empty view from a listing of the store at rev.
+func (v *View) Load(kvs []store.KV, rev int64) error {
+	events := make([]store.Event, 0, len(kvs))
+	for _, kv := range kvs {
+		events = append(events, store.Event{Type: store.EventPut, KV: kv})
+	}
+	if _, err := v.apply(events); err != nil {
+		return err
+	}
+	v.rev = rev
+	return nil
+}
+
+// Apply applies store events (in revision order) and returns the watch
+// events that describe their effect, each with the revision of its cause.
+func (v *View) Apply(events []store.Event) ([]*registryv1.WatchEvent, error) {
+	var out []*registryv1.WatchEvent
+	for len(events) > 0 {
+		rev := events[0].KV.ModRevision
+		n := 1
+		for n < len(events) && events[n].KV.ModRevision == rev {
+			n++
+		}
+		evs, err := v.apply(events[:n])
+		if err != nil {
+			return out, err
+		}
+		for _, e := range evs {
+			e.Revision = rev
+		}
+		out = append(out, evs...)
+		v.rev = rev
+		events = events[n:]
+	}
+	return out, nil
+}
+
+// touch records which services a change affects: all of a service's chunks
+// (full) or only some.
+type touch struct {
+	full   bool
+	chunks map[chunkID]bool
+}
+
+func (v *View) apply(events []store.Event) ([]*registryv1.WatchEvent, error) {
+	touched := map[svcKey]*touch{}
+	mark := func(s svcKey) *touch {
+		t := touched[s]
+		if t == nil {
+			t = &touch{chunks: map[chunkID]bool{}}
+			touched[s] = t
+		}
+		return t
+	}
+	markCluster := func(id string) {
+		for s, byCluster := range v.exports {
+			if _, ok := byCluster[id]; ok {
+				mark(s).full = true
+			}
+		}
+	}
+	for _, ev := range events {
+		p := records.Parse(ev.KV.Key)
+		put := ev.Type == store.EventPut
+		switch p.Kind {
+		case records.KindCluster:
+			if put {
+				c := &registryv1.Cluster{}
+				if err := proto.Unmarshal(ev.KV.Value, c); err != nil {
+					return nil, fmt.Errorf("decoding %s: %w", ev.KV.Key, err)
+				}
+				v.clusters[p.ClusterID] = c
+			} else {
+				delete(v.clusters, p.ClusterID)
+			}
+			markCluster(p.ClusterID)
+		case records.KindLive:
+			if put {
+				id, err := records.DecodeLease(ev.KV.Value)
+				if err != nil {
+					return nil, err
+				}
+				v.live[p.ClusterID] = id
+			} else {
+				delete(v.live, p.ClusterID)
+			}
+			markCluster(p.ClusterID)
+		case records.KindExport:
+			s := svcKey{p.Export.GetNamespace(), p.Export.GetName()}
+			if put {
+				e := &registryv1.Export{}
+				if err := proto.Unmarshal(ev.KV.Value, e); err != nil {
+					return nil, fmt.Errorf("decoding %s: %w", ev.KV.Key, err)
+				}
+				if v.exports[s] == nil {
+					v.exports[s] = map[string]exportRecord{}
+				}
+				v.exports[s][p.ClusterID] = exportRecord{export: e, rev: ev.KV.ModRevision}
+			} else {
+				delete(v.exports[s], p.ClusterID)
+				if len(v.exports[s]) == 0 {
+					delete(v.exports, s)
+				}
+			}
+			mark(s).full = true
+		case records.KindChunk:
+			s := svcKey{p.Chunk.GetNamespace(), p.Chunk.GetName()}
+			id := chunkID{p.ClusterID, p.Chunk.GetChunk()}
+			if put {
+				c := &registryv1.EndpointChunk{}
+				if err := proto.Unmarshal(ev.KV.Value, c); err != nil {
+					return nil, fmt.Errorf("decoding %s: %w", ev.KV.Key, err)
+				}
+				if v.chunks[s] == nil {
+					v.chunks[s] = map[chunkID]chunkRecord{}
+				}
+				v.chunks[s][id] = chunkRecord{chunk: c, rev: ev.KV.ModRevision}
+			} else {
+				delete(v.chunks[s], id)
+				if len(v.chunks[s]) == 0 {
+					delete(v.chunks, s)
+				}
+			}
+			mark(s).chunks[id] = true
+		}
+	}
+	keys := slices.SortedFunc(maps.Keys(touched), func(a, b svcKey) int {
+		if a.namespace != b.namespace {
+			return cmpString(a.namespace, b.namespace)
+		}
+		return cmpString(a.name, b.name)
+	})
+	var out []*registryv1.WatchEvent
+	for _, s := range keys {
+		out = append(out, v.recompute(s, touched[s])...)
+	}
+	return out, nil
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func (v *View) clusterInfo() map[string]merge.Cluster {
+	m := make(map[string]merge.Cluster, len(v.clusters))
+	for id, c := range v.clusters {
+		_, live := v.live[id]
+		m[id] = merge.Cluster{Live: live, Region: c.GetRegion()}
+	}
+	return m
+}
+
+// recompute derives the import, canonical chunks and statuses of one service
+// and returns the events for what changed.
+func (v *View) recompute(s svcKey, t *touch) []*registryv1.WatchEvent {
+	key := &registryv1.ImportKey{Namespace: s.namespace, Name: s.name}
+	byCluster := v.exports[s]
+	exports := make([]*registryv1.Export, 0, len(byCluster))
+	for _, id := range slices.Sorted(maps.Keys(byCluster)) {
+		exports = append(exports, byCluster[id].export)
+	}
+	res := merge.Merge(key, exports, v.clusterInfo())
+
+	var head, chunkEvents, tail []*registryv1.WatchEvent
+	old := v.imports[s]
+	switch {
+	case res.Import == nil && old != nil:
+		delete(v.imports, s)
+		tail = append(tail, &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ImportDelete{ImportDelete: key}})
+	case res.Import != nil && !proto.Equal(old, res.Import):
+		v.imports[s] = res.Import
+		head = append(head, &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ImportUpsert{ImportUpsert: res.Import}})
+		t.full = true // ports may have been renamed
+	}
+
+	// Canonical chunks.
+	ids := map[chunkID]bool{}
+	if t.full {
+		for id := range v.chunks[s] {
+			ids[id] = true
+		}
+		for id := range v.canon[s] {
+			ids[id] = true
+		}
+	} else {
+		maps.Copy(ids, t.chunks)
+	}
+	participating := map[string]bool{}
+	for _, c := range res.Import.GetClusters() {
+		participating[c.GetClusterId()] = true
+	}
+	for _, id := range slices.SortedFunc(maps.Keys(ids), func(a, b chunkID) int {
+		if a.cluster != b.cluster {
+			return cmpString(a.cluster, b.cluster)
+		}
+		return cmpString(a.chunk, b.chunk)
+	}) {
+		var want *registryv1.EndpointChunk
+		if rec, ok := v.chunks[s][id]; ok && participating[id.cluster] {
+			want = merge.CanonicalChunk(res.Import, byCluster[id.cluster].export, rec.chunk)
+		}
+		have := v.canon[s][id]
+		switch {
+		case want == nil && have != nil:
+			delete(v.canon[s], id)
+			if len(v.canon[s]) == 0 {
+				delete(v.canon, s)
+			}
+			chunkEvents = append(chunkEvents, &registryv1.WatchEvent{Event: &registryv1.WatchEvent_EndpointsDelete{EndpointsDelete: have.GetKey()}})
+		case want != nil && !proto.Equal(want, have):
+			if v.canon[s] == nil {
+				v.canon[s] = map[chunkID]*registryv1.EndpointChunk{}
+			}
+			v.canon[s][id] = want
+			chunkEvents = append(chunkEvents, &registryv1.WatchEvent{Event: &registryv1.WatchEvent_EndpointsUpsert{EndpointsUpsert: want}})
+		}
+	}
+
+	// Statuses, with the endpoint chunks the registry holds per export.
+	statuses := map[string]*registryv1.ExportStatus{}
+	for id, st := range res.Statuses {
+		statuses[id] = st
+	}
+	for id, rec := range v.chunks[s] {
+		st := statuses[id.cluster]
+		if st == nil {
+			continue // chunks without an export: served to no one
+		}
+		st.EndpointChunks = append(st.EndpointChunks, id.chunk)
+		st.EndpointsGeneration = max(st.EndpointsGeneration, rec.rev)
+	}
+	oldStatuses := v.statuses[s]
+	for _, id := range slices.Sorted(maps.Keys(oldStatuses)) {
+		if _, ok := statuses[id]; !ok {
+			tail = append(tail, &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ExportStatusDelete{ExportStatusDelete: oldStatuses[id].GetKey()}})
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(statuses)) {
+		st := statuses[id]
+		sort.Strings(st.EndpointChunks)
+		if !proto.Equal(st, oldStatuses[id]) {
+			tail = append(tail, &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ExportStatus{ExportStatus: st}})
+		}
+	}
+	if len(statuses) == 0 {
+		delete(v.statuses, s)
+	} else {
+		v.statuses[s] = statuses
+	}
+	return append(append(head, chunkEvents...), tail...)
+}
+
+// Snapshot returns the full state as watch events: a reset, every import,
+// every canonical chunk, the export statuses of statusCluster (all when it
+// is "*", none when empty), and a synced mark, all at the view's revision.
+func (v *View) Snapshot(statusCluster string) []*registryv1.WatchEvent {
+	out := []*registryv1.WatchEvent{{Event: &registryv1.WatchEvent_Reset_{Reset_: &registryv1.Reset{}}}}
+	for _, imp := range v.Imports() {
+		out = append(out, &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ImportUpsert{ImportUpsert: imp}})
+		s := svcKey{imp.GetKey().GetNamespace(), imp.GetKey().GetName()}
+		for _, id := range sortedChunkIDs(v.canon[s]) {
+			out = append(out, &registryv1.WatchEvent{Event: &registryv1.WatchEvent_EndpointsUpsert{EndpointsUpsert: v.canon[s][id]}})
+		}
+	}
+	if statusCluster != "" {
+		for _, st := range v.ExportStatuses(statusCluster) {
+			out = append(out, &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ExportStatus{ExportStatus: st}})
+		}
+	}
+	out = append(out, &registryv1.WatchEvent{Event: &registryv1.WatchEvent_Synced{Synced: &registryv1.Synced{}}})
+	for _, e := range out {
+		e.Revision = v.rev
+	}
+	return out
+}
+
+func sortedChunkIDs(m map[chunkID]*registryv1.EndpointChunk) []chunkID {
+	return slices.SortedFunc(maps.Keys(m), func(a, b chunkID) int {
+		if a.cluster != b.cluster {
+			return cmpString(a.cluster, b.cluster)
+		}
+		return cmpString(a.chunk, b.chunk)
+	})
+}
+
+func sortedServices[T any](m map[svcKey]T) []svcKey {
+	return slices.SortedFunc(maps.Keys(m), func(a, b svcKey) int {
+		if a.namespace != b.namespace {
+			return cmpString(a.namespace, b.namespace)
+		}
+		return cmpString(a.name, b.name)
+	})
+}
+
+// Imports returns every import, sorted by namespace and name.
+func (v *View) Imports() []*registryv1.Import {
+	out := make([]*registryv1.Import, 0, len(v.imports))
+	for _, s := range sortedServices(v.imports) {
+		out = append(out, v.imports[s])
+	}
+	return out
+}
+
+// ExportStatuses returns the statuses of a cluster's exports ("*": all).
+func (v *View) ExportStatuses(cluster string) []*registryv1.ExportStatus {
+	var out []*registryv1.ExportStatus
+	for _, s := range sortedServices(v.statuses) {
+		for _, id := range slices.Sorted(maps.Keys(v.statuses[s])) {
+			if cluster == "*" || cluster == id {
+				out = append(out, v.statuses[s][id])
+			}
+		}
+	}
+	return out
+}
+
+// Exports returns a cluster's exports ("*": all), with the revision each was
+// last written at.
+func (v *View) Exports(cluster string) []*registryv1.Export {
+	var out []*registryv1.Export
+	for _, s := range sortedServices(v.exports) {
+		for _, id := range slices.Sorted(maps.Keys(v.exports[s])) {
+			if cluster == "*" || cluster == id {
+				rec := v.exports[s][id]
+				e := proto.Clone(rec.export).(*registryv1.Export)
+				e.Revision = rec.rev
+				out = append(out, e)
+			}
+		}
+	}
+	return out
+}
+
+// Clusters returns every cluster, with liveness, sorted by id.
+func (v *View) Clusters() []*registryv1.Cluster {
+	out := make([]*registryv1.Cluster, 0, len(v.clusters))
+	for _, id := range slices.Sorted(maps.Keys(v.clusters)) {
+		c := proto.Clone(v.clusters[id]).(*registryv1.Cluster)
+		_, c.Live = v.live[id]
+		out = append(out, c)
+	}
+	return out
+}
+
+// Cluster returns one cluster, and whether it is live.
+func (v *View) Cluster(id string) (*registryv1.Cluster, store.LeaseID, bool) {
+	c, ok := v.clusters[id]
+	if !ok {
+		return nil, 0, false
+	}
+	return c, v.live[id], true
+}
+
+// DeadClusters returns the clusters that have a record but no live lease.
+func (v *View) DeadClusters() []string {
+	var out []string
+	for _, id := range slices.Sorted(maps.Keys(v.clusters)) {
+		if _, ok := v.live[id]; !ok {
+			out = append(out, id)
+		}
+	}
+	return out
+}

@@ -1,0 +1,168 @@
+package view
+
+import (
+	"testing"
+	"time"
+
+	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/internal/registry/records"
+	"github.com/fleetnet/fleetnet/internal/registry/store"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// log is a tiny store stand-in: it numbers writes and keeps the current
+// key-value state, so a test can compare incremental and loaded views.
+type log struct {
+	rev  int64
+	data map[string]store.KV
+}
+
+func (l *log) put(t *testing.T, key string, m proto.Message) store.Event {
+	t.Helper()
+	var b []byte
+	switch v := m.(type) {
+	case nil:
+		b = records.EncodeLease(1)
+	default:
+		var err error
+		if b, err = proto.Marshal(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.rev++
+	kv := store.KV{Key: key, Value: b, ModRevision: l.rev}
+	l.data[key] = kv
+	return store.Event{Type: store.EventPut, KV: kv}
+}
+
+func (l *log) del(key string) store.Event {
+	l.rev++
+	delete(l.data, key)
+	return store.Event{Type: store.EventDelete, KV: store.KV{Key: key, ModRevision: l.rev}}
+}
+
+func (l *log) kvs() []store.KV {
+	var out []store.KV
+	for _, kv := range l.data {
+		out = append(out, kv)
+	}
+	return out
+}
+
+func exp(cluster string, minute int, portName string) *registryv1.Export {
+	return &registryv1.Export{
+		Key:           &registryv1.ExportKey{Namespace: "demo", Name: "echo", ClusterId: cluster},
+		ExportedSince: timestamppb.New(time.Date(2026, 1, 1, 0, minute, 0, 0, time.UTC)),
+		Type:          "ClusterSetIP",
+		Ports:         []*registryv1.ServicePort{{Name: portName, Protocol: "TCP", Port: 80}},
+		IpFamilies:    []string{"IPv4"},
+	}
+}
+
+func chunk(cluster, name, portName string, addrs ...string) *registryv1.EndpointChunk {
+	c := &registryv1.EndpointChunk{
+		Key:         &registryv1.ChunkKey{Namespace: "demo", Name: "echo", ClusterId: cluster, Chunk: name},
+		AddressType: "IPv4",
+		Ports:       []*registryv1.EndpointPort{{Name: portName, Protocol: "TCP", Port: 8080}},
+	}
+	for _, a := range addrs {
+		c.Endpoints = append(c.Endpoints, &registryv1.Endpoint{Addresses: []string{a}})
+	}
+	return c
+}
+
+func kinds(evs []*registryv1.WatchEvent) []string {
+	var out []string
+	for _, e := range evs {
+		switch e.GetEvent().(type) {
+		case *registryv1.WatchEvent_ImportUpsert:
+			out = append(out, "import")
+		case *registryv1.WatchEvent_ImportDelete:
+			out = append(out, "import-delete")
+		case *registryv1.WatchEvent_EndpointsUpsert:
+			out = append(out, "chunk:"+e.GetEndpointsUpsert().GetKey().GetClusterId()+"/"+e.GetEndpointsUpsert().GetKey().GetChunk())
+		case *registryv1.WatchEvent_EndpointsDelete:
+			out = append(out, "chunk-delete:"+e.GetEndpointsDelete().GetClusterId()+"/"+e.GetEndpointsDelete().GetChunk())
+		case *registryv1.WatchEvent_ExportStatus:
+			out = append(out, "status:"+e.GetExportStatus().GetKey().GetClusterId())
+		case *registryv1.WatchEvent_ExportStatusDelete:
+			out = append(out, "status-delete:"+e.GetExportStatusDelete().GetClusterId())
+		}
+	}
+	return out
+}
+
+func TestViewEmitsTheSmallestChange(t *testing.T) {
+	l := &log{data: map[string]store.KV{}}
+	v := New()
+	apply := func(evs ...store.Event) []string {
+		t.Helper()
+		out, err := v.Apply(evs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range out {
+			if e.GetRevision() != l.rev && len(evs) == 1 {
+				t.Errorf("event at revision %d, want %d", e.GetRevision(), l.rev)
+			}
+		}
+		return kinds(out)
+	}
+	expect := func(got []string, want ...string) {
+		t.Helper()
+		if len(got) != len(want) {
+			t.Fatalf("events %v, want %v", got, want)
+		}
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("events %v, want %v", got, want)
+			}
+		}
+	}
+
+	for _, id := range []string{"a", "b"} {
+		expect(apply(l.put(t, records.ClusterKey(id), &registryv1.Cluster{Id: id, ClustersetId: "fleet", Region: "r-" + id})))
+		expect(apply(l.put(t, records.LiveKey(id), nil)))
+	}
+	expect(apply(l.put(t, records.ExportKey(exp("a", 0, "http").Key), exp("a", 0, "http"))), "import", "status:a")
+	expect(apply(l.put(t, records.ChunkKey(chunk("a", "a1", "http").Key), chunk("a", "a1", "http", "10.0.0.1"))), "chunk:a/a1", "status:a")
+	// b names its port "web": served under "http", with a Port conflict.
+	expect(apply(l.put(t, records.ExportKey(exp("b", 1, "web").Key), exp("b", 1, "web"))), "import", "status:b")
+	expect(apply(l.put(t, records.ChunkKey(chunk("b", "b1", "web").Key), chunk("b", "b1", "web", "10.1.0.1"))), "chunk:b/b1", "status:b")
+	if c := v.canon[svcKey{"demo", "echo"}][chunkID{"b", "b1"}]; c.GetPorts()[0].GetName() != "http" || c.GetPorts()[0].GetPort() != 8080 {
+		t.Errorf("b's chunk is served as %v, want http/8080", c.GetPorts())
+	}
+	if st := v.statuses[svcKey{"demo", "echo"}]["b"]; len(st.GetConflicts()) != 1 || st.GetConflicts()[0].GetReason() != "Port" {
+		t.Errorf("b's status = %v, want one Port conflict", st)
+	}
+
+	// One endpoint changes: one chunk event (and the exporter's status).
+	expect(apply(l.put(t, records.ChunkKey(chunk("a", "a1", "http").Key), chunk("a", "a1", "http", "10.0.0.1", "10.0.0.2"))), "chunk:a/a1", "status:a")
+	// Rewriting the same content changes only the generation in the status.
+	expect(apply(l.put(t, records.ChunkKey(chunk("a", "a1", "http").Key), chunk("a", "a1", "http", "10.0.0.1", "10.0.0.2"))), "status:a")
+
+	// b's lease expires: it leaves the import, its chunk goes.
+	expect(apply(l.del(records.LiveKey("b"))), "import", "chunk-delete:b/b1", "status:b")
+	// It returns.
+	expect(apply(l.put(t, records.LiveKey("b"), nil)), "import", "chunk:b/b1", "status:b")
+
+	// A loaded view equals the incrementally built one.
+	loaded := New()
+	if err := loaded.Load(l.kvs(), l.rev); err != nil {
+		t.Fatal(err)
+	}
+	a, b := v.Snapshot("*"), loaded.Snapshot("*")
+	if len(a) != len(b) {
+		t.Fatalf("snapshots differ in length: %d vs %d", len(a), len(b))
+	}
+	for i := range a {
+		if !proto.Equal(a[i], b[i]) {
+			t.Fatalf("snapshots differ at %d:\n%v\n%v", i, a[i], b[i])
+		}
+	}
+
+	// a, the oldest, unexports: b's names take over; b's chunk is renamed.
+	expect(apply(l.del(records.ExportKey(exp("a", 0, "http").Key))), "import", "chunk-delete:a/a1", "chunk:b/b1", "status-delete:a", "status:b")
+	expect(apply(l.del(records.ExportKey(exp("b", 1, "web").Key))), "chunk-delete:b/b1", "import-delete", "status-delete:b")
+}
