@@ -1,0 +1,185 @@
+// Package pki creates the fleet's certificates: a CA, the registry's serving
+// certificate, and client certificates for clusters and administrators.
+// `fleetnetctl certs` and the tests use it.
+package pki
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/fleetnet/fleetnet/api/keys"
+)
+
+// Validity of the certificates this package makes.
+const (
+	CAValidity   = 10 * 365 * 24 * time.Hour
+	CertValidity = 365 * 24 * time.Hour
+)
+
+// KeyPair is a certificate and its private key, PEM-encoded.
+type KeyPair struct {
+	CertPEM, KeyPEM []byte
+	cert            *x509.Certificate
+	key             crypto.Signer
+}
+
+// NewCA creates a self-signed CA.
+func NewCA(name string) (*KeyPair, error) {
+	tmpl := &x509.Certificate{
+		Subject:               pkix.Name{CommonName: name},
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+	}
+	return create(tmpl, nil, CAValidity)
+}
+
+// LoadCA reads a CA written by Write.
+func LoadCA(certPath, keyPath string) (*KeyPair, error) {
+	certPEM, err := os.ReadFile(certPath)
+	if err != nil {
+		return nil, err
+	}
+	keyPEM, err := os.ReadFile(keyPath)
+	if err != nil {
+		return nil, err
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("loading CA %s: %w", certPath, err)
+	}
+	cert, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return nil, err
+	}
+	return &KeyPair{CertPEM: certPEM, KeyPEM: keyPEM, cert: cert, key: pair.PrivateKey.(crypto.Signer)}, nil
+}
+
+// ServingCert signs a server certificate for hosts (DNS names or IPs).
+func (ca *KeyPair) ServingCert(name string, hosts []string) (*KeyPair, error) {
+	tmpl := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: name},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	return create(tmpl, ca, CertValidity)
+}
+
+// ClusterCert signs the client certificate of a member cluster.
+func (ca *KeyPair) ClusterCert(clusterID string) (*KeyPair, error) {
+	return ca.clientCert(clusterID, keys.OrganizationClusters)
+}
+
+// AdminCert signs an administrator's client certificate.
+func (ca *KeyPair) AdminCert(name string) (*KeyPair, error) {
+	return ca.clientCert(name, keys.OrganizationAdmins)
+}
+
+func (ca *KeyPair) clientCert(name, org string) (*KeyPair, error) {
+	tmpl := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: name, Organization: []string{org}},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	return create(tmpl, ca, CertValidity)
+}
+
+func create(tmpl *x509.Certificate, parent *KeyPair, validity time.Duration) (*KeyPair, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return nil, err
+	}
+	tmpl.SerialNumber = serial
+	tmpl.NotBefore = time.Now().Add(-time.Hour)
+	tmpl.NotAfter = time.Now().Add(validity)
+	signerCert, signerKey := tmpl, crypto.Signer(key)
+	if parent != nil {
+		signerCert, signerKey = parent.cert, parent.key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, signerCert, key.Public(), signerKey)
+	if err != nil {
+		return nil, fmt.Errorf("signing certificate %q: %w", tmpl.Subject.CommonName, err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return &KeyPair{
+		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		KeyPEM:  pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}),
+		cert:    cert,
+		key:     key,
+	}, nil
+}
+
+// Write stores the pair as <dir>/<name>.crt and <dir>/<name>.key.
+func (kp *KeyPair) Write(dir, name string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".crt"), kp.CertPEM, 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, name+".key"), kp.KeyPEM, 0o600)
+}
+
+// TLSCertificate returns the pair for crypto/tls.
+func (kp *KeyPair) TLSCertificate() (tls.Certificate, error) {
+	return tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+}
+
+// ServerTLS returns a server configuration that requires client
+// certificates signed by ca when requireClientCert is set, and verifies
+// them if presented otherwise (bearer tokens then authenticate).
+func ServerTLS(serving tls.Certificate, caPEM []byte, requireClientCert bool) (*tls.Config, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("no certificate in the client CA bundle")
+	}
+	auth := tls.VerifyClientCertIfGiven
+	if requireClientCert {
+		auth = tls.RequireAndVerifyClientCert
+	}
+	return &tls.Config{Certificates: []tls.Certificate{serving}, ClientCAs: pool, ClientAuth: auth, MinVersion: tls.VersionTLS12}, nil
+}
+
+// ClientTLS returns a client configuration that trusts caPEM and presents
+// client, when given.
+func ClientTLS(caPEM []byte, client *tls.Certificate) (*tls.Config, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, fmt.Errorf("no certificate in the CA bundle")
+	}
+	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	if client != nil {
+		cfg.Certificates = []tls.Certificate{*client}
+	}
+	return cfg, nil
+}

@@ -1,0 +1,357 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/internal/registry/auth"
+	"github.com/fleetnet/fleetnet/internal/registry/records"
+	"github.com/fleetnet/fleetnet/internal/registry/store"
+	"github.com/fleetnet/fleetnet/internal/registry/validate"
+	"github.com/fleetnet/fleetnet/internal/registry/view"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+func invalid(errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return status.Error(codes.InvalidArgument, errs.ToAggregate().Error())
+}
+
+// storeErr turns a store failure into Unavailable: the client retries.
+func storeErr(err error) error {
+	if _, ok := status.FromError(err); ok && status.Code(err) != codes.Unknown {
+		return err
+	}
+	return status.Errorf(codes.Unavailable, "registry store: %v", err)
+}
+
+func (r *Registry) RegisterCluster(ctx context.Context, req *registryv1.RegisterClusterRequest) (*registryv1.RegisterClusterResponse, error) {
+	c := req.GetCluster()
+	if err := invalid(validate.Cluster(c, field.NewPath("cluster"))); err != nil {
+		return nil, err
+	}
+	if err := auth.RequireCluster(ctx, c.GetId()); err != nil {
+		return nil, err
+	}
+	existing, _, err := r.store.Get(ctx, records.ClusterKey(c.GetId()))
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	record := &registryv1.Cluster{Id: c.GetId(), ClustersetId: c.GetClustersetId(), Region: c.GetRegion(), RegisteredAt: timestamppb.New(r.cfg.Clock.Now())}
+	if existing != nil {
+		old := &registryv1.Cluster{}
+		if err := proto.Unmarshal(existing.Value, old); err != nil {
+			return nil, storeErr(err)
+		}
+		if old.GetClustersetId() != c.GetClustersetId() {
+			return nil, status.Errorf(codes.FailedPrecondition, "cluster %q is registered in clusterset %q, not %q; deregister it first", c.GetId(), old.GetClustersetId(), c.GetClustersetId())
+		}
+		record.RegisteredAt = old.GetRegisteredAt()
+		if !proto.Equal(old, record) {
+			existing = nil // region changed: rewrite
+		}
+	}
+	if existing == nil {
+		b, _ := proto.Marshal(record)
+		if _, err := r.store.Put(ctx, records.ClusterKey(c.GetId()), b, 0); err != nil {
+			return nil, storeErr(err)
+		}
+	}
+	// Keep the current lease when it is alive; otherwise grant a new one.
+	if live, _, err := r.store.Get(ctx, records.LiveKey(c.GetId())); err != nil {
+		return nil, storeErr(err)
+	} else if live != nil {
+		if id, err := records.DecodeLease(live.Value); err == nil && r.store.KeepAlive(ctx, id) == nil {
+			return &registryv1.RegisterClusterResponse{Cluster: record, LeaseTtlSeconds: r.ttlSeconds()}, nil
+		}
+	}
+	lease, err := r.store.GrantLease(ctx, r.ttlSeconds())
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	if _, err := r.store.Put(ctx, records.LiveKey(c.GetId()), records.EncodeLease(lease), lease); err != nil {
+		return nil, storeErr(err)
+	}
+	r.log.Info("cluster registered", "cluster", c.GetId(), "clusterset", c.GetClustersetId(), "region", c.GetRegion())
+	return &registryv1.RegisterClusterResponse{Cluster: record, LeaseTtlSeconds: r.ttlSeconds()}, nil
+}
+
+func (r *Registry) ttlSeconds() int64 { return max(1, int64(r.cfg.LeaseTTL.Seconds())) }
+
+func (r *Registry) RenewLease(ctx context.Context, req *registryv1.RenewLeaseRequest) (*registryv1.RenewLeaseResponse, error) {
+	if err := invalid(validate.ClusterID(req.GetClusterId(), field.NewPath("clusterId"))); err != nil {
+		return nil, err
+	}
+	if err := auth.RequireCluster(ctx, req.GetClusterId()); err != nil {
+		return nil, err
+	}
+	notFound := status.Errorf(codes.NotFound, "cluster %q holds no lease: register again and republish every export", req.GetClusterId())
+	cluster, _, err := r.store.Get(ctx, records.ClusterKey(req.GetClusterId()))
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	live, _, err := r.store.Get(ctx, records.LiveKey(req.GetClusterId()))
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	if cluster == nil || live == nil {
+		return nil, notFound
+	}
+	id, err := records.DecodeLease(live.Value)
+	if err != nil {
+		return nil, notFound
+	}
+	if err := r.store.KeepAlive(ctx, id); errors.Is(err, store.ErrLeaseNotFound) {
+		return nil, notFound
+	} else if err != nil {
+		return nil, storeErr(err)
+	}
+	return &registryv1.RenewLeaseResponse{LeaseTtlSeconds: r.ttlSeconds()}, nil
+}
+
+func (r *Registry) DeregisterCluster(ctx context.Context, req *registryv1.DeregisterClusterRequest) (*registryv1.DeregisterClusterResponse, error) {
+	if err := invalid(validate.ClusterID(req.GetClusterId(), field.NewPath("clusterId"))); err != nil {
+		return nil, err
+	}
+	if err := auth.RequireCluster(ctx, req.GetClusterId()); err != nil {
+		return nil, err
+	}
+	if err := r.removeCluster(ctx, req.GetClusterId()); err != nil {
+		return nil, err
+	}
+	r.log.Info("cluster deregistered", "cluster", req.GetClusterId())
+	return &registryv1.DeregisterClusterResponse{}, nil
+}
+
+func (r *Registry) EvictCluster(ctx context.Context, req *registryv1.EvictClusterRequest) (*registryv1.EvictClusterResponse, error) {
+	if err := auth.RequireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	if err := invalid(validate.ClusterID(req.GetClusterId(), field.NewPath("clusterId"))); err != nil {
+		return nil, err
+	}
+	if err := r.removeCluster(ctx, req.GetClusterId()); err != nil {
+		return nil, err
+	}
+	id, _ := auth.FromContext(ctx)
+	r.log.Info("cluster evicted", "cluster", req.GetClusterId(), "by", id.String())
+	return &registryv1.EvictClusterResponse{}, nil
+}
+
+// removeCluster deletes the liveness record first, so the cluster stops
+// participating at once, then its exports and chunks, then the cluster.
+func (r *Registry) removeCluster(ctx context.Context, id string) error {
+	if _, _, err := r.store.Delete(ctx, records.LiveKey(id), 0); err != nil {
+		return storeErr(err)
+	}
+	kvs, _, err := r.store.List(ctx, records.ExportsPrefix)
+	if err != nil {
+		return storeErr(err)
+	}
+	chunks, _, err := r.store.List(ctx, records.EndpointsPrefix)
+	if err != nil {
+		return storeErr(err)
+	}
+	for _, kv := range append(chunks, kvs...) {
+		if records.Parse(kv.Key).ClusterID != id {
+			continue
+		}
+		if _, _, err := r.store.Delete(ctx, kv.Key, 0); err != nil {
+			return storeErr(err)
+		}
+	}
+	if _, _, err := r.store.Delete(ctx, records.ClusterKey(id), 0); err != nil {
+		return storeErr(err)
+	}
+	return nil
+}
+
+// requireRegistered refuses writes of a cluster the registry does not hold:
+// the agent must register (and then republish) first.
+func (r *Registry) requireRegistered(ctx context.Context, id string) error {
+	kv, _, err := r.store.Get(ctx, records.ClusterKey(id))
+	if err != nil {
+		return storeErr(err)
+	}
+	if kv == nil {
+		return status.Errorf(codes.NotFound, "cluster %q is not registered: register again and republish every export", id)
+	}
+	return nil
+}
+
+func (r *Registry) PutExport(ctx context.Context, req *registryv1.PutExportRequest) (*registryv1.PutExportResponse, error) {
+	e := req.GetExport()
+	if err := invalid(validate.Export(e, field.NewPath("export"))); err != nil {
+		return nil, err
+	}
+	if err := auth.RequireCluster(ctx, e.GetKey().GetClusterId()); err != nil {
+		return nil, err
+	}
+	if err := r.requireRegistered(ctx, e.GetKey().GetClusterId()); err != nil {
+		return nil, err
+	}
+	e = proto.Clone(e).(*registryv1.Export)
+	e.Revision = 0 // output only
+	b, _ := proto.Marshal(e)
+	rev, err := r.store.Put(ctx, records.ExportKey(e.GetKey()), b, 0)
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	return &registryv1.PutExportResponse{Revision: rev}, nil
+}
+
+func (r *Registry) DeleteExport(ctx context.Context, req *registryv1.DeleteExportRequest) (*registryv1.DeleteExportResponse, error) {
+	if err := invalid(validate.ExportKey(req.GetKey(), field.NewPath("key"))); err != nil {
+		return nil, err
+	}
+	if err := auth.RequireCluster(ctx, req.GetKey().GetClusterId()); err != nil {
+		return nil, err
+	}
+	deleted, rev, err := r.store.Delete(ctx, records.ExportKey(req.GetKey()), req.GetIfRevision())
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	if deleted || req.GetIfRevision() == 0 {
+		// The endpoints go with the export.
+		if rev, err = r.store.DeletePrefix(ctx, records.ExportEndpointsPrefix(req.GetKey())); err != nil {
+			return nil, storeErr(err)
+		}
+	}
+	return &registryv1.DeleteExportResponse{Deleted: deleted, Revision: rev}, nil
+}
+
+func (r *Registry) PutEndpoints(ctx context.Context, req *registryv1.PutEndpointsRequest) (*registryv1.PutEndpointsResponse, error) {
+	c := req.GetChunk()
+	if err := invalid(validate.Chunk(c, field.NewPath("chunk"))); err != nil {
+		return nil, err
+	}
+	if err := auth.RequireCluster(ctx, c.GetKey().GetClusterId()); err != nil {
+		return nil, err
+	}
+	if err := r.requireRegistered(ctx, c.GetKey().GetClusterId()); err != nil {
+		return nil, err
+	}
+	b, _ := proto.Marshal(c)
+	rev, err := r.store.Put(ctx, records.ChunkKey(c.GetKey()), b, 0)
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	return &registryv1.PutEndpointsResponse{Revision: rev}, nil
+}
+
+func (r *Registry) DeleteEndpoints(ctx context.Context, req *registryv1.DeleteEndpointsRequest) (*registryv1.DeleteEndpointsResponse, error) {
+	if err := invalid(validate.ChunkKey(req.GetKey(), field.NewPath("key"))); err != nil {
+		return nil, err
+	}
+	if err := auth.RequireCluster(ctx, req.GetKey().GetClusterId()); err != nil {
+		return nil, err
+	}
+	deleted, rev, err := r.store.Delete(ctx, records.ChunkKey(req.GetKey()), req.GetIfRevision())
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	return &registryv1.DeleteEndpointsResponse{Deleted: deleted, Revision: rev}, nil
+}
+
+func (r *Registry) ListClusters(ctx context.Context, _ *registryv1.ListClustersRequest) (*registryv1.ListClustersResponse, error) {
+	resp := &registryv1.ListClustersResponse{}
+	err := r.currentView(ctx, func(v *view.View) {
+		resp.Clusters, resp.Revision = v.Clusters(), v.Revision()
+	})
+	return resp, storeErrOrNil(err)
+}
+
+func (r *Registry) ListExports(ctx context.Context, req *registryv1.ListExportsRequest) (*registryv1.ListExportsResponse, error) {
+	cluster := req.GetClusterId()
+	if cluster == "" {
+		cluster = "*"
+	}
+	resp := &registryv1.ListExportsResponse{}
+	err := r.currentView(ctx, func(v *view.View) {
+		resp.Exports, resp.Statuses, resp.Revision = v.Exports(cluster), v.ExportStatuses(cluster), v.Revision()
+	})
+	return resp, storeErrOrNil(err)
+}
+
+func (r *Registry) ListImports(ctx context.Context, _ *registryv1.ListImportsRequest) (*registryv1.ListImportsResponse, error) {
+	resp := &registryv1.ListImportsResponse{}
+	err := r.currentView(ctx, func(v *view.View) {
+		resp.Imports, resp.Revision = v.Imports(), v.Revision()
+	})
+	return resp, storeErrOrNil(err)
+}
+
+func storeErrOrNil(err error) error {
+	if err == nil {
+		return nil
+	}
+	return storeErr(err)
+}
+
+// Watch sends a snapshot (or, on resume, what the client missed), a synced
+// mark, then every change. A watcher that falls behind is ended with
+// Unavailable and resumes from the last revision it received.
+func (r *Registry) Watch(req *registryv1.WatchRequest, stream grpc.ServerStreamingServer[registryv1.WatchEvent]) error {
+	ctx := stream.Context()
+	statusCluster := req.GetExportStatusClusterId()
+	if statusCluster != "" {
+		id, _ := auth.FromContext(ctx)
+		if id.Role != auth.RoleAdmin && (id.Role != auth.RoleCluster || id.Name != statusCluster) {
+			return status.Errorf(codes.PermissionDenied, "%s may not watch the export status of cluster %q", id, statusCluster)
+		}
+	}
+	if err := r.currentView(ctx, func(*view.View) {}); err != nil {
+		return storeErr(err)
+	}
+	r.mu.Lock()
+	rev := r.view.Revision()
+	w, replay, resumed := r.hub.subscribe(statusCluster, req.GetResumeRevision(), rev)
+	var first []*registryv1.WatchEvent
+	if resumed {
+		first = append(replay, &registryv1.WatchEvent{Revision: rev, Event: &registryv1.WatchEvent_Synced{Synced: &registryv1.Synced{}}})
+	} else {
+		first = r.view.Snapshot(statusCluster)
+	}
+	r.mu.Unlock()
+	defer r.hub.unsubscribe(w)
+	r.metrics.watchers.Set(float64(r.hub.count()))
+	defer func() { r.metrics.watchers.Set(float64(r.hub.count())) }()
+
+	for _, e := range first {
+		if err := stream.Send(e); err != nil {
+			return err
+		}
+	}
+	for {
+		select {
+		case e := <-w.ch:
+			if err := stream.Send(e); err != nil {
+				return err
+			}
+		case <-w.cut:
+			// Drain what was queued before the cut, then end.
+			for {
+				select {
+				case e := <-w.ch:
+					if err := stream.Send(e); err != nil {
+						return err
+					}
+				default:
+					return status.Error(codes.Unavailable, "watch ended by the registry: resume from the last revision received")
+				}
+			}
+		case <-r.shutdown:
+			return status.Error(codes.Unavailable, "registry shutting down: resume from the last revision received")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

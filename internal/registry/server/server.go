@@ -1,0 +1,201 @@
+// Package server is the registry's gRPC service: it validates and
+// authorizes writes into a Store, keeps a View of the store current by
+// watching it, and streams the view's changes to watchers.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/internal/registry/store"
+	"github.com/fleetnet/fleetnet/internal/registry/view"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
+)
+
+// Config tunes a registry.
+type Config struct {
+	// LeaseTTL is how long a cluster stays live without renewing.
+	LeaseTTL time.Duration
+	// GracePeriod is how long the records of a cluster whose lease expired
+	// are kept before they are collected.
+	GracePeriod time.Duration
+	// HistoryLimit is how many watch events are kept for resuming watchers.
+	HistoryLimit int
+	// WatcherBuffer is how many events a watcher may lag behind before it is
+	// cut off and must resume.
+	WatcherBuffer int
+	// Clock drives garbage collection; the real clock when nil.
+	Clock clock.WithTicker
+	// Logger logs progress and failures; slog.Default when nil.
+	Logger *slog.Logger
+	// Registerer receives the registry's metrics; none when nil.
+	Registerer prometheus.Registerer
+}
+
+func (c *Config) defaults() {
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = 30 * time.Second
+	}
+	if c.GracePeriod == 0 {
+		c.GracePeriod = 10 * time.Minute
+	}
+	if c.HistoryLimit == 0 {
+		c.HistoryLimit = 100000
+	}
+	if c.WatcherBuffer == 0 {
+		c.WatcherBuffer = 10000
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Registry implements registryv1.RegistryServer.
+type Registry struct {
+	registryv1.UnimplementedRegistryServer
+
+	cfg     Config
+	store   store.Store
+	log     *slog.Logger
+	metrics *metrics
+
+	mu   sync.Mutex
+	cond *sync.Cond // signalled when the view advances or sync state changes
+	view *view.View
+	// synced is true once the view was loaded from the store.
+	synced bool
+	hub    *hub
+	// shutdown is closed when the registry stops serving watchers.
+	shutdown chan struct{}
+	stopOnce sync.Once
+}
+
+// New returns a registry on s. Call Run to keep its view current.
+func New(s store.Store, cfg Config) *Registry {
+	cfg.defaults()
+	r := &Registry{
+		cfg:      cfg,
+		store:    s,
+		log:      cfg.Logger,
+		view:     view.New(),
+		hub:      newHub(cfg.HistoryLimit, cfg.WatcherBuffer),
+		shutdown: make(chan struct{}),
+	}
+	r.cond = sync.NewCond(&r.mu)
+	r.metrics = newMetrics(cfg.Registerer, r)
+	r.store = instrumentedStore{Store: s, ops: r.metrics.storeOps}
+	return r
+}
+
+// Run keeps the view in step with the store until ctx ends: it loads the
+// store, then applies every change and publishes the resulting events. On a
+// compaction or a broken watch it loads again.
+func (r *Registry) Run(ctx context.Context) error {
+	go r.collectGarbage(ctx)
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := r.follow(ctx)
+		if ctx.Err() != nil {
+			break
+		}
+		r.log.Warn("store watch ended; reloading the view", "err", err, "retryIn", backoff)
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+	return nil
+}
+
+// Stop cuts every watcher off; they resume from their last revision
+// elsewhere or after a restart.
+func (r *Registry) Stop() {
+	r.stopOnce.Do(func() { close(r.shutdown) })
+}
+
+func (r *Registry) follow(ctx context.Context) error {
+	kvs, rev, err := r.store.List(ctx, "")
+	if err != nil {
+		return fmt.Errorf("loading the store: %w", err)
+	}
+	v := view.New()
+	if err := v.Load(kvs, rev); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.view, r.synced = v, true
+	r.hub.reset(rev)
+	r.cond.Broadcast()
+	r.mu.Unlock()
+	r.log.Info("registry view loaded", "revision", rev, "records", len(kvs))
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for resp := range r.store.Watch(ctx, "", rev) {
+		if resp.Err != nil {
+			return resp.Err
+		}
+		r.mu.Lock()
+		events, err := r.view.Apply(resp.Events)
+		if err == nil {
+			r.hub.publish(events)
+		}
+		r.cond.Broadcast()
+		r.mu.Unlock()
+		if err != nil {
+			return fmt.Errorf("applying store events: %w", err)
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return errors.New("store watch closed")
+}
+
+// waitForRevision blocks until the view reflects rev, so a client reads its
+// own writes.
+func (r *Registry) waitForRevision(ctx context.Context, rev int64) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
+		r.mu.Lock()
+		r.cond.Broadcast()
+		r.mu.Unlock()
+	})
+	defer stop()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for !r.synced || r.view.Revision() < rev {
+		if ctx.Err() != nil {
+			return fmt.Errorf("the registry's view is at revision %d, waiting for %d: %w", r.view.Revision(), rev, ctx.Err())
+		}
+		r.cond.Wait()
+	}
+	return nil
+}
+
+// currentView waits until the view has caught up with the store, then
+// calls fn with it under the lock.
+func (r *Registry) currentView(ctx context.Context, fn func(v *view.View)) error {
+	rev, err := r.store.Revision(ctx)
+	if err != nil {
+		return err
+	}
+	if err := r.waitForRevision(ctx, rev); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fn(r.view)
+	return nil
+}

@@ -1,0 +1,474 @@
+package server_test
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/internal/pki"
+	"github.com/fleetnet/fleetnet/internal/registry/auth"
+	"github.com/fleetnet/fleetnet/internal/registry/server"
+	"github.com/fleetnet/fleetnet/internal/registry/store"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+// env is a registry on a memory store, served over mTLS on loopback.
+type env struct {
+	t     *testing.T
+	addr  string
+	ca    *pki.KeyPair
+	clock *clocktesting.FakeClock
+	store *store.Memory
+}
+
+func start(t *testing.T, cfg server.Config) *env {
+	t.Helper()
+	ca, err := pki.NewCA("test-fleet-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving, err := ca.ServingCert("registry", []string{"127.0.0.1", "localhost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	servingTLS, _ := serving.TLSCertificate()
+	tlsCfg, err := pki.ServerTLS(servingTLS, ca.CertPEM, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	mem := store.NewMemory(clk, 100000)
+	cfg.Clock = clk
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	reg := server.New(mem, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	go reg.Run(ctx)
+	gs, _ := server.NewGRPCServer(reg, tlsCfg, &auth.Authenticator{})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gs.Serve(lis)
+	t.Cleanup(func() {
+		reg.Stop()
+		gs.Stop()
+		cancel()
+		mem.Close()
+	})
+	return &env{t: t, addr: lis.Addr().String(), ca: ca, clock: clk, store: mem}
+}
+
+// client connects as cluster id, or as an admin when admin is set, or
+// without a certificate when id is empty.
+func (e *env) client(id string, admin bool) registryv1.RegistryClient {
+	e.t.Helper()
+	var cert *tls.Certificate
+	if id != "" {
+		var kp *pki.KeyPair
+		var err error
+		if admin {
+			kp, err = e.ca.AdminCert(id)
+		} else {
+			kp, err = e.ca.ClusterCert(id)
+		}
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		c, _ := kp.TLSCertificate()
+		cert = &c
+	}
+	tlsCfg, err := pki.ClientTLS(e.ca.CertPEM, cert)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(e.addr, grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { conn.Close() })
+	return registryv1.NewRegistryClient(conn)
+}
+
+func register(t *testing.T, c registryv1.RegistryClient, id string) {
+	t.Helper()
+	_, err := c.RegisterCluster(context.Background(), &registryv1.RegisterClusterRequest{Cluster: &registryv1.Cluster{Id: id, ClustersetId: "fleet", Region: "region-" + id}})
+	if err != nil {
+		t.Fatalf("registering %s: %v", id, err)
+	}
+}
+
+func export(cluster string, minute int, portName string) *registryv1.Export {
+	return &registryv1.Export{
+		Key:           &registryv1.ExportKey{Namespace: "demo", Name: "echo", ClusterId: cluster},
+		ExportedSince: timestamppb.New(time.Date(2026, 1, 1, 0, minute, 0, 0, time.UTC)),
+		Type:          "ClusterSetIP",
+		Ports:         []*registryv1.ServicePort{{Name: portName, Protocol: "TCP", Port: 80}},
+		IpFamilies:    []string{"IPv4"},
+		Weight:        1,
+	}
+}
+
+func chunk(cluster, name, portName string, addrs ...string) *registryv1.EndpointChunk {
+	c := &registryv1.EndpointChunk{
+		Key:         &registryv1.ChunkKey{Namespace: "demo", Name: "echo", ClusterId: cluster, Chunk: name},
+		AddressType: "IPv4",
+		Ports:       []*registryv1.EndpointPort{{Name: portName, Protocol: "TCP", Port: 8080}},
+	}
+	for _, a := range addrs {
+		c.Endpoints = append(c.Endpoints, &registryv1.Endpoint{Addresses: []string{a}, Conditions: &registryv1.EndpointConditions{Ready: true, Serving: true}})
+	}
+	return c
+}
+
+// watchStream collects the events of one watch.
+type watchStream struct {
+	events chan *registryv1.WatchEvent
+	errs   chan error
+	cancel context.CancelFunc
+}
+
+func watch(t *testing.T, c registryv1.RegistryClient, req *registryv1.WatchRequest) *watchStream {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	s, err := c.Watch(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &watchStream{events: make(chan *registryv1.WatchEvent, 100000), errs: make(chan error, 1), cancel: cancel}
+	go func() {
+		for {
+			e, err := s.Recv()
+			if err != nil {
+				w.errs <- err
+				return
+			}
+			w.events <- e
+		}
+	}()
+	return w
+}
+
+// until reads events until one matches, failing after a timeout.
+func (w *watchStream) until(t *testing.T, what string, match func(*registryv1.WatchEvent) bool) (seen []*registryv1.WatchEvent) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case e := <-w.events:
+			seen = append(seen, e)
+			if match(e) {
+				return seen
+			}
+		case err := <-w.errs:
+			t.Fatalf("watch ended waiting for %s: %v", what, err)
+		case <-timeout:
+			t.Fatalf("timed out waiting for %s; saw %d events", what, len(seen))
+		}
+	}
+}
+
+func isSynced(e *registryv1.WatchEvent) bool { return e.GetSynced() != nil }
+
+func importWithClusters(ids ...string) func(*registryv1.WatchEvent) bool {
+	return func(e *registryv1.WatchEvent) bool {
+		imp := e.GetImportUpsert()
+		if imp == nil || len(imp.GetClusters()) != len(ids) {
+			return false
+		}
+		for i, c := range imp.GetClusters() {
+			if c.GetClusterId() != ids[i] {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+func TestExportsBecomeAnImportWithCanonicalEndpoints(t *testing.T) {
+	e := start(t, server.Config{})
+	a, b, c := e.client("a", false), e.client("b", false), e.client("c", false)
+	ctx := context.Background()
+	for id, cl := range map[string]registryv1.RegistryClient{"a": a, "b": b, "c": c} {
+		register(t, cl, id)
+	}
+	w := watch(t, c, &registryv1.WatchRequest{})
+	w.until(t, "the first snapshot's synced mark", isSynced)
+
+	if _, err := a.PutExport(ctx, &registryv1.PutExportRequest{Export: export("a", 0, "http")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.PutExport(ctx, &registryv1.PutExportRequest{Export: export("b", 1, "web")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: chunk("b", "echo-b1", "web", "10.244.2.5")}); err != nil {
+		t.Fatal(err)
+	}
+	w.until(t, "an import with a and b", importWithClusters("a", "b"))
+	seen := w.until(t, "b's chunk", func(ev *registryv1.WatchEvent) bool { return ev.GetEndpointsUpsert() != nil })
+	got := seen[len(seen)-1].GetEndpointsUpsert()
+	if p := got.GetPorts()[0]; p.GetName() != "http" || p.GetPort() != 8080 {
+		t.Errorf("b's endpoints are served as %s/%d, want http/8080", p.GetName(), p.GetPort())
+	}
+
+	// b sees its conflict in its export status.
+	resp, err := b.ListExports(ctx, &registryv1.ListExportsRequest{ClusterId: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetStatuses()) != 1 || len(resp.GetStatuses()[0].GetConflicts()) != 1 {
+		t.Fatalf("b's statuses = %v, want one Port conflict", resp.GetStatuses())
+	}
+	conflict := resp.GetStatuses()[0].GetConflicts()[0]
+	if conflict.GetReason() != "Port" || !strings.Contains(conflict.GetMessage(), `"web"`) || !strings.Contains(conflict.GetMessage(), "cluster a") {
+		t.Errorf("conflict = %v, want a Port conflict naming web and cluster a", conflict)
+	}
+	if st := resp.GetStatuses()[0]; st.GetEndpointsGeneration() == 0 || len(st.GetEndpointChunks()) != 1 {
+		t.Errorf("status does not report the endpoint set the registry holds: %v", st)
+	}
+}
+
+func TestAuthorization(t *testing.T) {
+	e := start(t, server.Config{})
+	ctx := context.Background()
+	a, b := e.client("a", false), e.client("b", false)
+	register(t, a, "a")
+	register(t, b, "b")
+	admin := e.client("ops", true)
+
+	tests := []struct {
+		name string
+		call func() error
+		want codes.Code
+	}{
+		{"a writes b's export", func() error {
+			_, err := a.PutExport(ctx, &registryv1.PutExportRequest{Export: export("b", 0, "http")})
+			return err
+		}, codes.PermissionDenied},
+		{"a writes b's endpoints", func() error {
+			_, err := a.PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: chunk("b", "x", "http", "10.0.0.1")})
+			return err
+		}, codes.PermissionDenied},
+		{"a registers as b", func() error {
+			_, err := a.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: &registryv1.Cluster{Id: "b", ClustersetId: "fleet"}})
+			return err
+		}, codes.PermissionDenied},
+		{"a evicts b", func() error {
+			_, err := a.EvictCluster(ctx, &registryv1.EvictClusterRequest{ClusterId: "b"})
+			return err
+		}, codes.PermissionDenied},
+		{"a watches b's status", func() error {
+			s, err := a.Watch(ctx, &registryv1.WatchRequest{ExportStatusClusterId: "b"})
+			if err != nil {
+				return err
+			}
+			_, err = s.Recv()
+			return err
+		}, codes.PermissionDenied},
+		{"no certificate", func() error {
+			_, err := e.client("", false).ListClusters(ctx, &registryv1.ListClustersRequest{})
+			return err
+		}, codes.Unavailable}, // the TLS handshake itself fails
+		{"admin evicts b", func() error {
+			_, err := admin.EvictCluster(ctx, &registryv1.EvictClusterRequest{ClusterId: "b"})
+			return err
+		}, codes.OK},
+		{"an invalid region is refused at registration", func() error {
+			_, err := a.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: &registryv1.Cluster{Id: "a", ClustersetId: "fleet", Region: "US West (Oregon)"}})
+			if err != nil && !strings.Contains(err.Error(), `cluster.region: Invalid value: "US West (Oregon)"`) {
+				return fmt.Errorf("error does not name the field and value: %w", err)
+			}
+			return err
+		}, codes.InvalidArgument},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := status.Code(tt.call()); got != tt.want {
+				t.Fatalf("code = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLeaseExpiryAndReturn(t *testing.T) {
+	e := start(t, server.Config{LeaseTTL: 10 * time.Second, GracePeriod: time.Hour})
+	ctx := context.Background()
+	a, b := e.client("a", false), e.client("b", false)
+	register(t, a, "a")
+	register(t, b, "b")
+	for id, cl := range map[string]registryv1.RegistryClient{"a": a, "b": b} {
+		if _, err := cl.PutExport(ctx, &registryv1.PutExportRequest{Export: export(id, 0, "http")}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cl.PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: chunk(id, "c1", "http", "10.244.0.1")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w := watch(t, a, &registryv1.WatchRequest{})
+	w.until(t, "import with a and b", importWithClusters("a", "b"))
+	w.until(t, "synced", isSynced)
+
+	// a renews, b does not: b leaves the import and its chunk goes.
+	e.clock.Step(6 * time.Second)
+	if _, err := a.RenewLease(ctx, &registryv1.RenewLeaseRequest{ClusterId: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Step(6 * time.Second)
+	w.until(t, "import with a only", importWithClusters("a"))
+	w.until(t, "b's chunk deleted", func(ev *registryv1.WatchEvent) bool { return ev.GetEndpointsDelete().GetClusterId() == "b" })
+
+	_, err := b.RenewLease(ctx, &registryv1.RenewLeaseRequest{ClusterId: "b"})
+	if status.Code(err) != codes.NotFound {
+		t.Fatalf("renewal after expiry: %v, want NotFound", err)
+	}
+	// Records stayed for the grace period: registering again is enough.
+	register(t, b, "b")
+	w.until(t, "import with a and b again", importWithClusters("a", "b"))
+	w.until(t, "b's chunk back", func(ev *registryv1.WatchEvent) bool { return ev.GetEndpointsUpsert().GetKey().GetClusterId() == "b" })
+}
+
+func TestGarbageCollectionAfterGracePeriod(t *testing.T) {
+	e := start(t, server.Config{LeaseTTL: 10 * time.Second, GracePeriod: time.Minute})
+	ctx := context.Background()
+	a := e.client("a", false)
+	register(t, a, "a")
+	if _, err := a.PutExport(ctx, &registryv1.PutExportRequest{Export: export("a", 0, "http")}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Step(11 * time.Second)
+	// Let the collector notice the dead cluster, then pass the grace period.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		e.clock.Step(5 * time.Second)
+		resp, err := a.ListExports(ctx, &registryv1.ListExportsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.GetExports()) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("exports of the expired cluster not collected: %v", resp.GetExports())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	clusters, _ := a.ListClusters(ctx, &registryv1.ListClustersRequest{})
+	if len(clusters.GetClusters()) != 0 {
+		t.Errorf("cluster record not collected: %v", clusters.GetClusters())
+	}
+}
+
+func TestWatchResumesFromItsRevision(t *testing.T) {
+	e := start(t, server.Config{})
+	ctx := context.Background()
+	a := e.client("a", false)
+	register(t, a, "a")
+	if _, err := a.PutExport(ctx, &registryv1.PutExportRequest{Export: export("a", 0, "http")}); err != nil {
+		t.Fatal(err)
+	}
+	w := watch(t, a, &registryv1.WatchRequest{})
+	seen := w.until(t, "synced", isSynced)
+	last := seen[len(seen)-1].GetRevision()
+	w.cancel()
+
+	if _, err := a.PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: chunk("a", "c1", "http", "10.244.0.1")}); err != nil {
+		t.Fatal(err)
+	}
+	w2 := watch(t, a, &registryv1.WatchRequest{ResumeRevision: last})
+	seen = w2.until(t, "synced after resume", isSynced)
+	var kinds []string
+	for _, ev := range seen {
+		kinds = append(kinds, fmt.Sprintf("%T", ev.GetEvent()))
+	}
+	if len(seen) != 2 || seen[0].GetEndpointsUpsert() == nil {
+		t.Fatalf("resume sent %v, want only the missed chunk and a synced mark", kinds)
+	}
+
+	// A revision that is not held gets a fresh snapshot.
+	w3 := watch(t, a, &registryv1.WatchRequest{ResumeRevision: 1 << 40})
+	seen = w3.until(t, "synced", isSynced)
+	if seen[0].GetReset_() == nil {
+		t.Fatalf("unknown revision: first event %v, want a reset", seen[0])
+	}
+}
+
+// resumeUntil watches like an agent: it resumes from the last revision it
+// received whenever the stream ends, until match.
+func resumeUntil(t *testing.T, c registryv1.RegistryClient, match func(*registryv1.WatchEvent) bool) {
+	t.Helper()
+	var last int64
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		s, err := c.Watch(ctx, &registryv1.WatchRequest{ResumeRevision: last})
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		for {
+			ev, err := s.Recv()
+			if err != nil {
+				if status.Code(err) != codes.Unavailable {
+					cancel()
+					t.Fatalf("watch ended with %v", err)
+				}
+				break
+			}
+			last = ev.GetRevision()
+			if match(ev) {
+				cancel()
+				return
+			}
+		}
+		cancel()
+	}
+	t.Fatal("timed out")
+}
+
+func TestSlowWatcherIsCutOffOthersContinue(t *testing.T) {
+	e := start(t, server.Config{WatcherBuffer: 16})
+	ctx := context.Background()
+	a := e.client("a", false)
+	register(t, a, "a")
+	if _, err := a.PutExport(ctx, &registryv1.PutExportRequest{Export: export("a", 0, "http")}); err != nil {
+		t.Fatal(err)
+	}
+	// The slow watcher never reads.
+	slowCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	slow, err := a.Watch(slowCtx, &registryv1.WatchRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		c := chunk("a", fmt.Sprintf("c%d", i), "http", fmt.Sprintf("10.244.0.%d", i+1))
+		if _, err := a.PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: c}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Writes were never held up by the slow watcher; a watcher that reads
+	// gets everything, resuming after a cut-off if it was one.
+	resumeUntil(t, a, func(ev *registryv1.WatchEvent) bool { return ev.GetEndpointsUpsert().GetKey().GetChunk() == "c199" })
+	// The slow one was ended with a resumable error.
+	for {
+		_, err := slow.Recv()
+		if err != nil {
+			if status.Code(err) != codes.Unavailable {
+				t.Fatalf("slow watcher ended with %v, want Unavailable", err)
+			}
+			break
+		}
+	}
+}
