@@ -1,0 +1,29 @@
+// Command fleetnet-registry is the fleet's source of truth: clusters and
+// their leases, every cluster's exports and endpoints, the merged imports
+// and a watch stream. See internal/registry.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/fleetnet/fleetnet/internal/registry/app"
+)
+
+func main() {
+	var opts app.Options
+	opts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := app.Run(ctx, opts, log); err != nil {
+		fmt.Fprintf(os.Stderr, "fleetnet-registry: %v\n", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,17 @@
+// Command fleetnetctl operates a fleetnet fleet: certificates and registry
+// administration. See internal/ctl.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/fleetnet/fleetnet/internal/ctl"
+)
+
+func main() {
+	if err := ctl.NewRootCommand().Execute(); err != nil {
+		fmt.Fprintf(os.Stderr, "fleetnetctl: %v\n", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,204 @@
+// Package app assembles the fleetnet-registry process: flags, storage
+// (embedded or external etcd), TLS, the gRPC server, metrics and graceful
+// shutdown.
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/fleetnet/fleetnet/internal/pki"
+	"github.com/fleetnet/fleetnet/internal/registry/auth"
+	"github.com/fleetnet/fleetnet/internal/registry/server"
+	"github.com/fleetnet/fleetnet/internal/registry/store"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+)
+
+// Options are the registry's flags.
+type Options struct {
+	Listen        string
+	MetricsListen string
+	DataDir       string
+	EtcdEndpoints string
+	EtcdPrefix    string
+	EtcdCAFile    string
+	EtcdCertFile  string
+	EtcdKeyFile   string
+	TLSCertFile   string
+	TLSKeyFile    string
+	ClientCAFile  string
+	TokenFile     string
+	LeaseTTL      time.Duration
+	GracePeriod   time.Duration
+}
+
+// BindFlags registers the options on fs.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Listen, "listen", ":7443", "address of the gRPC API (TLS)")
+	fs.StringVar(&o.MetricsListen, "metrics-listen", ":8080", "address of /metrics, /healthz and /readyz (plain HTTP); empty disables")
+	fs.StringVar(&o.DataDir, "data-dir", "fleetnet-registry-data", "directory of the embedded etcd; unused with --etcd-endpoints")
+	fs.StringVar(&o.EtcdEndpoints, "etcd-endpoints", "", "comma-separated URLs of an external etcd cluster; replicas on one etcd serve the same view")
+	fs.StringVar(&o.EtcdPrefix, "etcd-prefix", "/fleetnet/registry/", "key prefix in etcd")
+	fs.StringVar(&o.EtcdCAFile, "etcd-ca-file", "", "CA bundle of the external etcd")
+	fs.StringVar(&o.EtcdCertFile, "etcd-cert-file", "", "client certificate for the external etcd")
+	fs.StringVar(&o.EtcdKeyFile, "etcd-key-file", "", "client key for the external etcd")
+	fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "serving certificate (required)")
+	fs.StringVar(&o.TLSKeyFile, "tls-key-file", "", "serving key (required)")
+	fs.StringVar(&o.ClientCAFile, "client-ca-file", "", "fleet CA that signs cluster and admin client certificates (required)")
+	fs.StringVar(&o.TokenFile, "token-file", "", "CSV of token,name,role (role: cluster or admin); when set, bearer tokens are accepted besides client certificates")
+	fs.DurationVar(&o.LeaseTTL, "lease-ttl", 30*time.Second, "how long a cluster stays live without renewing its lease")
+	fs.DurationVar(&o.GracePeriod, "grace-period", 10*time.Minute, "how long the records of a cluster whose lease expired are kept")
+}
+
+// Validate checks the options before anything starts.
+func (o *Options) Validate() error {
+	var errs []error
+	for flagName, v := range map[string]string{"--tls-cert-file": o.TLSCertFile, "--tls-key-file": o.TLSKeyFile, "--client-ca-file": o.ClientCAFile} {
+		if v == "" {
+			errs = append(errs, fmt.Errorf("%s is required (create one with `fleetnetctl certs`)", flagName))
+		}
+	}
+	if o.LeaseTTL < time.Second {
+		errs = append(errs, fmt.Errorf("--lease-ttl=%s: must be at least 1s", o.LeaseTTL))
+	}
+	if o.GracePeriod < 0 {
+		errs = append(errs, fmt.Errorf("--grace-period=%s: must not be negative", o.GracePeriod))
+	}
+	return errors.Join(errs...)
+}
+
+// Run serves until ctx ends, then shuts down gracefully: watchers are told
+// to resume from their last revision, in-flight calls finish.
+func Run(ctx context.Context, o Options, log *slog.Logger) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	tlsConfig, authn, err := o.security()
+	if err != nil {
+		return err
+	}
+	st, closeStore, err := o.openStore(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer closeStore()
+
+	promReg := prometheus.NewRegistry()
+	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := server.New(st, server.Config{LeaseTTL: o.LeaseTTL, GracePeriod: o.GracePeriod, Logger: log, Registerer: promReg})
+	runCtx, stopRun := context.WithCancel(context.Background())
+	defer stopRun()
+	go reg.Run(runCtx)
+
+	gs, health := server.NewGRPCServer(reg, tlsConfig, authn)
+	lis, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen=%s: %w", o.Listen, err)
+	}
+	log.Info("registry serving", "address", lis.Addr().String())
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- gs.Serve(lis) }()
+
+	var metricsSrv *http.Server
+	if o.MetricsListen != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(promReg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+		mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+			resp, err := health.Check(r.Context(), nil)
+			if err != nil || resp.GetStatus().String() != "SERVING" {
+				http.Error(w, "registry view not loaded yet", http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ok")
+		})
+		mlis, err := net.Listen("tcp", o.MetricsListen)
+		if err != nil {
+			gs.Stop()
+			return fmt.Errorf("--metrics-listen=%s: %w", o.MetricsListen, err)
+		}
+		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go metricsSrv.Serve(mlis)
+	}
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		return fmt.Errorf("serving gRPC: %w", err)
+	}
+	log.Info("registry shutting down")
+	health.Shutdown()
+	reg.Stop()
+	done := make(chan struct{})
+	go func() { gs.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		gs.Stop()
+	}
+	if metricsSrv != nil {
+		metricsSrv.Close()
+	}
+	return nil
+}
+
+func (o *Options) security() (*tls.Config, *auth.Authenticator, error) {
+	serving, err := tls.LoadX509KeyPair(o.TLSCertFile, o.TLSKeyFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--tls-cert-file/--tls-key-file: %w", err)
+	}
+	caPEM, err := os.ReadFile(o.ClientCAFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--client-ca-file: %w", err)
+	}
+	authn := &auth.Authenticator{}
+	if o.TokenFile != "" {
+		if authn.Tokens, err = auth.LoadTokens(o.TokenFile); err != nil {
+			return nil, nil, fmt.Errorf("--token-file: %w", err)
+		}
+	}
+	tlsConfig, err := pki.ServerTLS(serving, caPEM, o.TokenFile == "")
+	if err != nil {
+		return nil, nil, fmt.Errorf("--client-ca-file=%s: %w", o.ClientCAFile, err)
+	}
+	return tlsConfig, authn, nil
+}
+
+func (o *Options) openStore(ctx context.Context, log *slog.Logger) (store.Store, func(), error) {
+	if o.EtcdEndpoints == "" {
+		e, err := store.StartEmbedded(ctx, o.DataDir, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		return store.NewEtcd(e.Client, o.EtcdPrefix), e.Close, nil
+	}
+	cfg := clientv3.Config{Endpoints: strings.Split(o.EtcdEndpoints, ","), DialTimeout: 10 * time.Second}
+	if o.EtcdCAFile != "" || o.EtcdCertFile != "" {
+		info := transport.TLSInfo{TrustedCAFile: o.EtcdCAFile, CertFile: o.EtcdCertFile, KeyFile: o.EtcdKeyFile}
+		tlsCfg, err := info.ClientConfig()
+		if err != nil {
+			return nil, nil, fmt.Errorf("etcd TLS flags: %w", err)
+		}
+		cfg.TLS = tlsCfg
+	}
+	client, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--etcd-endpoints=%s: %w", o.EtcdEndpoints, err)
+	}
+	log.Info("using external etcd", "endpoints", o.EtcdEndpoints, "prefix", o.EtcdPrefix)
+	s := store.NewEtcd(client, o.EtcdPrefix)
+	return s, func() { s.Close() }, nil
+}

@@ -1,0 +1,67 @@
+// Package client connects to the registry with the fleet's credentials.
+package client
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"os"
+
+	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/internal/pki"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+)
+
+// Options say where the registry is and who we are.
+type Options struct {
+	// Address is host:port of the registry.
+	Address string
+	// CAFile is the CA bundle that signed the registry's certificate.
+	CAFile string
+	// CertFile and KeyFile are our client certificate (mTLS).
+	CertFile, KeyFile string
+	// Token is a bearer token, the alternative to a client certificate.
+	Token string
+}
+
+// Dial connects to the registry. The connection is lazy: errors of the
+// network show up in calls, as Unavailable.
+func Dial(o Options) (registryv1.RegistryClient, *grpc.ClientConn, error) {
+	if o.Address == "" {
+		return nil, nil, fmt.Errorf("no registry address given")
+	}
+	caPEM, err := os.ReadFile(o.CAFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading registry CA: %w", err)
+	}
+	var cert *tls.Certificate
+	if o.CertFile != "" {
+		c, err := tls.LoadX509KeyPair(o.CertFile, o.KeyFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("loading client certificate %s: %w", o.CertFile, err)
+		}
+		cert = &c
+	}
+	tlsCfg, err := pki.ClientTLS(caPEM, cert)
+	if err != nil {
+		return nil, nil, fmt.Errorf("registry CA %s: %w", o.CAFile, err)
+	}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg))}
+	if o.Token != "" {
+		opts = append(opts, grpc.WithPerRPCCredentials(bearer(o.Token)))
+	}
+	conn, err := grpc.NewClient(o.Address, opts...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("registry %s: %w", o.Address, err)
+	}
+	return registryv1.NewRegistryClient(conn), conn, nil
+}
+
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+
+func (bearer) RequireTransportSecurity() bool { return true }
