@@ -72,7 +72,7 @@ func start(t *testing.T, cfg server.Config) *env {
 
 // client connects as cluster id, or as an admin when admin is set, or
 // without a certificate when id is empty.
-func (e *env) client(id string, admin bool) registryv1.RegistryClient {
+func (e *env) client(id string, admin bool, opts ...grpc.DialOption) registryv1.RegistryClient {
 	e.t.Helper()
 	var cert *tls.Certificate
 	if id != "" {
@@ -93,7 +93,7 @@ func (e *env) client(id string, admin bool) registryv1.RegistryClient {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	conn, err := grpc.NewClient(e.addr, grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)))
+	conn, err := grpc.NewClient(e.addr, append(opts, grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)))...)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -445,15 +445,21 @@ func TestSlowWatcherIsCutOffOthersContinue(t *testing.T) {
 	if _, err := a.PutExport(ctx, &registryv1.PutExportRequest{Export: export("a", 0, "http")}); err != nil {
 		t.Fatal(err)
 	}
-	// The slow watcher never reads.
-	slowCtx, cancel := context.WithCancel(ctx)
+	// The slow watcher does not read until the end, and its small HTTP/2
+	// windows make the registry's sends to it block.
+	slowCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	slow, err := a.Watch(slowCtx, &registryv1.WatchRequest{})
+	slowClient := e.client("a", false, grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	slow, err := slowClient.Watch(slowCtx, &registryv1.WatchRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range 200 {
-		c := chunk("a", fmt.Sprintf("c%d", i), "http", fmt.Sprintf("10.244.0.%d", i+1))
+		var addrs []string
+		for j := range 200 {
+			addrs = append(addrs, fmt.Sprintf("10.244.%d.%d", i, j+1))
+		}
+		c := chunk("a", fmt.Sprintf("c%d", i), "http", addrs...)
 		if _, err := a.PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: c}); err != nil {
 			t.Fatal(err)
 		}
