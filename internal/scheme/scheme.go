@@ -17,7 +17,7 @@ var Scheme = runtime.NewScheme()
 
 func init() {
 	utilruntime.Must(clientgoscheme.AddToScheme(Scheme))
-	utilruntime.Must(mcsv1alpha1.AddToScheme(Scheme))
-	utilruntime.Must(mcsv1beta1.AddToScheme(Scheme))
+	utilruntime.Must(mcsv1alpha1.Install(Scheme))
+	utilruntime.Must(mcsv1beta1.Install(Scheme))
 	utilruntime.Must(aboutv1alpha1.AddToScheme(Scheme))
 }

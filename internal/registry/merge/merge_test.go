@@ -152,7 +152,7 @@ func TestMerge(t *testing.T) {
 					e.SessionAffinity, e.SessionAffinityTimeoutSeconds = "ClientIP", 60
 				}),
 			},
-			clusters: live("a", "b", "c"),
+			clusters:  live("a", "b", "c"),
 			wantPorts: []*registryv1.ServicePort{port("http", 80)},
 			wantType:  "ClusterSetIP",
 			wantConflicts: map[string][]string{
