@@ -1,0 +1,104 @@
+package registry_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/internal/ctl"
+	"github.com/fleetnet/fleetnet/internal/registry/client"
+	"github.com/fleetnet/fleetnet/test/fleet"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func fleetnetctl(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	cmd := ctl.NewRootCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+func TestFleetnetctlCertsRegistryCommandsMetricsAndTokens(t *testing.T) {
+	dir := t.TempDir()
+	if out, err := fleetnetctl(t, "certs", "--dir", dir, "--registry-hosts", "127.0.0.1", "--cluster", "a", "--cluster", "probe", "--admin", "ops"); err != nil {
+		t.Fatalf("fleetnetctl certs: %v\n%s", err, out)
+	}
+	token := "0123456789abcdef-token-of-b"
+	tokenFile := filepath.Join(dir, "tokens.csv")
+	if err := os.WriteFile(tokenFile, []byte(token+",b,cluster\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))
+	_, addr := startRegistry(t, certs{dir}, t.TempDir(), "--data-dir="+t.TempDir(), "--metrics-listen="+metricsAddr, "--token-file="+tokenFile)
+	ctx := context.Background()
+	a := certs{dir}.client(t, addr, "a")
+	if _, err := a.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: &registryv1.Cluster{Id: "a", ClustersetId: "fleet", Region: "eu-west-1"}}); err != nil {
+		t.Fatal(err)
+	}
+
+	// b authenticates with a bearer token and may write only its own records.
+	b, conn, err := client.Dial(client.Options{Address: addr, CAFile: filepath.Join(dir, "ca.crt"), Token: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := b.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: &registryv1.Cluster{Id: "b", ClustersetId: "fleet"}}); err != nil {
+		t.Fatalf("token-authenticated registration: %v", err)
+	}
+	if _, err := b.RenewLease(ctx, &registryv1.RenewLeaseRequest{ClusterId: "a"}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("b renewing a's lease: %v, want PermissionDenied", err)
+	}
+
+	common := []string{"--registry", addr, "--ca-file", filepath.Join(dir, "ca.crt")}
+	admin := append(common, "--cert-file", filepath.Join(dir, "ops.crt"), "--key-file", filepath.Join(dir, "ops.key"))
+	out, err := fleetnetctl(t, append([]string{"registry", "clusters"}, admin...)...)
+	if err != nil || !strings.Contains(out, "eu-west-1") || !strings.HasPrefix(out, "CLUSTER") {
+		t.Fatalf("registry clusters: %v\n%s", err, out)
+	}
+	for _, format := range []string{"json", "yaml"} {
+		out, err := fleetnetctl(t, append([]string{"registry", "clusters", "-o", format}, admin...)...)
+		if err != nil || !strings.Contains(out, "clustersetId") {
+			t.Fatalf("registry clusters -o %s: %v\n%s", format, err, out)
+		}
+	}
+	asCluster := append(common, "--cert-file", filepath.Join(dir, "a.crt"), "--key-file", filepath.Join(dir, "a.key"))
+	if _, err := fleetnetctl(t, append([]string{"registry", "evict", "b"}, asCluster...)...); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("evict as a cluster: %v, want PermissionDenied", err)
+	}
+	if out, err := fleetnetctl(t, append([]string{"registry", "evict", "b"}, admin...)...); err != nil {
+		t.Fatalf("evict as admin: %v\n%s", err, out)
+	}
+	if _, err := fleetnetctl(t, append([]string{"registry", "imports", "-o", "xml"}, admin...)...); err == nil || !strings.Contains(err.Error(), "--output=xml") {
+		t.Fatalf("bad output format: %v", err)
+	}
+
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		`fleetnet_registry_requests_total{code="OK",method="/fleetnet.registry.v1.Registry/RegisterCluster"}`,
+		`fleetnet_registry_requests_total{code="PermissionDenied"`,
+		"fleetnet_registry_live_clusters 1",
+		"fleetnet_registry_store_operations_total",
+		"fleetnet_registry_request_duration_seconds_bucket",
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
