@@ -2172,9 +2172,12 @@ func (x *ListClustersResponse) GetRevision() int64 {
 type ListExportsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// cluster_id filters by cluster when set.
-	ClusterId     string `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ClusterId string `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// include_endpoints adds the endpoint chunks as their exporter wrote them,
+	// so a restarted agent can tell what it need not write again.
+	IncludeEndpoints bool `protobuf:"varint,2,opt,name=include_endpoints,json=includeEndpoints,proto3" json:"include_endpoints,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ListExportsRequest) Reset() {
@@ -2214,11 +2217,19 @@ func (x *ListExportsRequest) GetClusterId() string {
 	return ""
 }
 
+func (x *ListExportsRequest) GetIncludeEndpoints() bool {
+	if x != nil {
+		return x.IncludeEndpoints
+	}
+	return false
+}
+
 type ListExportsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Exports       []*Export              `protobuf:"bytes,1,rep,name=exports,proto3" json:"exports,omitempty"`
 	Statuses      []*ExportStatus        `protobuf:"bytes,2,rep,name=statuses,proto3" json:"statuses,omitempty"`
 	Revision      int64                  `protobuf:"varint,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	Endpoints     []*EndpointChunk       `protobuf:"bytes,4,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2272,6 +2283,13 @@ func (x *ListExportsResponse) GetRevision() int64 {
 		return x.Revision
 	}
 	return 0
+}
+
+func (x *ListExportsResponse) GetEndpoints() []*EndpointChunk {
+	if x != nil {
+		return x.Endpoints
+	}
+	return nil
 }
 
 type ListImportsRequest struct {
@@ -2607,14 +2625,16 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\x13ListClustersRequest\"m\n" +
 	"\x14ListClustersResponse\x129\n" +
 	"\bclusters\x18\x01 \x03(\v2\x1d.fleetnet.registry.v1.ClusterR\bclusters\x12\x1a\n" +
-	"\brevision\x18\x02 \x01(\x03R\brevision\"3\n" +
+	"\brevision\x18\x02 \x01(\x03R\brevision\"`\n" +
 	"\x12ListExportsRequest\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x01 \x01(\tR\tclusterId\"\xa9\x01\n" +
+	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12+\n" +
+	"\x11include_endpoints\x18\x02 \x01(\bR\x10includeEndpoints\"\xec\x01\n" +
 	"\x13ListExportsResponse\x126\n" +
 	"\aexports\x18\x01 \x03(\v2\x1c.fleetnet.registry.v1.ExportR\aexports\x12>\n" +
 	"\bstatuses\x18\x02 \x03(\v2\".fleetnet.registry.v1.ExportStatusR\bstatuses\x12\x1a\n" +
-	"\brevision\x18\x03 \x01(\x03R\brevision\"\x14\n" +
+	"\brevision\x18\x03 \x01(\x03R\brevision\x12A\n" +
+	"\tendpoints\x18\x04 \x03(\v2#.fleetnet.registry.v1.EndpointChunkR\tendpoints\"\x14\n" +
 	"\x12ListImportsRequest\"i\n" +
 	"\x13ListImportsResponse\x126\n" +
 	"\aimports\x18\x01 \x03(\v2\x1c.fleetnet.registry.v1.ImportR\aimports\x12\x1a\n" +
@@ -2734,36 +2754,37 @@ var file_registry_v1_registry_proto_depIdxs = []int32{
 	0,  // 32: fleetnet.registry.v1.ListClustersResponse.clusters:type_name -> fleetnet.registry.v1.Cluster
 	3,  // 33: fleetnet.registry.v1.ListExportsResponse.exports:type_name -> fleetnet.registry.v1.Export
 	5,  // 34: fleetnet.registry.v1.ListExportsResponse.statuses:type_name -> fleetnet.registry.v1.ExportStatus
-	13, // 35: fleetnet.registry.v1.ListImportsResponse.imports:type_name -> fleetnet.registry.v1.Import
-	14, // 36: fleetnet.registry.v1.Registry.RegisterCluster:input_type -> fleetnet.registry.v1.RegisterClusterRequest
-	16, // 37: fleetnet.registry.v1.Registry.RenewLease:input_type -> fleetnet.registry.v1.RenewLeaseRequest
-	18, // 38: fleetnet.registry.v1.Registry.DeregisterCluster:input_type -> fleetnet.registry.v1.DeregisterClusterRequest
-	20, // 39: fleetnet.registry.v1.Registry.PutExport:input_type -> fleetnet.registry.v1.PutExportRequest
-	22, // 40: fleetnet.registry.v1.Registry.DeleteExport:input_type -> fleetnet.registry.v1.DeleteExportRequest
-	24, // 41: fleetnet.registry.v1.Registry.PutEndpoints:input_type -> fleetnet.registry.v1.PutEndpointsRequest
-	26, // 42: fleetnet.registry.v1.Registry.DeleteEndpoints:input_type -> fleetnet.registry.v1.DeleteEndpointsRequest
-	28, // 43: fleetnet.registry.v1.Registry.Watch:input_type -> fleetnet.registry.v1.WatchRequest
-	32, // 44: fleetnet.registry.v1.Registry.ListClusters:input_type -> fleetnet.registry.v1.ListClustersRequest
-	34, // 45: fleetnet.registry.v1.Registry.ListExports:input_type -> fleetnet.registry.v1.ListExportsRequest
-	36, // 46: fleetnet.registry.v1.Registry.ListImports:input_type -> fleetnet.registry.v1.ListImportsRequest
-	38, // 47: fleetnet.registry.v1.Registry.EvictCluster:input_type -> fleetnet.registry.v1.EvictClusterRequest
-	15, // 48: fleetnet.registry.v1.Registry.RegisterCluster:output_type -> fleetnet.registry.v1.RegisterClusterResponse
-	17, // 49: fleetnet.registry.v1.Registry.RenewLease:output_type -> fleetnet.registry.v1.RenewLeaseResponse
-	19, // 50: fleetnet.registry.v1.Registry.DeregisterCluster:output_type -> fleetnet.registry.v1.DeregisterClusterResponse
-	21, // 51: fleetnet.registry.v1.Registry.PutExport:output_type -> fleetnet.registry.v1.PutExportResponse
-	23, // 52: fleetnet.registry.v1.Registry.DeleteExport:output_type -> fleetnet.registry.v1.DeleteExportResponse
-	25, // 53: fleetnet.registry.v1.Registry.PutEndpoints:output_type -> fleetnet.registry.v1.PutEndpointsResponse
-	27, // 54: fleetnet.registry.v1.Registry.DeleteEndpoints:output_type -> fleetnet.registry.v1.DeleteEndpointsResponse
-	29, // 55: fleetnet.registry.v1.Registry.Watch:output_type -> fleetnet.registry.v1.WatchEvent
-	33, // 56: fleetnet.registry.v1.Registry.ListClusters:output_type -> fleetnet.registry.v1.ListClustersResponse
-	35, // 57: fleetnet.registry.v1.Registry.ListExports:output_type -> fleetnet.registry.v1.ListExportsResponse
-	37, // 58: fleetnet.registry.v1.Registry.ListImports:output_type -> fleetnet.registry.v1.ListImportsResponse
-	39, // 59: fleetnet.registry.v1.Registry.EvictCluster:output_type -> fleetnet.registry.v1.EvictClusterResponse
-	48, // [48:60] is the sub-list for method output_type
-	36, // [36:48] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	10, // 35: fleetnet.registry.v1.ListExportsResponse.endpoints:type_name -> fleetnet.registry.v1.EndpointChunk
+	13, // 36: fleetnet.registry.v1.ListImportsResponse.imports:type_name -> fleetnet.registry.v1.Import
+	14, // 37: fleetnet.registry.v1.Registry.RegisterCluster:input_type -> fleetnet.registry.v1.RegisterClusterRequest
+	16, // 38: fleetnet.registry.v1.Registry.RenewLease:input_type -> fleetnet.registry.v1.RenewLeaseRequest
+	18, // 39: fleetnet.registry.v1.Registry.DeregisterCluster:input_type -> fleetnet.registry.v1.DeregisterClusterRequest
+	20, // 40: fleetnet.registry.v1.Registry.PutExport:input_type -> fleetnet.registry.v1.PutExportRequest
+	22, // 41: fleetnet.registry.v1.Registry.DeleteExport:input_type -> fleetnet.registry.v1.DeleteExportRequest
+	24, // 42: fleetnet.registry.v1.Registry.PutEndpoints:input_type -> fleetnet.registry.v1.PutEndpointsRequest
+	26, // 43: fleetnet.registry.v1.Registry.DeleteEndpoints:input_type -> fleetnet.registry.v1.DeleteEndpointsRequest
+	28, // 44: fleetnet.registry.v1.Registry.Watch:input_type -> fleetnet.registry.v1.WatchRequest
+	32, // 45: fleetnet.registry.v1.Registry.ListClusters:input_type -> fleetnet.registry.v1.ListClustersRequest
+	34, // 46: fleetnet.registry.v1.Registry.ListExports:input_type -> fleetnet.registry.v1.ListExportsRequest
+	36, // 47: fleetnet.registry.v1.Registry.ListImports:input_type -> fleetnet.registry.v1.ListImportsRequest
+	38, // 48: fleetnet.registry.v1.Registry.EvictCluster:input_type -> fleetnet.registry.v1.EvictClusterRequest
+	15, // 49: fleetnet.registry.v1.Registry.RegisterCluster:output_type -> fleetnet.registry.v1.RegisterClusterResponse
+	17, // 50: fleetnet.registry.v1.Registry.RenewLease:output_type -> fleetnet.registry.v1.RenewLeaseResponse
+	19, // 51: fleetnet.registry.v1.Registry.DeregisterCluster:output_type -> fleetnet.registry.v1.DeregisterClusterResponse
+	21, // 52: fleetnet.registry.v1.Registry.PutExport:output_type -> fleetnet.registry.v1.PutExportResponse
+	23, // 53: fleetnet.registry.v1.Registry.DeleteExport:output_type -> fleetnet.registry.v1.DeleteExportResponse
+	25, // 54: fleetnet.registry.v1.Registry.PutEndpoints:output_type -> fleetnet.registry.v1.PutEndpointsResponse
+	27, // 55: fleetnet.registry.v1.Registry.DeleteEndpoints:output_type -> fleetnet.registry.v1.DeleteEndpointsResponse
+	29, // 56: fleetnet.registry.v1.Registry.Watch:output_type -> fleetnet.registry.v1.WatchEvent
+	33, // 57: fleetnet.registry.v1.Registry.ListClusters:output_type -> fleetnet.registry.v1.ListClustersResponse
+	35, // 58: fleetnet.registry.v1.Registry.ListExports:output_type -> fleetnet.registry.v1.ListExportsResponse
+	37, // 59: fleetnet.registry.v1.Registry.ListImports:output_type -> fleetnet.registry.v1.ListImportsResponse
+	39, // 60: fleetnet.registry.v1.Registry.EvictCluster:output_type -> fleetnet.registry.v1.EvictClusterResponse
+	49, // [49:61] is the sub-list for method output_type
+	37, // [37:49] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_registry_v1_registry_proto_init() }

@@ -277,6 +277,9 @@ func (r *Registry) ListExports(ctx context.Context, req *registryv1.ListExportsR
 	resp := &registryv1.ListExportsResponse{}
 	err := r.currentView(ctx, func(v *view.View) {
 		resp.Exports, resp.Statuses, resp.Revision = v.Exports(cluster), v.ExportStatuses(cluster), v.Revision()
+		if req.GetIncludeEndpoints() {
+			resp.Endpoints = v.Chunks(cluster)
+		}
 	})
 	return resp, storeErrOrNil(err)
 }

@@ -432,3 +432,23 @@ func (v *View) DeadClusters() []string {
 	}
 	return out
 }
+
+// Chunks returns a cluster's endpoint chunks ("*": all) as their exporter
+// wrote them, sorted by key.
+func (v *View) Chunks(cluster string) []*registryv1.EndpointChunk {
+	var out []*registryv1.EndpointChunk
+	for _, s := range sortedServices(v.chunks) {
+		ids := slices.SortedFunc(maps.Keys(v.chunks[s]), func(a, b chunkID) int {
+			if a.cluster != b.cluster {
+				return cmpString(a.cluster, b.cluster)
+			}
+			return cmpString(a.chunk, b.chunk)
+		})
+		for _, id := range ids {
+			if cluster == "*" || cluster == id.cluster {
+				out = append(out, v.chunks[s][id].chunk)
+			}
+		}
+	}
+	return out
+}
