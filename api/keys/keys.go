@@ -18,3 +18,45 @@ const (
 	// OrganizationAdmins marks an administrator's certificate.
 	OrganizationAdmins = "fleetnet:admins"
 )
+
+// Agent keys.
+const (
+	// FieldManagerAgent owns the objects the agent applies.
+	FieldManagerAgent = "fleetnet-agent"
+	// FieldManagerAgentStatus owns the status the agent applies.
+	FieldManagerAgentStatus = "fleetnet-agent-status"
+
+	// FinalizerServiceExport keeps a ServiceExport until its export is
+	// withdrawn from the registry.
+	FinalizerServiceExport = "fleetnet.dev/service-export"
+
+	// LabelExport on a Service ("true") makes the agent create a managed
+	// ServiceExport for it.
+	LabelExport = "fleetnet.dev/export"
+	// LabelAutoExport marks a ServiceExport the agent created for a labelled
+	// Service; only those are ever removed by the agent.
+	LabelAutoExport = "fleetnet.dev/auto-export"
+
+	// AnnotationWeight on a ServiceExport is the cluster's weight for global
+	// load balancing: an integer from 0 (drain) to 1000, default 1.
+	AnnotationWeight = "fleetnet.dev/weight"
+
+	// EndpointSliceManagedBy is the endpointslice.kubernetes.io/managed-by
+	// value of the EndpointSlices the agent imports.
+	EndpointSliceManagedBy = "agent.fleetnet.dev"
+
+	// LeaderElectionID names the agent's leader election Lease.
+	LeaderElectionID = "fleetnet-agent"
+)
+
+// Condition reasons of ServiceExport that the mcs-api does not define.
+const (
+	// ReasonInvalidWeight: the fleetnet.dev/weight annotation is not an
+	// integer from 0 to 1000 (Valid=False).
+	ReasonInvalidWeight = "InvalidWeight"
+	// ReasonRegistryRejected: the registry refused the export (Valid=False).
+	ReasonRegistryRejected = "RegistryRejected"
+	// ReasonRegistryUnavailable: the export could not be published yet
+	// (Ready=False).
+	ReasonRegistryUnavailable = "RegistryUnavailable"
+)

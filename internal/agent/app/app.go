@@ -1,0 +1,160 @@
+// Package app assembles the fleetnet-agent process: flags, identity,
+// leader election, the registry connection and the export controllers.
+package app
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/internal/agent/export"
+	"github.com/fleetnet/fleetnet/internal/agent/identity"
+	"github.com/fleetnet/fleetnet/internal/agent/lease"
+	"github.com/fleetnet/fleetnet/internal/agent/publish"
+	"github.com/fleetnet/fleetnet/internal/registry/client"
+	"github.com/fleetnet/fleetnet/internal/scheme"
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// Options are the agent's flags.
+type Options struct {
+	Identity           identity.Flags
+	Registry           client.Options
+	MetricsAddr        string
+	HealthAddr         string
+	LeaderElect        bool
+	LeaderElectionNS   string
+	WatchNamespaces    string
+	ExportResyncPeriod time.Duration
+	// Registerer receives the agent's own metrics; controller-runtime's
+	// registry (served on --metrics-bind-address) when nil.
+	Registerer prometheus.Registerer
+}
+
+// BindFlags registers the options on fs.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Identity.Source, "cluster-identity-source", identity.SourceFlags, "where the cluster identity comes from: flags, or clusterproperty (ClusterProperty objects cluster.clusterset.k8s.io and clusterset.k8s.io)")
+	fs.StringVar(&o.Identity.ClusterID, "cluster-id", "", "this cluster's id, an RFC 1123 label unique in the clusterset")
+	fs.StringVar(&o.Identity.ClusterSetID, "clusterset-id", "", "the clusterset's id, an RFC 1123 label")
+	fs.StringVar(&o.Identity.Region, "region", "", "this cluster's region, a valid label value")
+	fs.StringVar(&o.Registry.Address, "registry", "", "registry address host:port")
+	fs.StringVar(&o.Registry.CAFile, "registry-ca-file", "", "CA bundle that signed the registry's certificate")
+	fs.StringVar(&o.Registry.CertFile, "registry-cert-file", "", "this cluster's client certificate")
+	fs.StringVar(&o.Registry.KeyFile, "registry-key-file", "", "this cluster's client key")
+	fs.StringVar(&o.Registry.Token, "registry-token", "", "bearer token, instead of a client certificate")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address of /metrics")
+	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "elect a leader (a Lease in --leader-election-namespace); only the leader registers and writes")
+	fs.StringVar(&o.LeaderElectionNS, "leader-election-namespace", "fleetnet-system", "namespace of the leader election Lease")
+	fs.StringVar(&o.WatchNamespaces, "watch-namespaces", "", "comma-separated namespaces to export from; empty means all")
+	fs.DurationVar(&o.ExportResyncPeriod, "export-resync-period", 10*time.Minute, "how often every export is compared with the registry")
+}
+
+// Run runs the agent until ctx ends.
+func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) error {
+	if o.ExportResyncPeriod < time.Second {
+		return fmt.Errorf("--export-resync-period=%s: must be at least 1s", o.ExportResyncPeriod)
+	}
+	reader, err := ctrlclient.New(cfg, ctrlclient.Options{Scheme: scheme.Scheme})
+	if err != nil {
+		return err
+	}
+	cluster, err := identity.Resolve(ctx, reader, o.Identity)
+	if err != nil {
+		return err
+	}
+	regClient, conn, err := client.Dial(o.Registry)
+	if err != nil {
+		return fmt.Errorf("--registry: %w", err)
+	}
+	defer conn.Close()
+
+	namespaces := map[string]bool{}
+	for _, ns := range strings.Split(o.WatchNamespaces, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			namespaces[ns] = true
+		}
+	}
+	inScope := func(ns string) bool { return len(namespaces) == 0 || namespaces[ns] }
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme.Scheme,
+		Logger:                  logr.FromSlogHandler(log.Handler()),
+		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:  o.HealthAddr,
+		LeaderElection:          o.LeaderElect,
+		LeaderElectionID:        keys.LeaderElectionID,
+		LeaderElectionNamespace: o.LeaderElectionNS,
+		// ServiceExports outside --watch-namespaces stay in the cache so
+		// that their finalizers are released when the scope narrows.
+		Cache: cache.Options{},
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+	resyncs := prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetnet_agent_export_resyncs_total", Help: "Completed export resyncs."})
+	reg := o.Registerer
+	if reg == nil {
+		reg = metrics.Registry
+	}
+	reg.MustRegister(resyncs)
+	pub := publish.New(regClient, cluster.GetId(), publish.NewMetrics(reg))
+	events := make(chan event.GenericEvent, 4096)
+	registrar := &lease.Registrar{Client: regClient, Cluster: cluster, Log: log}
+	statusWatcher := &export.StatusWatcher{Client: regClient, Cluster: cluster.GetId(), Publisher: pub, Log: log, Events: events}
+	registrar.OnRegistered = func(ctx context.Context) {
+		// After a (re-)registration the registry may hold nothing of ours.
+		pub.Forget(nil)
+	}
+	if err := mgr.Add(registrar); err != nil {
+		return err
+	}
+	if err := mgr.Add(statusWatcher); err != nil {
+		return err
+	}
+	rec := &export.Reconciler{
+		Client: mgr.GetClient(), Cluster: cluster.GetId(), Publisher: pub, Status: statusWatcher,
+		Recorder: mgr.GetEventRecorder("fleetnet-agent"), Log: log, InScope: inScope, Registered: registrar.Registered,
+	}
+	if err := rec.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&export.AutoExporter{Client: mgr.GetClient(), Log: log, InScope: inScope}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := mgr.Add(&export.Resyncer{
+		Client: regClient, Cache: mgr.GetCache(), Reader: mgr.GetClient(), Cluster: cluster.GetId(), Publisher: pub,
+		Events: events, Period: o.ExportResyncPeriod, Log: log, Completed: resyncs, Registered: registrar.Registered,
+	}); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("cache", func(r *http.Request) error {
+		ctx, cancel := context.WithTimeout(r.Context(), time.Second)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(ctx) {
+			return fmt.Errorf("informer caches not synced yet")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	log.Info("starting agent", "cluster", cluster.GetId(), "clusterset", cluster.GetClustersetId(), "region", cluster.GetRegion(), "registry", o.Registry.Address)
+	return mgr.Start(ctx)
+}

@@ -1,0 +1,124 @@
+// Package export is the export side of the agent: it publishes each valid
+// ServiceExport's Service and EndpointSlices to the registry, reports the
+// registry's verdict in the ServiceExport's conditions, creates managed
+// ServiceExports for labelled Services, and repairs what the registry lost.
+package export
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/fleetnet/fleetnet/api/keys"
+	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// Invalid says why a ServiceExport cannot be exported.
+type Invalid struct {
+	Reason  string
+	Message string
+}
+
+func (i *Invalid) Error() string { return i.Message }
+
+// ParseWeight reads the fleetnet.dev/weight annotation: 0 to 1000, default 1.
+func ParseWeight(se *mcsv1beta1.ServiceExport) (uint32, *Invalid) {
+	v, ok := se.Annotations[keys.AnnotationWeight]
+	if !ok {
+		return 1, nil
+	}
+	w, err := strconv.ParseUint(v, 10, 32)
+	if err != nil || w > 1000 {
+		return 0, &Invalid{Reason: keys.ReasonInvalidWeight, Message: fmt.Sprintf("annotation %s=%q must be an integer from 0 to 1000", keys.AnnotationWeight, v)}
+	}
+	return uint32(w), nil
+}
+
+// BuildExport derives the registry's export record from a ServiceExport and
+// its Service (nil when missing).
+func BuildExport(cluster string, se *mcsv1beta1.ServiceExport, svc *corev1.Service) (*registryv1.Export, *Invalid) {
+	if svc == nil {
+		return nil, &Invalid{Reason: string(mcsv1beta1.ServiceExportReasonNoService), Message: fmt.Sprintf("Service %s/%s does not exist", se.Namespace, se.Name)}
+	}
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return nil, &Invalid{Reason: string(mcsv1beta1.ServiceExportReasonInvalidServiceType), Message: fmt.Sprintf("Service %s/%s is of type ExternalName, which cannot be exported", se.Namespace, se.Name)}
+	}
+	weight, invalid := ParseWeight(se)
+	if invalid != nil {
+		return nil, invalid
+	}
+	e := &registryv1.Export{
+		Key:             &registryv1.ExportKey{Namespace: se.Namespace, Name: se.Name, ClusterId: cluster},
+		ExportedSince:   timestamppb.New(se.CreationTimestamp.Time),
+		Type:            string(mcsv1beta1.ClusterSetIP),
+		SessionAffinity: string(svc.Spec.SessionAffinity),
+		Labels:          se.Spec.ExportedLabels,
+		Annotations:     se.Spec.ExportedAnnotations,
+		Weight:          weight,
+	}
+	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
+		e.Type = string(mcsv1beta1.Headless)
+	}
+	if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP && svc.Spec.SessionAffinityConfig != nil && svc.Spec.SessionAffinityConfig.ClientIP != nil {
+		e.SessionAffinityTimeoutSeconds = ptr.Deref(svc.Spec.SessionAffinityConfig.ClientIP.TimeoutSeconds, 0)
+	}
+	if svc.Spec.InternalTrafficPolicy != nil {
+		e.InternalTrafficPolicy = string(*svc.Spec.InternalTrafficPolicy)
+	}
+	e.TrafficDistribution = ptr.Deref(svc.Spec.TrafficDistribution, "")
+	for _, f := range svc.Spec.IPFamilies {
+		e.IpFamilies = append(e.IpFamilies, string(f))
+	}
+	for _, p := range svc.Spec.Ports {
+		e.Ports = append(e.Ports, &registryv1.ServicePort{Name: p.Name, Protocol: string(p.Protocol), Port: p.Port, AppProtocol: ptr.Deref(p.AppProtocol, "")})
+	}
+	return e, nil
+}
+
+// BuildChunks turns the EndpointSlices of an exported Service into one
+// chunk per slice, named after it, sorted by name. A nil serving condition
+// means serving, as the API documents; a nil ready means ready.
+func BuildChunks(cluster string, se *mcsv1beta1.ServiceExport, slices []discoveryv1.EndpointSlice) []*registryv1.EndpointChunk {
+	var out []*registryv1.EndpointChunk
+	for i := range slices {
+		s := &slices[i]
+		if s.Labels[discoveryv1.LabelManagedBy] == keys.EndpointSliceManagedBy {
+			continue // imported by us, not this cluster's own endpoints
+		}
+		c := &registryv1.EndpointChunk{
+			Key:         &registryv1.ChunkKey{Namespace: se.Namespace, Name: se.Name, ClusterId: cluster, Chunk: s.Name},
+			AddressType: string(s.AddressType),
+		}
+		for _, p := range s.Ports {
+			if p.Port == nil {
+				continue // "all ports" cannot be served across clusters
+			}
+			c.Ports = append(c.Ports, &registryv1.EndpointPort{
+				Name: ptr.Deref(p.Name, ""), Protocol: string(ptr.Deref(p.Protocol, corev1.ProtocolTCP)),
+				Port: ptr.Deref(p.Port, 0), AppProtocol: ptr.Deref(p.AppProtocol, ""),
+			})
+		}
+		for _, ep := range s.Endpoints {
+			ready := ptr.Deref(ep.Conditions.Ready, true)
+			c.Endpoints = append(c.Endpoints, &registryv1.Endpoint{
+				Addresses: ep.Addresses,
+				Hostname:  ptr.Deref(ep.Hostname, ""),
+				Zone:      ptr.Deref(ep.Zone, ""),
+				NodeName:  ptr.Deref(ep.NodeName, ""),
+				Conditions: &registryv1.EndpointConditions{
+					Ready:       ready,
+					Serving:     ptr.Deref(ep.Conditions.Serving, true),
+					Terminating: ptr.Deref(ep.Conditions.Terminating, false),
+				},
+			})
+		}
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].GetKey().GetChunk() < out[j].GetKey().GetChunk() })
+	return out
+}

@@ -1,0 +1,210 @@
+package export
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/internal/agent/publish"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// Reconciler publishes ServiceExports.
+type Reconciler struct {
+	Client    client.Client
+	Cluster   string
+	Publisher *publish.Publisher
+	Status    *StatusWatcher
+	Recorder  events.EventRecorder
+	Log       *slog.Logger
+	// InScope says whether a namespace is watched (--watch-namespaces);
+	// exports outside are withdrawn and their finalizer released.
+	InScope func(namespace string) bool
+	// Registered reports whether the cluster holds a lease.
+	Registered func() bool
+}
+
+// SetupWithManager registers the controller: ServiceExports, their Services
+// and EndpointSlices, and the registry's status events.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	sameName := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}}}
+	})
+	byServiceLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		name := o.GetLabels()[discoveryv1.LabelServiceName]
+		if name == "" || o.GetLabels()[discoveryv1.LabelManagedBy] == keys.EndpointSliceManagedBy {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("serviceexport").
+		For(&mcsv1beta1.ServiceExport{}).
+		Watches(&corev1.Service{}, sameName).
+		Watches(&discoveryv1.EndpointSlice{}, byServiceLabel).
+		WatchesRawSource(source.Channel(r.Status.Events, &handler.EnqueueRequestForObject{})).
+		Complete(r)
+}
+
+// Reconcile compares the ServiceExport, its Service and EndpointSlices with
+// what the registry holds, and writes the difference.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	key := publish.ExportKey{Namespace: req.Namespace, Name: req.Name}
+	se := &mcsv1beta1.ServiceExport{}
+	if err := r.Client.Get(ctx, req.NamespacedName, se); apierrors.IsNotFound(err) {
+		return reconcile.Result{}, r.withdraw(ctx, key)
+	} else if err != nil {
+		return reconcile.Result{}, err
+	}
+	if !se.DeletionTimestamp.IsZero() || !r.InScope(se.Namespace) {
+		if !controllerutil.ContainsFinalizer(se, keys.FinalizerServiceExport) {
+			return reconcile.Result{}, nil
+		}
+		if err := r.withdraw(ctx, key); err != nil {
+			return reconcile.Result{}, err
+		}
+		patch := client.MergeFrom(se.DeepCopy())
+		controllerutil.RemoveFinalizer(se, keys.FinalizerServiceExport)
+		return reconcile.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, se, patch))
+	}
+	if !controllerutil.ContainsFinalizer(se, keys.FinalizerServiceExport) {
+		patch := client.MergeFrom(se.DeepCopy())
+		controllerutil.AddFinalizer(se, keys.FinalizerServiceExport)
+		if err := r.Client.Patch(ctx, se, patch); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+
+	orig := se.DeepCopy()
+	svc := &corev1.Service{}
+	if err := r.Client.Get(ctx, req.NamespacedName, svc); apierrors.IsNotFound(err) {
+		svc = nil
+	} else if err != nil {
+		return reconcile.Result{}, err
+	}
+	exp, invalid := BuildExport(r.Cluster, se, svc)
+	if invalid != nil {
+		setCondition(se, mcsv1beta1.ServiceExportConditionValid, metav1.ConditionFalse, invalid.Reason, invalid.Message)
+		setCondition(se, mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonPending), "not exported: "+invalid.Message)
+		meta.RemoveStatusCondition(&se.Status.Conditions, string(mcsv1beta1.ServiceExportConditionConflict))
+		if err := r.withdraw(ctx, key); err != nil {
+			return reconcile.Result{}, err
+		}
+		return reconcile.Result{}, r.updateStatus(ctx, orig, se, invalid.Reason, invalid.Message)
+	}
+	setCondition(se, mcsv1beta1.ServiceExportConditionValid, metav1.ConditionTrue, string(mcsv1beta1.ServiceExportReasonValid), "the Service can be exported")
+
+	if r.Registered != nil && !r.Registered() {
+		setCondition(se, mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, keys.ReasonRegistryUnavailable, "waiting for this cluster's registration with the registry")
+		return reconcile.Result{}, r.updateStatus(ctx, orig, se, "", "")
+	}
+	slices := &discoveryv1.EndpointSliceList{}
+	if err := r.Client.List(ctx, slices, client.InNamespace(se.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: se.Name}); err != nil {
+		return reconcile.Result{}, err
+	}
+	writes, err := r.Publisher.Publish(ctx, exp, BuildChunks(r.Cluster, se, slices.Items))
+	if err != nil {
+		reason, ready := keys.ReasonRegistryUnavailable, "publishing to the registry failed: "+err.Error()
+		if status.Code(err) == codes.InvalidArgument {
+			reason = keys.ReasonRegistryRejected
+			setCondition(se, mcsv1beta1.ServiceExportConditionValid, metav1.ConditionFalse, reason, "the registry refused the export: "+status.Convert(err).Message())
+		}
+		setCondition(se, mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonFailed), ready)
+		if serr := r.updateStatus(ctx, orig, se, reason, ready); serr != nil {
+			return reconcile.Result{}, serr
+		}
+		if reason == keys.ReasonRegistryRejected {
+			return reconcile.Result{}, nil // retrying the same input will not help
+		}
+		return reconcile.Result{}, err
+	}
+	if writes > 0 {
+		r.Log.Info("published export", "export", req.String(), "writes", writes)
+	}
+
+	st, synced := r.Status.Status(key)
+	switch {
+	case st != nil && st.GetParticipating():
+		setCondition(se, mcsv1beta1.ServiceExportConditionReady, metav1.ConditionTrue, string(mcsv1beta1.ServiceExportReasonReady), "exported to the clusterset")
+	default:
+		setCondition(se, mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonPending), "published; waiting for the registry to confirm")
+	}
+	if st != nil || synced {
+		if len(st.GetConflicts()) == 0 {
+			setCondition(se, mcsv1beta1.ServiceExportConditionConflict, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonNoConflicts), "no conflicts with other clusters' exports")
+		} else {
+			var reasons, msgs []string
+			for _, c := range st.GetConflicts() {
+				reasons = append(reasons, c.GetReason())
+				msgs = append(msgs, c.GetMessage())
+			}
+			setCondition(se, mcsv1beta1.ServiceExportConditionConflict, metav1.ConditionTrue, reasons[0]+"Conflict", strings.Join(msgs, "; "))
+		}
+	}
+	return reconcile.Result{}, r.updateStatus(ctx, orig, se, "", "")
+}
+
+func (r *Reconciler) withdraw(ctx context.Context, key publish.ExportKey) error {
+	if _, _, ok := r.Publisher.Acknowledged(key); !ok {
+		if st, _ := r.Status.Status(key); st == nil {
+			return nil // nothing of ours in the registry
+		}
+	}
+	if err := r.Publisher.Withdraw(ctx, key, 0); err != nil {
+		return err
+	}
+	r.Log.Info("withdrew export", "export", key.Namespace+"/"+key.Name)
+	return nil
+}
+
+// updateStatus writes the conditions when they changed and emits a Warning
+// event when a reason is given.
+func (r *Reconciler) updateStatus(ctx context.Context, orig, se *mcsv1beta1.ServiceExport, warnReason, warnMessage string) error {
+	if warnReason != "" && r.Recorder != nil {
+		r.Recorder.Eventf(se, nil, corev1.EventTypeWarning, warnReason, "Export", "%s", warnMessage)
+	}
+	if conditionsEqual(orig.Status.Conditions, se.Status.Conditions) {
+		return nil
+	}
+	if err := r.Client.Status().Patch(ctx, se, client.MergeFrom(orig)); err != nil {
+		return fmt.Errorf("updating status of ServiceExport %s/%s: %w", se.Namespace, se.Name, err)
+	}
+	return nil
+}
+
+func setCondition(se *mcsv1beta1.ServiceExport, t mcsv1beta1.ServiceExportConditionType, s metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&se.Status.Conditions, metav1.Condition{
+		Type: string(t), Status: s, Reason: reason, Message: message, ObservedGeneration: se.Generation,
+	})
+}
+
+func conditionsEqual(a, b []metav1.Condition) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, c := range a {
+		d := meta.FindStatusCondition(b, c.Type)
+		if d == nil || d.Status != c.Status || d.Reason != c.Reason || d.Message != c.Message || d.ObservedGeneration != c.ObservedGeneration {
+			return false
+		}
+	}
+	return true
+}
+
