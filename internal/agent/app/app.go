@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fleetnet/fleetnet/api/keys"
+	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/agent/export"
 	"github.com/fleetnet/fleetnet/internal/agent/identity"
 	"github.com/fleetnet/fleetnet/internal/agent/lease"
@@ -21,13 +22,16 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
 // Options are the agent's flags.
@@ -102,6 +106,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		// ServiceExports outside --watch-namespaces stay in the cache so
 		// that their finalizers are released when the scope narrows.
 		Cache: cache.Options{},
+		// Controller names are unique per process in controller-runtime;
+		// tests run several agents (and restarts) in one process.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
@@ -116,9 +123,16 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	events := make(chan event.GenericEvent, 4096)
 	registrar := &lease.Registrar{Client: regClient, Cluster: cluster, Log: log}
 	statusWatcher := &export.StatusWatcher{Client: regClient, Cluster: cluster.GetId(), Publisher: pub, Log: log, Events: events}
-	registrar.OnRegistered = func(ctx context.Context) {
-		// After a (re-)registration the registry may hold nothing of ours.
-		pub.Forget(nil)
+	registrar.OnRegistered = func(ctx context.Context) error {
+		// After a (re-)registration the registry may hold anything from all
+		// to nothing of ours: read it back, then compare every export.
+		resp, err := regClient.ListExports(ctx, &registryv1.ListExportsRequest{ClusterId: cluster.GetId(), IncludeEndpoints: true})
+		if err != nil {
+			return err
+		}
+		pub.Reset(resp)
+		go enqueueAll(ctx, mgr, events, log)
+		return nil
 	}
 	if err := mgr.Add(registrar); err != nil {
 		return err
@@ -157,4 +171,24 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	}
 	log.Info("starting agent", "cluster", cluster.GetId(), "clusterset", cluster.GetClustersetId(), "region", cluster.GetRegion(), "registry", o.Registry.Address)
 	return mgr.Start(ctx)
+}
+
+// enqueueAll asks for a reconcile of every ServiceExport, once the cache is
+// synced.
+func enqueueAll(ctx context.Context, mgr ctrl.Manager, events chan<- event.GenericEvent, log *slog.Logger) {
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		return
+	}
+	list := &mcsv1beta1.ServiceExportList{}
+	if err := mgr.GetClient().List(ctx, list); err != nil {
+		log.Error("listing ServiceExports to republish", "err", err)
+		return
+	}
+	for i := range list.Items {
+		select {
+		case events <- event.GenericEvent{Object: &list.Items[i]}:
+		case <-ctx.Done():
+			return
+		}
+	}
 }

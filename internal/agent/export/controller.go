@@ -207,4 +207,3 @@ func conditionsEqual(a, b []metav1.Condition) bool {
 	}
 	return true
 }
-

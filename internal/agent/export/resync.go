@@ -16,9 +16,8 @@ import (
 )
 
 // Resyncer runs at start (once the cache is synced) and every Period: it
-// seeds the publisher with what the registry holds (so a restart writes
-// nothing already there), reconciles every ServiceExport, and deletes
-// registry exports that have no local ServiceExport. Each delete is
+// reconciles every ServiceExport and deletes registry exports that have no
+// local ServiceExport. Each delete is
 // conditional on the revision it listed, so an export written while the
 // resync runs is never deleted by it.
 type Resyncer struct {
@@ -44,7 +43,7 @@ func (r *Resyncer) Start(ctx context.Context) error {
 	first := true
 	for {
 		if r.Registered() {
-			if err := r.resync(ctx, first); err != nil {
+			if err := r.resync(ctx); err != nil {
 				r.Log.Info("resync did not complete; will retry", "cluster", r.Cluster, "err", err)
 			} else {
 				first = false
@@ -66,13 +65,10 @@ func (r *Resyncer) Start(ctx context.Context) error {
 // NeedLeaderElection: only the leader writes.
 func (r *Resyncer) NeedLeaderElection() bool { return true }
 
-func (r *Resyncer) resync(ctx context.Context, seed bool) error {
-	resp, err := r.Client.ListExports(ctx, &registryv1.ListExportsRequest{ClusterId: r.Cluster, IncludeEndpoints: seed})
+func (r *Resyncer) resync(ctx context.Context) error {
+	resp, err := r.Client.ListExports(ctx, &registryv1.ListExportsRequest{ClusterId: r.Cluster})
 	if err != nil {
 		return err
-	}
-	if seed {
-		r.Publisher.Seed(resp)
 	}
 	local := &mcsv1beta1.ServiceExportList{}
 	if err := r.Reader.List(ctx, local); err != nil {

@@ -21,9 +21,10 @@ import (
 type Registrar struct {
 	Client  registryv1.RegistryClient
 	Cluster *registryv1.Cluster
-	// OnRegistered runs after every successful registration; after a
-	// re-registration everything must be republished.
-	OnRegistered func(ctx context.Context)
+	// OnRegistered runs after every successful registration, before the
+	// cluster counts as registered; after a re-registration the registry may
+	// have lost anything. An error makes the registration count as failed.
+	OnRegistered func(ctx context.Context) error
 	Clock        clock.Clock
 	Log          *slog.Logger
 	// Rand draws jitter; a seeded source makes tests repeatable.
@@ -62,13 +63,16 @@ func (r *Registrar) Start(ctx context.Context) error {
 				r.fail(ctx, "registering with the registry", err, backoff)
 				continue
 			}
-			backoff.reset()
 			ttl = time.Duration(resp.GetLeaseTtlSeconds()) * time.Second
+			if r.OnRegistered != nil {
+				if err := r.OnRegistered(ctx); err != nil {
+					r.fail(ctx, "reading back this cluster's records after registering", err, backoff)
+					continue
+				}
+			}
+			backoff.reset()
 			r.registered.Store(true)
 			r.Log.Info("registered with the registry", "cluster", r.Cluster.GetId(), "leaseTTL", ttl)
-			if r.OnRegistered != nil {
-				r.OnRegistered(ctx)
-			}
 		}
 		// Renew at a third of the TTL, with ±20% jitter so a fleet's agents
 		// do not renew in lockstep.

@@ -76,13 +76,20 @@ func New(client registryv1.RegistryClient, cluster string, metrics *Metrics) *Pu
 	return &Publisher{client: client, cluster: cluster, metrics: metrics, epoch: map[ExportKey]int{}, sent: map[ExportKey]*sent{}}
 }
 
-// Seed records what the registry already holds (from ListExports with
-// endpoints), so that a restarted agent writes nothing that is there.
-func (p *Publisher) Seed(resp *registryv1.ListExportsResponse) {
+// Reset replaces what the publisher believes with what the registry holds
+// (from ListExports with endpoints), so that a restarted or re-registered
+// agent writes only what is missing or different. Writes in flight are not
+// recorded.
+func (p *Publisher) Reset(resp *registryv1.ListExportsResponse) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	for key := range p.sent {
+		p.epoch[key]++
+	}
+	p.sent = map[ExportKey]*sent{}
 	for _, e := range resp.GetExports() {
 		k := ExportKey{e.GetKey().GetNamespace(), e.GetKey().GetName()}
+		p.epoch[k]++
 		e = proto.Clone(e).(*registryv1.Export)
 		rev := e.GetRevision()
 		e.Revision = 0

@@ -1,0 +1,110 @@
+// Package registrytest runs a real registry (gRPC over mTLS on loopback, on
+// a memory store) inside a test process, with certificate files for agents.
+package registrytest
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"testing"
+
+	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/internal/pki"
+	"github.com/fleetnet/fleetnet/internal/registry/auth"
+	"github.com/fleetnet/fleetnet/internal/registry/client"
+	"github.com/fleetnet/fleetnet/internal/registry/server"
+	"github.com/fleetnet/fleetnet/internal/registry/store"
+	"google.golang.org/grpc"
+	"k8s.io/utils/clock"
+)
+
+// Registry is a running registry.
+type Registry struct {
+	Addr  string
+	Store *store.Memory
+	// CertDir holds ca.crt and <id>.crt/.key for every client made.
+	CertDir string
+
+	t  testing.TB
+	ca *pki.KeyPair
+	gs *grpc.Server
+}
+
+// Start serves a registry until the test ends.
+func Start(t testing.TB, cfg server.Config) *Registry {
+	t.Helper()
+	dir := t.TempDir()
+	ca, err := pki.NewCA("registrytest-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.Write(dir, "ca"); err != nil {
+		t.Fatal(err)
+	}
+	serving, err := ca.ServingCert("registry", []string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	servingTLS, _ := serving.TLSCertificate()
+	tlsCfg, err := pki.ServerTLS(servingTLS, ca.CertPEM, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	mem := store.NewMemory(cfg.Clock, 1000000)
+	reg := server.New(mem, cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	go reg.Run(ctx)
+	gs, _ := server.NewGRPCServer(reg, tlsCfg, &auth.Authenticator{})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gs.Serve(lis)
+	t.Cleanup(func() {
+		reg.Stop()
+		gs.Stop()
+		cancel()
+		mem.Close()
+	})
+	return &Registry{Addr: lis.Addr().String(), Store: mem, CertDir: dir, t: t, ca: ca, gs: gs}
+}
+
+// ClientOptions writes a client certificate for cluster id (an admin one
+// when admin is set) and returns options to dial with it.
+func (r *Registry) ClientOptions(id string, admin bool) client.Options {
+	r.t.Helper()
+	var kp *pki.KeyPair
+	var err error
+	if admin {
+		kp, err = r.ca.AdminCert(id)
+	} else {
+		kp, err = r.ca.ClusterCert(id)
+	}
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	if err := kp.Write(r.CertDir, id); err != nil {
+		r.t.Fatal(err)
+	}
+	return client.Options{Address: r.Addr, CAFile: filepath.Join(r.CertDir, "ca.crt"),
+		CertFile: filepath.Join(r.CertDir, id+".crt"), KeyFile: filepath.Join(r.CertDir, id+".key")}
+}
+
+// Client dials as cluster id (or admin).
+func (r *Registry) Client(id string, admin bool) registryv1.RegistryClient {
+	r.t.Helper()
+	c, conn, err := client.Dial(r.ClientOptions(id, admin))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { conn.Close() })
+	return c
+}

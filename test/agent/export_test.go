@@ -1,0 +1,405 @@
+package agent_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/fleetnet/fleetnet/api/keys"
+	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/internal/agent/app"
+	"github.com/fleetnet/fleetnet/internal/registry/records"
+	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
+	"github.com/fleetnet/fleetnet/internal/registry/server"
+	"github.com/fleetnet/fleetnet/test/fleet"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+const ns = "demo"
+
+func setup(t *testing.T, mods ...func(*app.Options)) (client.Client, registryv1.RegistryClient, *registrytest.Registry, *fleet.Cluster, *agent) {
+	t.Helper()
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "east"}}})
+	east := f.Cluster(t, "east")
+	reg := registrytest.Start(t, server.Config{})
+	c := east.Client(t)
+	createNamespace(t, c, ns)
+	a := startAgent(t, east, reg, "east", mods...)
+	return c, reg.Client("observer", false), reg, east, a
+}
+
+func condition(c client.Client, name string, t mcsv1beta1.ServiceExportConditionType) (*metav1.Condition, error) {
+	se := &mcsv1beta1.ServiceExport{}
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, se); err != nil {
+		return nil, err
+	}
+	cond := meta.FindStatusCondition(se.Status.Conditions, string(t))
+	if cond == nil {
+		return nil, errorf("ServiceExport %s has no %s condition yet: %v", name, t, se.Status.Conditions)
+	}
+	return cond, nil
+}
+
+func wantCondition(t *testing.T, c client.Client, name string, typ mcsv1beta1.ServiceExportConditionType, status metav1.ConditionStatus, reason string) {
+	t.Helper()
+	fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+		cond, err := condition(c, name, typ)
+		if err != nil {
+			return err
+		}
+		if cond.Status != status || cond.Reason != reason {
+			return errorf("%s %s = %s/%s (%s), want %s/%s", name, typ, cond.Status, cond.Reason, cond.Message, status, reason)
+		}
+		return nil
+	})
+}
+
+func TestExportLifecycle(t *testing.T) {
+	c, reg, _, _, a := setup(t)
+	ctx := context.Background()
+	for _, obj := range []client.Object{
+		service(ns, "echo"),
+		endpointSlice(ns, "echo", "echo-abc", "10.244.0.1", "10.244.0.2"),
+		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}},
+	} {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+		resp, err := registryExports(ctx, reg, "east")
+		if err != nil {
+			return err
+		}
+		if !hasExport(resp, ns, "echo") || endpointCount(resp, ns, "echo") != 2 {
+			return errorf("registry holds %d exports and %d endpoints of echo", len(resp.GetExports()), endpointCount(resp, ns, "echo"))
+		}
+		return nil
+	})
+	wantCondition(t, c, "echo", mcsv1beta1.ServiceExportConditionValid, metav1.ConditionTrue, string(mcsv1beta1.ServiceExportReasonValid))
+	wantCondition(t, c, "echo", mcsv1beta1.ServiceExportConditionReady, metav1.ConditionTrue, string(mcsv1beta1.ServiceExportReasonReady))
+	wantCondition(t, c, "echo", mcsv1beta1.ServiceExportConditionConflict, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonNoConflicts))
+	se := &mcsv1beta1.ServiceExport{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "echo"}, se); err != nil || !slices.Contains(se.Finalizers, keys.FinalizerServiceExport) {
+		t.Fatalf("finalizer not set: %v %v", se.Finalizers, err)
+	}
+
+	// One endpoint more: exactly one registry write.
+	before := a.counter(t, "fleetnet_agent_registry_writes_total", nil)
+	slice := endpointSlice(ns, "echo", "echo-abc", "10.244.0.1", "10.244.0.2", "10.244.0.3")
+	if err := c.Update(ctx, withVersion(t, c, slice)); err != nil {
+		t.Fatal(err)
+	}
+	fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+		resp, err := registryExports(ctx, reg, "east")
+		if err != nil {
+			return err
+		}
+		if n := endpointCount(resp, ns, "echo"); n != 3 {
+			return errorf("registry holds %d endpoints, want 3", n)
+		}
+		return nil
+	})
+	if d := a.counter(t, "fleetnet_agent_registry_writes_total", nil) - before; d != 1 {
+		t.Errorf("one endpoint change made %v registry writes, want 1", d)
+	}
+
+	// Invalid exports: a condition, an event, and nothing in the registry.
+	ext := service(ns, "ext")
+	ext.Spec = corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "db.example.com"}
+	weighted := service(ns, "weighted")
+	for _, obj := range []client.Object{
+		ext, weighted,
+		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ext"}},
+		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nosvc"}},
+		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "weighted", Annotations: map[string]string{keys.AnnotationWeight: "2000"}}},
+	} {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantCondition(t, c, "ext", mcsv1beta1.ServiceExportConditionValid, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonInvalidServiceType))
+	wantCondition(t, c, "nosvc", mcsv1beta1.ServiceExportConditionValid, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonNoService))
+	wantCondition(t, c, "weighted", mcsv1beta1.ServiceExportConditionValid, metav1.ConditionFalse, keys.ReasonInvalidWeight)
+	cond, _ := condition(c, "weighted", mcsv1beta1.ServiceExportConditionValid)
+	if want := `annotation fleetnet.dev/weight="2000" must be an integer from 0 to 1000`; cond.Message != want {
+		t.Errorf("message = %q, want %q", cond.Message, want)
+	}
+	fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+		evs := &eventsv1.EventList{}
+		if err := c.List(ctx, evs, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.Name == "ext" && e.Type == corev1.EventTypeWarning && e.Reason == string(mcsv1beta1.ServiceExportReasonInvalidServiceType) {
+				return nil
+			}
+		}
+		return errorf("no Warning event for ext among %d events", len(evs.Items))
+	})
+	resp, err := registryExports(ctx, reg, "east")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"ext", "nosvc", "weighted"} {
+		if hasExport(resp, ns, name) {
+			t.Errorf("invalid export %s is in the registry", name)
+		}
+	}
+
+	// Fixing the weight makes it valid and exported.
+	patchAnnotation(t, c, "weighted", keys.AnnotationWeight, "0")
+	wantCondition(t, c, "weighted", mcsv1beta1.ServiceExportConditionValid, metav1.ConditionTrue, string(mcsv1beta1.ServiceExportReasonValid))
+
+	// Unexport: the registry forgets it, the finalizer is released.
+	if err := c.Delete(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}}); err != nil {
+		t.Fatal(err)
+	}
+	fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+		err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "echo"}, &mcsv1beta1.ServiceExport{})
+		if !apierrors.IsNotFound(err) {
+			return errorf("ServiceExport still there: %v", err)
+		}
+		resp, err := registryExports(ctx, reg, "east")
+		if err != nil {
+			return err
+		}
+		if hasExport(resp, ns, "echo") || endpointCount(resp, ns, "echo") != 0 {
+			return errorf("registry still holds echo")
+		}
+		return nil
+	})
+}
+
+func withVersion[T client.Object](t *testing.T, c client.Client, obj T) T {
+	t.Helper()
+	cur := obj.DeepCopyObject().(T)
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), cur); err != nil {
+		t.Fatal(err)
+	}
+	obj.SetResourceVersion(cur.GetResourceVersion())
+	return obj
+}
+
+func patchAnnotation(t *testing.T, c client.Client, name, key, value string) {
+	t.Helper()
+	se := &mcsv1beta1.ServiceExport{}
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, se); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(se.DeepCopy())
+	se.Annotations[key] = value
+	if err := c.Patch(context.Background(), se, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAutoExportLabel(t *testing.T) {
+	c, _, _, _, _ := setup(t)
+	ctx := context.Background()
+	key := types.NamespacedName{Namespace: ns, Name: "web"}
+	svc := service(ns, "web")
+	svc.Labels = map[string]string{keys.LabelExport: "true"}
+	if err := c.Create(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	managed := func(ctx context.Context) error {
+		se := &mcsv1beta1.ServiceExport{}
+		if err := c.Get(ctx, key, se); err != nil {
+			return err
+		}
+		if se.Labels[keys.LabelAutoExport] != "true" {
+			return errorf("ServiceExport is not the managed one: %v", se.Labels)
+		}
+		return nil
+	}
+	gone := func(ctx context.Context) error {
+		if err := c.Get(ctx, key, &mcsv1beta1.ServiceExport{}); !apierrors.IsNotFound(err) {
+			return errorf("ServiceExport still there: %v", err)
+		}
+		return nil
+	}
+	fleet.Eventually(t, 20*time.Second, managed)
+
+	// Label removed: the managed ServiceExport goes.
+	setLabel(t, c, svc, nil)
+	fleet.Eventually(t, 20*time.Second, gone)
+
+	// A hand-made ServiceExport is never touched, label or not.
+	if err := c.Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}); err != nil {
+		t.Fatal(err)
+	}
+	setLabel(t, c, svc, map[string]string{keys.LabelExport: "true"})
+	setLabel(t, c, svc, nil)
+	fleet.Eventually(t, 5*time.Second, func(ctx context.Context) error {
+		return c.Get(ctx, key, &mcsv1beta1.ServiceExport{})
+	})
+	se := &mcsv1beta1.ServiceExport{}
+	if err := c.Get(ctx, key, se); err != nil || se.Labels[keys.LabelAutoExport] == "true" {
+		t.Fatalf("hand-made ServiceExport was replaced or removed: %v %v", se.Labels, err)
+	}
+
+	// Deleting the hand-made one of a labelled Service brings the managed one.
+	setLabel(t, c, svc, map[string]string{keys.LabelExport: "true"})
+	if err := c.Delete(ctx, se); err != nil {
+		t.Fatal(err)
+	}
+	fleet.Eventually(t, 20*time.Second, managed)
+}
+
+func setLabel(t *testing.T, c client.Client, svc *corev1.Service, labels map[string]string) {
+	t.Helper()
+	cur := &corev1.Service{}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(svc), cur); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(cur.DeepCopy())
+	cur.Labels = labels
+	if err := c.Patch(context.Background(), cur, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRegistryLossIsRepairedWithoutRestart(t *testing.T) {
+	c, reg, r, _, _ := setup(t)
+	ctx := context.Background()
+	for _, obj := range []client.Object{
+		service(ns, "echo"),
+		endpointSlice(ns, "echo", "echo-a", "10.244.0.1"),
+		endpointSlice(ns, "echo", "echo-b", "10.244.0.2"),
+		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}},
+	} {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	complete := func(ctx context.Context) error {
+		resp, err := registryExports(ctx, reg, "east")
+		if err != nil {
+			return err
+		}
+		if !hasExport(resp, ns, "echo") || endpointCount(resp, ns, "echo") != 2 {
+			return errorf("registry holds export: %v, %d endpoints", hasExport(resp, ns, "echo"), endpointCount(resp, ns, "echo"))
+		}
+		return nil
+	}
+	fleet.Eventually(t, 20*time.Second, complete)
+
+	exportKey := &registryv1.ExportKey{Namespace: ns, Name: "echo", ClusterId: "east"}
+	// The registry loses one endpoint chunk only.
+	if ok, _, _ := r.Store.Delete(ctx, records.ChunkKey(&registryv1.ChunkKey{Namespace: ns, Name: "echo", ClusterId: "east", Chunk: "echo-b"}), 0); !ok {
+		t.Fatal("chunk was not in the store")
+	}
+	fleet.Eventually(t, 20*time.Second, complete)
+
+	// The registry loses the export and all its endpoints.
+	if _, err := r.Store.DeletePrefix(ctx, records.ExportEndpointsPrefix(exportKey)); err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, _ := r.Store.Delete(ctx, records.ExportKey(exportKey), 0); !ok {
+		t.Fatal("export was not in the store")
+	}
+	fleet.Eventually(t, 20*time.Second, complete)
+}
+
+func TestResyncDeletesStaleAndRestartWritesNothing(t *testing.T) {
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "east"}}})
+	east := f.Cluster(t, "east")
+	r := registrytest.Start(t, server.Config{})
+	c := east.Client(t)
+	createNamespace(t, c, ns)
+	ctx := context.Background()
+
+	// A record from an earlier life of this cluster, with no ServiceExport.
+	self := r.Client("east", false)
+	if _, err := self.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: &registryv1.Cluster{Id: "east", ClustersetId: "fleet", Region: "region-east"}}); err != nil {
+		t.Fatal(err)
+	}
+	stale := &registryv1.Export{Key: &registryv1.ExportKey{Namespace: ns, Name: "stale", ClusterId: "east"}, ExportedSince: metav1Now(),
+		Type: "ClusterSetIP", Ports: []*registryv1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}}}
+	if _, err := self.PutExport(ctx, &registryv1.PutExportRequest{Export: stale}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		name := "svc-" + string(rune('a'+i))
+		for _, obj := range []client.Object{
+			service(ns, name),
+			endpointSlice(ns, name, name+"-1", "10.244.1.1", "10.244.1.2"),
+			&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}},
+		} {
+			if err := c.Create(ctx, obj); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	a := startAgent(t, east, r, "east")
+	reg := r.Client("observer", false)
+	converged := func(ctx context.Context) error {
+		resp, err := registryExports(ctx, reg, "east")
+		if err != nil {
+			return err
+		}
+		if hasExport(resp, ns, "stale") {
+			return errorf("stale export still in the registry")
+		}
+		if len(resp.GetExports()) != 20 || len(resp.GetEndpoints()) != 20 {
+			return errorf("registry holds %d exports and %d chunks, want 20 and 20", len(resp.GetExports()), len(resp.GetEndpoints()))
+		}
+		return nil
+	}
+	fleet.Eventually(t, 30*time.Second, converged)
+	a.stop()
+
+	// A new agent on the converged cluster writes nothing.
+	reconciles := reconcileCount(t)
+	b := startAgent(t, east, r, "east")
+	fleet.Eventually(t, 30*time.Second, func(context.Context) error {
+		if n := b.counter(t, "fleetnet_agent_export_resyncs_total", nil); n < 1 {
+			return errorf("no resync completed yet")
+		}
+		return nil
+	})
+	// Wait until the new agent has reconciled every ServiceExport, then
+	// count its writes.
+	fleet.Eventually(t, 30*time.Second, func(context.Context) error {
+		if n := reconcileCount(t) - reconciles; n < 20 {
+			return errorf("the new agent reconciled %v times, want at least 20", n)
+		}
+		return nil
+	})
+	if n := b.counter(t, "fleetnet_agent_registry_writes_total", nil); n != 0 {
+		t.Errorf("restarted agent made %v registry writes on a converged cluster, want 0", n)
+	}
+	fleet.Eventually(t, 10*time.Second, converged)
+}
+
+// reconcileCount is how many ServiceExport reconciles every agent of this
+// test process has finished, from controller-runtime's metrics.
+func reconcileCount(t *testing.T) float64 {
+	t.Helper()
+	mfs, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if matches(m, map[string]string{"controller": "serviceexport"}) {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}

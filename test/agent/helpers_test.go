@@ -1,0 +1,170 @@
+// Package agent_test runs the agent against real API servers and a real
+// registry.
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/internal/agent/app"
+	"github.com/fleetnet/fleetnet/internal/agent/identity"
+	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
+	"github.com/fleetnet/fleetnet/test/fleet"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// agent is a running agent.
+type agent struct {
+	metrics *prometheus.Registry
+	stop    func()
+}
+
+func startAgent(t *testing.T, c *fleet.Cluster, reg *registrytest.Registry, id string, mods ...func(*app.Options)) *agent {
+	t.Helper()
+	o := app.Options{
+		Identity:           identity.Flags{Source: identity.SourceFlags, ClusterID: id, ClusterSetID: "fleet", Region: "region-" + id},
+		Registry:           reg.ClientOptions(id, false),
+		MetricsAddr:        "0",
+		HealthAddr:         "0",
+		ExportResyncPeriod: 10 * time.Minute,
+		Registerer:         prometheus.NewRegistry(),
+	}
+	for _, m := range mods {
+		m(&o)
+	}
+	logOut := io.Discard
+	if os.Getenv("FLEETNET_TEST_LOGS") != "" {
+		logOut = os.Stderr
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- app.Run(ctx, c.Config, o, slog.New(slog.NewTextHandler(logOut, nil)).With("agent", id))
+	}()
+	a := &agent{metrics: o.Registerer.(*prometheus.Registry)}
+	stopped := false
+	a.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("agent %s: %v", id, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("agent %s did not stop", id)
+		}
+	}
+	t.Cleanup(a.stop)
+	return a
+}
+
+// counter sums a counter of the agent's metrics over all label values
+// matching labels.
+func (a *agent) counter(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := a.metrics.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if matches(m, labels) {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+func matches(m *dto.Metric, labels map[string]string) bool {
+	for k, v := range labels {
+		found := false
+		for _, l := range m.GetLabel() {
+			if l.GetName() == k && l.GetValue() == v {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+func createNamespace(t *testing.T, c client.Client, name string) {
+	t.Helper()
+	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func service(ns, name string) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
+	}
+}
+
+// endpointSlice is a slice of Service ns/svc with one endpoint per address.
+func endpointSlice(ns, svc, name string, addrs ...string) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: svc}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
+	for _, a := range addrs {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}})
+	}
+	return s
+}
+
+// registryExports lists a cluster's exports and chunks as the registry
+// holds them.
+func registryExports(ctx context.Context, reg registryv1.RegistryClient, cluster string) (*registryv1.ListExportsResponse, error) {
+	return reg.ListExports(ctx, &registryv1.ListExportsRequest{ClusterId: cluster, IncludeEndpoints: true})
+}
+
+// endpointCount counts the endpoints of ns/name the registry holds.
+func endpointCount(resp *registryv1.ListExportsResponse, ns, name string) int {
+	n := 0
+	for _, c := range resp.GetEndpoints() {
+		if c.GetKey().GetNamespace() == ns && c.GetKey().GetName() == name {
+			n += len(c.GetEndpoints())
+		}
+	}
+	return n
+}
+
+func hasExport(resp *registryv1.ListExportsResponse, ns, name string) bool {
+	for _, e := range resp.GetExports() {
+		if e.GetKey().GetNamespace() == ns && e.GetKey().GetName() == name {
+			return true
+		}
+	}
+	return false
+}
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+func metav1Now() *timestamppb.Timestamp { return timestamppb.New(time.Now()) }
