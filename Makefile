@@ -67,11 +67,12 @@ $(BIN)/staticcheck: hack/tools/gen/go.mod
 ##@ Generate
 
 .PHONY: generate
-generate: $(GEN_TOOLS) ## Regenerate CRDs, deepcopy, apply configurations and protobuf code.
+generate: $(GEN_TOOLS) ## Regenerate CRDs, deepcopy, apply configurations, RBAC and protobuf code.
 	$(BIN)/controller-gen object:headerFile=hack/boilerplate.go.txt \
 		applyconfiguration:headerFile=hack/boilerplate.go.txt \
 		crd:crdVersions=v1 output:crd:artifacts:config=config/crd \
 		paths=./api/...
+	$(BIN)/controller-gen rbac:roleName=fleetnet-agent paths=./internal/agent/... output:rbac:artifacts:config=config/rbac
 	go run ./hack/copy-mcs-crds config/crd
 	hack/generate-proto.sh
 

@@ -1,0 +1,82 @@
+package agent_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/fleetnet/fleetnet/config/rbac"
+	"github.com/fleetnet/fleetnet/internal/agent/app"
+	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
+	"github.com/fleetnet/fleetnet/internal/registry/server"
+	"github.com/fleetnet/fleetnet/test/fleet"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// TestAgentRunsWithItsGeneratedRole runs the agent as a ServiceAccount bound
+// to nothing but config/rbac/role.yaml, with leader election on, so a
+// permission missing from the markers fails here and not in a user's
+// cluster.
+func TestAgentRunsWithItsGeneratedRole(t *testing.T) {
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "east"}}})
+	east := f.Cluster(t, "east")
+	c := east.Client(t)
+	ctx := context.Background()
+	role, err := rbac.AgentClusterRole()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "fleetnet-system", Name: "fleetnet-agent"}}
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fleetnet-system"}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		sa, role,
+		&rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "fleetnet-agent"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: sa.Namespace, Name: sa.Name}},
+		},
+	} {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatalf("creating %T: %v", obj, err)
+		}
+	}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+	if err := c.SubResource("token").Create(ctx, sa, tr); err != nil {
+		t.Fatalf("requesting a token: %v", err)
+	}
+	asAgent := rest.CopyConfig(east.Config)
+	asAgent.BearerToken = tr.Status.Token
+	restricted := &fleet.Cluster{Name: east.Name, Config: asAgent}
+
+	reg := registrytest.Start(t, server.Config{})
+	startAgent(t, restricted, reg, "east", func(o *app.Options) { o.LeaderElect, o.LeaderElectionNS = true, "fleetnet-system" })
+	for _, obj := range []client.Object{
+		service(ns, "echo"),
+		endpointSlice(ns, "echo", "echo-1", "10.244.0.1"),
+		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}},
+	} {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantCondition(t, c, "echo", mcsv1beta1.ServiceExportConditionReady, metav1.ConditionTrue, string(mcsv1beta1.ServiceExportReasonReady))
+	observer := reg.Client("observer", false)
+	fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+		resp, err := registryExports(ctx, observer, "east")
+		if err != nil {
+			return err
+		}
+		if endpointCount(resp, ns, "echo") != 1 {
+			return errorf("registry holds %d endpoints of echo", endpointCount(resp, ns, "echo"))
+		}
+		return nil
+	})
+}
