@@ -403,3 +403,56 @@ func reconcileCount(t *testing.T) float64 {
 	}
 	return sum
 }
+
+func TestNarrowedWatchNamespacesReleaseFinalizers(t *testing.T) {
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "east"}}})
+	east := f.Cluster(t, "east")
+	r := registrytest.Start(t, server.Config{})
+	c := east.Client(t)
+	ctx := context.Background()
+	createNamespace(t, c, ns)
+	createNamespace(t, c, "other")
+	for _, n := range []string{ns, "other"} {
+		for _, obj := range []client.Object{service(n, "echo"), &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: n, Name: "echo"}}} {
+			if err := c.Create(ctx, obj); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	reg := r.Client("observer", false)
+	exported := func(want ...string) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			resp, err := registryExports(ctx, reg, "east")
+			if err != nil {
+				return err
+			}
+			var got []string
+			for _, e := range resp.GetExports() {
+				got = append(got, e.GetKey().GetNamespace())
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, want) {
+				return errorf("registry exports from namespaces %v, want %v", got, want)
+			}
+			return nil
+		}
+	}
+	a := startAgent(t, east, r, "east")
+	fleet.Eventually(t, 20*time.Second, exported(ns, "other"))
+	a.stop()
+
+	// Restarted watching only demo: other's export is withdrawn and its
+	// finalizer released, so it can be deleted.
+	startAgent(t, east, r, "east", func(o *app.Options) { o.WatchNamespaces = ns })
+	fleet.Eventually(t, 20*time.Second, exported(ns))
+	if err := c.Delete(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "echo"}}); err != nil {
+		t.Fatal(err)
+	}
+	fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+		err := c.Get(ctx, types.NamespacedName{Namespace: "other", Name: "echo"}, &mcsv1beta1.ServiceExport{})
+		if !apierrors.IsNotFound(err) {
+			return errorf("ServiceExport outside the watched namespaces is stuck: %v", err)
+		}
+		return nil
+	})
+}

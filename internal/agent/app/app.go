@@ -70,6 +70,9 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 
 // Run runs the agent until ctx ends.
 func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) error {
+	if log == nil {
+		log = slog.Default()
+	}
 	if o.ExportResyncPeriod < time.Second {
 		return fmt.Errorf("--export-resync-period=%s: must be at least 1s", o.ExportResyncPeriod)
 	}

@@ -36,12 +36,15 @@ func Resolve(ctx context.Context, reader client.Reader, f Flags) (*registryv1.Cl
 	switch f.Source {
 	case SourceFlags:
 	case SourceClusterProperty:
-		for name, dst := range map[string]*string{aboutv1alpha1.ClusterIDPropertyName: &c.Id, aboutv1alpha1.ClusterSetPropertyName: &c.ClustersetId} {
+		for _, prop := range []struct {
+			name string
+			dst  *string
+		}{{aboutv1alpha1.ClusterIDPropertyName, &c.Id}, {aboutv1alpha1.ClusterSetPropertyName, &c.ClustersetId}} {
 			p := &aboutv1alpha1.ClusterProperty{}
-			if err := reader.Get(ctx, types.NamespacedName{Name: name}, p); err != nil {
-				return nil, fmt.Errorf("--cluster-identity-source=clusterproperty: reading ClusterProperty %s: %w", name, err)
+			if err := reader.Get(ctx, types.NamespacedName{Name: prop.name}, p); err != nil {
+				return nil, fmt.Errorf("--cluster-identity-source=clusterproperty: reading ClusterProperty %s: %w", prop.name, err)
 			}
-			*dst = p.Spec.Value
+			*prop.dst = p.Spec.Value
 		}
 	default:
 		return nil, fmt.Errorf("--cluster-identity-source=%q: must be %q or %q", f.Source, SourceFlags, SourceClusterProperty)

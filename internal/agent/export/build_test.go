@@ -1,0 +1,114 @@
+package export
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fleetnet/fleetnet/api/keys"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+func se(annotations map[string]string) *mcsv1beta1.ServiceExport {
+	return &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "demo", Name: "echo", Annotations: annotations,
+		CreationTimestamp: metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)),
+	}}
+}
+
+func TestBuildExport(t *testing.T) {
+	base := &corev1.Service{Spec: corev1.ServiceSpec{
+		ClusterIP:             "10.96.0.10",
+		IPFamilies:            []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol},
+		Ports:                 []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, AppProtocol: ptr.To("http")}},
+		SessionAffinity:       corev1.ServiceAffinityClientIP,
+		SessionAffinityConfig: &corev1.SessionAffinityConfig{ClientIP: &corev1.ClientIPConfig{TimeoutSeconds: ptr.To[int32](600)}},
+		InternalTrafficPolicy: ptr.To(corev1.ServiceInternalTrafficPolicyLocal),
+		TrafficDistribution:   ptr.To("PreferClose"),
+	}}
+	tests := []struct {
+		name       string
+		se         *mcsv1beta1.ServiceExport
+		svc        func() *corev1.Service
+		wantReason string
+	}{
+		{"missing Service", se(nil), func() *corev1.Service { return nil }, string(mcsv1beta1.ServiceExportReasonNoService)},
+		{"ExternalName", se(nil), func() *corev1.Service {
+			s := base.DeepCopy()
+			s.Spec.Type = corev1.ServiceTypeExternalName
+			return s
+		}, string(mcsv1beta1.ServiceExportReasonInvalidServiceType)},
+		{"weight not a number", se(map[string]string{keys.AnnotationWeight: "heavy"}), func() *corev1.Service { return base }, keys.ReasonInvalidWeight},
+		{"weight too high", se(map[string]string{keys.AnnotationWeight: "1001"}), func() *corev1.Service { return base }, keys.ReasonInvalidWeight},
+		{"weight negative", se(map[string]string{keys.AnnotationWeight: "-1"}), func() *corev1.Service { return base }, keys.ReasonInvalidWeight},
+		{"headless", se(nil), func() *corev1.Service {
+			s := base.DeepCopy()
+			s.Spec.ClusterIP = corev1.ClusterIPNone
+			return s
+		}, ""},
+		{"cluster IP", se(map[string]string{keys.AnnotationWeight: "0"}), func() *corev1.Service { return base }, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e, invalid := BuildExport("east", tt.se, tt.svc())
+			if tt.wantReason != "" {
+				if invalid == nil || invalid.Reason != tt.wantReason {
+					t.Fatalf("invalid = %v, want reason %s", invalid, tt.wantReason)
+				}
+				return
+			}
+			if invalid != nil {
+				t.Fatalf("unexpected invalid: %v", invalid)
+			}
+			if tt.name == "headless" && e.GetType() != "Headless" {
+				t.Errorf("type = %s, want Headless", e.GetType())
+			}
+			if tt.name == "cluster IP" {
+				if e.GetType() != "ClusterSetIP" || e.GetWeight() != 0 || e.GetSessionAffinityTimeoutSeconds() != 600 ||
+					e.GetInternalTrafficPolicy() != "Local" || e.GetTrafficDistribution() != "PreferClose" ||
+					len(e.GetIpFamilies()) != 2 || e.GetPorts()[0].GetAppProtocol() != "http" ||
+					!e.GetExportedSince().AsTime().Equal(tt.se.CreationTimestamp.Time) {
+					t.Errorf("export = %v", e)
+				}
+			}
+		})
+	}
+	if e, _ := BuildExport("east", se(nil), base); e.GetWeight() != 1 {
+		t.Errorf("default weight = %d, want 1", e.GetWeight())
+	}
+}
+
+func TestBuildChunks(t *testing.T) {
+	slices := []discoveryv1.EndpointSlice{
+		{
+			ObjectMeta:  metav1.ObjectMeta{Name: "echo-b"},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080)}, {Name: ptr.To("all")}},
+			Endpoints: []discoveryv1.Endpoint{
+				{Addresses: []string{"10.244.0.1"}},
+				{Addresses: []string{"10.244.0.2"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(true), Terminating: ptr.To(true)}, Zone: ptr.To("a")},
+			},
+		},
+		{ObjectMeta: metav1.ObjectMeta{Name: "echo-a"}, AddressType: discoveryv1.AddressTypeIPv6},
+		{ObjectMeta: metav1.ObjectMeta{Name: "imported", Labels: map[string]string{discoveryv1.LabelManagedBy: keys.EndpointSliceManagedBy}}},
+	}
+	chunks := BuildChunks("east", se(nil), slices)
+	if len(chunks) != 2 || chunks[0].GetKey().GetChunk() != "echo-a" || chunks[1].GetKey().GetChunk() != "echo-b" {
+		t.Fatalf("chunks = %v, want echo-a and echo-b (sorted, imported slices skipped)", chunks)
+	}
+	b := chunks[1]
+	if len(b.GetPorts()) != 1 || b.GetPorts()[0].GetProtocol() != "TCP" {
+		t.Errorf("ports = %v, want http/TCP only (a port without a number is skipped, protocol defaults to TCP)", b.GetPorts())
+	}
+	nilConds := b.GetEndpoints()[0].GetConditions()
+	if !nilConds.GetReady() || !nilConds.GetServing() || nilConds.GetTerminating() {
+		t.Errorf("nil conditions = %v, want ready and serving", nilConds)
+	}
+	set := b.GetEndpoints()[1].GetConditions()
+	if set.GetReady() || !set.GetServing() || !set.GetTerminating() || b.GetEndpoints()[1].GetZone() != "a" {
+		t.Errorf("explicit conditions = %v", b.GetEndpoints()[1])
+	}
+}
