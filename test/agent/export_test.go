@@ -2,7 +2,9 @@ package agent_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/registry/records"
 	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/internal/registry/server"
+	"github.com/fleetnet/fleetnet/internal/registry/store"
 	"github.com/fleetnet/fleetnet/test/fleet"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -455,4 +458,107 @@ func TestNarrowedWatchNamespacesReleaseFinalizers(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestResyncNeverDeletesWhatWasWrittenMeanwhile races the start-up resync,
+// which deletes registry exports without a local ServiceExport, against
+// ServiceExports created for those very names while it runs. Every delete
+// the store sees must come before the agent's own write of that export.
+func TestResyncNeverDeletesWhatWasWrittenMeanwhile(t *testing.T) {
+	const n = 500
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "east"}}})
+	east := f.Cluster(t, "east")
+	r := registrytest.Start(t, server.Config{})
+	c := east.Client(t)
+	createNamespace(t, c, ns)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	self := r.Client("east", false)
+	if _, err := self.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: &registryv1.Cluster{Id: "east", ClustersetId: "fleet", Region: "region-east"}}); err != nil {
+		t.Fatal(err)
+	}
+	name := func(i int) string { return fmt.Sprintf("svc-%d", i) }
+	for i := range n {
+		stale := &registryv1.Export{Key: &registryv1.ExportKey{Namespace: ns, Name: name(i), ClusterId: "east"}, ExportedSince: metav1Now(),
+			Type: "Headless"}
+		if _, err := self.PutExport(ctx, &registryv1.PutExportRequest{Export: stale}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	from, _ := r.Store.Revision(ctx)
+	type change struct {
+		put bool
+		rev int64
+	}
+	var mu sync.Mutex
+	history := map[string][]change{}
+	resyncStarted := make(chan struct{})
+	var once sync.Once
+	go func() {
+		for resp := range r.Store.Watch(ctx, records.ExportsPrefix, from) {
+			mu.Lock()
+			for _, e := range resp.Events {
+				history[e.KV.Key] = append(history[e.KV.Key], change{e.Type == store.EventPut, e.KV.ModRevision})
+				if e.Type == store.EventDelete {
+					once.Do(func() { close(resyncStarted) })
+				}
+			}
+			mu.Unlock()
+		}
+	}()
+
+	// Once the resync deletes its first stale export, ServiceExports appear
+	// from the end of its list while it deletes from the start, so the two
+	// meet while it runs.
+	created := make(chan error, 1)
+	go func() {
+		<-resyncStarted
+		for i := n - 1; i >= 0; i-- {
+			for _, obj := range []client.Object{service(ns, name(i)), &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name(i)}}} {
+				if err := c.Create(ctx, obj); err != nil {
+					created <- err
+					return
+				}
+			}
+		}
+		created <- nil
+	}()
+	startAgent(t, east, r, "east")
+	if err := <-created; err != nil {
+		t.Fatal(err)
+	}
+	reg := r.Client("observer", false)
+	fleet.Eventually(t, time.Minute, func(ctx context.Context) error {
+		resp, err := registryExports(ctx, reg, "east")
+		if err != nil {
+			return err
+		}
+		clusterSetIP := 0
+		for _, e := range resp.GetExports() {
+			if e.GetType() == "ClusterSetIP" {
+				clusterSetIP++
+			}
+		}
+		if clusterSetIP != n {
+			return errorf("%d of %d exports published by the agent", clusterSetIP, n)
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	deletedStale := 0
+	for key, changes := range history {
+		sawPut := false
+		for _, ch := range changes {
+			if ch.put {
+				sawPut = true
+			} else if sawPut {
+				t.Errorf("%s was deleted at revision %d after the agent wrote it: %v", key, ch.rev, changes)
+			} else {
+				deletedStale++
+			}
+		}
+	}
+	t.Logf("%d stale exports deleted by the resync before their ServiceExport was published, %d rewritten in place", deletedStale, n-deletedStale)
 }
