@@ -183,7 +183,7 @@ func TestExportLifecycle(t *testing.T) {
 	})
 }
 
-func withVersion[T client.Object](t *testing.T, c client.Client, obj T) T {
+func withVersion[T client.Object](t testing.TB, c client.Client, obj T) T {
 	t.Helper()
 	cur := obj.DeepCopyObject().(T)
 	if err := c.Get(context.Background(), client.ObjectKeyFromObject(obj), cur); err != nil {

@@ -32,7 +32,7 @@ type agent struct {
 	stop    func()
 }
 
-func startAgent(t *testing.T, c *fleet.Cluster, reg *registrytest.Registry, id string, mods ...func(*app.Options)) *agent {
+func startAgent(t testing.TB, c *fleet.Cluster, reg *registrytest.Registry, id string, mods ...func(*app.Options)) *agent {
 	t.Helper()
 	o := app.Options{
 		Identity:           identity.Flags{Source: identity.SourceFlags, ClusterID: id, ClusterSetID: "fleet", Region: "region-" + id},
@@ -77,7 +77,7 @@ func startAgent(t *testing.T, c *fleet.Cluster, reg *registrytest.Registry, id s
 
 // counter sums a counter of the agent's metrics over all label values
 // matching labels.
-func (a *agent) counter(t *testing.T, name string, labels map[string]string) float64 {
+func (a *agent) counter(t testing.TB, name string, labels map[string]string) float64 {
 	t.Helper()
 	mfs, err := a.metrics.Gather()
 	if err != nil {
@@ -168,3 +168,7 @@ func hasExport(resp *registryv1.ListExportsResponse, ns, name string) bool {
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
 
 func metav1Now() *timestamppb.Timestamp { return timestamppb.New(time.Now()) }
+
+func namespaceObj(name string) *corev1.Namespace {
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+}

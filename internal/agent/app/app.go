@@ -73,6 +73,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	if log == nil {
 		log = slog.Default()
 	}
+	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
 	if o.ExportResyncPeriod < time.Second {
 		return fmt.Errorf("--export-resync-period=%s: must be at least 1s", o.ExportResyncPeriod)
 	}
