@@ -16,6 +16,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/registry/server"
 	"github.com/fleetnet/fleetnet/internal/registry/store"
 	"github.com/fleetnet/fleetnet/test/fleet"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -561,4 +562,93 @@ func TestResyncNeverDeletesWhatWasWrittenMeanwhile(t *testing.T) {
 		}
 	}
 	t.Logf("%d stale exports deleted by the resync before their ServiceExport was published, %d rewritten in place", deletedStale, n-deletedStale)
+}
+
+func TestEvictedClusterRegistersAgainAndRepublishes(t *testing.T) {
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "east"}}})
+	east := f.Cluster(t, "east")
+	r := registrytest.Start(t, server.Config{LeaseTTL: 3 * time.Second})
+	c := east.Client(t)
+	ctx := context.Background()
+	createNamespace(t, c, ns)
+	for _, obj := range []client.Object{
+		service(ns, "echo"),
+		endpointSlice(ns, "echo", "echo-1", "10.244.0.1"),
+		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}},
+	} {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := startAgent(t, east, r, "east")
+	reg := r.Client("observer", false)
+	complete := func(ctx context.Context) error {
+		resp, err := registryExports(ctx, reg, "east")
+		if err != nil {
+			return err
+		}
+		if !hasExport(resp, ns, "echo") || endpointCount(resp, ns, "echo") != 1 {
+			return errorf("registry holds export: %v, %d endpoints", hasExport(resp, ns, "echo"), endpointCount(resp, ns, "echo"))
+		}
+		return nil
+	}
+	fleet.Eventually(t, 20*time.Second, complete)
+	if got := a.gauge(t, "fleetnet_agent_exports", map[string]string{"state": "exported"}); got != 1 {
+		t.Errorf("fleetnet_agent_exports{state=exported} = %v, want 1", got)
+	}
+
+	// An administrator evicts the cluster: its next renewal finds no lease,
+	// it registers again and republishes.
+	if _, err := r.Client("ops", true).EvictCluster(ctx, &registryv1.EvictClusterRequest{ClusterId: "east"}); err != nil {
+		t.Fatal(err)
+	}
+	fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+		resp, err := registryExports(ctx, reg, "east")
+		if err != nil {
+			return err
+		}
+		if hasExport(resp, ns, "echo") {
+			return errorf("eviction not yet visible")
+		}
+		return nil
+	})
+	fleet.Eventually(t, 20*time.Second, complete)
+}
+
+func TestPermanentRegistryErrorsAreNotRetriedHot(t *testing.T) {
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "east"}}})
+	east := f.Cluster(t, "east")
+	metricsReg := prometheus.NewRegistry()
+	r := registrytest.Start(t, server.Config{Registerer: metricsReg})
+	// The agent claims to be east but holds west's certificate.
+	startAgent(t, east, r, "east", func(o *app.Options) { o.Registry = r.ClientOptions("west", false) })
+	denied := func() float64 {
+		mfs, _ := metricsReg.Gather()
+		sum := 0.0
+		for _, mf := range mfs {
+			if mf.GetName() == "fleetnet_registry_requests_total" {
+				for _, m := range mf.GetMetric() {
+					if matches(m, map[string]string{"method": "/fleetnet.registry.v1.Registry/RegisterCluster", "code": "PermissionDenied"}) {
+						sum += m.GetCounter().GetValue()
+					}
+				}
+			}
+		}
+		return sum
+	}
+	fleet.Eventually(t, 20*time.Second, func(context.Context) error {
+		if denied() < 1 {
+			return errorf("no registration attempt yet")
+		}
+		return nil
+	})
+	// A hot loop would retry every few hundred milliseconds; a permanent
+	// error waits a minute. Give a hot loop time to show.
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if n := denied(); n > 1 {
+			t.Fatalf("%v registrations refused with PermissionDenied within seconds: retried hot", n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -172,3 +172,22 @@ func metav1Now() *timestamppb.Timestamp { return timestamppb.New(time.Now()) }
 func namespaceObj(name string) *corev1.Namespace {
 	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 }
+
+// gauge reads one gauge of the agent's metrics.
+func (a *agent) gauge(t testing.TB, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := a.metrics.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				if matches(m, labels) {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return -1
+}

@@ -122,7 +122,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	if reg == nil {
 		reg = metrics.Registry
 	}
-	reg.MustRegister(resyncs)
+	reg.MustRegister(resyncs, export.NewStateCollector(mgr.GetClient()))
 	pub := publish.New(regClient, cluster.GetId(), publish.NewMetrics(reg))
 	events := make(chan event.GenericEvent, 4096)
 	registrar := &lease.Registrar{Client: regClient, Cluster: cluster, Log: log}

@@ -32,7 +32,8 @@ type Registry struct {
 	gs *grpc.Server
 }
 
-// Start serves a registry until the test ends.
+// Start serves a registry until the test ends. Set cfg.Registerer to read
+// its metrics.
 func Start(t testing.TB, cfg server.Config) *Registry {
 	t.Helper()
 	dir := t.TempDir()
