@@ -23,6 +23,8 @@ type Options struct {
 	CertFile, KeyFile string
 	// Token is a bearer token, the alternative to a client certificate.
 	Token string
+	// DialOptions are added to the connection's options.
+	DialOptions []grpc.DialOption
 }
 
 // Dial connects to the registry. The connection is lazy: errors of the
@@ -47,7 +49,7 @@ func Dial(o Options) (registryv1.RegistryClient, *grpc.ClientConn, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("registry CA %s: %w", o.CAFile, err)
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg))}
+	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg))}, o.DialOptions...)
 	if o.Token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer(o.Token)))
 	}

@@ -79,9 +79,13 @@ func Start(t testing.TB, cfg server.Config) *Registry {
 }
 
 // ClientOptions writes a client certificate for cluster id (an admin one
-// when admin is set) and returns options to dial with it.
+// when admin is set) and returns options to dial with it; with an empty id,
+// options to dial without a certificate.
 func (r *Registry) ClientOptions(id string, admin bool) client.Options {
 	r.t.Helper()
+	if id == "" {
+		return client.Options{Address: r.Addr, CAFile: filepath.Join(r.CertDir, "ca.crt")}
+	}
 	var kp *pki.KeyPair
 	var err error
 	if admin {
@@ -99,10 +103,12 @@ func (r *Registry) ClientOptions(id string, admin bool) client.Options {
 		CertFile: filepath.Join(r.CertDir, id+".crt"), KeyFile: filepath.Join(r.CertDir, id+".key")}
 }
 
-// Client dials as cluster id (or admin).
-func (r *Registry) Client(id string, admin bool) registryv1.RegistryClient {
+// Client dials as cluster id (or admin), with extra dial options.
+func (r *Registry) Client(id string, admin bool, opts ...grpc.DialOption) registryv1.RegistryClient {
 	r.t.Helper()
-	c, conn, err := client.Dial(r.ClientOptions(id, admin))
+	o := r.ClientOptions(id, admin)
+	o.DialOptions = opts
+	c, conn, err := client.Dial(o)
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -2,103 +2,38 @@ package server_test
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"io"
-	"log/slog"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
-	"github.com/fleetnet/fleetnet/internal/pki"
-	"github.com/fleetnet/fleetnet/internal/registry/auth"
+	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/internal/registry/server"
-	"github.com/fleetnet/fleetnet/internal/registry/store"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
-// env is a registry on a memory store, served over mTLS on loopback.
+// env is a registry on a memory store with a fake clock, served over mTLS.
 type env struct {
-	t     *testing.T
-	addr  string
-	ca    *pki.KeyPair
+	*registrytest.Registry
 	clock *clocktesting.FakeClock
-	store *store.Memory
 }
 
 func start(t *testing.T, cfg server.Config) *env {
 	t.Helper()
-	ca, err := pki.NewCA("test-fleet-ca")
-	if err != nil {
-		t.Fatal(err)
-	}
-	serving, err := ca.ServingCert("registry", []string{"127.0.0.1", "localhost"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	servingTLS, _ := serving.TLSCertificate()
-	tlsCfg, err := pki.ServerTLS(servingTLS, ca.CertPEM, true)
-	if err != nil {
-		t.Fatal(err)
-	}
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	mem := store.NewMemory(clk, 100000)
 	cfg.Clock = clk
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	reg := server.New(mem, cfg)
-	ctx, cancel := context.WithCancel(context.Background())
-	go reg.Run(ctx)
-	gs, _ := server.NewGRPCServer(reg, tlsCfg, &auth.Authenticator{})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go gs.Serve(lis)
-	t.Cleanup(func() {
-		reg.Stop()
-		gs.Stop()
-		cancel()
-		mem.Close()
-	})
-	return &env{t: t, addr: lis.Addr().String(), ca: ca, clock: clk, store: mem}
+	return &env{Registry: registrytest.Start(t, cfg), clock: clk}
 }
 
 // client connects as cluster id, or as an admin when admin is set, or
 // without a certificate when id is empty.
 func (e *env) client(id string, admin bool, opts ...grpc.DialOption) registryv1.RegistryClient {
-	e.t.Helper()
-	var cert *tls.Certificate
-	if id != "" {
-		var kp *pki.KeyPair
-		var err error
-		if admin {
-			kp, err = e.ca.AdminCert(id)
-		} else {
-			kp, err = e.ca.ClusterCert(id)
-		}
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		c, _ := kp.TLSCertificate()
-		cert = &c
-	}
-	tlsCfg, err := pki.ClientTLS(e.ca.CertPEM, cert)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	conn, err := grpc.NewClient(e.addr, append(opts, grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)))...)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	e.t.Cleanup(func() { conn.Close() })
-	return registryv1.NewRegistryClient(conn)
+	return e.Client(id, admin, opts...)
 }
 
 func register(t *testing.T, c registryv1.RegistryClient, id string) {
