@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/registry/store"
 	"github.com/fleetnet/fleetnet/test/fleet"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -651,4 +653,50 @@ func TestPermanentRegistryErrorsAreNotRetriedHot(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+func TestConflictFromTheRegistryReachesTheServiceExport(t *testing.T) {
+	c, reg, r, _, _ := setup(t)
+	ctx := context.Background()
+	// west exported the Service first, naming its port "web".
+	west := r.Client("west", false)
+	if _, err := west.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: &registryv1.Cluster{Id: "west", ClustersetId: "fleet"}}); err != nil {
+		t.Fatal(err)
+	}
+	older := &registryv1.Export{Key: &registryv1.ExportKey{Namespace: ns, Name: "echo", ClusterId: "west"},
+		ExportedSince: timestamppb.New(time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)), Type: "ClusterSetIP",
+		Ports: []*registryv1.ServicePort{{Name: "web", Protocol: "TCP", Port: 80}}, Weight: 1}
+	if _, err := west.PutExport(ctx, &registryv1.PutExportRequest{Export: older}); err != nil {
+		t.Fatal(err)
+	}
+	se := &mcsv1beta1.ServiceExport{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo", Annotations: map[string]string{keys.AnnotationWeight: "5"}},
+		Spec:       mcsv1beta1.ServiceExportSpec{ExportedLabels: map[string]string{"tier": "web"}, ExportedAnnotations: map[string]string{"owner": "team-a"}},
+	}
+	for _, obj := range []client.Object{service(ns, "echo"), se} {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantCondition(t, c, "echo", mcsv1beta1.ServiceExportConditionConflict, metav1.ConditionTrue, string(mcsv1beta1.ServiceExportReasonPortConflict))
+	cond, _ := condition(c, "echo", mcsv1beta1.ServiceExportConditionConflict)
+	for _, want := range []string{`"http"`, `"web"`, "cluster west"} {
+		if !strings.Contains(cond.Message, want) {
+			t.Errorf("Conflict message %q does not name %s", cond.Message, want)
+		}
+	}
+	resp, err := registryExports(ctx, reg, "east")
+	if err != nil || len(resp.GetExports()) != 1 {
+		t.Fatalf("registry exports: %v, %v", resp, err)
+	}
+	e := resp.GetExports()[0]
+	if e.GetWeight() != 5 || e.GetLabels()["tier"] != "web" || e.GetAnnotations()["owner"] != "team-a" {
+		t.Errorf("export lacks weight, exported labels or annotations: %v", e)
+	}
+
+	// west withdraws: the conflict clears.
+	if _, err := west.DeleteExport(ctx, &registryv1.DeleteExportRequest{Key: older.GetKey()}); err != nil {
+		t.Fatal(err)
+	}
+	wantCondition(t, c, "echo", mcsv1beta1.ServiceExportConditionConflict, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonNoConflicts))
 }

@@ -200,6 +200,7 @@ func (r *Registry) PutExport(ctx context.Context, req *registryv1.PutExportReque
 	}
 	e = proto.Clone(e).(*registryv1.Export)
 	e.Revision = 0 // output only
+	normalize(e)
 	b, _ := proto.Marshal(e)
 	rev, err := r.store.Put(ctx, records.ExportKey(e.GetKey()), b, 0)
 	if err != nil {
@@ -356,5 +357,16 @@ func (r *Registry) Watch(req *registryv1.WatchRequest, stream grpc.ServerStreami
 		case <-ctx.Done():
 			return ctx.Err()
 		}
+	}
+}
+
+// normalize spells out the API defaults, so that an export that leaves a
+// field empty never conflicts with one that states the default.
+func normalize(e *registryv1.Export) {
+	if e.SessionAffinity == "" {
+		e.SessionAffinity = "None"
+	}
+	if e.InternalTrafficPolicy == "" {
+		e.InternalTrafficPolicy = "Cluster"
 	}
 }

@@ -413,3 +413,30 @@ func TestSlowWatcherIsCutOffOthersContinue(t *testing.T) {
 		}
 	}
 }
+
+func TestEmptyFieldsMeanTheAPIDefaults(t *testing.T) {
+	e := start(t, server.Config{})
+	ctx := context.Background()
+	a, b := e.client("a", false), e.client("b", false)
+	register(t, a, "a")
+	register(t, b, "b")
+	stated := export("b", 1, "http")
+	stated.SessionAffinity, stated.InternalTrafficPolicy = "None", "Cluster"
+	empty := export("a", 0, "http")
+	empty.SessionAffinity, empty.InternalTrafficPolicy = "", ""
+	if _, err := a.PutExport(ctx, &registryv1.PutExportRequest{Export: empty}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.PutExport(ctx, &registryv1.PutExportRequest{Export: stated}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := b.ListExports(ctx, &registryv1.ListExportsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range resp.GetStatuses() {
+		if len(st.GetConflicts()) > 0 {
+			t.Errorf("%s has conflicts %v; empty fields should mean the defaults", st.GetKey().GetClusterId(), st.GetConflicts())
+		}
+	}
+}
