@@ -60,3 +60,27 @@ const (
 	// (Ready=False).
 	ReasonRegistryUnavailable = "RegistryUnavailable"
 )
+
+// Import keys.
+const (
+	// LabelManagedBy marks the objects the agent imports (ServiceImports and
+	// derived Services); others of the same name block the import.
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	// ManagedByAgent is the LabelManagedBy value of the agent's objects.
+	ManagedByAgent = "fleetnet-agent"
+	// DerivedServicePrefix starts the name of every derived Service.
+	DerivedServicePrefix = "derived-"
+)
+
+// Condition reasons of ServiceImport that the mcs-api does not define.
+const (
+	// ReasonApplyFailed: a step of materialising the import failed
+	// (Ready=False); the message names the step.
+	ReasonApplyFailed = "ApplyFailed"
+	// ReasonInvalidPorts: the import's ports mix unnamed and named ports,
+	// which no Service can hold (Ready=False).
+	ReasonInvalidPorts = "InvalidPorts"
+	// ReasonBlocked: a Service or ServiceImport of the import's name exists
+	// that the agent does not manage.
+	ReasonBlocked = "Blocked"
+)

@@ -40,6 +40,8 @@ func startAgent(t testing.TB, c *fleet.Cluster, reg *registrytest.Registry, id s
 		MetricsAddr:        "0",
 		HealthAddr:         "0",
 		ExportResyncPeriod: 10 * time.Minute,
+		ImportResyncPeriod: 10 * time.Minute,
+		EndpointsPerSlice:  100,
 		Registerer:         prometheus.NewRegistry(),
 	}
 	for _, m := range mods {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	aboutv1alpha1 "github.com/fleetnet/fleetnet/api/about/v1alpha1"
 	"github.com/fleetnet/fleetnet/internal/agent/app"
@@ -65,7 +66,9 @@ func TestIdentity(t *testing.T) {
 		Registry:           reg.ClientOptions("east", false),
 		MetricsAddr:        "0",
 		HealthAddr:         "0",
-		ExportResyncPeriod: 60_000_000_000,
+		ExportResyncPeriod: time.Minute,
+		ImportResyncPeriod: time.Minute,
+		EndpointsPerSlice:  100,
 	}
 	err = app.Run(ctx, east.Config, o, nil)
 	if err == nil || !strings.Contains(err.Error(), `--region="US West (Oregon)"`) {

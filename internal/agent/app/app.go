@@ -15,12 +15,14 @@ import (
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/agent/export"
 	"github.com/fleetnet/fleetnet/internal/agent/identity"
+	"github.com/fleetnet/fleetnet/internal/agent/importer"
 	"github.com/fleetnet/fleetnet/internal/agent/lease"
 	"github.com/fleetnet/fleetnet/internal/agent/publish"
 	"github.com/fleetnet/fleetnet/internal/registry/client"
 	"github.com/fleetnet/fleetnet/internal/scheme"
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -44,6 +46,8 @@ type Options struct {
 	LeaderElectionNS   string
 	WatchNamespaces    string
 	ExportResyncPeriod time.Duration
+	ImportResyncPeriod time.Duration
+	EndpointsPerSlice  int
 	// Registerer receives the agent's own metrics; controller-runtime's
 	// registry (served on --metrics-bind-address) when nil.
 	Registerer prometheus.Registerer
@@ -66,6 +70,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.LeaderElectionNS, "leader-election-namespace", "fleetnet-system", "namespace of the leader election Lease")
 	fs.StringVar(&o.WatchNamespaces, "watch-namespaces", "", "comma-separated namespaces to export from; empty means all")
 	fs.DurationVar(&o.ExportResyncPeriod, "export-resync-period", 10*time.Minute, "how often every export is compared with the registry")
+	fs.DurationVar(&o.ImportResyncPeriod, "import-resync-period", 10*time.Minute, "how often every import is compared with the cluster, bounding repair when an event is missed")
+	fs.IntVar(&o.EndpointsPerSlice, "endpoints-per-slice", 100, "most endpoints in one imported EndpointSlice (1 to 1000)")
 }
 
 // Run runs the agent until ctx ends.
@@ -77,11 +83,21 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	if o.ExportResyncPeriod < time.Second {
 		return fmt.Errorf("--export-resync-period=%s: must be at least 1s", o.ExportResyncPeriod)
 	}
+	if o.ImportResyncPeriod < time.Second {
+		return fmt.Errorf("--import-resync-period=%s: must be at least 1s", o.ImportResyncPeriod)
+	}
+	if o.EndpointsPerSlice < 1 || o.EndpointsPerSlice > 1000 {
+		return fmt.Errorf("--endpoints-per-slice=%d: must be between 1 and 1000", o.EndpointsPerSlice)
+	}
 	reader, err := ctrlclient.New(cfg, ctrlclient.Options{Scheme: scheme.Scheme})
 	if err != nil {
 		return err
 	}
 	cluster, err := identity.Resolve(ctx, reader, o.Identity)
+	if err != nil {
+		return err
+	}
+	families, err := importer.ServiceFamilies(ctx, reader)
 	if err != nil {
 		return err
 	}
@@ -158,6 +174,24 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		Client: regClient, Cache: mgr.GetCache(), Reader: mgr.GetClient(), Cluster: cluster.GetId(), Publisher: pub,
 		Events: events, Period: o.ExportResyncPeriod, Log: log, Completed: resyncs, Registered: registrar.Registered,
 	}); err != nil {
+		return err
+	}
+	importEvents := make(chan event.GenericEvent, 4096)
+	stream := &importer.Stream{Client: regClient, Log: log, Changed: func(k types.NamespacedName) {
+		si := &mcsv1beta1.ServiceImport{}
+		si.Namespace, si.Name = k.Namespace, k.Name
+		importEvents <- event.GenericEvent{Object: si}
+	}}
+	if err := mgr.Add(stream); err != nil {
+		return err
+	}
+	if err := (&importer.Reconciler{
+		Client: mgr.GetClient(), Stream: stream, Families: families, EndpointsPerSlice: o.EndpointsPerSlice,
+		Recorder: mgr.GetEventRecorder("fleetnet-agent"), Log: log, Events: importEvents, Pending: importer.NewPendingTracker(reg),
+	}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := mgr.Add(&importer.Resyncer{Stream: stream, Cache: mgr.GetCache(), Reader: mgr.GetClient(), Events: importEvents, Period: o.ImportResyncPeriod}); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

@@ -1,0 +1,457 @@
+package importer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+
+	"github.com/fleetnet/fleetnet/api/keys"
+	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// Reconciler materialises imports: for each import of the registry whose
+// namespace exists, a ServiceImport, a derived Service and EndpointSlices.
+// It compares the registry's desired state with the objects in the cluster
+// on every call, so an edited or deleted object is repaired whatever the
+// registry does; it deletes only on a synced registry stream.
+type Reconciler struct {
+	Client client.Client
+	Stream *Stream
+	// Families are the IP families of this cluster's Service network,
+	// primary first.
+	Families          []corev1.IPFamily
+	EndpointsPerSlice int
+	Recorder          events.EventRecorder
+	Log               *slog.Logger
+	// Events triggers reconciles (fed by the stream).
+	Events chan event.GenericEvent
+	// Pending counts imports waiting for their namespace.
+	Pending *PendingTracker
+}
+
+// SetupWithManager watches ServiceImports, derived Services, imported
+// EndpointSlices, Namespaces and the registry stream.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	byImportLabel := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		name := o.GetLabels()[mcsv1beta1.LabelServiceName]
+		if name == "" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+	})
+	byNamespace := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		var out []reconcile.Request
+		keys, _ := r.Stream.Keys()
+		for _, k := range keys {
+			if k.Namespace == o.GetName() {
+				out = append(out, reconcile.Request{NamespacedName: k})
+			}
+		}
+		return out
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("serviceimport").
+		For(&mcsv1beta1.ServiceImport{}).
+		Watches(&corev1.Service{}, byImportLabel).
+		Watches(&discoveryv1.EndpointSlice{}, byImportLabel).
+		Watches(&corev1.Namespace{}, byNamespace).
+		WatchesRawSource(source.Channel(r.Events, &handler.EnqueueRequestForObject{})).
+		Complete(r)
+}
+
+// stepError names the step that failed.
+type stepError struct {
+	step string
+	err  error
+}
+
+func (e *stepError) Error() string { return e.step + ": " + e.err.Error() }
+func (e *stepError) Unwrap() error { return e.err }
+
+// Reconcile brings one import's objects to what the registry says.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	desired, synced := r.Stream.Get(req.NamespacedName)
+	if desired == nil || desired.Import == nil {
+		r.Pending.Done(req.NamespacedName)
+		if !synced {
+			return reconcile.Result{}, nil // never delete on partial knowledge
+		}
+		return reconcile.Result{}, r.remove(ctx, req.NamespacedName)
+	}
+	ns := &corev1.Namespace{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: req.Namespace}, ns); apierrors.IsNotFound(err) || (err == nil && !ns.DeletionTimestamp.IsZero()) {
+		r.Pending.Wait(req.NamespacedName)
+		return reconcile.Result{}, nil // the Namespace watch brings it back
+	} else if err != nil {
+		return reconcile.Result{}, err
+	}
+	r.Pending.Done(req.NamespacedName)
+
+	si := &mcsv1beta1.ServiceImport{}
+	if err := r.Client.Get(ctx, req.NamespacedName, si); err == nil && si.Labels[keys.LabelManagedBy] != keys.ManagedByAgent {
+		r.Recorder.Eventf(si, nil, corev1.EventTypeWarning, keys.ReasonBlocked, "Import", "ServiceImport %s exists and is not managed by fleetnet; the import waits until it is removed", req)
+		r.Log.Info("import blocked by a ServiceImport fleetnet does not manage", "import", req.String())
+		return reconcile.Result{}, nil
+	} else if err != nil && !apierrors.IsNotFound(err) {
+		return reconcile.Result{}, err
+	}
+
+	imp := desired.Import
+	families := Families(imp, r.Families)
+	spec := ServiceImportSpec(imp, families)
+	var failure error
+	var reason string
+	switch {
+	case CheckPorts(imp.GetPorts()) != nil:
+		reason, failure = keys.ReasonInvalidPorts, CheckPorts(imp.GetPorts())
+	case len(families) == 0:
+		reason, failure = string(mcsv1beta1.ServiceImportReasonIPFamilyNotSupported), fmt.Errorf("the import's IP families %v are not in this cluster's Service network %v", imp.GetIpFamilies(), r.Families)
+	}
+	// The ServiceImport comes first: it owns the derived Service and slices.
+	applied, err := r.applyServiceImport(ctx, req.NamespacedName, spec, si.Spec.IPs)
+	if err != nil {
+		return reconcile.Result{}, fmt.Errorf("applying ServiceImport %s: %w", req, err)
+	}
+	if failure == nil {
+		failure = r.materialise(ctx, applied, desired, families)
+		if failure != nil {
+			reason = keys.ReasonApplyFailed
+		}
+	}
+	if serr := r.applyStatus(ctx, applied, imp, reason, failure); serr != nil {
+		return reconcile.Result{}, serr
+	}
+	if failure != nil && reason == keys.ReasonApplyFailed {
+		return reconcile.Result{}, failure
+	}
+	return reconcile.Result{}, nil
+}
+
+// materialise applies the derived Service and the EndpointSlices.
+func (r *Reconciler) materialise(ctx context.Context, si *mcsv1beta1.ServiceImport, desired *Desired, families []corev1.IPFamily) error {
+	imp := desired.Import
+	name := DerivedName(si.Namespace, si.Name)
+	svc, err := r.applyDerivedService(ctx, si, name, DerivedServiceSpec(imp, families))
+	if err != nil {
+		return err
+	}
+	if ips := svc.Spec.ClusterIPs; imp.GetType() != string(mcsv1beta1.Headless) && !equality.Semantic.DeepEqual(ips, si.Spec.IPs) {
+		spec := si.Spec
+		if _, err := r.applyServiceImport(ctx, types.NamespacedName{Namespace: si.Namespace, Name: si.Name}, spec, ips); err != nil {
+			return &stepError{"setting ServiceImport spec.ips", err}
+		}
+	}
+	return r.applySlices(ctx, si, name, desired)
+}
+
+func (r *Reconciler) applyServiceImport(ctx context.Context, key types.NamespacedName, spec mcsv1beta1.ServiceImportSpec, ips []string) (*mcsv1beta1.ServiceImport, error) {
+	spec.IPs = ips
+	si := &mcsv1beta1.ServiceImport{
+		TypeMeta:   metav1.TypeMeta{APIVersion: mcsv1beta1.GroupVersion.String(), Kind: "ServiceImport"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: map[string]string{keys.LabelManagedBy: keys.ManagedByAgent}},
+		Spec:       spec,
+	}
+	out := &mcsv1beta1.ServiceImport{}
+	if err := r.apply(ctx, si, out, ""); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// applyDerivedService applies the derived Service. A change between
+// headless and ClusterSetIP, or of the primary family, cannot be made in
+// place: the Service is deleted and created again. Ports edited by anyone
+// else are replaced, not merged.
+func (r *Reconciler) applyDerivedService(ctx context.Context, si *mcsv1beta1.ServiceImport, name string, spec corev1.ServiceSpec) (*corev1.Service, error) {
+	existing := &corev1.Service{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: si.Namespace, Name: name}, existing)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return nil, &stepError{"reading the derived Service", err}
+	case existing.Labels[keys.LabelManagedBy] != keys.ManagedByAgent:
+		r.Recorder.Eventf(si, nil, corev1.EventTypeWarning, keys.ReasonBlocked, "Import", "Service %s/%s exists and is not managed by fleetnet", si.Namespace, name)
+		return nil, &stepError{"applying the derived Service", fmt.Errorf("Service %s/%s exists and is not managed by fleetnet", si.Namespace, name)}
+	case (existing.Spec.ClusterIP == corev1.ClusterIPNone) != (spec.ClusterIP == corev1.ClusterIPNone) ||
+		(len(existing.Spec.IPFamilies) > 0 && len(spec.IPFamilies) > 0 && existing.Spec.IPFamilies[0] != spec.IPFamilies[0]):
+		if err := r.Client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID}); client.IgnoreNotFound(err) != nil {
+			return nil, &stepError{"re-creating the derived Service", err}
+		}
+		r.Log.Info("re-creating derived Service: headless or primary IP family changed", "import", si.Namespace+"/"+si.Name, "service", name)
+	}
+	svc := &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: si.Namespace, Name: name,
+			Labels:          map[string]string{keys.LabelManagedBy: keys.ManagedByAgent, mcsv1beta1.LabelServiceName: si.Name},
+			OwnerReferences: []metav1.OwnerReference{ownerRef(si)},
+		},
+		Spec: spec,
+	}
+	out := &corev1.Service{}
+	if err := r.apply(ctx, svc, out, ""); err != nil {
+		return nil, &stepError{"applying the derived Service", err}
+	}
+	if !samePorts(out.Spec.Ports, spec.Ports) {
+		// Another field manager added ports: replace the list.
+		out.Spec.Ports = spec.Ports
+		if err := r.Client.Update(ctx, out, client.FieldOwner(keys.FieldManagerAgent)); err != nil {
+			return nil, &stepError{"replacing the derived Service's ports", err}
+		}
+	}
+	return out, nil
+}
+
+func samePorts(a, b []corev1.ServicePort) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].Name != b[i].Name || a[i].Port != b[i].Port || a[i].Protocol != b[i].Protocol || a[i].TargetPort != b[i].TargetPort || ptr.Deref(a[i].AppProtocol, "") != ptr.Deref(b[i].AppProtocol, "") {
+			return false
+		}
+	}
+	return true
+}
+
+// applySlices plans and writes the EndpointSlices of every source cluster.
+// A failing cluster does not stop the others or the deletion of stale
+// slices; the errors are joined.
+func (r *Reconciler) applySlices(ctx context.Context, si *mcsv1beta1.ServiceImport, derived string, desired *Desired) error {
+	list := &discoveryv1.EndpointSliceList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(si.Namespace), client.MatchingLabels{
+		mcsv1beta1.LabelServiceName: si.Name, discoveryv1.LabelManagedBy: keys.EndpointSliceManagedBy,
+	}); err != nil {
+		return &stepError{"listing EndpointSlices", err}
+	}
+	type groupKey struct {
+		cluster string
+		t       discoveryv1.AddressType
+	}
+	existing := map[groupKey][]Slice{}
+	for _, s := range list.Items {
+		k := groupKey{s.Labels[mcsv1beta1.LabelSourceCluster], s.AddressType}
+		existing[k] = append(existing[k], Slice{Name: s.Name, Endpoints: s.Endpoints, Ports: s.Ports})
+	}
+	regions := map[string]string{}
+	participating := map[string]bool{}
+	for _, c := range desired.Import.GetClusters() {
+		regions[c.GetClusterId()] = c.GetRegion()
+		participating[c.GetClusterId()] = true
+	}
+	var errs []error
+	handled := map[groupKey]bool{}
+	clusters := make([]string, 0, len(desired.Chunks))
+	for c := range desired.Chunks {
+		clusters = append(clusters, c)
+	}
+	sort.Strings(clusters)
+	for _, cluster := range clusters {
+		if !participating[cluster] {
+			continue
+		}
+		for _, g := range Groups(cluster, desired.Chunks[cluster]) {
+			k := groupKey{cluster, g.AddressType}
+			handled[k] = true
+			prefix := derived + "-" + cluster
+			plan := PlanSlices(prefix, g.AddressType, g.Ports, g.Endpoints, existing[k], r.EndpointsPerSlice)
+			labels := SliceLabels(si.Name, derived, cluster, regions[cluster])
+			for _, s := range plan.Apply {
+				if err := r.applySlice(ctx, si, s, g.AddressType, labels); err != nil {
+					errs = append(errs, &stepError{fmt.Sprintf("applying EndpointSlice %s of cluster %s", s.Name, cluster), err})
+				}
+			}
+			for _, name := range plan.Delete {
+				if err := r.deleteSlice(ctx, si.Namespace, name); err != nil {
+					errs = append(errs, &stepError{"deleting EndpointSlice " + name, err})
+				}
+			}
+			// Slices that only need new labels (a region change) are applied too.
+			for _, name := range plan.Keep {
+				for _, s := range list.Items {
+					if s.Name == name && !equality.Semantic.DeepEqual(s.Labels, labels) {
+						if err := r.applySlice(ctx, si, Slice{Name: s.Name, Endpoints: s.Endpoints, Ports: s.Ports}, g.AddressType, labels); err != nil {
+							errs = append(errs, &stepError{"relabelling EndpointSlice " + name, err})
+						}
+					}
+				}
+			}
+		}
+	}
+	// Slices of clusters or families that left the import.
+	for k, ss := range existing {
+		if handled[k] {
+			continue
+		}
+		for _, s := range ss {
+			if err := r.deleteSlice(ctx, si.Namespace, s.Name); err != nil {
+				errs = append(errs, &stepError{"deleting EndpointSlice " + s.Name, err})
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (r *Reconciler) applySlice(ctx context.Context, si *mcsv1beta1.ServiceImport, s Slice, t discoveryv1.AddressType, labels map[string]string) error {
+	es := &discoveryv1.EndpointSlice{
+		TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice"},
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: si.Namespace, Name: s.Name, Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{ownerRef(si)},
+		},
+		AddressType: t,
+		Endpoints:   s.Endpoints,
+		Ports:       s.Ports,
+	}
+	if es.Endpoints == nil {
+		es.Endpoints = []discoveryv1.Endpoint{}
+	}
+	return r.apply(ctx, es, &discoveryv1.EndpointSlice{}, "")
+}
+
+func (r *Reconciler) deleteSlice(ctx context.Context, namespace, name string) error {
+	es := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+	return client.IgnoreNotFound(r.Client.Delete(ctx, es))
+}
+
+// applyStatus writes the ServiceImport's status when it changed, and emits
+// a Warning event on failure.
+func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImport, imp *registryv1.Import, reason string, failure error) error {
+	st := mcsv1beta1.ServiceImportStatus{EndpointSliceObjects: mcsv1beta1.EndpointSliceObjectsAbsent}
+	for _, c := range imp.GetClusters() {
+		st.Clusters = append(st.Clusters, mcsv1beta1.ClusterStatus{Cluster: c.GetClusterId()})
+	}
+	cond := metav1.Condition{Type: string(mcsv1beta1.ServiceImportConditionReady), Status: metav1.ConditionTrue, Reason: string(mcsv1beta1.ServiceImportReasonReady), Message: "the derived Service and EndpointSlices are applied", ObservedGeneration: si.Generation}
+	if failure != nil {
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, reason, failure.Error()
+		r.Recorder.Eventf(si, nil, corev1.EventTypeWarning, reason, "Import", "%s", failure.Error())
+	} else {
+		st.EndpointSliceObjects = mcsv1beta1.EndpointSliceObjectsPresent
+	}
+	st.Conditions = append([]metav1.Condition(nil), si.Status.Conditions...)
+	meta.SetStatusCondition(&st.Conditions, cond)
+	if equality.Semantic.DeepEqual(st, si.Status) {
+		return nil
+	}
+	patch := &mcsv1beta1.ServiceImport{
+		TypeMeta:   metav1.TypeMeta{APIVersion: mcsv1beta1.GroupVersion.String(), Kind: "ServiceImport"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: si.Namespace, Name: si.Name},
+		Status:     st,
+	}
+	if err := r.apply(ctx, patch, &mcsv1beta1.ServiceImport{}, "status"); err != nil {
+		return fmt.Errorf("applying status of ServiceImport %s/%s: %w", si.Namespace, si.Name, err)
+	}
+	return nil
+}
+
+// remove deletes an import's objects; owner references take the derived
+// Service and slices, but they are deleted explicitly so nothing waits for
+// the garbage collector.
+func (r *Reconciler) remove(ctx context.Context, key types.NamespacedName) error {
+	si := &mcsv1beta1.ServiceImport{}
+	if err := r.Client.Get(ctx, key, si); err == nil && si.Labels[keys.LabelManagedBy] == keys.ManagedByAgent {
+		if err := r.Client.Delete(ctx, si); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		r.Log.Info("removed import", "import", key.String())
+	} else if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	svc := &corev1.Service{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: DerivedName(key.Namespace, key.Name)}, svc); err == nil && svc.Labels[keys.LabelManagedBy] == keys.ManagedByAgent {
+		if err := r.Client.Delete(ctx, svc); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	return client.IgnoreNotFound(r.Client.DeleteAllOf(ctx, &discoveryv1.EndpointSlice{}, client.InNamespace(key.Namespace), client.MatchingLabels{
+		mcsv1beta1.LabelServiceName: key.Name, discoveryv1.LabelManagedBy: keys.EndpointSliceManagedBy,
+	}))
+}
+
+// apply server-side applies obj (typed, with TypeMeta set) as the agent and
+// decodes the result into out. subresource "status" applies the status
+// with the status field manager.
+func (r *Reconciler) apply(ctx context.Context, obj runtime.Object, out runtime.Object, subresource string) error {
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return err
+	}
+	unstructured.RemoveNestedField(content, "metadata", "creationTimestamp")
+	if subresource == "" {
+		delete(content, "status")
+	} else {
+		delete(content, "spec")
+	}
+	u := &unstructured.Unstructured{Object: content}
+	ac := client.ApplyConfigurationFromUnstructured(u)
+	if subresource == "status" {
+		err = r.Client.Status().Apply(ctx, ac, client.FieldOwner(keys.FieldManagerAgentStatus), client.ForceOwnership)
+	} else {
+		err = r.Client.Apply(ctx, ac, client.FieldOwner(keys.FieldManagerAgent), client.ForceOwnership)
+	}
+	if err != nil {
+		return err
+	}
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out)
+}
+
+func ownerRef(si *mcsv1beta1.ServiceImport) metav1.OwnerReference {
+	return metav1.OwnerReference{
+		APIVersion: mcsv1beta1.GroupVersion.String(), Kind: "ServiceImport", Name: si.Name, UID: si.UID,
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(false),
+	}
+}
+
+// PendingTracker counts imports that wait for their namespace.
+type PendingTracker struct {
+	gauge   prometheus.Gauge
+	mu      sync.Mutex
+	pending map[types.NamespacedName]bool
+}
+
+// NewPendingTracker registers the fleetnet_agent_imports_pending gauge.
+func NewPendingTracker(reg prometheus.Registerer) *PendingTracker {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetnet_agent_imports_pending", Help: "Imports waiting for their namespace to exist."})
+	if reg != nil {
+		reg.MustRegister(g)
+	}
+	return &PendingTracker{gauge: g, pending: map[types.NamespacedName]bool{}}
+}
+
+// Wait marks an import as pending.
+func (p *PendingTracker) Wait(k types.NamespacedName) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pending[k] = true
+	p.gauge.Set(float64(len(p.pending)))
+}
+
+// Done marks an import as no longer pending.
+func (p *PendingTracker) Done(k types.NamespacedName) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.pending, k)
+	p.gauge.Set(float64(len(p.pending)))
+}

@@ -1,0 +1,216 @@
+package importer
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Desired is what the registry says one import should be: its spec and
+// its endpoints by source cluster and chunk.
+type Desired struct {
+	Import *registryv1.Import
+	// Chunks by source cluster, then chunk name.
+	Chunks map[string]map[string]*registryv1.EndpointChunk
+}
+
+// Stream follows the registry's watch and holds the desired state of every
+// import. It keeps what it holds while the registry is unreachable (fail
+// static) and says whether it is synced, so that nothing is deleted on
+// partial knowledge.
+type Stream struct {
+	Client registryv1.RegistryClient
+	Log    *slog.Logger
+	// Changed is called with every import whose desired state changed.
+	Changed func(types.NamespacedName)
+
+	mu      sync.Mutex
+	imports map[types.NamespacedName]*Desired
+	rev     int64
+	synced  bool
+}
+
+// Get returns the desired state of an import (nil when the registry has
+// none) and whether the stream is synced.
+func (s *Stream) Get(key types.NamespacedName) (*Desired, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := s.imports[key]
+	if d == nil {
+		return nil, s.synced
+	}
+	chunks := make(map[string]map[string]*registryv1.EndpointChunk, len(d.Chunks))
+	for c, m := range d.Chunks {
+		chunks[c] = make(map[string]*registryv1.EndpointChunk, len(m))
+		for n, ch := range m {
+			chunks[c][n] = ch
+		}
+	}
+	return &Desired{Import: d.Import, Chunks: chunks}, s.synced
+}
+
+// Keys returns every import the stream holds, and whether it is synced.
+func (s *Stream) Keys() ([]types.NamespacedName, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]types.NamespacedName, 0, len(s.imports))
+	for k := range s.imports {
+		out = append(out, k)
+	}
+	return out, s.synced
+}
+
+// Start watches until ctx ends, resuming after every interruption.
+func (s *Stream) Start(ctx context.Context) error {
+	s.mu.Lock()
+	if s.imports == nil {
+		s.imports = map[types.NamespacedName]*Desired{}
+	}
+	s.mu.Unlock()
+	backoff := 200 * time.Millisecond
+	for ctx.Err() == nil {
+		got, err := s.watch(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if got {
+			backoff = 200 * time.Millisecond
+		}
+		s.Log.Info("registry watch ended; keeping imports as they are and resuming", "code", status.Code(err).String(), "err", err, "retryIn", backoff)
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+	return nil
+}
+
+// NeedLeaderElection: only the leader writes imports.
+func (s *Stream) NeedLeaderElection() bool { return true }
+
+func (s *Stream) watch(ctx context.Context) (bool, error) {
+	s.mu.Lock()
+	resume := s.rev
+	s.mu.Unlock()
+	w, err := s.Client.Watch(ctx, &registryv1.WatchRequest{ResumeRevision: resume})
+	if err != nil {
+		return false, err
+	}
+	var staged map[types.NamespacedName]*Desired // a snapshot being received
+	got := false
+	for {
+		ev, err := w.Recv()
+		if err != nil {
+			s.mu.Lock()
+			s.synced = false
+			s.mu.Unlock()
+			return got, err
+		}
+		got = true
+		switch ev.GetEvent().(type) {
+		case *registryv1.WatchEvent_Reset_:
+			staged = map[types.NamespacedName]*Desired{}
+		case *registryv1.WatchEvent_Synced:
+			var changed []types.NamespacedName
+			s.mu.Lock()
+			if staged != nil {
+				for k, d := range s.imports {
+					if n, ok := staged[k]; !ok || !sameDesired(d, n) {
+						changed = append(changed, k)
+					}
+				}
+				for k := range staged {
+					if _, ok := s.imports[k]; !ok {
+						changed = append(changed, k)
+					}
+				}
+				s.imports, staged = staged, nil
+			}
+			s.rev, s.synced = ev.GetRevision(), true
+			s.mu.Unlock()
+			for _, k := range changed {
+				s.Changed(k)
+			}
+		default:
+			target := staged
+			s.mu.Lock()
+			if target == nil {
+				target = s.imports
+			}
+			k, ok := apply(target, ev)
+			if staged == nil {
+				s.rev = max(s.rev, ev.GetRevision())
+			}
+			s.mu.Unlock()
+			if ok && staged == nil {
+				s.Changed(k)
+			}
+		}
+	}
+}
+
+// apply applies one delta to m and returns the import it touched.
+func apply(m map[types.NamespacedName]*Desired, ev *registryv1.WatchEvent) (types.NamespacedName, bool) {
+	entry := func(ns, name string) (*Desired, types.NamespacedName) {
+		k := types.NamespacedName{Namespace: ns, Name: name}
+		d := m[k]
+		if d == nil {
+			d = &Desired{Chunks: map[string]map[string]*registryv1.EndpointChunk{}}
+			m[k] = d
+		}
+		return d, k
+	}
+	switch e := ev.GetEvent().(type) {
+	case *registryv1.WatchEvent_ImportUpsert:
+		d, k := entry(e.ImportUpsert.GetKey().GetNamespace(), e.ImportUpsert.GetKey().GetName())
+		d.Import = e.ImportUpsert
+		return k, true
+	case *registryv1.WatchEvent_ImportDelete:
+		k := types.NamespacedName{Namespace: e.ImportDelete.GetNamespace(), Name: e.ImportDelete.GetName()}
+		delete(m, k)
+		return k, true
+	case *registryv1.WatchEvent_EndpointsUpsert:
+		c := e.EndpointsUpsert
+		d, k := entry(c.GetKey().GetNamespace(), c.GetKey().GetName())
+		if d.Chunks[c.GetKey().GetClusterId()] == nil {
+			d.Chunks[c.GetKey().GetClusterId()] = map[string]*registryv1.EndpointChunk{}
+		}
+		d.Chunks[c.GetKey().GetClusterId()][c.GetKey().GetChunk()] = c
+		return k, true
+	case *registryv1.WatchEvent_EndpointsDelete:
+		c := e.EndpointsDelete
+		k := types.NamespacedName{Namespace: c.GetNamespace(), Name: c.GetName()}
+		if d := m[k]; d != nil {
+			delete(d.Chunks[c.GetClusterId()], c.GetChunk())
+			if len(d.Chunks[c.GetClusterId()]) == 0 {
+				delete(d.Chunks, c.GetClusterId())
+			}
+		}
+		return k, true
+	}
+	return types.NamespacedName{}, false
+}
+
+func sameDesired(a, b *Desired) bool {
+	if !proto.Equal(a.Import, b.Import) || len(a.Chunks) != len(b.Chunks) {
+		return false
+	}
+	for c, m := range a.Chunks {
+		if len(m) != len(b.Chunks[c]) {
+			return false
+		}
+		for n, ch := range m {
+			if !proto.Equal(ch, b.Chunks[c][n]) {
+				return false
+			}
+		}
+	}
+	return true
+}
