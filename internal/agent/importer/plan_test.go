@@ -23,7 +23,7 @@ func endpoints(family string, from, to int) []discoveryv1.Endpoint {
 }
 
 // apply turns a plan into the slices that exist afterwards.
-func apply(existing []Slice, p Plan) []Slice {
+func applyPlan(existing []Slice, p Plan) []Slice {
 	byName := map[string]Slice{}
 	for _, s := range existing {
 		byName[s.Name] = s
@@ -71,7 +71,7 @@ func TestPlanSlices(t *testing.T) {
 	var have []Slice
 	for _, st := range steps {
 		p := PlanSlices("derived-abc-east", discoveryv1.AddressTypeIPv4, st.ports, st.want, have, 100)
-		have = apply(have, p)
+		have = applyPlan(have, p)
 		if got := len(p.Apply) + len(p.Delete); got != st.wantWrites {
 			t.Errorf("%s: %d writes (apply %d, delete %v), want %d", st.name, got, len(p.Apply), p.Delete, st.wantWrites)
 		}
@@ -122,7 +122,7 @@ func TestSmallSlices(t *testing.T) {
 	if len(p.Apply) != 4 {
 		t.Fatalf("%d slices, want 4", len(p.Apply))
 	}
-	have := apply(nil, p)
+	have := applyPlan(nil, p)
 	next := append(endpoints("v4", 1, 10), endpoints("v4", 10, 11)...)
 	p = PlanSlices("p", discoveryv1.AddressTypeIPv4, ports, next, have, 3)
 	if len(p.Apply) != 1 || len(p.Delete) != 0 {
