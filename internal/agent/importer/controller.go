@@ -193,7 +193,7 @@ func (r *Reconciler) applyDerivedService(ctx context.Context, si *mcsv1beta1.Ser
 		return nil, &stepError{"reading the derived Service", err}
 	case existing.Labels[keys.LabelManagedBy] != keys.ManagedByAgent:
 		r.Recorder.Eventf(si, nil, corev1.EventTypeWarning, keys.ReasonBlocked, "Import", "Service %s/%s exists and is not managed by fleetnet", si.Namespace, name)
-		return nil, &stepError{"applying the derived Service", fmt.Errorf("Service %s/%s exists and is not managed by fleetnet", si.Namespace, name)}
+		return nil, &stepError{"applying the derived Service", fmt.Errorf("a Service %s/%s exists that fleetnet does not manage", si.Namespace, name)}
 	case (existing.Spec.ClusterIP == corev1.ClusterIPNone) != (spec.ClusterIP == corev1.ClusterIPNone) ||
 		(len(existing.Spec.IPFamilies) > 0 && len(spec.IPFamilies) > 0 && existing.Spec.IPFamilies[0] != spec.IPFamilies[0]):
 		if err := r.Client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID}); client.IgnoreNotFound(err) != nil {
