@@ -1,0 +1,258 @@
+package agent_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/internal/agent/importer"
+	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
+	"github.com/fleetnet/fleetnet/internal/registry/server"
+	"github.com/fleetnet/fleetnet/test/fleet"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// importedSlices lists the EndpointSlices the agent imported for ns/name.
+func importedSlices(ctx context.Context, c client.Client, name string) ([]discoveryv1.EndpointSlice, error) {
+	list := &discoveryv1.EndpointSliceList{}
+	err := c.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{mcsv1beta1.LabelServiceName: name, discoveryv1.LabelManagedBy: keys.EndpointSliceManagedBy})
+	return list.Items, err
+}
+
+func addresses(ss []discoveryv1.EndpointSlice) []string {
+	var out []string
+	for _, s := range ss {
+		for _, e := range s.Endpoints {
+			out = append(out, e.Addresses...)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestImportMaterialisesAndRepairs(t *testing.T) {
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "east"}, {Name: "west"}}})
+	east, west := f.Cluster(t, "east"), f.Cluster(t, "west")
+	r := registrytest.Start(t, server.Config{})
+	ec, wc := east.Client(t), west.Client(t)
+	ctx := context.Background()
+	createNamespace(t, ec, ns)
+	for _, obj := range []client.Object{
+		service(ns, "echo"),
+		endpointSlice(ns, "echo", "echo-1", "10.244.0.1", "10.244.0.2", "10.244.0.3"),
+		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}},
+	} {
+		if err := ec.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startAgent(t, east, r, "east")
+	wa := startAgent(t, west, r, "west")
+
+	// west has no namespace demo yet: the import is pending.
+	fleet.Eventually(t, 20*time.Second, func(context.Context) error {
+		if g := wa.gauge(t, "fleetnet_agent_imports_pending", nil); g != 1 {
+			return errorf("pending imports = %v, want 1", g)
+		}
+		return nil
+	})
+	createNamespace(t, wc, ns)
+	key := types.NamespacedName{Namespace: ns, Name: "echo"}
+	derived := importer.DerivedName(ns, "echo")
+	want := []string{"10.244.0.1", "10.244.0.2", "10.244.0.3"}
+	converged := func(ctx context.Context) error {
+		si := &mcsv1beta1.ServiceImport{}
+		if err := wc.Get(ctx, key, si); err != nil {
+			return err
+		}
+		svc := &corev1.Service{}
+		if err := wc.Get(ctx, types.NamespacedName{Namespace: ns, Name: derived}, svc); err != nil {
+			return err
+		}
+		if !slices.Equal(si.Spec.IPs, svc.Spec.ClusterIPs) || len(si.Spec.IPs) != 1 {
+			return errorf("ServiceImport ips %v, derived Service ClusterIPs %v", si.Spec.IPs, svc.Spec.ClusterIPs)
+		}
+		if len(si.Spec.Ports) != 1 || si.Spec.Ports[0].Name != "http" || si.Spec.Type != mcsv1beta1.ClusterSetIP {
+			return errorf("ServiceImport spec = %+v", si.Spec)
+		}
+		if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 80 || svc.Spec.Selector != nil {
+			return errorf("derived Service spec = %+v", svc.Spec)
+		}
+		if len(si.Status.Clusters) != 1 || si.Status.Clusters[0].Cluster != "east" || si.Status.EndpointSliceObjects != mcsv1beta1.EndpointSliceObjectsPresent ||
+			!meta.IsStatusConditionTrue(si.Status.Conditions, string(mcsv1beta1.ServiceImportConditionReady)) {
+			return errorf("ServiceImport status = %+v", si.Status)
+		}
+		ss, err := importedSlices(ctx, wc, "echo")
+		if err != nil {
+			return err
+		}
+		if got := addresses(ss); !slices.Equal(got, want) {
+			return errorf("imported addresses %v, want %v", got, want)
+		}
+		for _, s := range ss {
+			l := s.Labels
+			if l[discoveryv1.LabelServiceName] != derived || l[mcsv1beta1.LabelSourceCluster] != "east" || l[corev1.LabelTopologyRegion] != "region-east" {
+				return errorf("slice %s labels %v", s.Name, l)
+			}
+			if len(s.Ports) != 1 || *s.Ports[0].Name != "http" || *s.Ports[0].Port != 8080 {
+				return errorf("slice %s ports %v", s.Name, s.Ports)
+			}
+		}
+		return nil
+	}
+	fleet.Eventually(t, 30*time.Second, converged)
+	if g := wa.gauge(t, "fleetnet_agent_imports_pending", nil); g != 0 {
+		t.Errorf("pending imports = %v after the namespace appeared, want 0", g)
+	}
+
+	// Drift, with the registry unchanged: each is repaired.
+	ss, _ := importedSlices(ctx, wc, "echo")
+	s := ss[0].DeepCopy()
+	s.Endpoints[0].Addresses = []string{"10.244.9.9"}
+	if err := wc.Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	fleet.Eventually(t, 20*time.Second, converged)
+
+	svc := &corev1.Service{}
+	if err := wc.Get(ctx, types.NamespacedName{Namespace: ns, Name: derived}, svc); err != nil {
+		t.Fatal(err)
+	}
+	svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "extra", Port: 9999, TargetPort: intstr.FromInt32(9999), Protocol: corev1.ProtocolTCP})
+	if err := wc.Update(ctx, svc, client.FieldOwner("someone-else")); err != nil {
+		t.Fatal(err)
+	}
+	fleet.Eventually(t, 20*time.Second, converged)
+
+	si := &mcsv1beta1.ServiceImport{}
+	if err := wc.Get(ctx, key, si); err != nil {
+		t.Fatal(err)
+	}
+	si.Spec.Ports[0].Port = 81
+	if err := wc.Update(ctx, si, client.FieldOwner("someone-else")); err != nil {
+		t.Fatal(err)
+	}
+	fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+		got := &mcsv1beta1.ServiceImport{}
+		if err := wc.Get(ctx, key, got); err != nil {
+			return err
+		}
+		if got.Spec.Ports[0].Port != 80 {
+			return errorf("ServiceImport port %d, want 80", got.Spec.Ports[0].Port)
+		}
+		return nil
+	})
+
+	// One endpoint more in east: one slice write in west.
+	before, _ := importedSlices(ctx, wc, "echo")
+	versions := map[string]string{}
+	for _, s := range before {
+		versions[s.Name] = s.ResourceVersion
+	}
+	if err := ec.Update(ctx, withVersion(t, ec, endpointSlice(ns, "echo", "echo-1", "10.244.0.1", "10.244.0.2", "10.244.0.3", "10.244.0.4"))); err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, "10.244.0.4")
+	fleet.Eventually(t, 20*time.Second, converged)
+	after, _ := importedSlices(ctx, wc, "echo")
+	changed := 0
+	for _, s := range after {
+		if versions[s.Name] != s.ResourceVersion {
+			changed++
+		}
+	}
+	if changed != 1 {
+		t.Errorf("%d imported slices rewritten for one endpoint change, want 1", changed)
+	}
+
+	// Unexport: the import and its objects leave west.
+	if err := ec.Delete(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}}); err != nil {
+		t.Fatal(err)
+	}
+	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+		if err := wc.Get(ctx, key, &mcsv1beta1.ServiceImport{}); !apierrors.IsNotFound(err) {
+			return errorf("ServiceImport still there: %v", err)
+		}
+		if err := wc.Get(ctx, types.NamespacedName{Namespace: ns, Name: derived}, &corev1.Service{}); !apierrors.IsNotFound(err) {
+			return errorf("derived Service still there: %v", err)
+		}
+		ss, err := importedSlices(ctx, wc, "echo")
+		if err != nil || len(ss) != 0 {
+			return errorf("%d slices left (%v)", len(ss), err)
+		}
+		return nil
+	})
+}
+
+func TestImportIntoIPv4OnlyClusterAndBlockingService(t *testing.T) {
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "east", DualStack: true}, {Name: "west"}}})
+	east, west := f.Cluster(t, "east"), f.Cluster(t, "west")
+	r := registrytest.Start(t, server.Config{})
+	ec, wc := east.Client(t), west.Client(t)
+	ctx := context.Background()
+	createNamespace(t, ec, ns)
+	createNamespace(t, wc, ns)
+	dual := service(ns, "dual")
+	dual.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyPreferDualStack)
+	v6 := service(ns, "v6only")
+	v6.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol}
+	blocked := service(ns, "blocked")
+	for _, obj := range []client.Object{dual, v6, blocked,
+		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dual"}},
+		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "v6only"}},
+		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "blocked"}},
+	} {
+		if err := ec.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A Service in west with the derived name that fleetnet does not manage.
+	foreign := service(ns, importer.DerivedName(ns, "blocked"))
+	if err := wc.Create(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	startAgent(t, east, r, "east")
+	startAgent(t, west, r, "west")
+
+	ready := func(name string, status metav1.ConditionStatus, reason string) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			si := &mcsv1beta1.ServiceImport{}
+			if err := wc.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, si); err != nil {
+				return err
+			}
+			c := meta.FindStatusCondition(si.Status.Conditions, string(mcsv1beta1.ServiceImportConditionReady))
+			if c == nil || c.Status != status || c.Reason != reason {
+				return errorf("%s Ready = %+v, want %s/%s", name, c, status, reason)
+			}
+			return nil
+		}
+	}
+	// The dual-stack import becomes single-stack IPv4 in west.
+	fleet.Eventually(t, 30*time.Second, ready("dual", metav1.ConditionTrue, string(mcsv1beta1.ServiceImportReasonReady)))
+	svc := &corev1.Service{}
+	if err := wc.Get(ctx, types.NamespacedName{Namespace: ns, Name: importer.DerivedName(ns, "dual")}, svc); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(svc.Spec.IPFamilies, []corev1.IPFamily{corev1.IPv4Protocol}) {
+		t.Errorf("derived Service of the dual-stack import has families %v, want IPv4 only", svc.Spec.IPFamilies)
+	}
+	// The IPv6-only import cannot be served in west.
+	fleet.Eventually(t, 30*time.Second, ready("v6only", metav1.ConditionFalse, string(mcsv1beta1.ServiceImportReasonIPFamilyNotSupported)))
+	// The foreign Service blocks its import, which says so.
+	fleet.Eventually(t, 30*time.Second, ready("blocked", metav1.ConditionFalse, keys.ReasonApplyFailed))
+	if err := wc.Delete(ctx, foreign); err != nil {
+		t.Fatal(err)
+	}
+	fleet.Eventually(t, 30*time.Second, ready("blocked", metav1.ConditionTrue, string(mcsv1beta1.ServiceImportReasonReady)))
+}
