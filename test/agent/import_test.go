@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/internal/agent/app"
 	"github.com/fleetnet/fleetnet/internal/agent/importer"
 	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/internal/registry/server"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
@@ -255,4 +257,116 @@ func TestImportIntoIPv4OnlyClusterAndBlockingService(t *testing.T) {
 		t.Fatal(err)
 	}
 	fleet.Eventually(t, 30*time.Second, ready("blocked", metav1.ConditionTrue, string(mcsv1beta1.ServiceImportReasonReady)))
+}
+
+func TestImportsStayWhileTheRegistryIsAwayAndRestartsWriteNothing(t *testing.T) {
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "east"}, {Name: "west"}}})
+	east, west := f.Cluster(t, "east"), f.Cluster(t, "west")
+	r := registrytest.Start(t, server.Config{})
+	ec, wc := east.Client(t), west.Client(t)
+	ctx := context.Background()
+	createNamespace(t, ec, ns)
+	createNamespace(t, wc, ns)
+	for _, obj := range []client.Object{
+		service(ns, "echo"),
+		endpointSlice(ns, "echo", "echo-1", "10.244.0.1", "10.244.0.2"),
+		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}},
+	} {
+		if err := ec.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fast := func(o *app.Options) { o.ImportResyncPeriod = time.Second }
+	startAgent(t, east, r, "east")
+	wa := startAgent(t, west, r, "west", fast)
+	key := types.NamespacedName{Namespace: ns, Name: "echo"}
+	imported := func(ctx context.Context) error {
+		ss, err := importedSlices(ctx, wc, "echo")
+		if err != nil {
+			return err
+		}
+		if got := addresses(ss); len(got) != 2 {
+			return errorf("imported addresses %v", got)
+		}
+		return wc.Get(ctx, key, &mcsv1beta1.ServiceImport{})
+	}
+	fleet.Eventually(t, 30*time.Second, imported)
+	resources := []string{"serviceimports", "services", "endpointslices"}
+	reconciled := func(min float64) func(context.Context) error {
+		start := importReconciles(t)
+		return func(context.Context) error {
+			if n := importReconciles(t) - start; n < min {
+				return errorf("%v import reconciles, want %v", n, min)
+			}
+			return nil
+		}
+	}
+	// Let the import settle, then take the count of API writes.
+	fleet.Eventually(t, 20*time.Second, reconciled(2))
+	writes := west.APIWrites(t, resources...)
+	if writes == 0 {
+		t.Fatal("the API server counted no writes of imported objects; the metric is not read right")
+	}
+
+	// The registry goes away: nothing imported is deleted or rewritten,
+	// through several resyncs.
+	r.Stop()
+	fleet.Eventually(t, 20*time.Second, func(context.Context) error {
+		if g := wa.gauge(t, "fleetnet_agent_registry_stream_synced", nil); g != 0 {
+			return errorf("stream still synced")
+		}
+		return nil
+	})
+	fleet.Eventually(t, 20*time.Second, reconciled(3))
+	if err := imported(ctx); err != nil {
+		t.Fatalf("while the registry is away: %v", err)
+	}
+	if n := west.APIWrites(t, resources...) - writes; n != 0 {
+		t.Errorf("%v API writes while the registry was away, want 0", n)
+	}
+
+	// It returns: the stream syncs again, and nothing needs writing.
+	r.Restart()
+	fleet.Eventually(t, 30*time.Second, func(context.Context) error {
+		if g := wa.gauge(t, "fleetnet_agent_registry_stream_synced", nil); g != 1 {
+			return errorf("stream not synced again")
+		}
+		return nil
+	})
+	fleet.Eventually(t, 20*time.Second, reconciled(3))
+	if n := west.APIWrites(t, resources...) - writes; n != 0 {
+		t.Errorf("%v API writes after the registry returned to an unchanged state, want 0", n)
+	}
+
+	// A restarted agent on the converged cluster writes nothing either.
+	wa.stop()
+	startAgent(t, west, r, "west", fast)
+	fleet.Eventually(t, 20*time.Second, reconciled(3))
+	if n := west.APIWrites(t, resources...) - writes; n != 0 {
+		t.Errorf("%v API writes by a restarted agent on a converged cluster, want 0", n)
+	}
+	if err := imported(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// importReconciles is how many ServiceImport reconciles the agents of this
+// test process have finished.
+func importReconciles(t *testing.T) float64 {
+	t.Helper()
+	mfs, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == "controller_runtime_reconcile_total" {
+			for _, m := range mf.GetMetric() {
+				if matches(m, map[string]string{"controller": "serviceimport"}) {
+					sum += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return sum
 }

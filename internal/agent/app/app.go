@@ -177,7 +177,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		return err
 	}
 	importEvents := make(chan event.GenericEvent, 4096)
-	stream := &importer.Stream{Client: regClient, Log: log, Changed: func(k types.NamespacedName) {
+	streamSynced := prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetnet_agent_registry_stream_synced", Help: "1 while the agent holds a synced view of the registry's imports."})
+	reg.MustRegister(streamSynced)
+	stream := &importer.Stream{Client: regClient, Log: log, Synced: streamSynced, Changed: func(k types.NamespacedName) {
 		si := &mcsv1beta1.ServiceImport{}
 		si.Namespace, si.Name = k.Namespace, k.Name
 		importEvents <- event.GenericEvent{Object: si}

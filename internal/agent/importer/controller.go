@@ -110,7 +110,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	r.Pending.Done(req.NamespacedName)
 
 	si := &mcsv1beta1.ServiceImport{}
-	if err := r.Client.Get(ctx, req.NamespacedName, si); err == nil && si.Labels[keys.LabelManagedBy] != keys.ManagedByAgent {
+	err := r.Client.Get(ctx, req.NamespacedName, si)
+	if err == nil && si.Labels[keys.LabelManagedBy] != keys.ManagedByAgent {
 		r.Recorder.Eventf(si, nil, corev1.EventTypeWarning, keys.ReasonBlocked, "Import", "ServiceImport %s exists and is not managed by fleetnet; the import waits until it is removed", req)
 		r.Log.Info("import blocked by a ServiceImport fleetnet does not manage", "import", req.String())
 		return reconcile.Result{}, nil
@@ -130,9 +131,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		reason, failure = string(mcsv1beta1.ServiceImportReasonIPFamilyNotSupported), fmt.Errorf("the import's IP families %v are not in this cluster's Service network %v", imp.GetIpFamilies(), r.Families)
 	}
 	// The ServiceImport comes first: it owns the derived Service and slices.
-	applied, err := r.applyServiceImport(ctx, req.NamespacedName, spec, si.Spec.IPs)
-	if err != nil {
-		return reconcile.Result{}, fmt.Errorf("applying ServiceImport %s: %w", req, err)
+	applied := si
+	if want := withIPs(spec, si.Spec.IPs); si.UID == "" || !equality.Semantic.DeepEqual(si.Spec, want) {
+		if applied, err = r.applyServiceImport(ctx, req.NamespacedName, spec, si.Spec.IPs); err != nil {
+			return reconcile.Result{}, fmt.Errorf("applying ServiceImport %s: %w", req, err)
+		}
 	}
 	if failure == nil {
 		failure = r.materialise(ctx, applied, desired, families)
@@ -164,6 +167,12 @@ func (r *Reconciler) materialise(ctx context.Context, si *mcsv1beta1.ServiceImpo
 		}
 	}
 	return r.applySlices(ctx, si, name, desired)
+}
+
+// withIPs returns spec with ips, as the ServiceImport should hold it.
+func withIPs(spec mcsv1beta1.ServiceImportSpec, ips []string) mcsv1beta1.ServiceImportSpec {
+	spec.IPs = ips
+	return spec
 }
 
 func (r *Reconciler) applyServiceImport(ctx context.Context, key types.NamespacedName, spec mcsv1beta1.ServiceImportSpec, ips []string) (*mcsv1beta1.ServiceImport, error) {
@@ -201,6 +210,9 @@ func (r *Reconciler) applyDerivedService(ctx context.Context, si *mcsv1beta1.Ser
 		}
 		r.Log.Info("re-creating derived Service: headless or primary IP family changed", "import", si.Namespace+"/"+si.Name, "service", name)
 	}
+	if existing.UID != "" && existing.DeletionTimestamp.IsZero() && serviceMatches(existing, si, spec) {
+		return existing, nil
+	}
 	svc := &corev1.Service{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -222,6 +234,24 @@ func (r *Reconciler) applyDerivedService(ctx context.Context, si *mcsv1beta1.Ser
 		}
 	}
 	return out, nil
+}
+
+// serviceMatches reports whether the derived Service already is what the
+// agent would apply, so that a converged import costs no API write.
+func serviceMatches(svc *corev1.Service, si *mcsv1beta1.ServiceImport, spec corev1.ServiceSpec) bool {
+	owned := false
+	for _, o := range svc.OwnerReferences {
+		owned = owned || o.UID == si.UID
+	}
+	return owned && svc.Labels[mcsv1beta1.LabelServiceName] == si.Name &&
+		samePorts(svc.Spec.Ports, spec.Ports) &&
+		(svc.Spec.ClusterIP == corev1.ClusterIPNone) == (spec.ClusterIP == corev1.ClusterIPNone) &&
+		equality.Semantic.DeepEqual(svc.Spec.IPFamilies, spec.IPFamilies) &&
+		ptr.Deref(svc.Spec.IPFamilyPolicy, "") == ptr.Deref(spec.IPFamilyPolicy, "") &&
+		svc.Spec.SessionAffinity == spec.SessionAffinity &&
+		equality.Semantic.DeepEqual(svc.Spec.SessionAffinityConfig, spec.SessionAffinityConfig) &&
+		ptr.Deref(svc.Spec.TrafficDistribution, "") == ptr.Deref(spec.TrafficDistribution, "") &&
+		len(svc.Spec.Selector) == 0
 }
 
 func samePorts(a, b []corev1.ServicePort) bool {

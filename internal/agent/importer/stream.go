@@ -7,6 +7,7 @@ import (
 	"time"
 
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/types"
@@ -29,6 +30,8 @@ type Stream struct {
 	Log    *slog.Logger
 	// Changed is called with every import whose desired state changed.
 	Changed func(types.NamespacedName)
+	// Synced, when set, is 1 while the stream holds a synced snapshot.
+	Synced prometheus.Gauge
 
 	mu      sync.Mutex
 	imports map[types.NamespacedName]*Desired
@@ -108,9 +111,7 @@ func (s *Stream) watch(ctx context.Context) (bool, error) {
 	for {
 		ev, err := w.Recv()
 		if err != nil {
-			s.mu.Lock()
-			s.synced = false
-			s.mu.Unlock()
+			s.setSynced(false)
 			return got, err
 		}
 		got = true
@@ -133,8 +134,9 @@ func (s *Stream) watch(ctx context.Context) (bool, error) {
 				}
 				s.imports, staged = staged, nil
 			}
-			s.rev, s.synced = ev.GetRevision(), true
+			s.rev = ev.GetRevision()
 			s.mu.Unlock()
+			s.setSynced(true)
 			for _, k := range changed {
 				s.Changed(k)
 			}
@@ -152,6 +154,19 @@ func (s *Stream) watch(ctx context.Context) (bool, error) {
 			if ok && staged == nil {
 				s.Changed(k)
 			}
+		}
+	}
+}
+
+func (s *Stream) setSynced(v bool) {
+	s.mu.Lock()
+	s.synced = v
+	s.mu.Unlock()
+	if s.Synced != nil {
+		if v {
+			s.Synced.Set(1)
+		} else {
+			s.Synced.Set(0)
 		}
 	}
 }

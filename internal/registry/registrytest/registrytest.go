@@ -4,6 +4,7 @@ package registrytest
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net"
@@ -27,9 +28,13 @@ type Registry struct {
 	// CertDir holds ca.crt and <id>.crt/.key for every client made.
 	CertDir string
 
-	t  testing.TB
-	ca *pki.KeyPair
-	gs *grpc.Server
+	t      testing.TB
+	ca     *pki.KeyPair
+	gs     *grpc.Server
+	reg    *server.Registry
+	cancel context.CancelFunc
+	cfg    server.Config
+	tls    *tls.Config
 }
 
 // Start serves a registry until the test ends. Set cfg.Registerer to read
@@ -59,24 +64,43 @@ func Start(t testing.TB, cfg server.Config) *Registry {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	mem := store.NewMemory(cfg.Clock, 1000000)
-	reg := server.New(mem, cfg)
-	ctx, cancel := context.WithCancel(context.Background())
-	go reg.Run(ctx)
-	gs, _ := server.NewGRPCServer(reg, tlsCfg, &auth.Authenticator{})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go gs.Serve(lis)
+	r := &Registry{Addr: "127.0.0.1:0", Store: store.NewMemory(cfg.Clock, 1000000), CertDir: dir, t: t, ca: ca, cfg: cfg, tls: tlsCfg}
+	r.serve()
 	t.Cleanup(func() {
-		reg.Stop()
-		gs.Stop()
-		cancel()
-		mem.Close()
+		r.Stop()
+		r.Store.Close()
 	})
-	return &Registry{Addr: lis.Addr().String(), Store: mem, CertDir: dir, t: t, ca: ca, gs: gs}
+	return r
 }
+
+func (r *Registry) serve() {
+	r.t.Helper()
+	r.reg = server.New(r.Store, r.cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go r.reg.Run(ctx)
+	r.gs, _ = server.NewGRPCServer(r.reg, r.tls, &auth.Authenticator{})
+	lis, err := net.Listen("tcp", r.Addr)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.Addr = lis.Addr().String()
+	go r.gs.Serve(lis)
+}
+
+// Stop makes the registry unreachable; its store stays.
+func (r *Registry) Stop() {
+	if r.gs == nil {
+		return
+	}
+	r.reg.Stop()
+	r.gs.Stop()
+	r.cancel()
+	r.gs = nil
+}
+
+// Restart serves again on the same address, from the same store.
+func (r *Registry) Restart() { r.serve() }
 
 // ClientOptions writes a client certificate for cluster id (an admin one
 // when admin is set) and returns options to dial with it; with an empty id,
