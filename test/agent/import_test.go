@@ -2,16 +2,20 @@ package agent_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/fleetnet/fleetnet/api/keys"
+	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/agent/app"
 	"github.com/fleetnet/fleetnet/internal/agent/importer"
 	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/internal/registry/server"
 	"github.com/fleetnet/fleetnet/test/fleet"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -369,4 +373,104 @@ func importReconciles(t *testing.T) float64 {
 		}
 	}
 	return sum
+}
+
+func v4s(n int) []string {
+	var out []string
+	for i := range n {
+		out = append(out, fmt.Sprintf("10.244.%d.%d", i/250, 1+i%250))
+	}
+	return out
+}
+
+func TestDualStackImportKeepsSlicesStable(t *testing.T) {
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "east", DualStack: true}, {Name: "west", DualStack: true}}})
+	east, west := f.Cluster(t, "east"), f.Cluster(t, "west")
+	r := registrytest.Start(t, server.Config{})
+	ec, wc := east.Client(t), west.Client(t)
+	ctx := context.Background()
+	createNamespace(t, ec, ns)
+	createNamespace(t, wc, ns)
+	svc := service(ns, "echo")
+	svc.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyRequireDualStack)
+	v6 := endpointSlice(ns, "echo", "echo-v6", "fd00:10:244::1")
+	v6.AddressType = discoveryv1.AddressTypeIPv6
+	for _, obj := range []client.Object{svc, endpointSlice(ns, "echo", "echo-v4", v4s(100)...), v6,
+		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}}} {
+		if err := ec.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startAgent(t, east, r, "east")
+	startAgent(t, west, r, "west")
+
+	shape := func(v4Slices, v4Endpoints int) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			ss, err := importedSlices(ctx, wc, "echo")
+			if err != nil {
+				return err
+			}
+			got := map[discoveryv1.AddressType][2]int{}
+			for _, s := range ss {
+				g := got[s.AddressType]
+				got[s.AddressType] = [2]int{g[0] + 1, g[1] + len(s.Endpoints)}
+				if want := "-" + importer.FamilySuffix(s.AddressType) + "-"; !strings.Contains(s.Name, want) {
+					return errorf("slice %s of %s lacks %q in its name", s.Name, s.AddressType, want)
+				}
+			}
+			if got[discoveryv1.AddressTypeIPv4] != [2]int{v4Slices, v4Endpoints} || got[discoveryv1.AddressTypeIPv6] != [2]int{1, 1} {
+				return errorf("imported slices (count, endpoints) by family = %v, want IPv4 %d/%d and IPv6 1/1", got, v4Slices, v4Endpoints)
+			}
+			return nil
+		}
+	}
+	v6UID := func() types.UID {
+		ss, _ := importedSlices(ctx, wc, "echo")
+		for _, s := range ss {
+			if s.AddressType == discoveryv1.AddressTypeIPv6 {
+				return s.UID
+			}
+		}
+		t.Fatal("no IPv6 slice")
+		return ""
+	}
+	fleet.Eventually(t, 30*time.Second, shape(1, 100))
+	uid := v6UID()
+	for _, step := range []struct{ n, slices int }{{101, 2}, {100, 1}} {
+		if err := ec.Update(ctx, withVersion(t, ec, endpointSlice(ns, "echo", "echo-v4", v4s(step.n)...))); err != nil {
+			t.Fatal(err)
+		}
+		fleet.Eventually(t, 30*time.Second, shape(step.slices, step.n))
+		if got := v6UID(); got != uid {
+			t.Fatalf("the IPv6 slice was replaced (UID %s, was %s) when IPv4 endpoints changed", got, uid)
+		}
+	}
+
+	// An older export that puts IPv6 first changes the import's primary
+	// family: the derived Service is created again, IPv6 first.
+	other := r.Client("south", false)
+	if _, err := other.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: &registryv1.Cluster{Id: "south", ClustersetId: "fleet"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.PutExport(ctx, &registryv1.PutExportRequest{Export: &registryv1.Export{
+		Key: &registryv1.ExportKey{Namespace: ns, Name: "echo", ClusterId: "south"}, ExportedSince: timestamppb.New(time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)),
+		Type: "ClusterSetIP", Ports: []*registryv1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}}, IpFamilies: []string{"IPv6", "IPv4"}, Weight: 1,
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	derived := importer.DerivedName(ns, "echo")
+	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+		svc := &corev1.Service{}
+		if err := wc.Get(ctx, types.NamespacedName{Namespace: ns, Name: derived}, svc); err != nil {
+			return err
+		}
+		si := &mcsv1beta1.ServiceImport{}
+		if err := wc.Get(ctx, types.NamespacedName{Namespace: ns, Name: "echo"}, si); err != nil {
+			return err
+		}
+		if len(svc.Spec.IPFamilies) != 2 || svc.Spec.IPFamilies[0] != corev1.IPv6Protocol || !slices.Equal(si.Spec.IPs, svc.Spec.ClusterIPs) {
+			return errorf("derived Service families %v, ClusterIPs %v; ServiceImport ips %v", svc.Spec.IPFamilies, svc.Spec.ClusterIPs, si.Spec.IPs)
+		}
+		return nil
+	})
 }
