@@ -114,7 +114,7 @@ func matches(m *dto.Metric, labels map[string]string) bool {
 	return true
 }
 
-func createNamespace(t *testing.T, c client.Client, name string) {
+func createNamespace(t testing.TB, c client.Client, name string) {
 	t.Helper()
 	if err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 		t.Fatal(err)

@@ -1,0 +1,137 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
+	"github.com/fleetnet/fleetnet/internal/registry/server"
+	"github.com/fleetnet/fleetnet/test/fleet"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// BenchmarkImport drives the registry directly with 1,000 imports from 3
+// source clusters of 100 endpoints each, lets one agent materialise them,
+// then measures a single-endpoint change: time until the imported slice
+// shows it, and API writes in the importing cluster per change. It reports
+// the heap the test process holds once everything is imported.
+func BenchmarkImport(b *testing.B) {
+	const imports, sources, endpoints = 1000, 3, 100
+	f := fleet.Start(b, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "west"}}})
+	west := f.Cluster(b, "west")
+	r := registrytest.Start(b, server.Config{})
+	wc := west.Client(b)
+	ctx := context.Background()
+	createNamespace(b, wc, ns)
+
+	clients := make([]registryv1.RegistryClient, sources)
+	for s := range sources {
+		id := fmt.Sprintf("src-%d", s)
+		clients[s] = r.Client(id, false)
+		if _, err := clients[s].RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: &registryv1.Cluster{Id: id, ClustersetId: "fleet", Region: "r" + id}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	chunk := func(s, i, extra int) *registryv1.EndpointChunk {
+		c := &registryv1.EndpointChunk{
+			Key:         &registryv1.ChunkKey{Namespace: ns, Name: fmt.Sprintf("svc-%04d", i), ClusterId: fmt.Sprintf("src-%d", s), Chunk: "c0"},
+			AddressType: "IPv4",
+			Ports:       []*registryv1.EndpointPort{{Name: "http", Protocol: "TCP", Port: 8080}},
+		}
+		for e := range endpoints + extra {
+			c.Endpoints = append(c.Endpoints, &registryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.%d.%d.%d", 100+s, e/250, 1+e%250)},
+				Conditions: &registryv1.EndpointConditions{Ready: true, Serving: true}})
+		}
+		return c
+	}
+	var wg sync.WaitGroup
+	for s := range sources {
+		wg.Go(func() {
+			for i := range imports {
+				e := &registryv1.Export{Key: &registryv1.ExportKey{Namespace: ns, Name: fmt.Sprintf("svc-%04d", i), ClusterId: fmt.Sprintf("src-%d", s)},
+					ExportedSince: timestamppb.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), Type: "ClusterSetIP",
+					Ports: []*registryv1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}}, IpFamilies: []string{"IPv4"}, Weight: 1}
+				if _, err := clients[s].PutExport(ctx, &registryv1.PutExportRequest{Export: e}); err != nil {
+					b.Error(err)
+					return
+				}
+				if _, err := clients[s].PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: chunk(s, i, 0)}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+
+	start := time.Now()
+	startAgent(b, west, r, "west")
+	fleet.Eventually(b, 10*time.Minute, func(ctx context.Context) error {
+		list := &discoveryv1.EndpointSliceList{}
+		if err := wc.List(ctx, list, client.InNamespace(ns), client.HasLabels{mcsv1beta1.LabelSourceCluster}); err != nil {
+			return err
+		}
+		if len(list.Items) != imports*sources {
+			return errorf("%d of %d slices imported", len(list.Items), imports*sources)
+		}
+		return nil
+	})
+	b.Logf("materialised %d imports x %d clusters x %d endpoints in %s", imports, sources, endpoints, time.Since(start).Round(time.Second))
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	heap := float64(ms.HeapInuse) / (1 << 20)
+
+	writesBefore := west.APIWrites(b, "serviceimports", "services", "endpointslices")
+	latencies := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		i, s := n%imports, n%sources
+		extra := 1 + (n/(imports))%2 // alternate 101 and 102 endpoints per round
+		t0 := time.Now()
+		if _, err := clients[s].PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: chunk(s, i, extra)}); err != nil {
+			b.Fatal(err)
+		}
+		name := fmt.Sprintf("svc-%04d", i)
+		fleet.Eventually(b, time.Minute, func(ctx context.Context) error {
+			ss, err := importedSlicesOf(ctx, wc, name, fmt.Sprintf("src-%d", s))
+			if err != nil {
+				return err
+			}
+			total := 0
+			for _, sl := range ss {
+				total += len(sl.Endpoints)
+			}
+			if total != endpoints+extra {
+				return errorf("%d endpoints", total)
+			}
+			return nil
+		})
+		latencies = append(latencies, time.Since(t0))
+	}
+	b.StopTimer()
+	writes := west.APIWrites(b, "serviceimports", "services", "endpointslices") - writesBefore
+	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
+	pct := func(p float64) float64 {
+		return float64(latencies[min(len(latencies)-1, int(p*float64(len(latencies))))].Microseconds()) / 1000
+	}
+	b.ReportMetric(pct(0.5), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+	b.ReportMetric(writes/float64(b.N), "api-writes/change")
+	b.ReportMetric(heap, "heap-MiB")
+}
+
+func importedSlicesOf(ctx context.Context, c client.Client, name, cluster string) ([]discoveryv1.EndpointSlice, error) {
+	list := &discoveryv1.EndpointSliceList{}
+	err := c.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{mcsv1beta1.LabelServiceName: name, mcsv1beta1.LabelSourceCluster: cluster})
+	return list.Items, err
+}
