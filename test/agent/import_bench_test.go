@@ -3,7 +3,9 @@ package agent_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
 	"sort"
 	"sync"
 	"testing"
@@ -25,7 +27,10 @@ import (
 // shows it, and API writes in the importing cluster per change. It reports
 // the heap the test process holds once everything is imported.
 func BenchmarkImport(b *testing.B) {
-	const imports, sources, endpoints = 1000, 3, 100
+	imports, sources, endpoints := 1000, 3, 100
+	if v := os.Getenv("FLEETNET_BENCH_IMPORTS"); v != "" {
+		imports, _ = strconv.Atoi(v)
+	}
 	f := fleet.Start(b, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "west"}}})
 	west := f.Cluster(b, "west")
 	r := registrytest.Start(b, server.Config{})

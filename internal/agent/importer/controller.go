@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -73,9 +74,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("serviceimport").
-		For(&mcsv1beta1.ServiceImport{}).
-		Watches(&corev1.Service{}, byImportLabel).
-		Watches(&discoveryv1.EndpointSlice{}, byImportLabel).
+		For(&mcsv1beta1.ServiceImport{}, builder.WithPredicates(notOwnWrite)).
+		Watches(&corev1.Service{}, byImportLabel, builder.WithPredicates(notOwnWrite)).
+		Watches(&discoveryv1.EndpointSlice{}, byImportLabel, builder.WithPredicates(notOwnWrite)).
 		Watches(&corev1.Namespace{}, byNamespace).
 		WatchesRawSource(source.Channel(r.Events, &handler.EnqueueRequestForObject{})).
 		Complete(r)
