@@ -139,8 +139,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 	if failure == nil {
-		failure = r.materialise(ctx, applied, desired, families)
-		if failure != nil {
+		if applied, failure = r.materialise(ctx, applied, desired, families); failure != nil {
 			reason = keys.ReasonApplyFailed
 		}
 	}
@@ -153,21 +152,23 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{}, nil
 }
 
-// materialise applies the derived Service and the EndpointSlices.
-func (r *Reconciler) materialise(ctx context.Context, si *mcsv1beta1.ServiceImport, desired *Desired, families []corev1.IPFamily) error {
+// materialise applies the derived Service and the EndpointSlices, and
+// returns the ServiceImport as it stands afterwards.
+func (r *Reconciler) materialise(ctx context.Context, si *mcsv1beta1.ServiceImport, desired *Desired, families []corev1.IPFamily) (*mcsv1beta1.ServiceImport, error) {
 	imp := desired.Import
 	name := DerivedName(si.Namespace, si.Name)
 	svc, err := r.applyDerivedService(ctx, si, name, DerivedServiceSpec(imp, families))
 	if err != nil {
-		return err
+		return si, err
 	}
 	if ips := svc.Spec.ClusterIPs; imp.GetType() != string(mcsv1beta1.Headless) && !equality.Semantic.DeepEqual(ips, si.Spec.IPs) {
-		spec := si.Spec
-		if _, err := r.applyServiceImport(ctx, types.NamespacedName{Namespace: si.Namespace, Name: si.Name}, spec, ips); err != nil {
-			return &stepError{"setting ServiceImport spec.ips", err}
+		updated, err := r.applyServiceImport(ctx, types.NamespacedName{Namespace: si.Namespace, Name: si.Name}, si.Spec, ips)
+		if err != nil {
+			return si, &stepError{"setting ServiceImport spec.ips", err}
 		}
+		si = updated
 	}
-	return r.applySlices(ctx, si, name, desired)
+	return si, r.applySlices(ctx, si, name, desired)
 }
 
 // withIPs returns spec with ips, as the ServiceImport should hold it.
