@@ -46,6 +46,20 @@ func BenchmarkImport(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	// The source clusters hold their leases like agents would.
+	renewCtx, stopRenewing := context.WithCancel(ctx)
+	defer stopRenewing()
+	go func() {
+		for renewCtx.Err() == nil {
+			for s := range sources {
+				_, _ = clients[s].RenewLease(renewCtx, &registryv1.RenewLeaseRequest{ClusterId: fmt.Sprintf("src-%d", s)})
+			}
+			select {
+			case <-renewCtx.Done():
+			case <-time.After(5 * time.Second):
+			}
+		}
+	}()
 	chunk := func(s, i, extra int) *registryv1.EndpointChunk {
 		c := &registryv1.EndpointChunk{
 			Key:         &registryv1.ChunkKey{Namespace: ns, Name: fmt.Sprintf("svc-%04d", i), ClusterId: fmt.Sprintf("src-%d", s), Chunk: "c0"},
