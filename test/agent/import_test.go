@@ -474,3 +474,78 @@ func TestDualStackImportKeepsSlicesStable(t *testing.T) {
 		return nil
 	})
 }
+
+// TestOneFailingSourceClusterDoesNotStopTheOthers puts a foreign
+// EndpointSlice, with the immutable address type of the other family, where
+// one source cluster's slice must go. That cluster's slice cannot be
+// applied; the other cluster's slices and the status still are.
+func TestOneFailingSourceClusterDoesNotStopTheOthers(t *testing.T) {
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "west"}}})
+	west := f.Cluster(t, "west")
+	r := registrytest.Start(t, server.Config{})
+	wc := west.Client(t)
+	ctx := context.Background()
+	createNamespace(t, wc, ns)
+	for i, id := range []string{"east", "south"} {
+		c := r.Client(id, false)
+		if _, err := c.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: &registryv1.Cluster{Id: id, ClustersetId: "fleet"}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.PutExport(ctx, &registryv1.PutExportRequest{Export: &registryv1.Export{
+			Key: &registryv1.ExportKey{Namespace: ns, Name: "echo", ClusterId: id}, ExportedSince: timestamppb.New(time.Date(2026, 1, 1, 0, i, 0, 0, time.UTC)),
+			Type: "ClusterSetIP", Ports: []*registryv1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}}, IpFamilies: []string{"IPv4"}, Weight: 1,
+		}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: &registryv1.EndpointChunk{
+			Key: &registryv1.ChunkKey{Namespace: ns, Name: "echo", ClusterId: id, Chunk: "c0"}, AddressType: "IPv4",
+			Ports:     []*registryv1.EndpointPort{{Name: "http", Protocol: "TCP", Port: 8080}},
+			Endpoints: []*registryv1.Endpoint{{Addresses: []string{fmt.Sprintf("10.244.%d.1", i)}, Conditions: &registryv1.EndpointConditions{Ready: true, Serving: true}}},
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	blockerName := importer.SliceName(importer.DerivedName(ns, "echo")+"-south", discoveryv1.AddressTypeIPv4, 0)
+	blocker := endpointSlice(ns, "unrelated", blockerName, "fd00::1")
+	blocker.AddressType = discoveryv1.AddressTypeIPv6
+	if err := wc.Create(ctx, blocker); err != nil {
+		t.Fatal(err)
+	}
+	startAgent(t, west, r, "west")
+	key := types.NamespacedName{Namespace: ns, Name: "echo"}
+	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+		si := &mcsv1beta1.ServiceImport{}
+		if err := wc.Get(ctx, key, si); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(si.Status.Conditions, string(mcsv1beta1.ServiceImportConditionReady))
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != keys.ReasonApplyFailed || !strings.Contains(c.Message, blockerName) || !strings.Contains(c.Message, "cluster south") {
+			return errorf("Ready = %+v, want False/ApplyFailed naming %s and cluster south", c, blockerName)
+		}
+		if len(si.Status.Clusters) != 2 {
+			return errorf("status clusters %v", si.Status.Clusters)
+		}
+		ss, err := importedSlicesOf(ctx, wc, "echo", "east")
+		if err != nil || len(ss) != 1 {
+			return errorf("east's slices: %d (%v)", len(ss), err)
+		}
+		return nil
+	})
+	if err := wc.Delete(ctx, blocker); err != nil {
+		t.Fatal(err)
+	}
+	fleet.Eventually(t, 60*time.Second, func(ctx context.Context) error {
+		si := &mcsv1beta1.ServiceImport{}
+		if err := wc.Get(ctx, key, si); err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(si.Status.Conditions, string(mcsv1beta1.ServiceImportConditionReady)) {
+			return errorf("not Ready yet: %v", si.Status.Conditions)
+		}
+		ss, err := importedSlicesOf(ctx, wc, "echo", "south")
+		if err != nil || len(ss) != 1 {
+			return errorf("south's slices: %d (%v)", len(ss), err)
+		}
+		return nil
+	})
+}
