@@ -115,6 +115,13 @@ func TestExportLifecycle(t *testing.T) {
 		}
 		return nil
 	})
+	// The registry may show the write a moment before the agent counts it.
+	fleet.Eventually(t, 10*time.Second, func(context.Context) error {
+		if d := a.counter(t, "fleetnet_agent_registry_writes_total", nil) - before; d < 1 {
+			return errorf("agent counted %v writes", d)
+		}
+		return nil
+	})
 	if d := a.counter(t, "fleetnet_agent_registry_writes_total", nil) - before; d != 1 {
 		t.Errorf("one endpoint change made %v registry writes, want 1", d)
 	}
@@ -595,9 +602,12 @@ func TestEvictedClusterRegistersAgainAndRepublishes(t *testing.T) {
 		return nil
 	}
 	fleet.Eventually(t, 20*time.Second, complete)
-	if got := a.gauge(t, "fleetnet_agent_exports", map[string]string{"state": "exported"}); got != 1 {
-		t.Errorf("fleetnet_agent_exports{state=exported} = %v, want 1", got)
-	}
+	fleet.Eventually(t, 20*time.Second, func(context.Context) error {
+		if got := a.gauge(t, "fleetnet_agent_exports", map[string]string{"state": "exported"}); got != 1 {
+			return errorf("fleetnet_agent_exports{state=exported} = %v, want 1", got)
+		}
+		return nil
+	})
 
 	// An administrator evicts the cluster: its next renewal finds no lease,
 	// it registers again and republishes.
