@@ -72,8 +72,15 @@ const (
 	DerivedServicePrefix = "derived-"
 )
 
-// Condition reasons of ServiceImport that the mcs-api does not define.
+// Condition types and reasons of ServiceImport that the mcs-api does not
+// define.
 const (
+	// ConditionConflict on a ServiceImport is True when the exporting
+	// clusters disagree; the reason is the first conflict's (PortConflict,
+	// TypeConflict, ...) and the message names every cluster and field.
+	ConditionConflict = "Conflict"
+	// ReasonNoConflicts: the exporting clusters agree (Conflict=False).
+	ReasonNoConflicts = "NoConflicts"
 	// ReasonApplyFailed: a step of materialising the import failed
 	// (Ready=False); the message names the step.
 	ReasonApplyFailed = "ApplyFailed"

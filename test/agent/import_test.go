@@ -549,3 +549,49 @@ func TestOneFailingSourceClusterDoesNotStopTheOthers(t *testing.T) {
 		return nil
 	})
 }
+
+// TestImportWithMixedPortNames: east exports one unnamed port, south (newer)
+// two named ones. A Service cannot mix them, so the import keeps east's
+// ports whole and the importing cluster reports the conflict.
+func TestImportWithMixedPortNames(t *testing.T) {
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "west"}}})
+	west := f.Cluster(t, "west")
+	r := registrytest.Start(t, server.Config{})
+	wc := west.Client(t)
+	ctx := context.Background()
+	createNamespace(t, wc, ns)
+	ports := map[string][]*registryv1.ServicePort{
+		"east":  {{Protocol: "TCP", Port: 80}},
+		"south": {{Name: "http", Protocol: "TCP", Port: 80}, {Name: "admin", Protocol: "TCP", Port: 81}},
+	}
+	for i, id := range []string{"east", "south"} {
+		c := r.Client(id, false)
+		if _, err := c.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: &registryv1.Cluster{Id: id, ClustersetId: "fleet"}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.PutExport(ctx, &registryv1.PutExportRequest{Export: &registryv1.Export{
+			Key: &registryv1.ExportKey{Namespace: ns, Name: "echo", ClusterId: id}, ExportedSince: timestamppb.New(time.Date(2026, 1, 1, 0, i, 0, 0, time.UTC)),
+			Type: "ClusterSetIP", Ports: ports[id], IpFamilies: []string{"IPv4"}, Weight: 1,
+		}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startAgent(t, west, r, "west")
+	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+		si := &mcsv1beta1.ServiceImport{}
+		if err := wc.Get(ctx, types.NamespacedName{Namespace: ns, Name: "echo"}, si); err != nil {
+			return err
+		}
+		if len(si.Spec.Ports) != 1 || si.Spec.Ports[0].Name != "" || si.Spec.Ports[0].Port != 80 {
+			return errorf("ServiceImport ports %+v, want east's single unnamed port", si.Spec.Ports)
+		}
+		c := meta.FindStatusCondition(si.Status.Conditions, keys.ConditionConflict)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != "PortConflict" || !strings.Contains(c.Message, "cluster south") {
+			return errorf("Conflict = %+v, want True/PortConflict naming cluster south", c)
+		}
+		if !meta.IsStatusConditionTrue(si.Status.Conditions, string(mcsv1beta1.ServiceImportConditionReady)) {
+			return errorf("not Ready: %+v", si.Status.Conditions)
+		}
+		return nil
+	})
+}

@@ -1001,7 +1001,10 @@ type Import struct {
 	Labels                        map[string]string      `protobuf:"bytes,9,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Annotations                   map[string]string      `protobuf:"bytes,10,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// clusters participate, sorted by id.
-	Clusters      []*ImportCluster `protobuf:"bytes,11,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	Clusters []*ImportCluster `protobuf:"bytes,11,rep,name=clusters,proto3" json:"clusters,omitempty"`
+	// conflicts of the participating exports, by cluster id, so importers can
+	// report them too.
+	Conflicts     []*ClusterConflict `protobuf:"bytes,12,rep,name=conflicts,proto3" json:"conflicts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1113,6 +1116,65 @@ func (x *Import) GetClusters() []*ImportCluster {
 	return nil
 }
 
+func (x *Import) GetConflicts() []*ClusterConflict {
+	if x != nil {
+		return x.Conflicts
+	}
+	return nil
+}
+
+type ClusterConflict struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId     string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Conflict      *Conflict              `protobuf:"bytes,2,opt,name=conflict,proto3" json:"conflict,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterConflict) Reset() {
+	*x = ClusterConflict{}
+	mi := &file_registry_v1_registry_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterConflict) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterConflict) ProtoMessage() {}
+
+func (x *ClusterConflict) ProtoReflect() protoreflect.Message {
+	mi := &file_registry_v1_registry_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterConflict.ProtoReflect.Descriptor instead.
+func (*ClusterConflict) Descriptor() ([]byte, []int) {
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ClusterConflict) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *ClusterConflict) GetConflict() *Conflict {
+	if x != nil {
+		return x.Conflict
+	}
+	return nil
+}
+
 type RegisterClusterRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Cluster       *Cluster               `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
@@ -1122,7 +1184,7 @@ type RegisterClusterRequest struct {
 
 func (x *RegisterClusterRequest) Reset() {
 	*x = RegisterClusterRequest{}
-	mi := &file_registry_v1_registry_proto_msgTypes[14]
+	mi := &file_registry_v1_registry_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1134,7 +1196,7 @@ func (x *RegisterClusterRequest) String() string {
 func (*RegisterClusterRequest) ProtoMessage() {}
 
 func (x *RegisterClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[14]
+	mi := &file_registry_v1_registry_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1147,7 +1209,7 @@ func (x *RegisterClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterClusterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterClusterRequest) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{14}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RegisterClusterRequest) GetCluster() *Cluster {
@@ -1168,7 +1230,7 @@ type RegisterClusterResponse struct {
 
 func (x *RegisterClusterResponse) Reset() {
 	*x = RegisterClusterResponse{}
-	mi := &file_registry_v1_registry_proto_msgTypes[15]
+	mi := &file_registry_v1_registry_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1180,7 +1242,7 @@ func (x *RegisterClusterResponse) String() string {
 func (*RegisterClusterResponse) ProtoMessage() {}
 
 func (x *RegisterClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[15]
+	mi := &file_registry_v1_registry_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1193,7 +1255,7 @@ func (x *RegisterClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterClusterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterClusterResponse) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{15}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RegisterClusterResponse) GetCluster() *Cluster {
@@ -1219,7 +1281,7 @@ type RenewLeaseRequest struct {
 
 func (x *RenewLeaseRequest) Reset() {
 	*x = RenewLeaseRequest{}
-	mi := &file_registry_v1_registry_proto_msgTypes[16]
+	mi := &file_registry_v1_registry_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1231,7 +1293,7 @@ func (x *RenewLeaseRequest) String() string {
 func (*RenewLeaseRequest) ProtoMessage() {}
 
 func (x *RenewLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[16]
+	mi := &file_registry_v1_registry_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1244,7 +1306,7 @@ func (x *RenewLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLeaseRequest.ProtoReflect.Descriptor instead.
 func (*RenewLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{16}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RenewLeaseRequest) GetClusterId() string {
@@ -1263,7 +1325,7 @@ type RenewLeaseResponse struct {
 
 func (x *RenewLeaseResponse) Reset() {
 	*x = RenewLeaseResponse{}
-	mi := &file_registry_v1_registry_proto_msgTypes[17]
+	mi := &file_registry_v1_registry_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1337,7 @@ func (x *RenewLeaseResponse) String() string {
 func (*RenewLeaseResponse) ProtoMessage() {}
 
 func (x *RenewLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[17]
+	mi := &file_registry_v1_registry_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1350,7 @@ func (x *RenewLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLeaseResponse.ProtoReflect.Descriptor instead.
 func (*RenewLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{17}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RenewLeaseResponse) GetLeaseTtlSeconds() int64 {
@@ -1307,7 +1369,7 @@ type DeregisterClusterRequest struct {
 
 func (x *DeregisterClusterRequest) Reset() {
 	*x = DeregisterClusterRequest{}
-	mi := &file_registry_v1_registry_proto_msgTypes[18]
+	mi := &file_registry_v1_registry_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1319,7 +1381,7 @@ func (x *DeregisterClusterRequest) String() string {
 func (*DeregisterClusterRequest) ProtoMessage() {}
 
 func (x *DeregisterClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[18]
+	mi := &file_registry_v1_registry_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1332,7 +1394,7 @@ func (x *DeregisterClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterClusterRequest.ProtoReflect.Descriptor instead.
 func (*DeregisterClusterRequest) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{18}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeregisterClusterRequest) GetClusterId() string {
@@ -1350,7 +1412,7 @@ type DeregisterClusterResponse struct {
 
 func (x *DeregisterClusterResponse) Reset() {
 	*x = DeregisterClusterResponse{}
-	mi := &file_registry_v1_registry_proto_msgTypes[19]
+	mi := &file_registry_v1_registry_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1362,7 +1424,7 @@ func (x *DeregisterClusterResponse) String() string {
 func (*DeregisterClusterResponse) ProtoMessage() {}
 
 func (x *DeregisterClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[19]
+	mi := &file_registry_v1_registry_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1375,7 +1437,7 @@ func (x *DeregisterClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterClusterResponse.ProtoReflect.Descriptor instead.
 func (*DeregisterClusterResponse) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{19}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{20}
 }
 
 type PutExportRequest struct {
@@ -1387,7 +1449,7 @@ type PutExportRequest struct {
 
 func (x *PutExportRequest) Reset() {
 	*x = PutExportRequest{}
-	mi := &file_registry_v1_registry_proto_msgTypes[20]
+	mi := &file_registry_v1_registry_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1399,7 +1461,7 @@ func (x *PutExportRequest) String() string {
 func (*PutExportRequest) ProtoMessage() {}
 
 func (x *PutExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[20]
+	mi := &file_registry_v1_registry_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1412,7 +1474,7 @@ func (x *PutExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutExportRequest.ProtoReflect.Descriptor instead.
 func (*PutExportRequest) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{20}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PutExportRequest) GetExport() *Export {
@@ -1431,7 +1493,7 @@ type PutExportResponse struct {
 
 func (x *PutExportResponse) Reset() {
 	*x = PutExportResponse{}
-	mi := &file_registry_v1_registry_proto_msgTypes[21]
+	mi := &file_registry_v1_registry_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1443,7 +1505,7 @@ func (x *PutExportResponse) String() string {
 func (*PutExportResponse) ProtoMessage() {}
 
 func (x *PutExportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[21]
+	mi := &file_registry_v1_registry_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1456,7 +1518,7 @@ func (x *PutExportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutExportResponse.ProtoReflect.Descriptor instead.
 func (*PutExportResponse) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{21}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *PutExportResponse) GetRevision() int64 {
@@ -1478,7 +1540,7 @@ type DeleteExportRequest struct {
 
 func (x *DeleteExportRequest) Reset() {
 	*x = DeleteExportRequest{}
-	mi := &file_registry_v1_registry_proto_msgTypes[22]
+	mi := &file_registry_v1_registry_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1490,7 +1552,7 @@ func (x *DeleteExportRequest) String() string {
 func (*DeleteExportRequest) ProtoMessage() {}
 
 func (x *DeleteExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[22]
+	mi := &file_registry_v1_registry_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1503,7 +1565,7 @@ func (x *DeleteExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteExportRequest.ProtoReflect.Descriptor instead.
 func (*DeleteExportRequest) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{22}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeleteExportRequest) GetKey() *ExportKey {
@@ -1530,7 +1592,7 @@ type DeleteExportResponse struct {
 
 func (x *DeleteExportResponse) Reset() {
 	*x = DeleteExportResponse{}
-	mi := &file_registry_v1_registry_proto_msgTypes[23]
+	mi := &file_registry_v1_registry_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +1604,7 @@ func (x *DeleteExportResponse) String() string {
 func (*DeleteExportResponse) ProtoMessage() {}
 
 func (x *DeleteExportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[23]
+	mi := &file_registry_v1_registry_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +1617,7 @@ func (x *DeleteExportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteExportResponse.ProtoReflect.Descriptor instead.
 func (*DeleteExportResponse) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{23}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeleteExportResponse) GetDeleted() bool {
@@ -1581,7 +1643,7 @@ type PutEndpointsRequest struct {
 
 func (x *PutEndpointsRequest) Reset() {
 	*x = PutEndpointsRequest{}
-	mi := &file_registry_v1_registry_proto_msgTypes[24]
+	mi := &file_registry_v1_registry_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1593,7 +1655,7 @@ func (x *PutEndpointsRequest) String() string {
 func (*PutEndpointsRequest) ProtoMessage() {}
 
 func (x *PutEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[24]
+	mi := &file_registry_v1_registry_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1606,7 +1668,7 @@ func (x *PutEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*PutEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{24}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PutEndpointsRequest) GetChunk() *EndpointChunk {
@@ -1625,7 +1687,7 @@ type PutEndpointsResponse struct {
 
 func (x *PutEndpointsResponse) Reset() {
 	*x = PutEndpointsResponse{}
-	mi := &file_registry_v1_registry_proto_msgTypes[25]
+	mi := &file_registry_v1_registry_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1637,7 +1699,7 @@ func (x *PutEndpointsResponse) String() string {
 func (*PutEndpointsResponse) ProtoMessage() {}
 
 func (x *PutEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[25]
+	mi := &file_registry_v1_registry_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1650,7 +1712,7 @@ func (x *PutEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*PutEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{25}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PutEndpointsResponse) GetRevision() int64 {
@@ -1670,7 +1732,7 @@ type DeleteEndpointsRequest struct {
 
 func (x *DeleteEndpointsRequest) Reset() {
 	*x = DeleteEndpointsRequest{}
-	mi := &file_registry_v1_registry_proto_msgTypes[26]
+	mi := &file_registry_v1_registry_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1682,7 +1744,7 @@ func (x *DeleteEndpointsRequest) String() string {
 func (*DeleteEndpointsRequest) ProtoMessage() {}
 
 func (x *DeleteEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[26]
+	mi := &file_registry_v1_registry_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1695,7 +1757,7 @@ func (x *DeleteEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{26}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteEndpointsRequest) GetKey() *ChunkKey {
@@ -1722,7 +1784,7 @@ type DeleteEndpointsResponse struct {
 
 func (x *DeleteEndpointsResponse) Reset() {
 	*x = DeleteEndpointsResponse{}
-	mi := &file_registry_v1_registry_proto_msgTypes[27]
+	mi := &file_registry_v1_registry_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1734,7 +1796,7 @@ func (x *DeleteEndpointsResponse) String() string {
 func (*DeleteEndpointsResponse) ProtoMessage() {}
 
 func (x *DeleteEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[27]
+	mi := &file_registry_v1_registry_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1747,7 +1809,7 @@ func (x *DeleteEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{27}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeleteEndpointsResponse) GetDeleted() bool {
@@ -1778,7 +1840,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_registry_v1_registry_proto_msgTypes[28]
+	mi := &file_registry_v1_registry_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1790,7 +1852,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[28]
+	mi := &file_registry_v1_registry_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1803,7 +1865,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{28}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *WatchRequest) GetResumeRevision() int64 {
@@ -1840,7 +1902,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_registry_v1_registry_proto_msgTypes[29]
+	mi := &file_registry_v1_registry_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1852,7 +1914,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[29]
+	mi := &file_registry_v1_registry_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1865,7 +1927,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{29}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *WatchEvent) GetRevision() int64 {
@@ -2017,7 +2079,7 @@ type Reset struct {
 
 func (x *Reset) Reset() {
 	*x = Reset{}
-	mi := &file_registry_v1_registry_proto_msgTypes[30]
+	mi := &file_registry_v1_registry_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2029,7 +2091,7 @@ func (x *Reset) String() string {
 func (*Reset) ProtoMessage() {}
 
 func (x *Reset) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[30]
+	mi := &file_registry_v1_registry_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2042,7 +2104,7 @@ func (x *Reset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reset.ProtoReflect.Descriptor instead.
 func (*Reset) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{30}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{31}
 }
 
 type Synced struct {
@@ -2053,7 +2115,7 @@ type Synced struct {
 
 func (x *Synced) Reset() {
 	*x = Synced{}
-	mi := &file_registry_v1_registry_proto_msgTypes[31]
+	mi := &file_registry_v1_registry_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2065,7 +2127,7 @@ func (x *Synced) String() string {
 func (*Synced) ProtoMessage() {}
 
 func (x *Synced) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[31]
+	mi := &file_registry_v1_registry_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2078,7 +2140,7 @@ func (x *Synced) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Synced.ProtoReflect.Descriptor instead.
 func (*Synced) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{31}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{32}
 }
 
 type ListClustersRequest struct {
@@ -2089,7 +2151,7 @@ type ListClustersRequest struct {
 
 func (x *ListClustersRequest) Reset() {
 	*x = ListClustersRequest{}
-	mi := &file_registry_v1_registry_proto_msgTypes[32]
+	mi := &file_registry_v1_registry_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2101,7 +2163,7 @@ func (x *ListClustersRequest) String() string {
 func (*ListClustersRequest) ProtoMessage() {}
 
 func (x *ListClustersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[32]
+	mi := &file_registry_v1_registry_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2114,7 +2176,7 @@ func (x *ListClustersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClustersRequest.ProtoReflect.Descriptor instead.
 func (*ListClustersRequest) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{32}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{33}
 }
 
 type ListClustersResponse struct {
@@ -2127,7 +2189,7 @@ type ListClustersResponse struct {
 
 func (x *ListClustersResponse) Reset() {
 	*x = ListClustersResponse{}
-	mi := &file_registry_v1_registry_proto_msgTypes[33]
+	mi := &file_registry_v1_registry_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2139,7 +2201,7 @@ func (x *ListClustersResponse) String() string {
 func (*ListClustersResponse) ProtoMessage() {}
 
 func (x *ListClustersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[33]
+	mi := &file_registry_v1_registry_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2152,7 +2214,7 @@ func (x *ListClustersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClustersResponse.ProtoReflect.Descriptor instead.
 func (*ListClustersResponse) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{33}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListClustersResponse) GetClusters() []*Cluster {
@@ -2182,7 +2244,7 @@ type ListExportsRequest struct {
 
 func (x *ListExportsRequest) Reset() {
 	*x = ListExportsRequest{}
-	mi := &file_registry_v1_registry_proto_msgTypes[34]
+	mi := &file_registry_v1_registry_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2194,7 +2256,7 @@ func (x *ListExportsRequest) String() string {
 func (*ListExportsRequest) ProtoMessage() {}
 
 func (x *ListExportsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[34]
+	mi := &file_registry_v1_registry_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2207,7 +2269,7 @@ func (x *ListExportsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExportsRequest.ProtoReflect.Descriptor instead.
 func (*ListExportsRequest) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{34}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListExportsRequest) GetClusterId() string {
@@ -2236,7 +2298,7 @@ type ListExportsResponse struct {
 
 func (x *ListExportsResponse) Reset() {
 	*x = ListExportsResponse{}
-	mi := &file_registry_v1_registry_proto_msgTypes[35]
+	mi := &file_registry_v1_registry_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2248,7 +2310,7 @@ func (x *ListExportsResponse) String() string {
 func (*ListExportsResponse) ProtoMessage() {}
 
 func (x *ListExportsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[35]
+	mi := &file_registry_v1_registry_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2261,7 +2323,7 @@ func (x *ListExportsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExportsResponse.ProtoReflect.Descriptor instead.
 func (*ListExportsResponse) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{35}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListExportsResponse) GetExports() []*Export {
@@ -2300,7 +2362,7 @@ type ListImportsRequest struct {
 
 func (x *ListImportsRequest) Reset() {
 	*x = ListImportsRequest{}
-	mi := &file_registry_v1_registry_proto_msgTypes[36]
+	mi := &file_registry_v1_registry_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2312,7 +2374,7 @@ func (x *ListImportsRequest) String() string {
 func (*ListImportsRequest) ProtoMessage() {}
 
 func (x *ListImportsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[36]
+	mi := &file_registry_v1_registry_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2325,7 +2387,7 @@ func (x *ListImportsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImportsRequest.ProtoReflect.Descriptor instead.
 func (*ListImportsRequest) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{36}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{37}
 }
 
 type ListImportsResponse struct {
@@ -2338,7 +2400,7 @@ type ListImportsResponse struct {
 
 func (x *ListImportsResponse) Reset() {
 	*x = ListImportsResponse{}
-	mi := &file_registry_v1_registry_proto_msgTypes[37]
+	mi := &file_registry_v1_registry_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2350,7 +2412,7 @@ func (x *ListImportsResponse) String() string {
 func (*ListImportsResponse) ProtoMessage() {}
 
 func (x *ListImportsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[37]
+	mi := &file_registry_v1_registry_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2363,7 +2425,7 @@ func (x *ListImportsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImportsResponse.ProtoReflect.Descriptor instead.
 func (*ListImportsResponse) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{37}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListImportsResponse) GetImports() []*Import {
@@ -2389,7 +2451,7 @@ type EvictClusterRequest struct {
 
 func (x *EvictClusterRequest) Reset() {
 	*x = EvictClusterRequest{}
-	mi := &file_registry_v1_registry_proto_msgTypes[38]
+	mi := &file_registry_v1_registry_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2401,7 +2463,7 @@ func (x *EvictClusterRequest) String() string {
 func (*EvictClusterRequest) ProtoMessage() {}
 
 func (x *EvictClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[38]
+	mi := &file_registry_v1_registry_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2414,7 +2476,7 @@ func (x *EvictClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictClusterRequest.ProtoReflect.Descriptor instead.
 func (*EvictClusterRequest) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{38}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *EvictClusterRequest) GetClusterId() string {
@@ -2432,7 +2494,7 @@ type EvictClusterResponse struct {
 
 func (x *EvictClusterResponse) Reset() {
 	*x = EvictClusterResponse{}
-	mi := &file_registry_v1_registry_proto_msgTypes[39]
+	mi := &file_registry_v1_registry_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2444,7 +2506,7 @@ func (x *EvictClusterResponse) String() string {
 func (*EvictClusterResponse) ProtoMessage() {}
 
 func (x *EvictClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[39]
+	mi := &file_registry_v1_registry_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2457,7 +2519,7 @@ func (x *EvictClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictClusterResponse.ProtoReflect.Descriptor instead.
 func (*EvictClusterResponse) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{39}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{40}
 }
 
 var File_registry_v1_registry_proto protoreflect.FileDescriptor
@@ -2548,7 +2610,7 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x16\n" +
 	"\x06region\x18\x02 \x01(\tR\x06region\x12\x16\n" +
-	"\x06weight\x18\x03 \x01(\rR\x06weight\"\xd7\x05\n" +
+	"\x06weight\x18\x03 \x01(\rR\x06weight\"\x9c\x06\n" +
 	"\x06Import\x121\n" +
 	"\x03key\x18\x01 \x01(\v2\x1f.fleetnet.registry.v1.ImportKeyR\x03key\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x127\n" +
@@ -2562,13 +2624,18 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\x06labels\x18\t \x03(\v2(.fleetnet.registry.v1.Import.LabelsEntryR\x06labels\x12O\n" +
 	"\vannotations\x18\n" +
 	" \x03(\v2-.fleetnet.registry.v1.Import.AnnotationsEntryR\vannotations\x12?\n" +
-	"\bclusters\x18\v \x03(\v2#.fleetnet.registry.v1.ImportClusterR\bclusters\x1a9\n" +
+	"\bclusters\x18\v \x03(\v2#.fleetnet.registry.v1.ImportClusterR\bclusters\x12C\n" +
+	"\tconflicts\x18\f \x03(\v2%.fleetnet.registry.v1.ClusterConflictR\tconflicts\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
 	"\x10AnnotationsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"Q\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"l\n" +
+	"\x0fClusterConflict\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12:\n" +
+	"\bconflict\x18\x02 \x01(\v2\x1e.fleetnet.registry.v1.ConflictR\bconflict\"Q\n" +
 	"\x16RegisterClusterRequest\x127\n" +
 	"\acluster\x18\x01 \x01(\v2\x1d.fleetnet.registry.v1.ClusterR\acluster\"~\n" +
 	"\x17RegisterClusterResponse\x127\n" +
@@ -2670,7 +2737,7 @@ func file_registry_v1_registry_proto_rawDescGZIP() []byte {
 	return file_registry_v1_registry_proto_rawDescData
 }
 
-var file_registry_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_registry_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_registry_v1_registry_proto_goTypes = []any{
 	(*Cluster)(nil),                   // 0: fleetnet.registry.v1.Cluster
 	(*ServicePort)(nil),               // 1: fleetnet.registry.v1.ServicePort
@@ -2686,46 +2753,47 @@ var file_registry_v1_registry_proto_goTypes = []any{
 	(*ImportKey)(nil),                 // 11: fleetnet.registry.v1.ImportKey
 	(*ImportCluster)(nil),             // 12: fleetnet.registry.v1.ImportCluster
 	(*Import)(nil),                    // 13: fleetnet.registry.v1.Import
-	(*RegisterClusterRequest)(nil),    // 14: fleetnet.registry.v1.RegisterClusterRequest
-	(*RegisterClusterResponse)(nil),   // 15: fleetnet.registry.v1.RegisterClusterResponse
-	(*RenewLeaseRequest)(nil),         // 16: fleetnet.registry.v1.RenewLeaseRequest
-	(*RenewLeaseResponse)(nil),        // 17: fleetnet.registry.v1.RenewLeaseResponse
-	(*DeregisterClusterRequest)(nil),  // 18: fleetnet.registry.v1.DeregisterClusterRequest
-	(*DeregisterClusterResponse)(nil), // 19: fleetnet.registry.v1.DeregisterClusterResponse
-	(*PutExportRequest)(nil),          // 20: fleetnet.registry.v1.PutExportRequest
-	(*PutExportResponse)(nil),         // 21: fleetnet.registry.v1.PutExportResponse
-	(*DeleteExportRequest)(nil),       // 22: fleetnet.registry.v1.DeleteExportRequest
-	(*DeleteExportResponse)(nil),      // 23: fleetnet.registry.v1.DeleteExportResponse
-	(*PutEndpointsRequest)(nil),       // 24: fleetnet.registry.v1.PutEndpointsRequest
-	(*PutEndpointsResponse)(nil),      // 25: fleetnet.registry.v1.PutEndpointsResponse
-	(*DeleteEndpointsRequest)(nil),    // 26: fleetnet.registry.v1.DeleteEndpointsRequest
-	(*DeleteEndpointsResponse)(nil),   // 27: fleetnet.registry.v1.DeleteEndpointsResponse
-	(*WatchRequest)(nil),              // 28: fleetnet.registry.v1.WatchRequest
-	(*WatchEvent)(nil),                // 29: fleetnet.registry.v1.WatchEvent
-	(*Reset)(nil),                     // 30: fleetnet.registry.v1.Reset
-	(*Synced)(nil),                    // 31: fleetnet.registry.v1.Synced
-	(*ListClustersRequest)(nil),       // 32: fleetnet.registry.v1.ListClustersRequest
-	(*ListClustersResponse)(nil),      // 33: fleetnet.registry.v1.ListClustersResponse
-	(*ListExportsRequest)(nil),        // 34: fleetnet.registry.v1.ListExportsRequest
-	(*ListExportsResponse)(nil),       // 35: fleetnet.registry.v1.ListExportsResponse
-	(*ListImportsRequest)(nil),        // 36: fleetnet.registry.v1.ListImportsRequest
-	(*ListImportsResponse)(nil),       // 37: fleetnet.registry.v1.ListImportsResponse
-	(*EvictClusterRequest)(nil),       // 38: fleetnet.registry.v1.EvictClusterRequest
-	(*EvictClusterResponse)(nil),      // 39: fleetnet.registry.v1.EvictClusterResponse
-	nil,                               // 40: fleetnet.registry.v1.Export.LabelsEntry
-	nil,                               // 41: fleetnet.registry.v1.Export.AnnotationsEntry
-	nil,                               // 42: fleetnet.registry.v1.Import.LabelsEntry
-	nil,                               // 43: fleetnet.registry.v1.Import.AnnotationsEntry
-	(*timestamppb.Timestamp)(nil),     // 44: google.protobuf.Timestamp
+	(*ClusterConflict)(nil),           // 14: fleetnet.registry.v1.ClusterConflict
+	(*RegisterClusterRequest)(nil),    // 15: fleetnet.registry.v1.RegisterClusterRequest
+	(*RegisterClusterResponse)(nil),   // 16: fleetnet.registry.v1.RegisterClusterResponse
+	(*RenewLeaseRequest)(nil),         // 17: fleetnet.registry.v1.RenewLeaseRequest
+	(*RenewLeaseResponse)(nil),        // 18: fleetnet.registry.v1.RenewLeaseResponse
+	(*DeregisterClusterRequest)(nil),  // 19: fleetnet.registry.v1.DeregisterClusterRequest
+	(*DeregisterClusterResponse)(nil), // 20: fleetnet.registry.v1.DeregisterClusterResponse
+	(*PutExportRequest)(nil),          // 21: fleetnet.registry.v1.PutExportRequest
+	(*PutExportResponse)(nil),         // 22: fleetnet.registry.v1.PutExportResponse
+	(*DeleteExportRequest)(nil),       // 23: fleetnet.registry.v1.DeleteExportRequest
+	(*DeleteExportResponse)(nil),      // 24: fleetnet.registry.v1.DeleteExportResponse
+	(*PutEndpointsRequest)(nil),       // 25: fleetnet.registry.v1.PutEndpointsRequest
+	(*PutEndpointsResponse)(nil),      // 26: fleetnet.registry.v1.PutEndpointsResponse
+	(*DeleteEndpointsRequest)(nil),    // 27: fleetnet.registry.v1.DeleteEndpointsRequest
+	(*DeleteEndpointsResponse)(nil),   // 28: fleetnet.registry.v1.DeleteEndpointsResponse
+	(*WatchRequest)(nil),              // 29: fleetnet.registry.v1.WatchRequest
+	(*WatchEvent)(nil),                // 30: fleetnet.registry.v1.WatchEvent
+	(*Reset)(nil),                     // 31: fleetnet.registry.v1.Reset
+	(*Synced)(nil),                    // 32: fleetnet.registry.v1.Synced
+	(*ListClustersRequest)(nil),       // 33: fleetnet.registry.v1.ListClustersRequest
+	(*ListClustersResponse)(nil),      // 34: fleetnet.registry.v1.ListClustersResponse
+	(*ListExportsRequest)(nil),        // 35: fleetnet.registry.v1.ListExportsRequest
+	(*ListExportsResponse)(nil),       // 36: fleetnet.registry.v1.ListExportsResponse
+	(*ListImportsRequest)(nil),        // 37: fleetnet.registry.v1.ListImportsRequest
+	(*ListImportsResponse)(nil),       // 38: fleetnet.registry.v1.ListImportsResponse
+	(*EvictClusterRequest)(nil),       // 39: fleetnet.registry.v1.EvictClusterRequest
+	(*EvictClusterResponse)(nil),      // 40: fleetnet.registry.v1.EvictClusterResponse
+	nil,                               // 41: fleetnet.registry.v1.Export.LabelsEntry
+	nil,                               // 42: fleetnet.registry.v1.Export.AnnotationsEntry
+	nil,                               // 43: fleetnet.registry.v1.Import.LabelsEntry
+	nil,                               // 44: fleetnet.registry.v1.Import.AnnotationsEntry
+	(*timestamppb.Timestamp)(nil),     // 45: google.protobuf.Timestamp
 }
 var file_registry_v1_registry_proto_depIdxs = []int32{
-	44, // 0: fleetnet.registry.v1.Cluster.registered_at:type_name -> google.protobuf.Timestamp
-	44, // 1: fleetnet.registry.v1.Cluster.lease_expires_at:type_name -> google.protobuf.Timestamp
+	45, // 0: fleetnet.registry.v1.Cluster.registered_at:type_name -> google.protobuf.Timestamp
+	45, // 1: fleetnet.registry.v1.Cluster.lease_expires_at:type_name -> google.protobuf.Timestamp
 	2,  // 2: fleetnet.registry.v1.Export.key:type_name -> fleetnet.registry.v1.ExportKey
-	44, // 3: fleetnet.registry.v1.Export.exported_since:type_name -> google.protobuf.Timestamp
+	45, // 3: fleetnet.registry.v1.Export.exported_since:type_name -> google.protobuf.Timestamp
 	1,  // 4: fleetnet.registry.v1.Export.ports:type_name -> fleetnet.registry.v1.ServicePort
-	40, // 5: fleetnet.registry.v1.Export.labels:type_name -> fleetnet.registry.v1.Export.LabelsEntry
-	41, // 6: fleetnet.registry.v1.Export.annotations:type_name -> fleetnet.registry.v1.Export.AnnotationsEntry
+	41, // 5: fleetnet.registry.v1.Export.labels:type_name -> fleetnet.registry.v1.Export.LabelsEntry
+	42, // 6: fleetnet.registry.v1.Export.annotations:type_name -> fleetnet.registry.v1.Export.AnnotationsEntry
 	2,  // 7: fleetnet.registry.v1.ExportStatus.key:type_name -> fleetnet.registry.v1.ExportKey
 	4,  // 8: fleetnet.registry.v1.ExportStatus.conflicts:type_name -> fleetnet.registry.v1.Conflict
 	6,  // 9: fleetnet.registry.v1.Endpoint.conditions:type_name -> fleetnet.registry.v1.EndpointConditions
@@ -2734,57 +2802,59 @@ var file_registry_v1_registry_proto_depIdxs = []int32{
 	7,  // 12: fleetnet.registry.v1.EndpointChunk.endpoints:type_name -> fleetnet.registry.v1.Endpoint
 	11, // 13: fleetnet.registry.v1.Import.key:type_name -> fleetnet.registry.v1.ImportKey
 	1,  // 14: fleetnet.registry.v1.Import.ports:type_name -> fleetnet.registry.v1.ServicePort
-	42, // 15: fleetnet.registry.v1.Import.labels:type_name -> fleetnet.registry.v1.Import.LabelsEntry
-	43, // 16: fleetnet.registry.v1.Import.annotations:type_name -> fleetnet.registry.v1.Import.AnnotationsEntry
+	43, // 15: fleetnet.registry.v1.Import.labels:type_name -> fleetnet.registry.v1.Import.LabelsEntry
+	44, // 16: fleetnet.registry.v1.Import.annotations:type_name -> fleetnet.registry.v1.Import.AnnotationsEntry
 	12, // 17: fleetnet.registry.v1.Import.clusters:type_name -> fleetnet.registry.v1.ImportCluster
-	0,  // 18: fleetnet.registry.v1.RegisterClusterRequest.cluster:type_name -> fleetnet.registry.v1.Cluster
-	0,  // 19: fleetnet.registry.v1.RegisterClusterResponse.cluster:type_name -> fleetnet.registry.v1.Cluster
-	3,  // 20: fleetnet.registry.v1.PutExportRequest.export:type_name -> fleetnet.registry.v1.Export
-	2,  // 21: fleetnet.registry.v1.DeleteExportRequest.key:type_name -> fleetnet.registry.v1.ExportKey
-	10, // 22: fleetnet.registry.v1.PutEndpointsRequest.chunk:type_name -> fleetnet.registry.v1.EndpointChunk
-	9,  // 23: fleetnet.registry.v1.DeleteEndpointsRequest.key:type_name -> fleetnet.registry.v1.ChunkKey
-	30, // 24: fleetnet.registry.v1.WatchEvent.reset:type_name -> fleetnet.registry.v1.Reset
-	31, // 25: fleetnet.registry.v1.WatchEvent.synced:type_name -> fleetnet.registry.v1.Synced
-	13, // 26: fleetnet.registry.v1.WatchEvent.import_upsert:type_name -> fleetnet.registry.v1.Import
-	11, // 27: fleetnet.registry.v1.WatchEvent.import_delete:type_name -> fleetnet.registry.v1.ImportKey
-	10, // 28: fleetnet.registry.v1.WatchEvent.endpoints_upsert:type_name -> fleetnet.registry.v1.EndpointChunk
-	9,  // 29: fleetnet.registry.v1.WatchEvent.endpoints_delete:type_name -> fleetnet.registry.v1.ChunkKey
-	5,  // 30: fleetnet.registry.v1.WatchEvent.export_status:type_name -> fleetnet.registry.v1.ExportStatus
-	2,  // 31: fleetnet.registry.v1.WatchEvent.export_status_delete:type_name -> fleetnet.registry.v1.ExportKey
-	0,  // 32: fleetnet.registry.v1.ListClustersResponse.clusters:type_name -> fleetnet.registry.v1.Cluster
-	3,  // 33: fleetnet.registry.v1.ListExportsResponse.exports:type_name -> fleetnet.registry.v1.Export
-	5,  // 34: fleetnet.registry.v1.ListExportsResponse.statuses:type_name -> fleetnet.registry.v1.ExportStatus
-	10, // 35: fleetnet.registry.v1.ListExportsResponse.endpoints:type_name -> fleetnet.registry.v1.EndpointChunk
-	13, // 36: fleetnet.registry.v1.ListImportsResponse.imports:type_name -> fleetnet.registry.v1.Import
-	14, // 37: fleetnet.registry.v1.Registry.RegisterCluster:input_type -> fleetnet.registry.v1.RegisterClusterRequest
-	16, // 38: fleetnet.registry.v1.Registry.RenewLease:input_type -> fleetnet.registry.v1.RenewLeaseRequest
-	18, // 39: fleetnet.registry.v1.Registry.DeregisterCluster:input_type -> fleetnet.registry.v1.DeregisterClusterRequest
-	20, // 40: fleetnet.registry.v1.Registry.PutExport:input_type -> fleetnet.registry.v1.PutExportRequest
-	22, // 41: fleetnet.registry.v1.Registry.DeleteExport:input_type -> fleetnet.registry.v1.DeleteExportRequest
-	24, // 42: fleetnet.registry.v1.Registry.PutEndpoints:input_type -> fleetnet.registry.v1.PutEndpointsRequest
-	26, // 43: fleetnet.registry.v1.Registry.DeleteEndpoints:input_type -> fleetnet.registry.v1.DeleteEndpointsRequest
-	28, // 44: fleetnet.registry.v1.Registry.Watch:input_type -> fleetnet.registry.v1.WatchRequest
-	32, // 45: fleetnet.registry.v1.Registry.ListClusters:input_type -> fleetnet.registry.v1.ListClustersRequest
-	34, // 46: fleetnet.registry.v1.Registry.ListExports:input_type -> fleetnet.registry.v1.ListExportsRequest
-	36, // 47: fleetnet.registry.v1.Registry.ListImports:input_type -> fleetnet.registry.v1.ListImportsRequest
-	38, // 48: fleetnet.registry.v1.Registry.EvictCluster:input_type -> fleetnet.registry.v1.EvictClusterRequest
-	15, // 49: fleetnet.registry.v1.Registry.RegisterCluster:output_type -> fleetnet.registry.v1.RegisterClusterResponse
-	17, // 50: fleetnet.registry.v1.Registry.RenewLease:output_type -> fleetnet.registry.v1.RenewLeaseResponse
-	19, // 51: fleetnet.registry.v1.Registry.DeregisterCluster:output_type -> fleetnet.registry.v1.DeregisterClusterResponse
-	21, // 52: fleetnet.registry.v1.Registry.PutExport:output_type -> fleetnet.registry.v1.PutExportResponse
-	23, // 53: fleetnet.registry.v1.Registry.DeleteExport:output_type -> fleetnet.registry.v1.DeleteExportResponse
-	25, // 54: fleetnet.registry.v1.Registry.PutEndpoints:output_type -> fleetnet.registry.v1.PutEndpointsResponse
-	27, // 55: fleetnet.registry.v1.Registry.DeleteEndpoints:output_type -> fleetnet.registry.v1.DeleteEndpointsResponse
-	29, // 56: fleetnet.registry.v1.Registry.Watch:output_type -> fleetnet.registry.v1.WatchEvent
-	33, // 57: fleetnet.registry.v1.Registry.ListClusters:output_type -> fleetnet.registry.v1.ListClustersResponse
-	35, // 58: fleetnet.registry.v1.Registry.ListExports:output_type -> fleetnet.registry.v1.ListExportsResponse
-	37, // 59: fleetnet.registry.v1.Registry.ListImports:output_type -> fleetnet.registry.v1.ListImportsResponse
-	39, // 60: fleetnet.registry.v1.Registry.EvictCluster:output_type -> fleetnet.registry.v1.EvictClusterResponse
-	49, // [49:61] is the sub-list for method output_type
-	37, // [37:49] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	14, // 18: fleetnet.registry.v1.Import.conflicts:type_name -> fleetnet.registry.v1.ClusterConflict
+	4,  // 19: fleetnet.registry.v1.ClusterConflict.conflict:type_name -> fleetnet.registry.v1.Conflict
+	0,  // 20: fleetnet.registry.v1.RegisterClusterRequest.cluster:type_name -> fleetnet.registry.v1.Cluster
+	0,  // 21: fleetnet.registry.v1.RegisterClusterResponse.cluster:type_name -> fleetnet.registry.v1.Cluster
+	3,  // 22: fleetnet.registry.v1.PutExportRequest.export:type_name -> fleetnet.registry.v1.Export
+	2,  // 23: fleetnet.registry.v1.DeleteExportRequest.key:type_name -> fleetnet.registry.v1.ExportKey
+	10, // 24: fleetnet.registry.v1.PutEndpointsRequest.chunk:type_name -> fleetnet.registry.v1.EndpointChunk
+	9,  // 25: fleetnet.registry.v1.DeleteEndpointsRequest.key:type_name -> fleetnet.registry.v1.ChunkKey
+	31, // 26: fleetnet.registry.v1.WatchEvent.reset:type_name -> fleetnet.registry.v1.Reset
+	32, // 27: fleetnet.registry.v1.WatchEvent.synced:type_name -> fleetnet.registry.v1.Synced
+	13, // 28: fleetnet.registry.v1.WatchEvent.import_upsert:type_name -> fleetnet.registry.v1.Import
+	11, // 29: fleetnet.registry.v1.WatchEvent.import_delete:type_name -> fleetnet.registry.v1.ImportKey
+	10, // 30: fleetnet.registry.v1.WatchEvent.endpoints_upsert:type_name -> fleetnet.registry.v1.EndpointChunk
+	9,  // 31: fleetnet.registry.v1.WatchEvent.endpoints_delete:type_name -> fleetnet.registry.v1.ChunkKey
+	5,  // 32: fleetnet.registry.v1.WatchEvent.export_status:type_name -> fleetnet.registry.v1.ExportStatus
+	2,  // 33: fleetnet.registry.v1.WatchEvent.export_status_delete:type_name -> fleetnet.registry.v1.ExportKey
+	0,  // 34: fleetnet.registry.v1.ListClustersResponse.clusters:type_name -> fleetnet.registry.v1.Cluster
+	3,  // 35: fleetnet.registry.v1.ListExportsResponse.exports:type_name -> fleetnet.registry.v1.Export
+	5,  // 36: fleetnet.registry.v1.ListExportsResponse.statuses:type_name -> fleetnet.registry.v1.ExportStatus
+	10, // 37: fleetnet.registry.v1.ListExportsResponse.endpoints:type_name -> fleetnet.registry.v1.EndpointChunk
+	13, // 38: fleetnet.registry.v1.ListImportsResponse.imports:type_name -> fleetnet.registry.v1.Import
+	15, // 39: fleetnet.registry.v1.Registry.RegisterCluster:input_type -> fleetnet.registry.v1.RegisterClusterRequest
+	17, // 40: fleetnet.registry.v1.Registry.RenewLease:input_type -> fleetnet.registry.v1.RenewLeaseRequest
+	19, // 41: fleetnet.registry.v1.Registry.DeregisterCluster:input_type -> fleetnet.registry.v1.DeregisterClusterRequest
+	21, // 42: fleetnet.registry.v1.Registry.PutExport:input_type -> fleetnet.registry.v1.PutExportRequest
+	23, // 43: fleetnet.registry.v1.Registry.DeleteExport:input_type -> fleetnet.registry.v1.DeleteExportRequest
+	25, // 44: fleetnet.registry.v1.Registry.PutEndpoints:input_type -> fleetnet.registry.v1.PutEndpointsRequest
+	27, // 45: fleetnet.registry.v1.Registry.DeleteEndpoints:input_type -> fleetnet.registry.v1.DeleteEndpointsRequest
+	29, // 46: fleetnet.registry.v1.Registry.Watch:input_type -> fleetnet.registry.v1.WatchRequest
+	33, // 47: fleetnet.registry.v1.Registry.ListClusters:input_type -> fleetnet.registry.v1.ListClustersRequest
+	35, // 48: fleetnet.registry.v1.Registry.ListExports:input_type -> fleetnet.registry.v1.ListExportsRequest
+	37, // 49: fleetnet.registry.v1.Registry.ListImports:input_type -> fleetnet.registry.v1.ListImportsRequest
+	39, // 50: fleetnet.registry.v1.Registry.EvictCluster:input_type -> fleetnet.registry.v1.EvictClusterRequest
+	16, // 51: fleetnet.registry.v1.Registry.RegisterCluster:output_type -> fleetnet.registry.v1.RegisterClusterResponse
+	18, // 52: fleetnet.registry.v1.Registry.RenewLease:output_type -> fleetnet.registry.v1.RenewLeaseResponse
+	20, // 53: fleetnet.registry.v1.Registry.DeregisterCluster:output_type -> fleetnet.registry.v1.DeregisterClusterResponse
+	22, // 54: fleetnet.registry.v1.Registry.PutExport:output_type -> fleetnet.registry.v1.PutExportResponse
+	24, // 55: fleetnet.registry.v1.Registry.DeleteExport:output_type -> fleetnet.registry.v1.DeleteExportResponse
+	26, // 56: fleetnet.registry.v1.Registry.PutEndpoints:output_type -> fleetnet.registry.v1.PutEndpointsResponse
+	28, // 57: fleetnet.registry.v1.Registry.DeleteEndpoints:output_type -> fleetnet.registry.v1.DeleteEndpointsResponse
+	30, // 58: fleetnet.registry.v1.Registry.Watch:output_type -> fleetnet.registry.v1.WatchEvent
+	34, // 59: fleetnet.registry.v1.Registry.ListClusters:output_type -> fleetnet.registry.v1.ListClustersResponse
+	36, // 60: fleetnet.registry.v1.Registry.ListExports:output_type -> fleetnet.registry.v1.ListExportsResponse
+	38, // 61: fleetnet.registry.v1.Registry.ListImports:output_type -> fleetnet.registry.v1.ListImportsResponse
+	40, // 62: fleetnet.registry.v1.Registry.EvictCluster:output_type -> fleetnet.registry.v1.EvictClusterResponse
+	51, // [51:63] is the sub-list for method output_type
+	39, // [39:51] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_registry_v1_registry_proto_init() }
@@ -2792,7 +2862,7 @@ func file_registry_v1_registry_proto_init() {
 	if File_registry_v1_registry_proto != nil {
 		return
 	}
-	file_registry_v1_registry_proto_msgTypes[29].OneofWrappers = []any{
+	file_registry_v1_registry_proto_msgTypes[30].OneofWrappers = []any{
 		(*WatchEvent_Reset_)(nil),
 		(*WatchEvent_Synced)(nil),
 		(*WatchEvent_ImportUpsert)(nil),
@@ -2808,7 +2878,7 @@ func file_registry_v1_registry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_registry_v1_registry_proto_rawDesc), len(file_registry_v1_registry_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   44,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

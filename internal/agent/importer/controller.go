@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/fleetnet/fleetnet/api/keys"
@@ -384,6 +385,7 @@ func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImpo
 	}
 	st.Conditions = append([]metav1.Condition(nil), si.Status.Conditions...)
 	meta.SetStatusCondition(&st.Conditions, cond)
+	meta.SetStatusCondition(&st.Conditions, conflictCondition(imp, si.Generation))
 	if equality.Semantic.DeepEqual(st, si.Status) {
 		return nil
 	}
@@ -396,6 +398,24 @@ func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImpo
 		return fmt.Errorf("applying status of ServiceImport %s/%s: %w", si.Namespace, si.Name, err)
 	}
 	return nil
+}
+
+// conflictCondition reports the conflicts between the exporting clusters,
+// as the registry found them.
+func conflictCondition(imp *registryv1.Import, generation int64) metav1.Condition {
+	c := metav1.Condition{Type: keys.ConditionConflict, Status: metav1.ConditionFalse, Reason: keys.ReasonNoConflicts,
+		Message: "the exporting clusters agree", ObservedGeneration: generation}
+	if len(imp.GetConflicts()) == 0 {
+		return c
+	}
+	msgs := make([]string, 0, len(imp.GetConflicts()))
+	for _, cc := range imp.GetConflicts() {
+		msgs = append(msgs, "cluster "+cc.GetClusterId()+": "+cc.GetConflict().GetMessage())
+	}
+	c.Status = metav1.ConditionTrue
+	c.Reason = imp.GetConflicts()[0].GetConflict().GetReason() + "Conflict"
+	c.Message = strings.Join(msgs, "; ")
+	return c
 }
 
 // remove deletes an import's objects; owner references take the derived

@@ -101,8 +101,11 @@ func Merge(key *registryv1.ImportKey, exports []*registryv1.Export, clusters map
 		imp.Clusters = append(imp.Clusters, &registryv1.ImportCluster{ClusterId: id, Region: clusters[id].Region, Weight: e.GetWeight()})
 	}
 	sort.Slice(imp.Clusters, func(i, j int) bool { return imp.Clusters[i].ClusterId < imp.Clusters[j].ClusterId })
-	for id, cs := range conflicts {
-		res.Statuses[id].Conflicts = cs
+	for _, id := range slices.Sorted(maps.Keys(conflicts)) {
+		res.Statuses[id].Conflicts = conflicts[id]
+		for _, c := range conflicts[id] {
+			imp.Conflicts = append(imp.Conflicts, &registryv1.ClusterConflict{ClusterId: id, Conflict: c})
+		}
 	}
 	res.Import = imp
 	return res

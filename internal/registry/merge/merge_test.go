@@ -249,6 +249,13 @@ func TestMerge(t *testing.T) {
 				return
 			}
 			imp := res.Import
+			total := 0
+			for _, st := range res.Statuses {
+				total += len(st.GetConflicts())
+			}
+			if len(imp.GetConflicts()) != total {
+				t.Errorf("import carries %d conflicts, statuses %d", len(imp.GetConflicts()), total)
+			}
 			if diff := cmp.Diff(tt.wantPorts, imp.GetPorts(), protocmp.Transform()); diff != "" {
 				t.Errorf("ports (-want +got):\n%s", diff)
 			}
