@@ -3,6 +3,8 @@ package agent_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -23,9 +25,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
@@ -594,4 +598,62 @@ func TestImportWithMixedPortNames(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestReconcilerRepairsDriftWhenCalledDirectly runs the import reconciler
+// by hand, with no manager and no events: after drift, one call repairs it.
+func TestReconcilerRepairsDriftWhenCalledDirectly(t *testing.T) {
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "west"}}})
+	west := f.Cluster(t, "west")
+	r := registrytest.Start(t, server.Config{})
+	wc := west.Client(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	createNamespace(t, wc, ns)
+	east := r.Client("east", false)
+	if _, err := east.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: &registryv1.Cluster{Id: "east", ClustersetId: "fleet"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := east.PutExport(ctx, &registryv1.PutExportRequest{Export: &registryv1.Export{
+		Key: &registryv1.ExportKey{Namespace: ns, Name: "echo", ClusterId: "east"}, ExportedSince: timestamppb.Now(),
+		Type: "ClusterSetIP", Ports: []*registryv1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}}, IpFamilies: []string{"IPv4"}, Weight: 1,
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := east.PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: &registryv1.EndpointChunk{
+		Key: &registryv1.ChunkKey{Namespace: ns, Name: "echo", ClusterId: "east", Chunk: "c0"}, AddressType: "IPv4",
+		Ports:     []*registryv1.EndpointPort{{Name: "http", Protocol: "TCP", Port: 8080}},
+		Endpoints: []*registryv1.Endpoint{{Addresses: []string{"10.244.0.1"}, Conditions: &registryv1.EndpointConditions{Ready: true, Serving: true}}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	stream := &importer.Stream{Client: r.Client("west", false), Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Changed: func(types.NamespacedName) {}}
+	go stream.Start(ctx)
+	fleet.Eventually(t, 10*time.Second, func(context.Context) error {
+		if d, synced := stream.Get(types.NamespacedName{Namespace: ns, Name: "echo"}); !synced || d == nil || len(d.Chunks) != 1 {
+			return errorf("stream not synced with the import yet")
+		}
+		return nil
+	})
+	rec := &importer.Reconciler{Client: wc, Stream: stream, Families: []corev1.IPFamily{corev1.IPv4Protocol}, EndpointsPerSlice: 100,
+		Recorder: events.NewFakeRecorder(100), Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Pending: importer.NewPendingTracker(nil)}
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "echo"}}
+	if _, err := rec.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	ss, err := importedSlices(ctx, wc, "echo")
+	if err != nil || len(ss) != 1 || addresses(ss)[0] != "10.244.0.1" {
+		t.Fatalf("after one reconcile: %v, %v", addresses(ss), err)
+	}
+	s := ss[0].DeepCopy()
+	s.Endpoints[0].Addresses = []string{"10.244.9.9"}
+	if err := wc.Update(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rec.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if ss, _ := importedSlices(ctx, wc, "echo"); len(ss) != 1 || addresses(ss)[0] != "10.244.0.1" {
+		t.Fatalf("drift not repaired by a direct call: %v", addresses(ss))
+	}
 }
