@@ -193,3 +193,37 @@ func (a *agent) gauge(t testing.TB, name string, labels map[string]string) float
 	}
 	return -1
 }
+
+// exportDirectly writes to the registry, as cluster id, what that cluster's
+// agent would: a registration, an export of ns/echo exported since the given
+// time, and one endpoint chunk with addrs (none when addrs is empty).
+func exportDirectly(t testing.TB, r *registrytest.Registry, id string, since time.Time, ports []*registryv1.ServicePort, addrs ...string) registryv1.RegistryClient {
+	t.Helper()
+	ctx := context.Background()
+	c := r.Client(id, false)
+	if _, err := c.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: &registryv1.Cluster{Id: id, ClustersetId: "fleet"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.PutExport(ctx, &registryv1.PutExportRequest{Export: &registryv1.Export{
+		Key: &registryv1.ExportKey{Namespace: ns, Name: "echo", ClusterId: id}, ExportedSince: timestamppb.New(since),
+		Type: "ClusterSetIP", Ports: ports, IpFamilies: []string{"IPv4"}, Weight: 1,
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if len(addrs) == 0 {
+		return c
+	}
+	chunk := &registryv1.EndpointChunk{
+		Key: &registryv1.ChunkKey{Namespace: ns, Name: "echo", ClusterId: id, Chunk: "c0"}, AddressType: "IPv4",
+		Ports: []*registryv1.EndpointPort{{Name: "http", Protocol: "TCP", Port: 8080}},
+	}
+	for _, a := range addrs {
+		chunk.Endpoints = append(chunk.Endpoints, &registryv1.Endpoint{Addresses: []string{a}, Conditions: &registryv1.EndpointConditions{Ready: true, Serving: true}})
+	}
+	if _, err := c.PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: chunk}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+var httpPort = []*registryv1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}}

@@ -491,23 +491,7 @@ func TestOneFailingSourceClusterDoesNotStopTheOthers(t *testing.T) {
 	ctx := context.Background()
 	createNamespace(t, wc, ns)
 	for i, id := range []string{"east", "south"} {
-		c := r.Client(id, false)
-		if _, err := c.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: &registryv1.Cluster{Id: id, ClustersetId: "fleet"}}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.PutExport(ctx, &registryv1.PutExportRequest{Export: &registryv1.Export{
-			Key: &registryv1.ExportKey{Namespace: ns, Name: "echo", ClusterId: id}, ExportedSince: timestamppb.New(time.Date(2026, 1, 1, 0, i, 0, 0, time.UTC)),
-			Type: "ClusterSetIP", Ports: []*registryv1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}}, IpFamilies: []string{"IPv4"}, Weight: 1,
-		}}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: &registryv1.EndpointChunk{
-			Key: &registryv1.ChunkKey{Namespace: ns, Name: "echo", ClusterId: id, Chunk: "c0"}, AddressType: "IPv4",
-			Ports:     []*registryv1.EndpointPort{{Name: "http", Protocol: "TCP", Port: 8080}},
-			Endpoints: []*registryv1.Endpoint{{Addresses: []string{fmt.Sprintf("10.244.%d.1", i)}, Conditions: &registryv1.EndpointConditions{Ready: true, Serving: true}}},
-		}}); err != nil {
-			t.Fatal(err)
-		}
+		exportDirectly(t, r, id, time.Date(2026, 1, 1, 0, i, 0, 0, time.UTC), httpPort, fmt.Sprintf("10.244.%d.1", i))
 	}
 	blockerName := importer.SliceName(importer.DerivedName(ns, "echo")+"-south", discoveryv1.AddressTypeIPv4, 0)
 	blocker := endpointSlice(ns, "unrelated", blockerName, "fd00::1")
@@ -562,23 +546,13 @@ func TestImportWithMixedPortNames(t *testing.T) {
 	west := f.Cluster(t, "west")
 	r := registrytest.Start(t, server.Config{})
 	wc := west.Client(t)
-	ctx := context.Background()
 	createNamespace(t, wc, ns)
 	ports := map[string][]*registryv1.ServicePort{
 		"east":  {{Protocol: "TCP", Port: 80}},
 		"south": {{Name: "http", Protocol: "TCP", Port: 80}, {Name: "admin", Protocol: "TCP", Port: 81}},
 	}
 	for i, id := range []string{"east", "south"} {
-		c := r.Client(id, false)
-		if _, err := c.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: &registryv1.Cluster{Id: id, ClustersetId: "fleet"}}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := c.PutExport(ctx, &registryv1.PutExportRequest{Export: &registryv1.Export{
-			Key: &registryv1.ExportKey{Namespace: ns, Name: "echo", ClusterId: id}, ExportedSince: timestamppb.New(time.Date(2026, 1, 1, 0, i, 0, 0, time.UTC)),
-			Type: "ClusterSetIP", Ports: ports[id], IpFamilies: []string{"IPv4"}, Weight: 1,
-		}}); err != nil {
-			t.Fatal(err)
-		}
+		exportDirectly(t, r, id, time.Date(2026, 1, 1, 0, i, 0, 0, time.UTC), ports[id])
 	}
 	startAgent(t, west, r, "west")
 	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
@@ -610,23 +584,7 @@ func TestReconcilerRepairsDriftWhenCalledDirectly(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	createNamespace(t, wc, ns)
-	east := r.Client("east", false)
-	if _, err := east.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: &registryv1.Cluster{Id: "east", ClustersetId: "fleet"}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := east.PutExport(ctx, &registryv1.PutExportRequest{Export: &registryv1.Export{
-		Key: &registryv1.ExportKey{Namespace: ns, Name: "echo", ClusterId: "east"}, ExportedSince: timestamppb.Now(),
-		Type: "ClusterSetIP", Ports: []*registryv1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}}, IpFamilies: []string{"IPv4"}, Weight: 1,
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := east.PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: &registryv1.EndpointChunk{
-		Key: &registryv1.ChunkKey{Namespace: ns, Name: "echo", ClusterId: "east", Chunk: "c0"}, AddressType: "IPv4",
-		Ports:     []*registryv1.EndpointPort{{Name: "http", Protocol: "TCP", Port: 8080}},
-		Endpoints: []*registryv1.Endpoint{{Addresses: []string{"10.244.0.1"}, Conditions: &registryv1.EndpointConditions{Ready: true, Serving: true}}},
-	}}); err != nil {
-		t.Fatal(err)
-	}
+	exportDirectly(t, r, "east", time.Now(), httpPort, "10.244.0.1")
 	stream := &importer.Stream{Client: r.Client("west", false), Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Changed: func(types.NamespacedName) {}}
 	go stream.Start(ctx)
 	fleet.Eventually(t, 10*time.Second, func(context.Context) error {
