@@ -42,7 +42,7 @@ func ChunkKey(k *registryv1.ChunkKey) string {
 	return EndpointsPrefix + k.GetNamespace() + "/" + k.GetName() + "/" + k.GetClusterId() + "/" + k.GetChunk()
 }
 
-// ClusterEndpointsPrefix is the prefix of every chunk of one export.
+// ExportEndpointsPrefix is the prefix of every chunk of one export.
 func ExportEndpointsPrefix(k *registryv1.ExportKey) string {
 	return EndpointsPrefix + k.GetNamespace() + "/" + k.GetName() + "/" + k.GetClusterId() + "/"
 }
