@@ -174,14 +174,14 @@ func (r *Reconciler) withdraw(ctx context.Context, key publish.ExportKey) error 
 	return nil
 }
 
-// updateStatus writes the conditions when they changed and emits a Warning
-// event when a reason is given.
+// updateStatus writes the conditions when they changed and then, when a
+// reason is given, emits a Warning event: one per change, not per reconcile.
 func (r *Reconciler) updateStatus(ctx context.Context, orig, se *mcsv1beta1.ServiceExport, warnReason, warnMessage string) error {
-	if warnReason != "" && r.Recorder != nil {
-		r.Recorder.Eventf(se, nil, corev1.EventTypeWarning, warnReason, "Export", "%s", warnMessage)
-	}
 	if conditionsEqual(orig.Status.Conditions, se.Status.Conditions) {
 		return nil
+	}
+	if warnReason != "" && r.Recorder != nil {
+		r.Recorder.Eventf(se, nil, corev1.EventTypeWarning, warnReason, "Export", "%s", warnMessage)
 	}
 	if err := r.Client.Status().Patch(ctx, se, client.MergeFrom(orig)); err != nil {
 		return fmt.Errorf("updating status of ServiceExport %s/%s: %w", se.Namespace, se.Name, err)

@@ -379,7 +379,6 @@ func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImpo
 	cond := metav1.Condition{Type: string(mcsv1beta1.ServiceImportConditionReady), Status: metav1.ConditionTrue, Reason: string(mcsv1beta1.ServiceImportReasonReady), Message: "the derived Service and EndpointSlices are applied", ObservedGeneration: si.Generation}
 	if failure != nil {
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, reason, failure.Error()
-		r.Recorder.Eventf(si, nil, corev1.EventTypeWarning, reason, "Import", "%s", failure.Error())
 	} else {
 		st.EndpointSliceObjects = mcsv1beta1.EndpointSliceObjectsPresent
 	}
@@ -388,6 +387,10 @@ func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImpo
 	meta.SetStatusCondition(&st.Conditions, conflictCondition(imp, si.Generation))
 	if equality.Semantic.DeepEqual(st, si.Status) {
 		return nil
+	}
+	// One event per change of status, not per reconcile.
+	if failure != nil {
+		r.Recorder.Eventf(si, nil, corev1.EventTypeWarning, reason, "Import", "%s", failure.Error())
 	}
 	patch := &mcsv1beta1.ServiceImport{
 		TypeMeta:   metav1.TypeMeta{APIVersion: mcsv1beta1.GroupVersion.String(), Kind: "ServiceImport"},
