@@ -91,3 +91,14 @@ const (
 	// that the agent does not manage.
 	ReasonBlocked = "Blocked"
 )
+
+// Keys of the local development fleet (`fleetnetctl dev`).
+const (
+	// FieldManagerDev applies the Services and EndpointSlices of `fleetnetctl
+	// dev serve`.
+	FieldManagerDev = "fleetnetctl-dev"
+	// EndpointSliceManagedByDev is the endpointslice.kubernetes.io/managed-by
+	// value of the EndpointSlices `fleetnetctl dev serve` writes for its
+	// echo pods.
+	EndpointSliceManagedByDev = "dev.fleetnet.dev"
+)

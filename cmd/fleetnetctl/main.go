@@ -1,5 +1,5 @@
-// Command fleetnetctl operates a fleetnet fleet: certificates and registry
-// administration. See internal/ctl.
+// Command fleetnetctl operates a fleetnet fleet: certificates, registry
+// administration and a local development fleet (`fleetnetctl dev`). See internal/ctl.
 package main
 
 import (

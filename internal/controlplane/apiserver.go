@@ -81,6 +81,30 @@ func StartAPIServer(ctx context.Context, bins Binaries, cfg APIServerConfig, opt
 	if err != nil {
 		return nil, err
 	}
+	s, err := newAPIServer(p, cfg, creds)
+	if err != nil {
+		p.Kill()
+		return nil, err
+	}
+	if err := s.WaitReady(ctx, time.Minute); err != nil {
+		p.Kill()
+		return nil, err
+	}
+	return s, nil
+}
+
+// ConnectAPIServer returns an API server that StartAPIServer started earlier
+// with the same configuration, possibly from another process. It has no
+// Process.
+func ConnectAPIServer(ctx context.Context, cfg APIServerConfig) (*APIServer, error) {
+	creds, err := writeCredentials(filepath.Join(cfg.Dir, "pki"))
+	if err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", cfg.Name, err)
+	}
+	return newAPIServer(nil, cfg, creds)
+}
+
+func newAPIServer(p *Process, cfg APIServerConfig, creds credentials) (*APIServer, error) {
 	restConfig := &rest.Config{
 		Host:            fmt.Sprintf("https://127.0.0.1:%d", cfg.Port),
 		BearerToken:     creds.AdminToken,
@@ -90,15 +114,9 @@ func StartAPIServer(ctx context.Context, bins Binaries, cfg APIServerConfig, opt
 	}
 	kubeconfig := filepath.Join(cfg.Dir, "kubeconfig")
 	if err := WriteKubeconfig(kubeconfig, map[string]*rest.Config{cfg.Name: restConfig}, cfg.Name); err != nil {
-		p.Kill()
 		return nil, err
 	}
-	s := &APIServer{Process: p, Config: restConfig, KubeconfigPath: kubeconfig, ServiceAccountKey: creds.ServiceAccountKey, CABundle: creds.CABundle}
-	if err := s.WaitReady(ctx, time.Minute); err != nil {
-		p.Kill()
-		return nil, err
-	}
-	return s, nil
+	return &APIServer{Process: p, Config: restConfig, KubeconfigPath: kubeconfig, ServiceAccountKey: creds.ServiceAccountKey, CABundle: creds.CABundle}, nil
 }
 
 // WaitReady polls /readyz until it passes.

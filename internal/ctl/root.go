@@ -1,5 +1,5 @@
 // Package ctl implements fleetnetctl, the operator's command line: fleet
-// certificates and registry administration.
+// certificates, registry administration and the local development fleet.
 package ctl
 
 import (
@@ -14,6 +14,6 @@ func NewRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newCertsCommand(), newRegistryCommand())
+	root.AddCommand(newCertsCommand(), newRegistryCommand(), newDevCommand())
 	return root
 }

@@ -1,0 +1,285 @@
+package ctl
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/internal/controlplane"
+	"github.com/fleetnet/fleetnet/internal/dev"
+	"github.com/fleetnet/fleetnet/internal/registry/client"
+	"github.com/spf13/cobra"
+)
+
+const defaultDevDir = ".fleetnet/dev"
+
+func newDevCommand() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run a local fleet on this machine (for demos and tests)",
+		Long: `A local fleet: one etcd, per cluster a kube-apiserver, kube-controller-manager,
+kube-scheduler and kwok with one fake node, a registry and an agent per cluster,
+each a process of its own with its log in the fleet's folder.`,
+	}
+	cmd.PersistentFlags().StringVar(&dir, "dir", defaultDevDir, "the fleet's folder: state, certificates, kubeconfigs and logs")
+	cmd.AddCommand(newDevUpCommand(&dir), newDevDownCommand(&dir), newDevStatusCommand(&dir), newDevLogsCommand(&dir),
+		newDevStopCommand(&dir), newDevServeCommand(&dir), newDevEchoCommand())
+	return cmd
+}
+
+func newDevUpCommand(dir *string) *cobra.Command {
+	o := dev.Options{}
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Start the local fleet, or whatever of it is not running",
+		Example: `  fleetnetctl dev up
+  fleetnetctl dev up --clusters hub,east,west --dual-stack east`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			tools, err := controlplane.FindBinaries()
+			if err != nil {
+				return err
+			}
+			o.Dir, o.Tools, o.Fleetnet, o.Detach, o.Progress = *dir, tools, fleetnetBinDir(tools), true, cmd.ErrOrStderr()
+			started := time.Now()
+			s, err := dev.Up(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "fleet ready in %s\n", time.Since(started).Round(100*time.Millisecond))
+			printUsage(cmd.OutOrStdout(), s)
+			return nil
+		},
+	}
+	cmd.Flags().StringSliceVar(&o.Clusters, "clusters", []string{"hub", "east", "west"}, "names (and cluster ids) of the clusters")
+	cmd.Flags().StringSliceVar(&o.DualStack, "dual-stack", nil, "clusters that get an IPv6 service CIDR as well")
+	cmd.Flags().IntVar(&o.BasePort, "base-port", 17400, "first loopback port of the fleet; it uses 10 + 10 per cluster from there")
+	cmd.Flags().DurationVar(&o.LeaseTTL, "lease-ttl", 10*time.Second, "the registry's lease TTL: how soon a cluster whose agent stopped leaves the imports")
+	return cmd
+}
+
+// fleetnetBinDir is where fleetnet-agent and fleetnet-registry are: beside
+// this fleetnetctl when they are there, in bin/ otherwise.
+func fleetnetBinDir(tools controlplane.Binaries) string {
+	if exe, err := os.Executable(); err == nil {
+		if _, err := os.Stat(filepath.Join(filepath.Dir(exe), dev.AgentBinary)); err == nil {
+			return filepath.Dir(exe)
+		}
+	}
+	return tools.Dir
+}
+
+func printUsage(w io.Writer, s *dev.State) {
+	fmt.Fprintf(w, "\nThe fleet runs. Every cluster is a context of %s:\n", s.MergedKubeconfigPath())
+	fmt.Fprintf(w, "  export KUBECONFIG=%s\n", s.MergedKubeconfigPath())
+	for _, c := range s.Clusters {
+		fmt.Fprintf(w, "  kubectl --context %-8s get serviceexports,serviceimports -A   # or KUBECONFIG=%s\n", c.Name, s.KubeconfigPath(c.Name))
+	}
+	ao := s.AdminClientOptions()
+	fmt.Fprintf(w, "\nThe registry (%s), as the fleet's admin:\n", ao.Address)
+	fmt.Fprintf(w, "  fleetnetctl registry imports --registry %s --ca-file %s --cert-file %s --key-file %s\n", ao.Address, ao.CAFile, ao.CertFile, ao.KeyFile)
+	dirFlag := ""
+	if s.Dir != mustAbs(defaultDevDir) {
+		dirFlag = " --dir " + s.Dir
+	}
+	fmt.Fprintf(w, "\nServe real HTTP pods (as root):  fleetnetctl dev serve%s --cluster %s --namespace demo --name echo --replicas 2\n", dirFlag, s.Clusters[len(s.Clusters)-1].Name)
+	fmt.Fprintf(w, "Status, logs, stop:              fleetnetctl dev status%s | dev logs %s/agent | dev down\n", dirFlag, s.Clusters[0].Name)
+}
+
+func mustAbs(p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		return p
+	}
+	return a
+}
+
+func newDevDownCommand(dir *string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "down",
+		Short: "Stop the local fleet and remove its folder, pods' namespaces and bridge",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return dev.Down(*dir, cmd.ErrOrStderr())
+		},
+	}
+}
+
+func newDevStopCommand(dir *string) *cobra.Command {
+	var kill bool
+	cmd := &cobra.Command{
+		Use:     "stop COMPONENT",
+		Short:   "Stop one component (a fault drill); `dev up` starts it again",
+		Example: "  fleetnetctl dev stop west/agent\n  fleetnetctl dev stop registry --kill",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := dev.Stop(*dir, args[0], kill); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s stopped\n", args[0])
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&kill, "kill", false, "SIGKILL instead of SIGTERM")
+	return cmd
+}
+
+func newDevLogsCommand(dir *string) *cobra.Command {
+	var follow bool
+	cmd := &cobra.Command{
+		Use:     "logs COMPONENT",
+		Short:   "Show a component's log (etcd, registry, CLUSTER/agent, CLUSTER/kube-apiserver, ...)",
+		Example: "  fleetnetctl dev logs east/agent -f",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := dev.Load(*dir)
+			if err != nil {
+				return err
+			}
+			p, ok := s.Processes[args[0]]
+			if !ok {
+				return fmt.Errorf("component %q: the fleet's components are %s", args[0], strings.Join(s.Components(), ", "))
+			}
+			if !follow {
+				f, err := os.Open(p.Log)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				_, err = io.Copy(cmd.OutOrStdout(), f)
+				return err
+			}
+			tail := exec.CommandContext(cmd.Context(), "tail", "-n", "+1", "-F", p.Log)
+			tail.Stdout, tail.Stderr = cmd.OutOrStdout(), cmd.ErrOrStderr()
+			return tail.Run()
+		},
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing what is appended")
+	return cmd
+}
+
+func newDevStatusCommand(dir *string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status",
+		Short: "Show the fleet's processes, pods, clusters with their leases, and imports",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := dev.Load(*dir)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "COMPONENT\tPID\tSTATE\tLOG")
+			for _, c := range s.Components() {
+				p := s.Processes[c]
+				state, pid := "stopped", "-"
+				if p.Alive() {
+					state, pid = "running", fmt.Sprint(p.Pid)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c, pid, state, dash(p.Log))
+			}
+			tw.Flush()
+			if len(s.Pods) > 0 {
+				fmt.Fprintln(out)
+				keys := make([]string, 0, len(s.Pods))
+				for k := range s.Pods {
+					keys = append(keys, k)
+				}
+				sort.Strings(keys)
+				fmt.Fprintln(tw, "POD\tADDRESS\tSTATE\tNETNS")
+				for _, k := range keys {
+					p := s.Pods[k]
+					state := "stopped"
+					if p.Process.Alive() {
+						state = "running"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k, p.Address, state, p.NetNS)
+				}
+				tw.Flush()
+			}
+			rc, conn, err := client.Dial(s.AdminClientOptions())
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
+			defer cancel()
+			clusters, err := rc.ListClusters(ctx, &registryv1.ListClustersRequest{})
+			if err != nil {
+				return fmt.Errorf("registry %s: %w", s.RegistryAddress(), err)
+			}
+			fmt.Fprintln(out)
+			clustersTable(tw, clusters)
+			tw.Flush()
+			imports, err := rc.ListImports(ctx, &registryv1.ListImportsRequest{})
+			if err != nil {
+				return fmt.Errorf("registry %s: %w", s.RegistryAddress(), err)
+			}
+			fmt.Fprintln(out)
+			importsTable(tw, imports)
+			return tw.Flush()
+		},
+	}
+}
+
+func newDevServeCommand(dir *string) *cobra.Command {
+	o := dev.ServeOptions{}
+	var port, targetPort int32
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run HTTP echo pods with real addresses in a cluster of the fleet (needs root)",
+		Long: `Starts an HTTP echo server per replica, each in a network namespace of its own
+on the bridge ` + dev.BridgeName + ` with an address from the cluster's pod range, and applies
+the Service (no selector) and an EndpointSlice with the pods' addresses. The echo
+answers with its cluster, pod name and address. The pod range 10.244.0.0/16 is
+routed to the bridge, so nothing sent to it leaves the machine. Running it again
+with other --replicas scales the workload; --replicas 0 removes its pods.`,
+		Example: "  fleetnetctl dev serve --cluster east --namespace demo --name echo --replicas 3",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			o.Dir, o.Port, o.TargetPort, o.Detach, o.Progress = *dir, port, targetPort, true, cmd.ErrOrStderr()
+			o.EchoCommand = []string{exe, "dev", "echo"}
+			return dev.Serve(cmd.Context(), o)
+		},
+	}
+	cmd.Flags().StringVar(&o.Cluster, "cluster", "", "cluster to serve in (required)")
+	cmd.Flags().StringVar(&o.Namespace, "namespace", "default", "namespace of the Service")
+	cmd.Flags().StringVar(&o.Name, "name", "echo", "name of the Service")
+	cmd.Flags().IntVar(&o.Replicas, "replicas", 1, "number of echo pods")
+	cmd.Flags().StringVar(&o.PortName, "port-name", "http", "name of the Service's port")
+	cmd.Flags().Int32Var(&port, "port", 80, "the Service's port")
+	cmd.Flags().Int32Var(&targetPort, "target-port", 8080, "the port the echo pods listen on")
+	_ = cmd.MarkFlagRequired("cluster")
+	return cmd
+}
+
+func newDevEchoCommand() *cobra.Command {
+	var listen, cluster, pod string
+	cmd := &cobra.Command{
+		Use:    "echo",
+		Short:  "Serve one echo pod's HTTP answer (run by `dev serve` inside the pod's namespace)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return dev.RunEcho(cmd.Context(), listen, cluster, pod)
+		},
+	}
+	cmd.Flags().StringVar(&listen, "listen", ":8080", "address to listen on")
+	cmd.Flags().StringVar(&cluster, "cluster", "", "cluster the pod belongs to")
+	cmd.Flags().StringVar(&pod, "pod", "", "the pod's name")
+	return cmd
+}

@@ -1,0 +1,268 @@
+// Package dev runs a local fleet on one machine for demos and end-to-end
+// tests (`fleetnetctl dev`): one etcd, per cluster a kube-apiserver,
+// kube-controller-manager, kube-scheduler and kwok, a registry, and an agent
+// per cluster, each its own process. What runs is recorded in a state file
+// in the fleet's folder, so that later commands (status, logs, stop, down)
+// and a second `up` find it again.
+package dev
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// stateFile is the name of the state file in a fleet's folder.
+const stateFile = "state.json"
+
+// State is what a fleet's folder records about it.
+type State struct {
+	Dir      string         `json:"dir"`
+	BasePort int            `json:"basePort"`
+	LeaseTTL time.Duration  `json:"leaseTTL"`
+	Clusters []ClusterState `json:"clusters"`
+	// Processes by component name (see Component*).
+	Processes map[string]ProcessState `json:"processes"`
+	// Pods are the echo pods of `dev serve`, by "<cluster>/<namespace>/<pod>".
+	Pods map[string]PodState `json:"pods,omitempty"`
+}
+
+// ClusterState is one cluster of the fleet.
+type ClusterState struct {
+	Name         string   `json:"name"`
+	Index        int      `json:"index"`
+	DualStack    bool     `json:"dualStack,omitempty"`
+	ServiceCIDRs []string `json:"serviceCIDRs"`
+	PodCIDR      string   `json:"podCIDR"`
+}
+
+// ProcessState identifies a started process. The start time (in clock ticks
+// since boot, from /proc) tells a live process from a later one that was
+// given the same pid.
+type ProcessState struct {
+	Pid       int    `json:"pid"`
+	StartTime uint64 `json:"startTime"`
+	Log       string `json:"log"`
+}
+
+// PodState is an echo pod: its network namespace, address and server.
+type PodState struct {
+	Cluster   string       `json:"cluster"`
+	Namespace string       `json:"namespace"`
+	Service   string       `json:"service"`
+	Name      string       `json:"name"`
+	NetNS     string       `json:"netns"`
+	HostVeth  string       `json:"hostVeth"`
+	Address   string       `json:"address"`
+	Process   ProcessState `json:"process"`
+}
+
+// Component names. Per-cluster components are "<cluster>/<part>".
+const (
+	ComponentEtcd     = "etcd"
+	ComponentRegistry = "registry"
+
+	PartAPIServer         = "kube-apiserver"
+	PartControllerManager = "kube-controller-manager"
+	PartScheduler         = "kube-scheduler"
+	PartKwok              = "kwok"
+	PartAgent             = "agent"
+)
+
+// Components lists the fleet's components in start order.
+func (s *State) Components() []string {
+	out := []string{ComponentEtcd}
+	for _, c := range s.Clusters {
+		for _, p := range []string{PartAPIServer, PartControllerManager, PartScheduler, PartKwok} {
+			out = append(out, c.Name+"/"+p)
+		}
+	}
+	out = append(out, ComponentRegistry)
+	for _, c := range s.Clusters {
+		out = append(out, c.Name+"/"+PartAgent)
+	}
+	return out
+}
+
+// Ports of a fleet are fixed offsets from its base port, so that they stay
+// the same across restarts and a user can predict them.
+const (
+	offsetEtcdClient      = 0
+	offsetEtcdPeer        = 1
+	offsetRegistry        = 2
+	offsetRegistryMetrics = 3
+	offsetClusters        = 10
+	portsPerCluster       = 10
+	offsetAPIServer       = 0
+	offsetKwok            = 1
+	offsetAgentMetrics    = 2
+	offsetAgentHealth     = 3
+)
+
+// RegistryAddress is the registry's gRPC address.
+func (s *State) RegistryAddress() string {
+	return fmt.Sprintf("127.0.0.1:%d", s.BasePort+offsetRegistry)
+}
+
+func (s *State) clusterPort(c ClusterState, offset int) int {
+	return s.BasePort + offsetClusters + c.Index*portsPerCluster + offset
+}
+
+// ports lists every port the fleet listens on, with what it is for.
+func (s *State) ports() []portUse {
+	out := []portUse{
+		{s.BasePort + offsetEtcdClient, ComponentEtcd + " (client)"},
+		{s.BasePort + offsetEtcdPeer, ComponentEtcd + " (peer)"},
+		{s.BasePort + offsetRegistry, ComponentRegistry},
+		{s.BasePort + offsetRegistryMetrics, ComponentRegistry + " (metrics)"},
+	}
+	for _, c := range s.Clusters {
+		out = append(out,
+			portUse{s.clusterPort(c, offsetAPIServer), c.Name + "/" + PartAPIServer},
+			portUse{s.clusterPort(c, offsetKwok), c.Name + "/" + PartKwok},
+			portUse{s.clusterPort(c, offsetAgentMetrics), c.Name + "/" + PartAgent + " (metrics)"},
+			portUse{s.clusterPort(c, offsetAgentHealth), c.Name + "/" + PartAgent + " (health)"},
+		)
+	}
+	return out
+}
+
+type portUse struct {
+	port int
+	what string
+}
+
+// Cluster returns the cluster with the given name.
+func (s *State) Cluster(name string) (ClusterState, error) {
+	for _, c := range s.Clusters {
+		if c.Name == name {
+			return c, nil
+		}
+	}
+	var names []string
+	for _, c := range s.Clusters {
+		names = append(names, c.Name)
+	}
+	return ClusterState{}, fmt.Errorf("the fleet in %s has no cluster %q (it has %s)", s.Dir, name, strings.Join(names, ", "))
+}
+
+// KubeconfigPath is the kubeconfig of one cluster.
+func (s *State) KubeconfigPath(cluster string) string {
+	return filepath.Join(s.Dir, cluster, "kubeconfig")
+}
+
+// MergedKubeconfigPath is the kubeconfig with one context per cluster.
+func (s *State) MergedKubeconfigPath() string { return filepath.Join(s.Dir, "kubeconfig") }
+
+// CertDir holds the fleet CA and the registry's, clusters' and admin's
+// certificates.
+func (s *State) CertDir() string { return filepath.Join(s.Dir, "certs") }
+
+// ErrNoFleet is returned when a folder holds no fleet.
+var ErrNoFleet = errors.New("no fleet")
+
+// Load reads the state of the fleet in dir.
+func Load(dir string) (*State, error) {
+	data, err := os.ReadFile(filepath.Join(dir, stateFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w in %s: start one with `fleetnetctl dev up --dir %s`", ErrNoFleet, dir, dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s := &State{}
+	if err := json.Unmarshal(data, s); err != nil {
+		return nil, fmt.Errorf("reading %s: %w", filepath.Join(dir, stateFile), err)
+	}
+	if s.Processes == nil {
+		s.Processes = map[string]ProcessState{}
+	}
+	if s.Pods == nil {
+		s.Pods = map[string]PodState{}
+	}
+	return s, nil
+}
+
+// save writes the state atomically.
+func (s *State) save() error {
+	data, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(s.Dir, stateFile)
+	if err := os.WriteFile(path+".tmp", data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(path+".tmp", path)
+}
+
+// lock takes an exclusive lock on the fleet's folder, so that two commands
+// do not change the state at once. The returned function releases it.
+func lock(dir string) (func(), error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("locking %s: %w", dir, err)
+	}
+	return func() { f.Close() }, nil
+}
+
+// Alive reports whether the recorded process still runs.
+func (p ProcessState) Alive() bool {
+	if p.Pid <= 0 {
+		return false
+	}
+	start, state, err := procStat(p.Pid)
+	return err == nil && start == p.StartTime && state != "Z" && state != "X"
+}
+
+// procStat reads a process's start time and state from /proc/<pid>/stat.
+func procStat(pid int) (uint64, string, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, "", err
+	}
+	// The command name (field 2) may hold spaces; fields after it are
+	// separated by single spaces.
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, "", fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	fields := strings.Fields(s[i+1:])
+	// fields[0] is field 3 (state); field 22 (starttime) is fields[19].
+	if len(fields) < 20 {
+		return 0, "", fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	start, err := strconv.ParseUint(fields[19], 10, 64)
+	return start, fields[0], err
+}
+
+// stopProcess ends a recorded process: SIGTERM (or sig), then SIGKILL after
+// grace. It returns once the process is gone.
+func stopProcess(p ProcessState, sig syscall.Signal, grace time.Duration) {
+	if !p.Alive() {
+		return
+	}
+	_ = syscall.Kill(p.Pid, sig)
+	deadline := time.Now().Add(grace)
+	for p.Alive() {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(p.Pid, syscall.SIGKILL)
+			deadline = time.Now().Add(time.Hour)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

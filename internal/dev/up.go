@@ -1,0 +1,520 @@
+package dev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/config/crd"
+	"github.com/fleetnet/fleetnet/internal/controlplane"
+	"github.com/fleetnet/fleetnet/internal/pki"
+	"github.com/fleetnet/fleetnet/internal/registry/client"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
+)
+
+// Binary names of fleetnet's own programs (`make build`).
+const (
+	AgentBinary    = "fleetnet-agent"
+	RegistryBinary = "fleetnet-registry"
+)
+
+// Options describe a fleet to bring up.
+type Options struct {
+	// Dir is the fleet's folder: state, certificates, kubeconfigs, logs.
+	Dir string
+	// Clusters are the clusters' names, which are also their cluster ids.
+	Clusters []string
+	// DualStack names the clusters that get an IPv6 service CIDR as well.
+	DualStack []string
+	// BasePort is the first of the fleet's loopback ports (see ports()).
+	BasePort int
+	// LeaseTTL is the registry's lease TTL; short, so that a stopped agent's
+	// cluster leaves the fleet's imports quickly.
+	LeaseTTL time.Duration
+	// Tools are the binaries `make tools` builds; Fleetnet is the folder with
+	// fleetnet-agent and fleetnet-registry.
+	Tools    controlplane.Binaries
+	Fleetnet string
+	// Detach lets the processes outlive the caller (the command line). Tests
+	// leave it unset so that their processes die with them.
+	Detach bool
+	// Progress receives one line per step; nil discards.
+	Progress io.Writer
+}
+
+func (o *Options) validate() error {
+	var errs []error
+	if len(o.Clusters) == 0 {
+		errs = append(errs, fmt.Errorf("--clusters: name at least one cluster"))
+	}
+	seen := map[string]bool{}
+	for _, c := range o.Clusters {
+		if msgs := validation.IsDNS1123Label(c); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--clusters: %q: %s", c, strings.Join(msgs, "; ")))
+		}
+		if c == "admin" || c == "registry" || c == "ca" {
+			errs = append(errs, fmt.Errorf("--clusters: %q is the name of a fleet certificate; choose another", c))
+		}
+		if seen[c] {
+			errs = append(errs, fmt.Errorf("--clusters: %q is named twice", c))
+		}
+		seen[c] = true
+	}
+	for _, c := range o.DualStack {
+		if !seen[c] {
+			errs = append(errs, fmt.Errorf("--dual-stack: %q is not one of --clusters", c))
+		}
+	}
+	if len(o.Clusters) > 50 {
+		errs = append(errs, fmt.Errorf("--clusters: %d clusters; at most 50", len(o.Clusters)))
+	}
+	if o.BasePort < 1024 || o.BasePort+offsetClusters+len(o.Clusters)*portsPerCluster > 65535 {
+		errs = append(errs, fmt.Errorf("--base-port=%d: must leave room for the fleet's ports between 1024 and 65535", o.BasePort))
+	}
+	if o.LeaseTTL < time.Second {
+		errs = append(errs, fmt.Errorf("--lease-ttl=%s: must be at least 1s", o.LeaseTTL))
+	}
+	return errors.Join(errs...)
+}
+
+// Up brings the fleet to running: it starts what is not running (all of it
+// the first time) and returns when every agent holds a live lease. A second
+// Up on a running fleet changes nothing. When the first Up fails, nothing
+// it started is left behind.
+func Up(ctx context.Context, o Options) (*State, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	dir, err := filepath.Abs(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := lock(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+
+	s, err := Load(dir)
+	fresh := errors.Is(err, ErrNoFleet)
+	switch {
+	case fresh:
+		s = newState(dir, o)
+	case err != nil:
+		return nil, err
+	default:
+		if err := s.sameShape(o); err != nil {
+			return nil, err
+		}
+	}
+	u := &upper{s: s, o: o}
+	if err := u.run(ctx, fresh); err != nil {
+		u.undo()
+		if fresh {
+			os.RemoveAll(dir)
+		} else {
+			_ = s.save()
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+func newState(dir string, o Options) *State {
+	s := &State{Dir: dir, BasePort: o.BasePort, LeaseTTL: o.LeaseTTL, Processes: map[string]ProcessState{}, Pods: map[string]PodState{}}
+	for i, name := range o.Clusters {
+		dual := slices.Contains(o.DualStack, name)
+		cidrs := []string{fmt.Sprintf("10.%d.0.0/16", 96+i)}
+		if dual {
+			cidrs = append(cidrs, fmt.Sprintf("fd00:10:%d::/112", 96+i))
+		}
+		s.Clusters = append(s.Clusters, ClusterState{
+			Name: name, Index: i, DualStack: dual, ServiceCIDRs: cidrs, PodCIDR: fmt.Sprintf("10.244.%d.0/24", i),
+		})
+	}
+	return s
+}
+
+// sameShape refuses to change a running fleet's clusters behind its back.
+func (s *State) sameShape(o Options) error {
+	var have []string
+	for _, c := range s.Clusters {
+		have = append(have, c.Name)
+	}
+	var dual []string
+	for _, c := range s.Clusters {
+		if c.DualStack {
+			dual = append(dual, c.Name)
+		}
+	}
+	want := slices.Clone(o.DualStack)
+	slices.Sort(dual)
+	slices.Sort(want)
+	if !slices.Equal(have, o.Clusters) || !slices.Equal(dual, want) {
+		return fmt.Errorf("the fleet in %s has clusters %s (dual-stack: %s); run `fleetnetctl dev down --dir %s` before asking for %s (dual-stack: %s)",
+			s.Dir, strings.Join(have, ","), dash(dual), s.Dir, strings.Join(o.Clusters, ","), dash(o.DualStack))
+	}
+	return nil
+}
+
+func dash(s []string) string {
+	if len(s) == 0 {
+		return "none"
+	}
+	return strings.Join(s, ",")
+}
+
+// upper starts what is missing and remembers what it started, so that a
+// failure can undo exactly that.
+type upper struct {
+	s       *State
+	o       Options
+	mu      sync.Mutex
+	started []string
+}
+
+func (u *upper) run(ctx context.Context, fresh bool) error {
+	s, o := u.s, u.o
+	if fresh {
+		fmt.Fprintf(o.Progress, "creating a fleet of %d clusters in %s\n", len(s.Clusters), s.Dir)
+	}
+	// Check every port a missing component needs before starting anything.
+	var busy []string
+	for _, p := range s.ports() {
+		component, _, _ := strings.Cut(p.what, " ")
+		if s.Processes[component].Alive() {
+			continue
+		}
+		if err := portFree(p.port); err != nil {
+			busy = append(busy, fmt.Sprintf("port %d (%s) is in use", p.port, p.what))
+		}
+	}
+	if len(busy) > 0 {
+		return fmt.Errorf("%s; stop what uses them or choose other ports with --base-port (the fleet uses %d to %d)",
+			strings.Join(busy, "; "), s.BasePort, s.BasePort+offsetClusters+len(s.Clusters)*portsPerCluster-1)
+	}
+	if err := u.checkBinaries(); err != nil {
+		return err
+	}
+	if err := writeCerts(s); err != nil {
+		return err
+	}
+	if err := s.save(); err != nil {
+		return err
+	}
+
+	if err := u.ensure(ComponentEtcd, func() (*controlplane.Process, error) {
+		e, err := controlplane.StartEtcd(ctx, o.Tools, controlplane.EtcdConfig{
+			Dir: filepath.Join(s.Dir, "etcd"), ClientPort: s.BasePort + offsetEtcdClient, PeerPort: s.BasePort + offsetEtcdPeer,
+		}, u.startOptions())
+		if err != nil {
+			return nil, err
+		}
+		return e.Process, nil
+	}); err != nil {
+		return err
+	}
+
+	configs := make([]*rest.Config, len(s.Clusters))
+	errs := make([]error, len(s.Clusters))
+	var wg sync.WaitGroup
+	for i, c := range s.Clusters {
+		wg.Go(func() { configs[i], errs[i] = u.cluster(ctx, c) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	merged := map[string]*rest.Config{}
+	for i, c := range s.Clusters {
+		merged[c.Name] = configs[i]
+	}
+	if err := controlplane.WriteKubeconfig(s.MergedKubeconfigPath(), merged, s.Clusters[0].Name); err != nil {
+		return err
+	}
+
+	if err := u.ensure(ComponentRegistry, func() (*controlplane.Process, error) { return u.startRegistry(ctx) }); err != nil {
+		return err
+	}
+	for _, c := range s.Clusters {
+		if err := u.ensure(c.Name+"/"+PartAgent, func() (*controlplane.Process, error) { return u.startAgent(c) }); err != nil {
+			return err
+		}
+	}
+	return u.waitRegistered(ctx)
+}
+
+func (u *upper) startOptions() controlplane.StartOptions {
+	return controlplane.StartOptions{Detach: u.o.Detach}
+}
+
+func (u *upper) checkBinaries() error {
+	var errs []error
+	for _, name := range []string{controlplane.EtcdBinary, controlplane.KubeAPIServerBinary, controlplane.KubeControllerManagerBinary,
+		controlplane.KubeSchedulerBinary, controlplane.KwokBinary, controlplane.KwokStages} {
+		if _, err := u.o.Tools.Path(name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, name := range []string{AgentBinary, RegistryBinary} {
+		if _, err := os.Stat(filepath.Join(u.o.Fleetnet, name)); err != nil {
+			errs = append(errs, fmt.Errorf("%s is missing: run `make build` in the fleetnet checkout", filepath.Join(u.o.Fleetnet, name)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ensure starts a component unless it runs, and records it.
+func (u *upper) ensure(component string, start func() (*controlplane.Process, error)) error {
+	u.mu.Lock()
+	running := u.s.Processes[component].Alive()
+	u.mu.Unlock()
+	if running {
+		return nil
+	}
+	fmt.Fprintf(u.o.Progress, "starting %s\n", component)
+	p, err := start()
+	if err != nil {
+		return fmt.Errorf("%s: %w", component, err)
+	}
+	startTime, _, err := procStat(p.Pid())
+	if err != nil {
+		p.Kill()
+		return fmt.Errorf("%s: reading its start time: %w", component, err)
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.s.Processes[component] = ProcessState{Pid: p.Pid(), StartTime: startTime, Log: p.LogPath}
+	u.started = append(u.started, component)
+	return u.s.save()
+}
+
+// undo stops what this Up started, newest first.
+func (u *upper) undo() {
+	for i := len(u.started) - 1; i >= 0; i-- {
+		stopProcess(u.s.Processes[u.started[i]], syscallTERM, 5*time.Second)
+		delete(u.s.Processes, u.started[i])
+	}
+}
+
+// cluster brings one cluster's control plane up and returns its admin config.
+func (u *upper) cluster(ctx context.Context, c ClusterState) (*rest.Config, error) {
+	s, o := u.s, u.o
+	dir := filepath.Join(s.Dir, c.Name)
+	cfg := controlplane.APIServerConfig{
+		Name: c.Name, Dir: dir, EtcdEndpoint: fmt.Sprintf("http://127.0.0.1:%d", s.BasePort+offsetEtcdClient),
+		EtcdPrefix: "/fleet/" + c.Name, Port: s.clusterPort(c, offsetAPIServer), ServiceCIDRs: c.ServiceCIDRs,
+	}
+	var api *controlplane.APIServer
+	if err := u.ensure(c.Name+"/"+PartAPIServer, func() (*controlplane.Process, error) {
+		var err error
+		api, err = controlplane.StartAPIServer(ctx, o.Tools, cfg, u.startOptions())
+		if err != nil {
+			return nil, err
+		}
+		return api.Process, nil
+	}); err != nil {
+		return nil, err
+	}
+	if api == nil {
+		// Already running: the credentials in its folder still apply.
+		var err error
+		if api, err = controlplane.ConnectAPIServer(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("%s/%s: %w", c.Name, PartAPIServer, err)
+		}
+	}
+	crds, err := crd.All()
+	if err != nil {
+		return nil, err
+	}
+	if err := controlplane.InstallCRDs(ctx, api.Config, crds); err != nil {
+		return nil, fmt.Errorf("cluster %s: %w", c.Name, err)
+	}
+	steps := []struct {
+		part  string
+		start func() (*controlplane.Process, error)
+	}{
+		{PartControllerManager, func() (*controlplane.Process, error) {
+			return controlplane.StartControllerManager(o.Tools, api, dir, u.startOptions())
+		}},
+		{PartScheduler, func() (*controlplane.Process, error) {
+			return controlplane.StartScheduler(o.Tools, api, dir, u.startOptions())
+		}},
+		{PartKwok, func() (*controlplane.Process, error) {
+			return controlplane.StartKwok(ctx, o.Tools, api, dir, controlplane.KwokConfig{
+				NodeName: "kwok-" + c.Name, PodCIDR: c.PodCIDR, Port: s.clusterPort(c, offsetKwok),
+			}, u.startOptions())
+		}},
+	}
+	for _, step := range steps {
+		if err := u.ensure(c.Name+"/"+step.part, step.start); err != nil {
+			return nil, err
+		}
+	}
+	return api.Config, nil
+}
+
+func (u *upper) startRegistry(ctx context.Context) (*controlplane.Process, error) {
+	s := u.s
+	certs := s.CertDir()
+	metrics := fmt.Sprintf("127.0.0.1:%d", s.BasePort+offsetRegistryMetrics)
+	args := []string{
+		"--listen=" + s.RegistryAddress(),
+		"--metrics-listen=" + metrics,
+		"--data-dir=" + filepath.Join(s.Dir, "registry", "data"),
+		"--tls-cert-file=" + filepath.Join(certs, "registry.crt"),
+		"--tls-key-file=" + filepath.Join(certs, "registry.key"),
+		"--client-ca-file=" + filepath.Join(certs, "ca.crt"),
+		"--lease-ttl=" + s.LeaseTTL.String(),
+	}
+	p, err := controlplane.Start(ComponentRegistry, filepath.Join(u.o.Fleetnet, RegistryBinary), args,
+		filepath.Join(s.Dir, "registry", "registry.log"), u.startOptions())
+	if err != nil {
+		return nil, err
+	}
+	err = p.WaitFor(ctx, "/readyz", func(ctx context.Context) error { return httpOK(ctx, "http://"+metrics+"/readyz") })
+	if err != nil {
+		p.Kill()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (u *upper) startAgent(c ClusterState) (*controlplane.Process, error) {
+	s := u.s
+	certs := s.CertDir()
+	args := []string{
+		"--kubeconfig=" + s.KubeconfigPath(c.Name),
+		"--cluster-id=" + c.Name,
+		"--clusterset-id=dev",
+		"--registry=" + s.RegistryAddress(),
+		"--registry-ca-file=" + filepath.Join(certs, "ca.crt"),
+		"--registry-cert-file=" + filepath.Join(certs, c.Name+".crt"),
+		"--registry-key-file=" + filepath.Join(certs, c.Name+".key"),
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", s.clusterPort(c, offsetAgentMetrics)),
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", s.clusterPort(c, offsetAgentHealth)),
+		// One agent per cluster: nothing to elect, and a restarted agent
+		// need not wait for its predecessor's Lease to expire.
+		"--leader-elect=false",
+	}
+	return controlplane.Start(c.Name+"/"+PartAgent, filepath.Join(u.o.Fleetnet, AgentBinary), args,
+		filepath.Join(s.Dir, c.Name, "agent.log"), u.startOptions())
+}
+
+// waitRegistered returns when every cluster holds a live lease.
+func (u *upper) waitRegistered(ctx context.Context) error {
+	s := u.s
+	fmt.Fprintf(u.o.Progress, "waiting for %d agents to register\n", len(s.Clusters))
+	rc, conn, err := client.Dial(s.AdminClientOptions())
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	var missing []string
+	for {
+		missing = missing[:0]
+		resp, err := rc.ListClusters(ctx, &registryv1.ListClustersRequest{})
+		live := map[string]bool{}
+		for _, c := range resp.GetClusters() {
+			live[c.GetId()] = c.GetLive()
+		}
+		for _, c := range s.Clusters {
+			if !live[c.Name] {
+				missing = append(missing, c.Name)
+			}
+		}
+		if err == nil && len(missing) == 0 {
+			return nil
+		}
+		for _, name := range missing {
+			p := s.Processes[name+"/"+PartAgent]
+			if !p.Alive() {
+				return fmt.Errorf("agent of %s exited; last lines of %s:\n%s", name, p.Log, controlplane.Tail(p.Log, 20))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("agents of %s did not register (last error: %v); see their logs with `fleetnetctl dev logs CLUSTER/agent`", strings.Join(missing, ", "), err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// AdminClientOptions dial the registry as the fleet's administrator.
+func (s *State) AdminClientOptions() client.Options {
+	return client.Options{
+		Address:  s.RegistryAddress(),
+		CAFile:   filepath.Join(s.CertDir(), "ca.crt"),
+		CertFile: filepath.Join(s.CertDir(), "admin.crt"),
+		KeyFile:  filepath.Join(s.CertDir(), "admin.key"),
+	}
+}
+
+// ClusterClientOptions dial the registry with a cluster's certificate.
+func (s *State) ClusterClientOptions(cluster string) client.Options {
+	o := s.AdminClientOptions()
+	o.CertFile = filepath.Join(s.CertDir(), cluster+".crt")
+	o.KeyFile = filepath.Join(s.CertDir(), cluster+".key")
+	return o
+}
+
+// writeCerts creates the fleet CA and every certificate, keeping those that
+// exist.
+func writeCerts(s *State) error {
+	dir := s.CertDir()
+	var ca *pki.KeyPair
+	var err error
+	if _, statErr := os.Stat(filepath.Join(dir, "ca.crt")); statErr == nil {
+		ca, err = pki.LoadCA(filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key"))
+	} else {
+		if ca, err = pki.NewCA("fleetnet-dev-ca"); err == nil {
+			err = ca.Write(dir, "ca")
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("fleet CA in %s: %w", dir, err)
+	}
+	want := map[string]func() (*pki.KeyPair, error){
+		"registry": func() (*pki.KeyPair, error) { return ca.ServingCert("fleetnet-registry", []string{"127.0.0.1", "localhost"}) },
+		"admin":    func() (*pki.KeyPair, error) { return ca.AdminCert("admin") },
+	}
+	for _, c := range s.Clusters {
+		want[c.Name] = func() (*pki.KeyPair, error) { return ca.ClusterCert(c.Name) }
+	}
+	for name, make := range want {
+		if _, err := os.Stat(filepath.Join(dir, name+".crt")); err == nil {
+			continue
+		}
+		kp, err := make()
+		if err != nil {
+			return fmt.Errorf("certificate %s: %w", name, err)
+		}
+		if err := kp.Write(dir, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func portFree(port int) error {
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		return err
+	}
+	return l.Close()
+}
