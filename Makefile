@@ -21,6 +21,8 @@ KUBE_TOOLS := $(foreach b,$(KUBE_BINS),$(BIN)/$(b)-$(KUBE_VERSION)) $(BIN)/etcd-
 # ships, plus the node heartbeat that keeps the fake node Ready.
 KWOK_STAGES := node/fast/node-initialize.yaml node/heartbeat/node-heartbeat.yaml \
 	pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml
+# kubectl, at the version of the API servers, for the demo.
+DEMO_TOOLS := $(BIN)/kubectl-$(KUBE_VERSION)
 GEN_TOOLS := $(BIN)/controller-gen $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/staticcheck
 
 # Tests run packages in parallel; each fleet test starts its own API servers.
@@ -41,6 +43,10 @@ tools: $(KUBE_TOOLS) $(GEN_TOOLS) ## Build the pinned test and generator tools i
 $(BIN)/kube-%-$(KUBE_VERSION):
 	cd hack/tools/kube && $(GO_BUILD_TOOL) -o $@.tmp k8s.io/kubernetes/cmd/kube-$*
 	mv $@.tmp $@ && ln -sf $(notdir $@) $(BIN)/kube-$*
+
+$(BIN)/kubectl-$(KUBE_VERSION):
+	cd hack/tools/kube && $(GO_BUILD_TOOL) -o $@.tmp k8s.io/kubernetes/cmd/kubectl
+	mv $@.tmp $@ && ln -sf $(notdir $@) $(BIN)/kubectl
 
 $(BIN)/etcd-$(ETCD_VERSION):
 	cd hack/tools/kube && $(GO_BUILD_TOOL) -o $@.tmp go.etcd.io/etcd/server/v3
@@ -63,6 +69,16 @@ $(BIN)/protoc-gen-go-grpc: hack/tools/gen/go.mod
 	cd hack/tools/gen && go build -o $@ google.golang.org/grpc/cmd/protoc-gen-go-grpc
 $(BIN)/staticcheck: hack/tools/gen/go.mod
 	cd hack/tools/gen && go build -o $@ honnef.co/go/tools/cmd/staticcheck
+
+##@ Run
+
+.PHONY: demo
+demo: $(KUBE_TOOLS) $(DEMO_TOOLS) build ## Bring up a local fleet of three clusters and show fleetnet working (needs root).
+	hack/demo.sh
+
+.PHONY: demo-down
+demo-down: ## Stop the demo's fleet and remove it.
+	$(BIN)/fleetnetctl dev down
 
 ##@ Generate
 

@@ -3,14 +3,21 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/fleetnet/fleetnet/internal/ctl"
 )
 
 func main() {
-	if err := ctl.NewRootCommand().Execute(); err != nil {
+	// Ctrl-C cancels the command, so that an interrupted `dev up` stops
+	// what it started.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := ctl.NewRootCommand().ExecuteContext(ctx); err != nil {
 		fmt.Fprintf(os.Stderr, "fleetnetctl: %v\n", err)
 		os.Exit(1)
 	}

@@ -385,6 +385,8 @@ func (u *upper) startRegistry(ctx context.Context) (*controlplane.Process, error
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	err = p.WaitFor(ctx, "/readyz", func(ctx context.Context) error { return httpOK(ctx, "http://"+metrics+"/readyz") })
 	if err != nil {
 		p.Kill()

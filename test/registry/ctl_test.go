@@ -84,6 +84,16 @@ func TestFleetnetctlCertsRegistryCommandsMetricsAndTokens(t *testing.T) {
 		t.Fatalf("bad output format: %v", err)
 	}
 
+	for _, probe := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get("http://" + metricsAddr + probe)
+		if err != nil {
+			t.Fatalf("GET %s: %v", probe, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s: %s, want 200 OK", probe, resp.Status)
+		}
+	}
 	resp, err := http.Get("http://" + metricsAddr + "/metrics")
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // Options are the registry's flags.
@@ -118,7 +119,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		mux.Handle("/metrics", promhttp.HandlerFor(promReg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 		mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
-			resp, err := health.Check(r.Context(), nil)
+			resp, err := health.Check(r.Context(), &healthpb.HealthCheckRequest{})
 			if err != nil || resp.GetStatus().String() != "SERVING" {
 				http.Error(w, "registry view not loaded yet", http.StatusServiceUnavailable)
 				return

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# The fleetnet demo (`make demo`): a local fleet of three clusters, a Service
+# served by real HTTP pods in two of them, exported, imported and called;
+# then a conflict and a cluster failure. Every step is shown as kubectl shows
+# it. The fleet keeps running afterwards; `bin/fleetnetctl dev down` stops it.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+BIN=${BIN:-$PWD/bin}
+DIR=${DEMO_DIR:-$PWD/.fleetnet/dev}
+FLEETNETCTL="$BIN/fleetnetctl"
+KUBECTL=${KUBECTL:-$BIN/kubectl}
+export KUBECONFIG=$DIR/kubeconfig
+NS=demo
+SVC=echo
+
+bold=$(tput bold 2>/dev/null || true)
+plain=$(tput sgr0 2>/dev/null || true)
+step() { printf '\n%s==> %s%s\n' "$bold" "$*" "$plain"; }
+show() { printf '%s$ %s%s\n' "$bold" "$*" "$plain"; "$@"; }
+now_ms() { date +%s%3N; }
+
+# wait_for SECONDS DESCRIPTION COMMAND...: polls COMMAND every 100 ms and
+# sets WAITED_MS to how long it took.
+wait_for() {
+	local limit=$1 what=$2 start
+	shift 2
+	start=$(now_ms)
+	until "$@" >/dev/null 2>&1; do
+		if (($(now_ms) - start > limit * 1000)); then
+			echo "demo: timed out after ${limit}s waiting for: $what" >&2
+			echo "demo: look at the agents' logs with: $FLEETNETCTL dev logs CLUSTER/agent --dir $DIR" >&2
+			exit 1
+		fi
+		sleep 0.1
+	done
+	WAITED_MS=$(($(now_ms) - start))
+	echo "   ($what: ${WAITED_MS} ms)"
+}
+
+import_clusters() {
+	"$KUBECTL" --context "$1" get serviceimport "$SVC" -n "$NS" -o jsonpath='{range .status.clusters[*]}{.cluster}{" "}{end}' 2>/dev/null
+}
+imports_from() { # CONTEXT CLUSTERS...: the import in CONTEXT lists exactly CLUSTERS
+	local ctx=$1 got
+	shift
+	got=$(import_clusters "$ctx" | xargs -n1 | sort | xargs)
+	[[ "$got" == "$(printf '%s\n' "$@" | sort | xargs)" ]]
+}
+slices_from() { # CONTEXT CLUSTER: imported slices of CLUSTER exist in CONTEXT
+	[[ -n $("$KUBECTL" --context "$1" get endpointslices -n "$NS" -o name \
+		-l "multicluster.kubernetes.io/service-name=$SVC,multicluster.kubernetes.io/source-cluster=$2") ]]
+}
+no_slices_from() { ! slices_from "$@"; }
+condition_is() { # CONTEXT KIND TYPE STATUS
+	[[ $("$KUBECTL" --context "$1" get "$2" "$SVC" -n "$NS" -o jsonpath="{.status.conditions[?(@.type==\"$3\")].status}") == "$4" ]]
+}
+
+if [[ $(id -u) != 0 ]]; then
+	echo "demo: the echo pods live in network namespaces on a bridge, which needs root; run 'sudo make demo'" >&2
+	exit 1
+fi
+
+step "1. A local fleet: hub, east and west (etcd, API servers, kwok nodes, registry, one agent each)"
+show "$FLEETNETCTL" dev up --dir "$DIR" --clusters hub,east,west
+show "$KUBECTL" config get-contexts
+
+step "2. Real pods: an HTTP echo Service in east (2 pods) and west (1 pod)"
+show "$FLEETNETCTL" dev serve --dir "$DIR" --cluster east --namespace "$NS" --name "$SVC" --replicas 2
+show "$FLEETNETCTL" dev serve --dir "$DIR" --cluster west --namespace "$NS" --name "$SVC" --replicas 1
+show "$KUBECTL" --context east get service,endpointslices -n "$NS"
+# Imports land only in namespaces that exist (KEP-1645 namespace sameness).
+"$KUBECTL" --context hub create namespace "$NS" --dry-run=client -o yaml | "$KUBECTL" --context hub apply -f - >/dev/null
+
+step "3. Export echo from east and west"
+for ctx in east west; do
+	show "$KUBECTL" --context "$ctx" apply -f - <<EOF
+apiVersion: multicluster.x-k8s.io/v1beta1
+kind: ServiceExport
+metadata:
+  name: $SVC
+  namespace: $NS
+EOF
+done
+wait_for 60 "exported -> imported in hub from both clusters" imports_from hub east west
+wait_for 30 "imported EndpointSlices of both clusters in hub" eval 'slices_from hub east && slices_from hub west'
+T_EXPORT=$WAITED_MS
+show "$KUBECTL" --context east get serviceexport "$SVC" -n "$NS"
+show "$KUBECTL" --context hub get serviceimport "$SVC" -n "$NS" -o wide
+show "$KUBECTL" --context hub get serviceimport "$SVC" -n "$NS" -o jsonpath='{range .status.clusters[*]}{.cluster}{"\n"}{end}'
+show "$KUBECTL" --context hub get endpointslices -n "$NS" -L multicluster.kubernetes.io/source-cluster
+
+step "4. Real HTTP answers, fetched through the endpoints imported into hub"
+mapfile -t endpoints < <("$KUBECTL" --context hub get endpointslices -n "$NS" -l "multicluster.kubernetes.io/service-name=$SVC" \
+	-o jsonpath='{range .items[*]}{range .endpoints[*]}{.addresses[0]}{":"}{..ports[0].port}{"\n"}{end}{end}')
+port=$("$KUBECTL" --context hub get endpointslices -n "$NS" -l "multicluster.kubernetes.io/service-name=$SVC" -o jsonpath='{.items[0].ports[0].port}')
+for ep in "${endpoints[@]}"; do
+	addr=${ep%%:*}
+	show curl -sS --max-time 5 "http://$addr:$port/"
+done
+
+step "5. A conflict: hub exports its own echo, whose port is named 'web' instead of 'http'"
+show "$FLEETNETCTL" dev serve --dir "$DIR" --cluster hub --namespace "$NS" --name "$SVC" --replicas 1 --port-name web
+show "$KUBECTL" --context hub apply -f - <<EOF
+apiVersion: multicluster.x-k8s.io/v1beta1
+kind: ServiceExport
+metadata:
+  name: $SVC
+  namespace: $NS
+EOF
+wait_for 30 "conflict reported on hub's ServiceExport" condition_is hub serviceexport Conflict True
+show "$KUBECTL" --context hub get serviceexport "$SVC" -n "$NS" \
+	-o jsonpath='{range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{"\n"}{end}'
+echo "   The oldest export's ports win (KEP-1645); east and west still serve the import:"
+show "$KUBECTL" --context west get serviceimport "$SVC" -n "$NS" \
+	-o jsonpath='{.spec.ports}{"\n"}{range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{"\n"}{end}'
+
+step "6. A cluster failure: west's agent stops; west leaves the import when its lease expires"
+show "$FLEETNETCTL" dev stop --dir "$DIR" west/agent
+wait_for 90 "west gone from hub's import" imports_from hub east hub
+T_LEAVE=$WAITED_MS
+wait_for 30 "west's EndpointSlices gone from hub" no_slices_from hub west
+show "$KUBECTL" --context hub get endpointslices -n "$NS" -L multicluster.kubernetes.io/source-cluster
+
+step "7. West's agent is back: west returns to the import"
+show "$FLEETNETCTL" dev up --dir "$DIR" --clusters hub,east,west
+wait_for 60 "west back in hub's import" imports_from hub east hub west
+wait_for 30 "west's EndpointSlices back in hub" slices_from hub west
+T_RETURN=$WAITED_MS
+show "$KUBECTL" --context hub get endpointslices -n "$NS" -L multicluster.kubernetes.io/source-cluster
+show "$FLEETNETCTL" dev status --dir "$DIR"
+
+lease=$(sed -n 's/.*"leaseTTL": *\([0-9]*\).*/\1/p' "$DIR/state.json")
+step "Convergence, as measured by this run"
+printf '  %-52s %8s\n' "export in east+west -> imported slices in hub" "$T_EXPORT ms"
+printf '  %-52s %8s\n' "west's agent stopped -> west gone from hub's import" "$T_LEAVE ms"
+printf '  %-52s %8s\n' "  (of which the lease TTL)" "$((lease / 1000000)) ms"
+printf '  %-52s %8s\n' "west's agent started -> west's slices back in hub" "$T_RETURN ms"
+
+cat <<EOF
+
+The fleet keeps running. Explore it:
+  export KUBECONFIG=$KUBECONFIG
+  $KUBECTL --context west get serviceimports,endpointslices -n $NS
+  $FLEETNETCTL dev status --dir $DIR
+  $FLEETNETCTL dev logs east/agent --dir $DIR
+Stop it and remove everything:
+  $FLEETNETCTL dev down --dir $DIR
+EOF

@@ -1,0 +1,387 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetnet/fleetnet/api/keys"
+	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/internal/dev"
+	"github.com/fleetnet/fleetnet/internal/registry/client"
+	"github.com/fleetnet/fleetnet/test/fleet"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"path/filepath"
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+func TestExportImportUnexport(t *testing.T) {
+	ns := namespace(t, "e2e-basic")
+	export(t, "east", ns, service{name: "web", portName: "http", port: 80, addresses: []string{"10.244.1.10", "10.244.1.11"}})
+	want := map[string][]string{"east": {"10.244.1.10", "10.244.1.11"}}
+	for _, c := range clusters {
+		imp := waitImport(t, c, ns, "web", want, 30*time.Second)
+		if imp.si.Spec.Type != mcsv1beta1.ClusterSetIP || len(imp.si.Spec.IPs) != 1 {
+			t.Errorf("%s: ServiceImport type %s, ips %v; want ClusterSetIP with one IP", c, imp.si.Spec.Type, imp.si.Spec.IPs)
+		}
+		if len(imp.si.Spec.Ports) != 1 || imp.si.Spec.Ports[0].Port != 80 || imp.si.Spec.Ports[0].Name != "http" {
+			t.Errorf("%s: ServiceImport ports %+v, want http:80", c, imp.si.Spec.Ports)
+		}
+	}
+	waitCondition(t, "east", &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}, string(mcsv1beta1.ServiceExportConditionReady), metav1.ConditionTrue, "")
+
+	// An endpoint change reaches every importer.
+	setEndpoints(t, "east", ns, "web", "http", []string{"10.244.1.10", "10.244.1.12"})
+	for _, c := range clusters {
+		waitImport(t, c, ns, "web", map[string][]string{"east": {"10.244.1.10", "10.244.1.12"}}, 30*time.Second)
+	}
+
+	if err := kube(t, "east").Delete(context.Background(), &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range clusters {
+		waitNoImport(t, c, ns, "web", 30*time.Second)
+	}
+}
+
+func TestHeadless(t *testing.T) {
+	ns := namespace(t, "e2e-headless")
+	export(t, "west", ns, service{name: "db", headless: true, portName: "pg", port: 5432, addresses: []string{"10.244.2.20"}})
+	imp := waitImport(t, "hub", ns, "db", map[string][]string{"west": {"10.244.2.20"}}, 30*time.Second)
+	if imp.si.Spec.Type != mcsv1beta1.Headless || len(imp.si.Spec.IPs) != 0 {
+		t.Errorf("ServiceImport type %s, ips %v; want Headless without IPs", imp.si.Spec.Type, imp.si.Spec.IPs)
+	}
+	derived := &corev1.Service{}
+	name := imp.slices[0].Labels[discoveryv1.LabelServiceName]
+	if err := kube(t, "hub").Get(context.Background(), ctrlclient.ObjectKey{Namespace: ns, Name: name}, derived); err != nil {
+		t.Fatalf("derived Service %s: %v", name, err)
+	}
+	if derived.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Errorf("derived Service %s has clusterIP %q, want None", name, derived.Spec.ClusterIP)
+	}
+}
+
+// Three clusters export one name with different ports and types: the
+// oldest export decides, the others are told why they conflict, and every
+// importer sees the same import.
+func TestConflictsAcrossThreeClusters(t *testing.T) {
+	ns := namespace(t, "e2e-conflict")
+	export(t, "east", ns, service{name: "api", portName: "http", port: 80, addresses: []string{"10.244.1.30"}})
+	waitImport(t, "hub", ns, "api", map[string][]string{"east": {"10.244.1.30"}}, 30*time.Second)
+	export(t, "west", ns, service{name: "api", portName: "web", port: 80, addresses: []string{"10.244.2.30"}})
+	export(t, "hub", ns, service{name: "api", headless: true, portName: "http", port: 80, addresses: []string{"10.244.0.30"}})
+
+	se := func(name string) *mcsv1beta1.ServiceExport {
+		return &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	}
+	waitCondition(t, "east", se("api"), keys.ConditionConflict, metav1.ConditionFalse, "")
+	msg := waitCondition(t, "west", se("api"), keys.ConditionConflict, metav1.ConditionTrue, "")
+	if !strings.Contains(msg, "east") {
+		t.Errorf("west's conflict message %q does not name east, whose export wins", msg)
+	}
+	msg = waitCondition(t, "hub", se("api"), keys.ConditionConflict, metav1.ConditionTrue, "")
+	if !strings.Contains(strings.ToLower(msg), "headless") && !strings.Contains(msg, "type") {
+		t.Errorf("hub's conflict message %q does not say the type differs", msg)
+	}
+	for _, c := range clusters {
+		si := &mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api"}}
+		waitCondition(t, c, si, keys.ConditionConflict, metav1.ConditionTrue, "")
+		if si.Spec.Type != mcsv1beta1.ClusterSetIP || len(si.Spec.Ports) != 1 || si.Spec.Ports[0].Name != "http" {
+			t.Errorf("%s: import is %s with ports %+v; want east's: ClusterSetIP, http:80", c, si.Spec.Type, si.Spec.Ports)
+		}
+	}
+}
+
+// A cluster whose agent stops leaves every import once its lease expires,
+// and returns when the agent is back.
+func TestLeaseExpiryAndReturn(t *testing.T) {
+	ns := namespace(t, "e2e-lease")
+	export(t, "east", ns, service{name: "echo", portName: "http", port: 80, addresses: []string{"10.244.1.40"}})
+	export(t, "west", ns, service{name: "echo", portName: "http", port: 80, addresses: []string{"10.244.2.40"}})
+	both := map[string][]string{"east": {"10.244.1.40"}, "west": {"10.244.2.40"}}
+	waitImport(t, "hub", ns, "echo", both, 30*time.Second)
+
+	stop(t, "west/agent", false)
+	t.Cleanup(func() { up(t) })
+	stopped := time.Now()
+	waitImport(t, "hub", ns, "echo", map[string][]string{"east": {"10.244.1.40"}}, 4*leaseTTL)
+	waitImport(t, "east", ns, "echo", map[string][]string{"east": {"10.244.1.40"}}, 4*leaseTTL)
+	t.Logf("west left the import %s after its agent stopped (lease TTL %s)", time.Since(stopped).Round(time.Millisecond), leaseTTL)
+
+	up(t)
+	waitImport(t, "hub", ns, "echo", both, 30*time.Second)
+	waitImport(t, "west", ns, "echo", both, 30*time.Second)
+}
+
+// The registry is killed and restarted: nothing it acknowledged is lost,
+// the agents resume, and no imported object is deleted or rewritten.
+func TestRegistryKilled(t *testing.T) {
+	ns := namespace(t, "e2e-registry-kill")
+	export(t, "east", ns, service{name: "svc", portName: "http", port: 80, addresses: []string{"10.244.1.50", "10.244.1.51"}})
+	want := map[string][]string{"east": {"10.244.1.50", "10.244.1.51"}}
+	before := map[string]map[string]string{}
+	for _, c := range []string{"hub", "west"} {
+		before[c] = resourceVersions(waitImport(t, c, ns, "svc", want, 30*time.Second))
+	}
+	writes := map[string]float64{}
+	for _, c := range clusters {
+		writes[c] = importWrites(t, c)
+	}
+	exports := listExports(t)
+
+	stop(t, dev.ComponentRegistry, true)
+	t.Cleanup(func() { up(t) })
+	// Longer than the lease TTL: a registry that is away must not make
+	// anyone withdraw anything.
+	time.Sleep(2 * leaseTTL)
+	up(t)
+
+	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+		after := listExports(t)
+		if !maps.Equal(after, exports) {
+			return fmt.Errorf("exports after restart %v, before %v", after, exports)
+		}
+		return nil
+	})
+	// The agents resume: a change made after the restart arrives.
+	setEndpoints(t, "east", ns, "svc", "http", []string{"10.244.1.50", "10.244.1.51", "10.244.1.52"})
+	want = map[string][]string{"east": {"10.244.1.50", "10.244.1.51", "10.244.1.52"}}
+	for _, c := range []string{"hub", "west"} {
+		imp := waitImport(t, c, ns, "svc", want, 30*time.Second)
+		after := resourceVersions(imp)
+		// Only the slice that holds the new endpoint may have changed.
+		changed := 0
+		for k, rv := range before[c] {
+			if after[k] == "" {
+				t.Errorf("%s: %s was deleted", c, k)
+			} else if after[k] != rv {
+				changed++
+			}
+		}
+		if changed > 1 {
+			t.Errorf("%s: %d imported objects rewritten for one endpoint change (before %v, after %v)", c, changed, before[c], after)
+		}
+	}
+	for _, c := range []string{"hub", "west"} {
+		if d := importWrites(t, c) - writes[c]; d > 1 {
+			t.Errorf("%s: %.0f API writes to imported objects across the registry's restart and one endpoint change, want at most 1", c, d)
+		}
+	}
+}
+
+// listExports returns the registry's exports as "cluster/ns/name" -> ports.
+func listExports(t testing.TB) map[string]string {
+	t.Helper()
+	rc, conn, err := client.Dial(state.AdminClientOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := rc.ListExports(ctx, &registryv1.ListExportsRequest{})
+	if err != nil {
+		t.Fatalf("listing exports: %v", err)
+	}
+	out := map[string]string{}
+	for _, e := range resp.GetExports() {
+		k := e.GetKey()
+		out[k.GetClusterId()+"/"+k.GetNamespace()+"/"+k.GetName()] = fmt.Sprint(e.GetPorts())
+	}
+	return out
+}
+
+// An agent restarted on a converged cluster writes nothing.
+func TestAgentRestartZeroWrites(t *testing.T) {
+	ns := namespace(t, "e2e-agent-restart")
+	export(t, "east", ns, service{name: "svc", portName: "http", port: 80, addresses: []string{"10.244.1.60"}})
+	export(t, "west", ns, service{name: "svc", portName: "http", port: 80, addresses: []string{"10.244.2.60"}})
+	want := map[string][]string{"east": {"10.244.1.60"}, "west": {"10.244.2.60"}}
+	waitImport(t, "west", ns, "svc", want, 30*time.Second)
+	waitCondition(t, "west", &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "svc"}}, string(mcsv1beta1.ServiceExportConditionReady), metav1.ConditionTrue, "")
+	// Let earlier tests' namespaces finish terminating, so that the count
+	// below sees only the restart.
+	settle(t, "west")
+	before := importWrites(t, "west")
+
+	stop(t, "west/agent", false)
+	up(t)
+	// Converged again: the import's slices are read back and the agent has
+	// done its first import resync.
+	waitImport(t, "west", ns, "svc", want, 30*time.Second)
+	time.Sleep(3 * time.Second)
+	if d := importWrites(t, "west") - before; d != 0 {
+		t.Errorf("restarting west's agent on a converged cluster cost %.0f API writes, want 0", d)
+	}
+}
+
+// settle waits until no namespace of the cluster is terminating.
+func settle(t testing.TB, cluster string) {
+	t.Helper()
+	cl := kube(t, cluster)
+	fleet.Eventually(t, time.Minute, func(ctx context.Context) error {
+		list := &corev1.NamespaceList{}
+		if err := cl.List(ctx, list); err != nil {
+			return err
+		}
+		for _, ns := range list.Items {
+			if ns.Status.Phase == corev1.NamespaceTerminating {
+				return fmt.Errorf("%s: namespace %s is terminating", cluster, ns.Name)
+			}
+		}
+		return nil
+	})
+}
+
+// While the registry is unreachable, imports stay as they are; when it is
+// back, what changed meanwhile arrives.
+func TestRegistryUnreachable(t *testing.T) {
+	ns := namespace(t, "e2e-registry-away")
+	export(t, "east", ns, service{name: "svc", portName: "http", port: 80, addresses: []string{"10.244.1.70"}})
+	before := resourceVersions(waitImport(t, "hub", ns, "svc", map[string][]string{"east": {"10.244.1.70"}}, 30*time.Second))
+
+	stop(t, dev.ComponentRegistry, false)
+	t.Cleanup(func() { up(t) })
+	setEndpoints(t, "east", ns, "svc", "http", []string{"10.244.1.71"})
+	time.Sleep(2 * leaseTTL)
+	imp, err := getImport(context.Background(), kube(t, "hub"), ns, "svc")
+	if err != nil {
+		t.Fatalf("import in hub while the registry is away: %v", err)
+	}
+	if got := resourceVersions(imp); !maps.Equal(got, before) {
+		t.Errorf("imported objects changed while the registry was away: before %v, now %v", before, got)
+	}
+
+	up(t)
+	waitImport(t, "hub", ns, "svc", map[string][]string{"east": {"10.244.1.71"}}, 30*time.Second)
+}
+
+// Imported objects changed by hand are put back.
+func TestDriftRepaired(t *testing.T) {
+	ns := namespace(t, "e2e-drift")
+	export(t, "east", ns, service{name: "svc", portName: "http", port: 80, addresses: []string{"10.244.1.80"}})
+	want := map[string][]string{"east": {"10.244.1.80"}}
+	imp := waitImport(t, "west", ns, "svc", want, 30*time.Second)
+	cl := kube(t, "west")
+	ctx := context.Background()
+
+	slice := imp.slices[0].DeepCopy()
+	slice.Endpoints[0].Addresses = []string{"10.244.9.9"}
+	if err := cl.Update(ctx, slice); err != nil {
+		t.Fatal(err)
+	}
+	waitImport(t, "west", ns, "svc", want, 30*time.Second)
+
+	derived := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: slice.Labels[discoveryv1.LabelServiceName]}}
+	if err := cl.Delete(ctx, derived); err != nil {
+		t.Fatal(err)
+	}
+	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+		return cl.Get(ctx, ctrlclient.ObjectKeyFromObject(derived), derived)
+	})
+	imp = waitImport(t, "west", ns, "svc", want, 30*time.Second)
+	if len(imp.si.Spec.IPs) != 1 || imp.si.Spec.IPs[0] != derived.Spec.ClusterIP {
+		t.Errorf("ServiceImport ips %v, want the re-created derived Service's %s", imp.si.Spec.IPs, derived.Spec.ClusterIP)
+	}
+}
+
+// A cluster's certificate cannot write another cluster's records.
+func TestCrossClusterCertificateRefused(t *testing.T) {
+	rc, conn, err := client.Dial(state.ClusterClientOptions("east"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	key := &registryv1.ExportKey{Namespace: "default", Name: "stolen", ClusterId: "west"}
+	calls := map[string]func() error{
+		"PutExport": func() error {
+			_, err := rc.PutExport(ctx, &registryv1.PutExportRequest{Export: &registryv1.Export{
+				Key: key, Type: "ClusterSetIP", Ports: []*registryv1.ServicePort{{Port: 80, Protocol: "TCP"}},
+			}})
+			return err
+		},
+		"DeleteExport": func() error {
+			_, err := rc.DeleteExport(ctx, &registryv1.DeleteExportRequest{Key: key})
+			return err
+		},
+		"RenewLease": func() error {
+			_, err := rc.RenewLease(ctx, &registryv1.RenewLeaseRequest{ClusterId: "west"})
+			return err
+		},
+		"EvictCluster": func() error {
+			_, err := rc.EvictCluster(ctx, &registryv1.EvictClusterRequest{ClusterId: "west"})
+			return err
+		},
+	}
+	for name, call := range calls {
+		if err := call(); status.Code(err) != codes.PermissionDenied {
+			t.Errorf("%s for west with east's certificate: %v, want PermissionDenied", name, err)
+		}
+	}
+	if _, ok := listExports(t)["west/default/stolen"]; ok {
+		t.Error("the registry holds an export written for west with east's certificate")
+	}
+}
+
+// Real HTTP pods (network namespaces on the bridge) in east and west answer
+// through the endpoints imported into hub. Needs root.
+func TestHTTPThroughImportedEndpoints(t *testing.T) {
+	if err := dev.ServeRequirements(); err != nil {
+		t.Fatalf("%v (the e2e suite runs as root in CI)", err)
+	}
+	ns := namespace(t, "e2e-http")
+	for _, c := range []string{"east", "west"} {
+		err := dev.Serve(context.Background(), dev.ServeOptions{
+			Dir: fleetDir, Cluster: c, Namespace: ns, Name: "echo", Replicas: 2, PortName: "http", Port: 80, TargetPort: 8080,
+			EchoCommand: []string{filepath.Join(fleetnet, "fleetnetctl"), "dev", "echo"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = dev.Serve(context.Background(), dev.ServeOptions{Dir: fleetDir, Cluster: c, Namespace: ns, Name: "echo", Replicas: 0, PortName: "http", Port: 80, TargetPort: 8080})
+		})
+		se := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}}
+		if err := kube(t, c).Create(context.Background(), se); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cl := kube(t, "hub")
+	var imp *imported
+	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+		var err error
+		if imp, err = getImport(ctx, cl, ns, "echo"); err != nil {
+			return err
+		}
+		if len(imp.addresses["east"]) != 2 || len(imp.addresses["west"]) != 2 {
+			return fmt.Errorf("imported addresses %v, want two from each of east and west", imp.addresses)
+		}
+		return nil
+	})
+	for src, addrs := range imp.addresses {
+		for _, a := range addrs {
+			resp, err := http.Get(fmt.Sprintf("http://%s:%d/", a, *imp.slices[0].Ports[0].Port))
+			if err != nil {
+				t.Errorf("GET %s (from %s): %v", a, src, err)
+				continue
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if !strings.Contains(string(body), "cluster="+src+" ") || !strings.Contains(string(body), "address="+a) {
+				t.Errorf("GET %s answered %q, want an answer from cluster %s at that address", a, body, src)
+			}
+		}
+	}
+}

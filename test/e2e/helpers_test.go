@@ -1,0 +1,298 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/fleetnet/fleetnet/internal/dev"
+	"github.com/fleetnet/fleetnet/internal/scheme"
+	"github.com/fleetnet/fleetnet/test/fleet"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+var clusters = []string{"hub", "east", "west"}
+
+// restConfig returns an admin config for a cluster of the fleet.
+func restConfig(t testing.TB, cluster string) *rest.Config {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", state.KubeconfigPath(cluster))
+	if err != nil {
+		t.Fatalf("kubeconfig of %s: %v", cluster, err)
+	}
+	cfg.QPS, cfg.Burst = 500, 1000
+	return cfg
+}
+
+// kube returns a client for a cluster of the fleet.
+func kube(t testing.TB, cluster string) client.Client {
+	t.Helper()
+	c, err := client.New(restConfig(t, cluster), client.Options{Scheme: scheme.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// namespace creates a namespace in every cluster and deletes it when the
+// test ends.
+func namespace(t testing.TB, name string) string {
+	t.Helper()
+	for _, c := range clusters {
+		cl := kube(t, c)
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if err := cl.Create(context.Background(), ns); err != nil {
+			t.Fatalf("creating namespace %s in %s: %v", name, c, err)
+		}
+		t.Cleanup(func() { _ = cl.Delete(context.Background(), ns) })
+	}
+	return name
+}
+
+// service describes an exported Service and its endpoints.
+type service struct {
+	name      string
+	headless  bool
+	portName  string
+	port      int32
+	addresses []string
+}
+
+// export creates the Service, an EndpointSlice with its addresses and the
+// ServiceExport in cluster.
+func export(t testing.TB, cluster, ns string, s service) {
+	t.Helper()
+	ctx := context.Background()
+	cl := kube(t, cluster)
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.name},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{
+			Name: s.portName, Port: s.port, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(8080),
+		}}},
+	}
+	if s.headless {
+		svc.Spec.ClusterIP = corev1.ClusterIPNone
+	}
+	if err := cl.Create(ctx, svc); err != nil {
+		t.Fatalf("%s: creating Service %s/%s: %v", cluster, ns, s.name, err)
+	}
+	setEndpoints(t, cluster, ns, s.name, s.portName, s.addresses)
+	se := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.name}}
+	if err := cl.Create(ctx, se); err != nil {
+		t.Fatalf("%s: creating ServiceExport %s/%s: %v", cluster, ns, s.name, err)
+	}
+}
+
+// setEndpoints creates or replaces the Service's one EndpointSlice.
+func setEndpoints(t testing.TB, cluster, ns, name, portName string, addresses []string) {
+	t.Helper()
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-e2e", Labels: map[string]string{
+			discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "e2e.fleetnet.dev",
+		}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: &portName, Port: ptr(int32(8080)), Protocol: ptr(corev1.ProtocolTCP)}},
+	}
+	for _, a := range addresses {
+		slice.Endpoints = append(slice.Endpoints, discoveryv1.Endpoint{
+			Addresses:  []string{a},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr(true), Serving: ptr(true), Terminating: ptr(false)},
+		})
+	}
+	cl := kube(t, cluster)
+	ctx := context.Background()
+	err := cl.Create(ctx, slice)
+	if apierrors.IsAlreadyExists(err) {
+		old := &discoveryv1.EndpointSlice{}
+		if err = cl.Get(ctx, client.ObjectKeyFromObject(slice), old); err == nil {
+			old.Endpoints = slice.Endpoints
+			err = cl.Update(ctx, old)
+		}
+	}
+	if err != nil {
+		t.Fatalf("%s: writing EndpointSlice %s/%s: %v", cluster, ns, slice.Name, err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// imported is what a cluster holds of one import.
+type imported struct {
+	si *mcsv1beta1.ServiceImport
+	// addresses by source cluster, sorted.
+	addresses map[string][]string
+	slices    []discoveryv1.EndpointSlice
+}
+
+// getImport reads the ServiceImport and its EndpointSlices in cluster.
+func getImport(ctx context.Context, cluster client.Client, ns, name string) (*imported, error) {
+	si := &mcsv1beta1.ServiceImport{}
+	if err := cluster.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, si); err != nil {
+		return nil, err
+	}
+	list := &discoveryv1.EndpointSliceList{}
+	if err := cluster.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{mcsv1beta1.LabelServiceName: name}); err != nil {
+		return nil, err
+	}
+	imp := &imported{si: si, addresses: map[string][]string{}, slices: list.Items}
+	for _, s := range list.Items {
+		src := s.Labels[mcsv1beta1.LabelSourceCluster]
+		for _, e := range s.Endpoints {
+			imp.addresses[src] = append(imp.addresses[src], e.Addresses...)
+		}
+	}
+	for _, a := range imp.addresses {
+		sort.Strings(a)
+	}
+	return imp, nil
+}
+
+func statusClusters(si *mcsv1beta1.ServiceImport) []string {
+	var out []string
+	for _, c := range si.Status.Clusters {
+		out = append(out, c.Cluster)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// waitImport waits until the import in cluster lists exactly the source
+// clusters in want, with their addresses, and returns it.
+func waitImport(t testing.TB, cluster, ns, name string, want map[string][]string, timeout time.Duration) *imported {
+	t.Helper()
+	cl := kube(t, cluster)
+	var got *imported
+	fleet.Eventually(t, timeout, func(ctx context.Context) error {
+		imp, err := getImport(ctx, cl, ns, name)
+		if err != nil {
+			return fmt.Errorf("%s: %w", cluster, err)
+		}
+		var sources []string
+		for src, addrs := range want {
+			sources = append(sources, src)
+			w := slices.Clone(addrs)
+			sort.Strings(w)
+			if !slices.Equal(imp.addresses[src], w) {
+				return fmt.Errorf("%s: addresses from %s are %v, want %v", cluster, src, imp.addresses[src], w)
+			}
+		}
+		sort.Strings(sources)
+		if got := statusClusters(imp.si); !slices.Equal(got, sources) {
+			return fmt.Errorf("%s: ServiceImport %s/%s lists clusters %v, want %v", cluster, ns, name, got, sources)
+		}
+		if len(imp.addresses) != len(want) {
+			return fmt.Errorf("%s: slices come from %v, want %v", cluster, keysOf(imp.addresses), sources)
+		}
+		got = imp
+		return nil
+	})
+	return got
+}
+
+// waitNoImport waits until cluster holds nothing of the import.
+func waitNoImport(t testing.TB, cluster, ns, name string, timeout time.Duration) {
+	t.Helper()
+	cl := kube(t, cluster)
+	fleet.Eventually(t, timeout, func(ctx context.Context) error {
+		imp, err := getImport(ctx, cl, ns, name)
+		if apierrors.IsNotFound(err) {
+			list := &discoveryv1.EndpointSliceList{}
+			if err := cl.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{mcsv1beta1.LabelServiceName: name}); err != nil {
+				return err
+			}
+			if len(list.Items) > 0 {
+				return fmt.Errorf("%s: %d imported EndpointSlices left", cluster, len(list.Items))
+			}
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("%s: ServiceImport %s/%s still there, from %v", cluster, ns, name, statusClusters(imp.si))
+	})
+}
+
+// waitCondition waits until the object's condition has the status and
+// reason (any reason when empty) and returns its message.
+func waitCondition(t testing.TB, cluster string, obj client.Object, condType string, status metav1.ConditionStatus, reason string) string {
+	t.Helper()
+	cl := kube(t, cluster)
+	var msg string
+	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		var conds []metav1.Condition
+		switch o := obj.(type) {
+		case *mcsv1beta1.ServiceExport:
+			conds = o.Status.Conditions
+		case *mcsv1beta1.ServiceImport:
+			conds = o.Status.Conditions
+		}
+		c := meta.FindStatusCondition(conds, condType)
+		if c == nil || c.Status != status || (reason != "" && c.Reason != reason) {
+			return fmt.Errorf("%s: %s %s: condition %s is %+v, want %s/%s", cluster, obj.GetObjectKind().GroupVersionKind().Kind, obj.GetName(), condType, c, status, reason)
+		}
+		msg = c.Message
+		return nil
+	})
+	return msg
+}
+
+func keysOf[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// importWrites counts API writes of the objects an agent imports.
+func importWrites(t testing.TB, cluster string) float64 {
+	t.Helper()
+	return fleet.APIWrites(t, cluster, restConfig(t, cluster), "serviceimports", "services", "endpointslices", "serviceexports")
+}
+
+// stop ends a component of the fleet (SIGKILL when kill is set).
+func stop(t testing.TB, component string, kill bool) {
+	t.Helper()
+	if err := dev.Stop(fleetDir, component, kill); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// up starts whatever of the fleet is not running and waits for every agent
+// to register.
+func up(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := dev.Up(ctx, devOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state = s
+}
+
+// resourceVersions maps "kind/name" to resourceVersion for the import's
+// objects, to tell whether anything was rewritten.
+func resourceVersions(imp *imported) map[string]string {
+	out := map[string]string{"ServiceImport/" + imp.si.Name: imp.si.ResourceVersion}
+	for _, s := range imp.slices {
+		out["EndpointSlice/"+s.Name] = s.ResourceVersion
+	}
+	return out
+}
