@@ -17,6 +17,7 @@ import (
 	"github.com/fleetnet/fleetnet/test/fleet"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -134,7 +135,8 @@ func TestRegistryKilled(t *testing.T) {
 		before[c] = resourceVersions(waitImport(t, c, ns, "svc", want, 30*time.Second))
 	}
 	writes := map[string]float64{}
-	for _, c := range clusters {
+	for _, c := range []string{"hub", "west"} {
+		settle(t, c)
 		writes[c] = importWrites(t, c)
 	}
 	exports := listExports(t)
@@ -212,7 +214,7 @@ func TestAgentRestartZeroWrites(t *testing.T) {
 	// Let earlier tests' namespaces finish terminating, so that the count
 	// below sees only the restart.
 	settle(t, "west")
-	before := importWrites(t, "west")
+	before := agentWrites(t, "west")
 
 	stop(t, "west/agent", false)
 	up(t)
@@ -220,7 +222,7 @@ func TestAgentRestartZeroWrites(t *testing.T) {
 	// done its first import resync.
 	waitImport(t, "west", ns, "svc", want, 30*time.Second)
 	time.Sleep(3 * time.Second)
-	if d := importWrites(t, "west") - before; d != 0 {
+	if d := agentWrites(t, "west") - before; d != 0 {
 		t.Errorf("restarting west's agent on a converged cluster cost %.0f API writes, want 0", d)
 	}
 }
@@ -308,7 +310,8 @@ func TestCrossClusterCertificateRefused(t *testing.T) {
 	calls := map[string]func() error{
 		"PutExport": func() error {
 			_, err := rc.PutExport(ctx, &registryv1.PutExportRequest{Export: &registryv1.Export{
-				Key: key, Type: "ClusterSetIP", Ports: []*registryv1.ServicePort{{Port: 80, Protocol: "TCP"}},
+				Key: key, ExportedSince: timestamppb.Now(), Type: "ClusterSetIP", IpFamilies: []string{"IPv4"}, Weight: 1,
+				Ports: []*registryv1.ServicePort{{Name: "http", Port: 80, Protocol: "TCP"}},
 			}})
 			return err
 		},

@@ -260,10 +260,17 @@ func keysOf[V any](m map[string]V) []string {
 	return out
 }
 
-// importWrites counts API writes of the objects an agent imports.
-func importWrites(t testing.TB, cluster string) float64 {
+// agentWrites counts API writes of the kinds an agent writes: what it
+// imports and its ServiceExports' status.
+func agentWrites(t testing.TB, cluster string) float64 {
 	t.Helper()
 	return fleet.APIWrites(t, cluster, restConfig(t, cluster), "serviceimports", "services", "endpointslices", "serviceexports")
+}
+
+// importWrites counts API writes of the kinds an agent imports.
+func importWrites(t testing.TB, cluster string) float64 {
+	t.Helper()
+	return fleet.APIWrites(t, cluster, restConfig(t, cluster), "serviceimports", "services", "endpointslices")
 }
 
 // stop ends a component of the fleet (SIGKILL when kill is set).

@@ -56,41 +56,52 @@ func (r *Registrar) Start(ctx context.Context) error {
 	}
 	backoff := newBackoff()
 	var ttl time.Duration
+	// retrying is set after a failed renewal: the next attempt follows the
+	// backoff, not another renewal period, so that a registry that was away
+	// for a while is reached again well before the lease runs out.
+	retrying := false
 	for ctx.Err() == nil {
 		if !r.registered.Load() {
 			resp, err := r.Client.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: r.Cluster})
 			if err != nil {
-				r.fail(ctx, "registering with the registry", err, backoff)
+				r.fail(ctx, "registering with the registry", err, backoff, 0)
 				continue
 			}
 			ttl = time.Duration(resp.GetLeaseTtlSeconds()) * time.Second
 			if r.OnRegistered != nil {
 				if err := r.OnRegistered(ctx); err != nil {
-					r.fail(ctx, "reading back this cluster's records after registering", err, backoff)
+					r.fail(ctx, "reading back this cluster's records after registering", err, backoff, 0)
 					continue
 				}
 			}
 			backoff.reset()
+			retrying = false
 			r.registered.Store(true)
 			r.Log.Info("registered with the registry", "cluster", r.Cluster.GetId(), "leaseTTL", ttl)
 		}
-		// Renew at a third of the TTL, with ±20% jitter so a fleet's agents
-		// do not renew in lockstep.
-		wait := time.Duration(float64(ttl) / 3 * (0.8 + 0.4*r.Rand.Float64()))
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-r.Clock.After(wait):
+		if !retrying {
+			// Renew at a third of the TTL, with ±20% jitter so a fleet's
+			// agents do not renew in lockstep.
+			wait := time.Duration(float64(ttl) / 3 * (0.8 + 0.4*r.Rand.Float64()))
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-r.Clock.After(wait):
+			}
 		}
 		_, err := r.Client.RenewLease(ctx, &registryv1.RenewLeaseRequest{ClusterId: r.Cluster.GetId()})
 		switch {
 		case err == nil:
 			backoff.reset()
+			retrying = false
 		case status.Code(err) == codes.NotFound:
 			r.Log.Info("the registry no longer holds this cluster; registering again and republishing", "cluster", r.Cluster.GetId())
 			r.registered.Store(false)
 		default:
-			r.fail(ctx, "renewing the lease", err, backoff)
+			// While the lease may still be live, retry at least every
+			// third of its TTL.
+			r.fail(ctx, "renewing the lease", err, backoff, ttl/3)
+			retrying = true
 		}
 	}
 	return nil
@@ -99,8 +110,13 @@ func (r *Registrar) Start(ctx context.Context) error {
 // NeedLeaderElection: only the leader registers and writes.
 func (r *Registrar) NeedLeaderElection() bool { return true }
 
-func (r *Registrar) fail(ctx context.Context, what string, err error, b *backoff) {
+// fail logs err and waits: the backoff, at most limit when one is given,
+// and at least a minute for errors that retrying does not cure.
+func (r *Registrar) fail(ctx context.Context, what string, err error, b *backoff, limit time.Duration) {
 	wait := b.next()
+	if limit > 0 {
+		wait = min(wait, limit)
+	}
 	if Permanent(err) {
 		// Retrying fast will not help; say so loudly and wait long.
 		wait = max(wait, time.Minute)

@@ -172,7 +172,10 @@ func servicePorts(ports []*registryv1.ServicePort, path *field.Path) field.Error
 		if p.GetName() == "" {
 			unnamed++
 		} else {
-			for _, msg := range validation.IsValidPortName(p.GetName()) {
+			// Service and EndpointSlice port names are DNS-1123 labels
+			// ("80-8080", kubectl's default, is one), not IANA service
+			// names as container ports are.
+			for _, msg := range validation.IsDNS1123Label(p.GetName()) {
 				errs = append(errs, field.Invalid(pp.Child("name"), p.GetName(), msg))
 			}
 			if names[p.GetName()] {
@@ -237,7 +240,7 @@ func Chunk(c *registryv1.EndpointChunk, path *field.Path) field.ErrorList {
 			errs = append(errs, field.NotSupported(pp.Child("protocol"), p.GetProtocol(), sets.List(protocols)))
 		}
 		if p.GetName() != "" {
-			for _, msg := range validation.IsValidPortName(p.GetName()) {
+			for _, msg := range validation.IsDNS1123Label(p.GetName()) {
 				errs = append(errs, field.Invalid(pp.Child("name"), p.GetName(), msg))
 			}
 		}

@@ -63,6 +63,7 @@ func TestExport(t *testing.T) {
 			e.Ports = append(e.Ports, &registryv1.ServicePort{Protocol: "TCP", Port: 81})
 		}, "every port needs a name"},
 		{"bad port name", func(e *registryv1.Export) { e.Ports[0].Name = "HTTP_1" }, `export.ports[0].name: Invalid value: "HTTP_1"`},
+		{"digits-only port name, as kubectl create service names ports", func(e *registryv1.Export) { e.Ports[0].Name = "80-8080" }, ""},
 		{"bad type", func(e *registryv1.Export) { e.Type = "LoadBalancer" }, `export.type: Unsupported value: "LoadBalancer"`},
 		{"headless without ports", func(e *registryv1.Export) { e.Type, e.Ports = "Headless", nil }, ""},
 		{"clusterset IP without ports", func(e *registryv1.Export) { e.Ports = nil }, "export.ports: Required value"},
