@@ -492,8 +492,10 @@ func writeCerts(s *State) error {
 		return fmt.Errorf("fleet CA in %s: %w", dir, err)
 	}
 	want := map[string]func() (*pki.KeyPair, error){
-		"registry": func() (*pki.KeyPair, error) { return ca.ServingCert("fleetnet-registry", []string{"127.0.0.1", "localhost"}) },
-		"admin":    func() (*pki.KeyPair, error) { return ca.AdminCert("admin") },
+		"registry": func() (*pki.KeyPair, error) {
+			return ca.ServingCert("fleetnet-registry", []string{"127.0.0.1", "localhost"})
+		},
+		"admin": func() (*pki.KeyPair, error) { return ca.AdminCert("admin") },
 	}
 	for _, c := range s.Clusters {
 		want[c.Name] = func() (*pki.KeyPair, error) { return ca.ClusterCert(c.Name) }
