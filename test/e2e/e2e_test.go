@@ -6,6 +6,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,10 +19,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"path/filepath"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -386,5 +388,61 @@ func TestHTTPThroughImportedEndpoints(t *testing.T) {
 				t.Errorf("GET %s answered %q, want an answer from cluster %s at that address", a, body, src)
 			}
 		}
+	}
+}
+
+// A standard Deployment works in the dev fleet: kwok runs its Pods,
+// kube-controller-manager makes the EndpointSlices, and the export carries
+// the Pods' addresses to every cluster.
+func TestDeploymentExported(t *testing.T) {
+	ns := namespace(t, "e2e-deployment")
+	cl := kube(t, "east")
+	ctx := context.Background()
+	labels := map[string]string{"app": "web"}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr(int32(3)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "web", Image: "registry.k8s.io/e2e-test-images/agnhost:2.53", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+				}}},
+			},
+		},
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{
+			Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromString("http"),
+		}}},
+	}
+	se := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}
+	for _, obj := range []ctrlclient.Object{dep, svc, se} {
+		if err := cl.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var podIPs []string
+	fleet.Eventually(t, time.Minute, func(ctx context.Context) error {
+		pods := &corev1.PodList{}
+		if err := cl.List(ctx, pods, ctrlclient.InNamespace(ns)); err != nil {
+			return err
+		}
+		podIPs = podIPs[:0]
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" {
+				podIPs = append(podIPs, p.Status.PodIP)
+			}
+		}
+		if len(podIPs) != 3 {
+			return fmt.Errorf("%d of 3 Pods running with an address", len(podIPs))
+		}
+		return nil
+	})
+	imp := waitImport(t, "hub", ns, "web", map[string][]string{"east": podIPs}, time.Minute)
+	if p := imp.slices[0].Ports; len(p) != 1 || *p[0].Port != 8080 {
+		t.Errorf("imported slice ports %+v, want the Pods' port 8080", p)
 	}
 }

@@ -1,0 +1,229 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/test/fleet"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// benchServices is how many Services east exports before the measurements;
+// FLEETNET_BENCH_SERVICES overrides the issue's 1,000.
+func benchServices(b *testing.B) int {
+	if v := os.Getenv("FLEETNET_BENCH_SERVICES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("FLEETNET_BENCH_SERVICES=%q: want a positive number", v)
+		}
+		return n
+	}
+	return 1000
+}
+
+// sliceEvent is an imported EndpointSlice as an importing cluster's watch
+// saw it, and when.
+type sliceEvent struct {
+	cluster, service string
+	addresses        []string
+	at               time.Time
+}
+
+// watchImportedSlices streams every add and update of imported
+// EndpointSlices in ns of the importing clusters until ctx ends.
+func watchImportedSlices(b *testing.B, ctx context.Context, ns string) <-chan sliceEvent {
+	events := make(chan sliceEvent, 100000)
+	for _, c := range clusters {
+		cs, err := kubernetes.NewForConfig(restConfig(b, c))
+		if err != nil {
+			b.Fatal(err)
+		}
+		factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+				o.LabelSelector = discoveryv1.LabelManagedBy + "=" + keys.EndpointSliceManagedBy
+			}))
+		inf := factory.Discovery().V1().EndpointSlices().Informer()
+		send := func(obj any) {
+			s, ok := obj.(*discoveryv1.EndpointSlice)
+			if !ok {
+				return
+			}
+			ev := sliceEvent{cluster: c, service: s.Labels[mcsv1beta1.LabelServiceName], at: time.Now()}
+			for _, e := range s.Endpoints {
+				ev.addresses = append(ev.addresses, e.Addresses...)
+			}
+			sort.Strings(ev.addresses)
+			events <- ev
+		}
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: send, UpdateFunc: func(_, n any) { send(n) }})
+		factory.Start(ctx.Done())
+		factory.WaitForCacheSync(ctx.Done())
+	}
+	return events
+}
+
+// awaitEverywhere reads events until every cluster has shown service with
+// the addresses, and returns when the last one did.
+func awaitEverywhere(b *testing.B, events <-chan sliceEvent, service string, addresses []string, timeout time.Duration) time.Time {
+	b.Helper()
+	seen := map[string]time.Time{}
+	deadline := time.After(timeout)
+	for len(seen) < len(clusters) {
+		select {
+		case ev := <-events:
+			if ev.service == service && slices.Equal(ev.addresses, addresses) {
+				if _, ok := seen[ev.cluster]; !ok {
+					seen[ev.cluster] = ev.at
+				}
+			}
+		case <-deadline:
+			imp, err := getImport(context.Background(), kube(b, "hub"), "bench", service)
+			if err == nil {
+				b.Logf("hub holds %v", imp.addresses)
+			}
+			b.Fatalf("%s with %v not imported everywhere within %s (seen in %v)", service, addresses, timeout, keysOf(seen))
+		}
+	}
+	var last time.Time
+	for _, at := range seen {
+		if at.After(last) {
+			last = at
+		}
+	}
+	return last
+}
+
+// addresses returns 10 endpoint addresses, distinct per service and
+// version (versions repeat after 400).
+func addresses(service, version int) []string {
+	out := make([]string, 10)
+	for i := range out {
+		ip := 10<<24 + uint32(service)*4096 + uint32(version%400)*10 + uint32(i) + 1
+		out[i] = fmt.Sprintf("%d.%d.%d.%d", ip>>24, ip>>16&0xff, ip>>8&0xff, ip&0xff)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(float64(len(s))*p))]
+}
+
+// BenchmarkFleet measures, on the three-cluster dev fleet (every part its own
+// process) with east exporting 1,000 Services of 10 endpoints each, how long
+// a new export takes to be imported in every cluster, how long an endpoint
+// change takes to reach every cluster's imported slice, and the API writes
+// per change. Run it with `make bench` or
+//
+//	go test ./test/e2e -run '^$' -bench Fleet -benchtime 200x
+func BenchmarkFleet(b *testing.B) {
+	n := benchServices(b)
+	ns := namespace(b, "bench")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := watchImportedSlices(b, ctx, ns)
+
+	// Export n Services, then wait until every cluster imports all of them.
+	start := time.Now()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			export(b, "east", ns, service{name: fmt.Sprintf("svc-%d", i), portName: "http", port: 80, addresses: addresses(i, 0)})
+		})
+	}
+	wg.Wait()
+	created := time.Since(start)
+	imported := map[string]map[string]bool{}
+	deadline := time.After(10 * time.Minute)
+	for done := 0; done < len(clusters); {
+		select {
+		case ev := <-events:
+			if imported[ev.cluster] == nil {
+				imported[ev.cluster] = map[string]bool{}
+			}
+			if len(ev.addresses) == 10 && !imported[ev.cluster][ev.service] {
+				imported[ev.cluster][ev.service] = true
+				if len(imported[ev.cluster]) == n {
+					done++
+				}
+			}
+		case <-deadline:
+			b.Fatalf("not all %d exports imported within 10m: %d, %d, %d", n, len(imported["hub"]), len(imported["east"]), len(imported["west"]))
+		}
+	}
+	b.Logf("%d Services created and exported in east in %s; imported in all 3 clusters %s after the first was created",
+		n, created.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+
+	b.Run("ExportToImport", func(b *testing.B) {
+		var lat []time.Duration
+		for i := 0; i < b.N; i++ {
+			name := fmt.Sprintf("new-%d-%d", b.N, i)
+			addrs := addresses(n+i, 0)
+			begin := time.Now()
+			export(b, "east", ns, service{name: name, portName: "http", port: 80, addresses: addrs})
+			lat = append(lat, awaitEverywhere(b, events, name, addrs, time.Minute).Sub(begin))
+		}
+		report(b, lat)
+	})
+
+	changes := 0
+	b.Run("EndpointChange", func(b *testing.B) {
+		before := map[string]map[string]float64{}
+		kinds := []string{"endpointslices", "serviceimports", "services"}
+		for _, c := range clusters {
+			before[c] = map[string]float64{}
+			for _, k := range kinds {
+				before[c][k] = fleet.APIWrites(b, c, restConfig(b, c), k)
+			}
+		}
+		var lat []time.Duration
+		for i := 0; i < b.N; i++ {
+			// The framework runs this more than once: every change must
+			// differ from what the slice holds.
+			changes++
+			svc := (changes * 7919) % n
+			name := fmt.Sprintf("svc-%d", svc)
+			addrs := addresses(svc, changes)
+			begin := time.Now()
+			setEndpoints(b, "east", ns, name, "http", addrs)
+			lat = append(lat, awaitEverywhere(b, events, name, addrs, time.Minute).Sub(begin))
+		}
+		report(b, lat)
+		// The importers' writes are counted after the measured changes; the
+		// exporter's own slice writes (one per change in east) are the
+		// benchmark's, not fleetnet's.
+		for _, c := range clusters {
+			for _, k := range kinds {
+				d := fleet.APIWrites(b, c, restConfig(b, c), k) - before[c][k]
+				if c == "east" && k == "endpointslices" {
+					d -= float64(b.N)
+				}
+				b.ReportMetric(d/float64(b.N), fmt.Sprintf("%s-%s-writes/change", c, k))
+			}
+		}
+	})
+}
+
+func report(b *testing.B, lat []time.Duration) {
+	b.ReportMetric(float64(percentile(lat, 0.5).Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(percentile(lat, 0.99).Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(slices.Max(lat).Microseconds())/1000, "max-ms")
+}
