@@ -52,7 +52,7 @@ func FindBinaries() (Binaries, error) {
 func (b Binaries) Path(name string) (string, error) {
 	path := filepath.Join(b.Dir, name)
 	if _, err := os.Stat(path); err != nil {
-		return "", fmt.Errorf("%s is missing: run `make tools` in the fleetnet checkout to build it (about 10 minutes the first time)", path)
+		return "", fmt.Errorf("%s is missing: run `make tools` in the fleetnet checkout to build it (about 20 minutes the first time)", path)
 	}
 	return path, nil
 }

@@ -202,11 +202,13 @@ func (u *upper) run(ctx context.Context, fresh bool) error {
 			busy = append(busy, fmt.Sprintf("port %d (%s) is in use", p.port, p.what))
 		}
 	}
+	var errs []error
 	if len(busy) > 0 {
-		return fmt.Errorf("%s; stop what uses them or choose other ports with --base-port (the fleet uses %d to %d)",
-			strings.Join(busy, "; "), s.BasePort, s.BasePort+offsetClusters+len(s.Clusters)*portsPerCluster-1)
+		errs = append(errs, fmt.Errorf("%s; stop what uses them or choose other ports with --base-port (the fleet uses %d to %d)",
+			strings.Join(busy, "; "), s.BasePort, s.BasePort+offsetClusters+len(s.Clusters)*portsPerCluster-1))
 	}
-	if err := u.checkBinaries(); err != nil {
+	errs = append(errs, u.checkBinaries())
+	if err := errors.Join(errs...); err != nil {
 		return err
 	}
 	if err := writeCerts(s); err != nil {
@@ -229,13 +231,13 @@ func (u *upper) run(ctx context.Context, fresh bool) error {
 	}
 
 	configs := make([]*rest.Config, len(s.Clusters))
-	errs := make([]error, len(s.Clusters))
+	clusterErrs := make([]error, len(s.Clusters))
 	var wg sync.WaitGroup
 	for i, c := range s.Clusters {
-		wg.Go(func() { configs[i], errs[i] = u.cluster(ctx, c) })
+		wg.Go(func() { configs[i], clusterErrs[i] = u.cluster(ctx, c) })
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(clusterErrs...); err != nil {
 		return err
 	}
 	merged := map[string]*rest.Config{}

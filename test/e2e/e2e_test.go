@@ -446,3 +446,21 @@ func TestDeploymentExported(t *testing.T) {
 		t.Errorf("imported slice ports %+v, want the Pods' port 8080", p)
 	}
 }
+
+// `dev up` on a running fleet starts nothing and changes nothing.
+func TestUpAgainChangesNothing(t *testing.T) {
+	before, err := dev.Load(fleetDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up(t)
+	after, err := dev.Load(fleetDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range before.Components() {
+		if before.Processes[c] != after.Processes[c] {
+			t.Errorf("%s: %+v before the second up, %+v after", c, before.Processes[c], after.Processes[c])
+		}
+	}
+}
