@@ -62,6 +62,15 @@ if [[ $(id -u) != 0 ]]; then
 	exit 1
 fi
 
+if ! command -v curl >/dev/null; then
+	echo "demo: curl fetches the echo answers; install it (apt-get install curl)" >&2
+	exit 1
+fi
+if [[ -f "$DIR/state.json" ]]; then
+	step "0. Removing the fleet an earlier demo left in $DIR"
+	"$FLEETNETCTL" dev down --dir "$DIR"
+fi
+
 step "1. A local fleet: hub, east and west (etcd, API servers, kwok nodes, registry, one agent each)"
 show "$FLEETNETCTL" dev up --dir "$DIR" --clusters hub,east,west
 show "$KUBECTL" config get-contexts
