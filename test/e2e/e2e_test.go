@@ -22,6 +22,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
@@ -248,16 +249,37 @@ func settle(t testing.TB, cluster string) {
 }
 
 // While the registry is unreachable, imports stay as they are; when it is
-// back, what changed meanwhile arrives.
+// back, what changed meanwhile arrives. The outage lasts several lease TTLs:
+// no cluster may lose its lease because the agents find the registry back
+// too late (gRPC's reconnect backoff, the renewal's retry), which would
+// withdraw its exports everywhere for a moment.
 func TestRegistryUnreachable(t *testing.T) {
 	ns := namespace(t, "e2e-registry-away")
 	export(t, "east", ns, service{name: "svc", portName: "http", port: 80, addresses: []string{"10.244.1.70"}})
 	before := resourceVersions(waitImport(t, "hub", ns, "svc", map[string][]string{"east": {"10.244.1.70"}}, 30*time.Second))
 
+	// Watch hub's import from now until it has converged.
+	ctx, cancel := context.WithCancel(context.Background())
+	lapses := make(chan string, 1000)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		hub := kube(t, "hub")
+		for ctx.Err() == nil {
+			imp, err := getImport(ctx, hub, ns, "svc")
+			if err == nil && len(imp.addresses["east"]) == 0 {
+				lapses <- fmt.Sprintf("%s: hub's import has no endpoints from east (clusters %v)", time.Now().Format(time.StampMilli), statusClusters(imp.si))
+			} else if apierrors.IsNotFound(err) {
+				lapses <- fmt.Sprintf("%s: hub's import is gone", time.Now().Format(time.StampMilli))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+
 	stop(t, dev.ComponentRegistry, false)
 	t.Cleanup(func() { up(t) })
 	setEndpoints(t, "east", ns, "svc", "http", []string{"10.244.1.71"})
-	time.Sleep(2 * leaseTTL)
+	time.Sleep(6 * leaseTTL)
 	imp, err := getImport(context.Background(), kube(t, "hub"), ns, "svc")
 	if err != nil {
 		t.Fatalf("import in hub while the registry is away: %v", err)
@@ -268,6 +290,14 @@ func TestRegistryUnreachable(t *testing.T) {
 
 	up(t)
 	waitImport(t, "hub", ns, "svc", map[string][]string{"east": {"10.244.1.71"}}, 30*time.Second)
+	// Leases that lapsed after the restart would show within a TTL.
+	time.Sleep(leaseTTL)
+	cancel()
+	<-watched
+	close(lapses)
+	for l := range lapses {
+		t.Error(l)
+	}
 }
 
 // Imported objects changed by hand are put back.

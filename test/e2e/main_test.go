@@ -67,14 +67,17 @@ func run(m *testing.M) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	started := time.Now()
-	// Another test package may hold ports at the same time: try a few bases.
+	// Another test package may hold ports at the same time: try a few bases,
+	// below Linux's ephemeral port range (32768 up) so that no outgoing
+	// connection takes one between the check and the listen.
 	for attempt := 0; ; attempt++ {
-		devOptions.BasePort = 20000 + 100*rand.IntN(400)
+		devOptions.BasePort = 20000 + 100*rand.IntN(120)
 		state, err = dev.Up(ctx, devOptions)
 		if err == nil {
 			break
 		}
-		if attempt == 4 || !strings.Contains(err.Error(), "is in use") {
+		inUse := strings.Contains(err.Error(), "is in use") || strings.Contains(err.Error(), "address already in use")
+		if attempt == 4 || !inUse {
 			return 0, fmt.Errorf("bringing the fleet up: %w", err)
 		}
 	}

@@ -6,12 +6,19 @@ import (
 	"crypto/tls"
 	"fmt"
 	"os"
+	"time"
 
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 )
+
+// ReconnectBackoff paces attempts to reach the registry again after the
+// connection is lost: at most MaxDelay apart, which must stay well below a
+// third of the lease TTL (the renewal period).
+var ReconnectBackoff = backoff.Config{BaseDelay: 200 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}
 
 // Options say where the registry is and who we are.
 type Options struct {
@@ -49,7 +56,14 @@ func Dial(o Options) (registryv1.RegistryClient, *grpc.ClientConn, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("registry CA %s: %w", o.CAFile, err)
 	}
-	opts := append([]grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg))}, o.DialOptions...)
+	opts := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
+		// gRPC's default reconnect backoff grows to 120 s, and calls fail
+		// fast until the next attempt: after a long registry outage the
+		// agents would find it back only after their leases expired (seen
+		// in the dev fleet). A connection attempt is cheap; keep them close.
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: ReconnectBackoff, MinConnectTimeout: 5 * time.Second}),
+	}, o.DialOptions...)
 	if o.Token != "" {
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer(o.Token)))
 	}
