@@ -112,8 +112,9 @@ test: tools ## Build what the tests need, then run every test.
 	go test $(TEST_FLAGS) ./...
 
 .PHONY: bench
-bench: tools ## Run the benchmarks.
-	go test -run '^$$' -bench . -benchmem ./...
+bench: tools ## Run the benchmarks (the fleet benchmark takes about 2 minutes).
+	go test -run '^$$' -bench . -benchmem $$(go list ./... | grep -v /test/e2e)
+	go test -run '^$$' -bench Fleet -benchtime 200x -timeout 30m ./test/e2e
 
 .PHONY: help
 help: ## Show this help.
