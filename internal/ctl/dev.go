@@ -50,6 +50,19 @@ func newDevUpCommand(dir *string) *cobra.Command {
 				return err
 			}
 			o.Dir, o.Tools, o.Fleetnet, o.Detach, o.Progress = *dir, tools, fleetnetBinDir(tools), true, cmd.ErrOrStderr()
+			// A fleet that exists keeps its shape unless asked otherwise.
+			if s, err := dev.Load(*dir); err == nil {
+				if !cmd.Flags().Changed("clusters") && !cmd.Flags().Changed("dual-stack") {
+					o.Clusters, o.DualStack = nil, nil
+					for _, c := range s.Clusters {
+						o.Clusters = append(o.Clusters, c.Name)
+						if c.DualStack {
+							o.DualStack = append(o.DualStack, c.Name)
+						}
+					}
+				}
+				o.BasePort, o.LeaseTTL = s.BasePort, s.LeaseTTL
+			}
 			started := time.Now()
 			s, err := dev.Up(cmd.Context(), o)
 			if err != nil {
@@ -60,7 +73,7 @@ func newDevUpCommand(dir *string) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringSliceVar(&o.Clusters, "clusters", []string{"hub", "east", "west"}, "names (and cluster ids) of the clusters")
+	cmd.Flags().StringSliceVar(&o.Clusters, "clusters", []string{"hub", "east", "west"}, "names (and cluster ids) of the clusters; a fleet that exists keeps its own")
 	cmd.Flags().StringSliceVar(&o.DualStack, "dual-stack", nil, "clusters that get an IPv6 service CIDR as well")
 	cmd.Flags().IntVar(&o.BasePort, "base-port", 17400, "first loopback port of the fleet; it uses 10 + 10 per cluster from there")
 	cmd.Flags().DurationVar(&o.LeaseTTL, "lease-ttl", 10*time.Second, "the registry's lease TTL: how soon a cluster whose agent stopped leaves the imports")
