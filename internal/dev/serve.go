@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -124,7 +125,8 @@ func Serve(ctx context.Context, o ServeOptions) error {
 		}
 		delete(s.Pods, key)
 	}
-	for name := range want {
+	for i := range o.Replicas {
+		name := fmt.Sprintf("%s-%d", o.Name, i)
 		key := o.Cluster + "/" + o.Namespace + "/" + name
 		if _, ok := s.Pods[key]; ok {
 			continue
@@ -176,7 +178,11 @@ func RunEcho(ctx context.Context, listen, cluster, pod string) error {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintf(w, "cluster=%s pod=%s address=%s path=%s\n", cluster, pod, r.Host, r.URL.Path)
+		addr := listen
+		if a, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+			addr = a.String()
+		}
+		fmt.Fprintf(w, "cluster=%s pod=%s address=%s path=%s\n", cluster, pod, addr, r.URL.Path)
 	})
 	srv := &http.Server{Addr: listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
