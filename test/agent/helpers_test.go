@@ -42,6 +42,7 @@ func startAgent(t testing.TB, c *fleet.Cluster, reg *registrytest.Registry, id s
 		ExportResyncPeriod: 10 * time.Minute,
 		ImportResyncPeriod: 10 * time.Minute,
 		EndpointsPerSlice:  100,
+		ImportWorkers:      4,
 		Registerer:         prometheus.NewRegistry(),
 	}
 	for _, m := range mods {

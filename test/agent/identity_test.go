@@ -69,6 +69,7 @@ func TestIdentity(t *testing.T) {
 		ExportResyncPeriod: time.Minute,
 		ImportResyncPeriod: time.Minute,
 		EndpointsPerSlice:  100,
+		ImportWorkers:      4,
 	}
 	err = app.Run(ctx, east.Config, o, nil)
 	if err == nil || !strings.Contains(err.Error(), `--region="US West (Oregon)"`) {

@@ -48,6 +48,7 @@ type Options struct {
 	ExportResyncPeriod time.Duration
 	ImportResyncPeriod time.Duration
 	EndpointsPerSlice  int
+	ImportWorkers      int
 	// Registerer receives the agent's own metrics; controller-runtime's
 	// registry (served on --metrics-bind-address) when nil.
 	Registerer prometheus.Registerer
@@ -72,6 +73,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.ExportResyncPeriod, "export-resync-period", 10*time.Minute, "how often every export is compared with the registry")
 	fs.DurationVar(&o.ImportResyncPeriod, "import-resync-period", 10*time.Minute, "how often every import is compared with the cluster, bounding repair when an event is missed")
 	fs.IntVar(&o.EndpointsPerSlice, "endpoints-per-slice", 100, "most endpoints in one imported EndpointSlice (1 to 1000)")
+	fs.IntVar(&o.ImportWorkers, "import-workers", 4, "how many imports are reconciled at once (1 to 64)")
 }
 
 // Run runs the agent until ctx ends.
@@ -85,6 +87,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	}
 	if o.ImportResyncPeriod < time.Second {
 		return fmt.Errorf("--import-resync-period=%s: must be at least 1s", o.ImportResyncPeriod)
+	}
+	if o.ImportWorkers < 1 || o.ImportWorkers > 64 {
+		return fmt.Errorf("--import-workers=%d: must be between 1 and 64", o.ImportWorkers)
 	}
 	if o.EndpointsPerSlice < 1 || o.EndpointsPerSlice > 1000 {
 		return fmt.Errorf("--endpoints-per-slice=%d: must be between 1 and 1000", o.EndpointsPerSlice)
@@ -188,7 +193,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		return err
 	}
 	if err := (&importer.Reconciler{
-		Client: mgr.GetClient(), Stream: stream, Families: families, EndpointsPerSlice: o.EndpointsPerSlice,
+		Client: mgr.GetClient(), Stream: stream, Families: families, EndpointsPerSlice: o.EndpointsPerSlice, Workers: o.ImportWorkers,
 		Recorder: mgr.GetEventRecorder("fleetnet-agent"), Log: log, Events: importEvents, Pending: importer.NewPendingTracker(reg),
 	}).SetupWithManager(mgr); err != nil {
 		return err

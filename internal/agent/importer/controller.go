@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -51,6 +52,10 @@ type Reconciler struct {
 	Events chan event.GenericEvent
 	// Pending counts imports waiting for their namespace.
 	Pending *PendingTracker
+	// Workers is how many imports are reconciled at once (at least 1).
+	// Imports are independent; one worker made a fleet's first sync of
+	// 1,000 imports wait on one API round trip after another.
+	Workers int
 }
 
 // SetupWithManager watches ServiceImports, derived Services, imported
@@ -80,6 +85,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&discoveryv1.EndpointSlice{}, byImportLabel, builder.WithPredicates(notOwnWrite)).
 		Watches(&corev1.Namespace{}, byNamespace).
 		WatchesRawSource(source.Channel(r.Events, &handler.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).
 		Complete(r)
 }
 
