@@ -102,6 +102,12 @@ func Up(ctx context.Context, o Options) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
+	// A failed first Up and Down remove the folder: it must be ours.
+	if _, err := os.Stat(filepath.Join(dir, stateFile)); errors.Is(err, os.ErrNotExist) {
+		if entries, _ := os.ReadDir(dir); len(entries) > 0 && !(len(entries) == 1 && entries[0].Name() == ".lock") {
+			return nil, fmt.Errorf("--dir=%s: the folder holds other files; a fleet needs a folder of its own", dir)
+		}
+	}
 	unlock, err := lock(dir)
 	if err != nil {
 		return nil, err

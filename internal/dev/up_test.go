@@ -63,6 +63,24 @@ func TestUpRefusesBadInputAndLeavesNothingBehind(t *testing.T) {
 	}
 }
 
+func TestUpRefusesAFolderWithOtherFiles(t *testing.T) {
+	dir := t.TempDir()
+	mine := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(mine, []byte("keep me"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Up(context.Background(), Options{
+		Dir: dir, Clusters: []string{"hub"}, BasePort: 40000, LeaseTTL: 10 * time.Second,
+		Tools: controlplane.Binaries{Dir: t.TempDir()}, Fleetnet: t.TempDir(),
+	})
+	if err == nil || !strings.Contains(err.Error(), "holds other files") {
+		t.Fatalf("Up in a folder with other files: %v", err)
+	}
+	if _, err := os.Stat(mine); err != nil {
+		t.Fatalf("the user's file is gone: %v", err)
+	}
+}
+
 func TestProcessStateAlive(t *testing.T) {
 	start, _, err := procStat(os.Getpid())
 	if err != nil {
