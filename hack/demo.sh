@@ -53,6 +53,15 @@ slices_from() { # CONTEXT CLUSTER: imported slices of CLUSTER exist in CONTEXT
 		-l "multicluster.kubernetes.io/service-name=$SVC,multicluster.kubernetes.io/source-cluster=$2") ]]
 }
 no_slices_from() { ! slices_from "$@"; }
+export_echo() { # CONTEXT: apply the ServiceExport of $SVC
+	show "$KUBECTL" --context "$1" apply -f - <<EOF
+apiVersion: multicluster.x-k8s.io/v1beta1
+kind: ServiceExport
+metadata:
+  name: $SVC
+  namespace: $NS
+EOF
+}
 condition_is() { # CONTEXT KIND TYPE STATUS
 	[[ $("$KUBECTL" --context "$1" get "$2" "$SVC" -n "$NS" -o jsonpath="{.status.conditions[?(@.type==\"$3\")].status}") == "$4" ]]
 }
@@ -85,13 +94,7 @@ show "$KUBECTL" --context east get service,endpointslices -n "$NS"
 step "3. Export echo from east and west"
 since=$(now_ms)
 for ctx in east west; do
-	show "$KUBECTL" --context "$ctx" apply -f - <<EOF
-apiVersion: multicluster.x-k8s.io/v1beta1
-kind: ServiceExport
-metadata:
-  name: $SVC
-  namespace: $NS
-EOF
+	export_echo "$ctx"
 done
 wait_for 60 "exported -> imported in hub from both clusters" imports_from hub east west
 wait_for 30 "imported EndpointSlices of both clusters in hub" eval 'slices_from hub east && slices_from hub west'
@@ -102,23 +105,16 @@ show "$KUBECTL" --context hub get serviceimport "$SVC" -n "$NS" -o jsonpath='{ra
 show "$KUBECTL" --context hub get endpointslices -n "$NS" -l "multicluster.kubernetes.io/service-name=$SVC" -L multicluster.kubernetes.io/source-cluster
 
 step "4. Real HTTP answers, fetched through the endpoints imported into hub"
-mapfile -t endpoints < <("$KUBECTL" --context hub get endpointslices -n "$NS" -l "multicluster.kubernetes.io/service-name=$SVC" \
-	-o jsonpath='{range .items[*]}{range .endpoints[*]}{.addresses[0]}{":"}{..ports[0].port}{"\n"}{end}{end}')
+mapfile -t addresses < <("$KUBECTL" --context hub get endpointslices -n "$NS" -l "multicluster.kubernetes.io/service-name=$SVC" \
+	-o jsonpath='{range .items[*]}{range .endpoints[*]}{.addresses[0]}{"\n"}{end}{end}')
 port=$("$KUBECTL" --context hub get endpointslices -n "$NS" -l "multicluster.kubernetes.io/service-name=$SVC" -o jsonpath='{.items[0].ports[0].port}')
-for ep in "${endpoints[@]}"; do
-	addr=${ep%%:*}
+for addr in "${addresses[@]}"; do
 	show curl -sS --max-time 5 "http://$addr:$port/"
 done
 
 step "5. A conflict: hub exports its own echo, whose port is named 'web' instead of 'http'"
 show "$FLEETNETCTL" dev serve --dir "$DIR" --cluster hub --namespace "$NS" --name "$SVC" --replicas 1 --port-name web
-show "$KUBECTL" --context hub apply -f - <<EOF
-apiVersion: multicluster.x-k8s.io/v1beta1
-kind: ServiceExport
-metadata:
-  name: $SVC
-  namespace: $NS
-EOF
+export_echo hub
 wait_for 30 "conflict reported on hub's ServiceExport" condition_is hub serviceexport Conflict True
 show "$KUBECTL" --context hub get serviceexport "$SVC" -n "$NS" \
 	-o jsonpath='{range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{"\n"}{end}'

@@ -61,7 +61,6 @@ func newDevUpCommand(dir *string) *cobra.Command {
 						}
 					}
 				}
-				o.BasePort, o.LeaseTTL = s.BasePort, s.LeaseTTL
 			}
 			started := time.Now()
 			s, err := dev.Up(cmd.Context(), o)

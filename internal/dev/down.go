@@ -1,19 +1,15 @@
 package dev
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
 )
-
-const syscallTERM = syscall.SIGTERM
 
 // Down stops every process of the fleet in dir, removes the echo pods'
 // network namespaces and the bridge, and deletes the folder. A folder with
@@ -30,20 +26,20 @@ func Down(dir string, progress io.Writer) error {
 		fmt.Fprintf(progress, "no fleet in %s\n", dir)
 		return nil
 	}
-	unlock, err := lock(dir)
-	if err != nil {
-		return err
+	s, unlock, err := lockAndLoad(dir)
+	if unlock != nil {
+		defer unlock()
 	}
-	defer unlock()
-	s, err := Load(dir)
 	if err != nil {
 		return err
 	}
 	var errs []error
+	left := map[string]PodState{}
 	for key, pod := range s.Pods {
 		stopProcess(pod.Process, syscall.SIGTERM, 5*time.Second)
 		if err := removePodNetwork(pod); err != nil {
 			errs = append(errs, fmt.Errorf("pod %s: %w", key, err))
+			left[key] = pod
 		}
 	}
 	if len(s.Pods) > 0 {
@@ -60,8 +56,9 @@ func Down(dir string, progress io.Writer) error {
 		stopProcess(s.Processes[c], syscall.SIGTERM, 10*time.Second)
 	}
 	if err := errors.Join(errs...); err != nil {
-		// Keep the state so that another `down` can finish the job.
-		s.Pods = map[string]PodState{}
+		// Keep the state of what is left, so that another `down` can finish
+		// the job.
+		s.Pods = left
 		_ = s.save()
 		return err
 	}
@@ -75,16 +72,10 @@ func Down(dir string, progress io.Writer) error {
 // Stop ends one component of the fleet (SIGTERM, or SIGKILL when kill is
 // set), for fault drills; `Up` starts it again.
 func Stop(dir, component string, kill bool) error {
-	dir, err := filepath.Abs(dir)
-	if err != nil {
-		return err
+	s, unlock, err := lockAndLoad(dir)
+	if unlock != nil {
+		defer unlock()
 	}
-	unlock, err := lock(dir)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	s, err := Load(dir)
 	if err != nil {
 		return err
 	}
@@ -98,22 +89,4 @@ func Stop(dir, component string, kill bool) error {
 	stopProcess(s.Processes[component], sig, 10*time.Second)
 	delete(s.Processes, component)
 	return s.save()
-}
-
-func httpOK(ctx context.Context, url string) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s answered %s", url, resp.Status)
-	}
-	return nil
 }

@@ -86,16 +86,10 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	if o.Progress == nil {
 		o.Progress = io.Discard
 	}
-	dir, err := filepath.Abs(o.Dir)
-	if err != nil {
-		return err
+	s, unlock, err := lockAndLoad(o.Dir)
+	if unlock != nil {
+		defer unlock()
 	}
-	unlock, err := lock(dir)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	s, err := Load(dir)
 	if err != nil {
 		return err
 	}

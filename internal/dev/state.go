@@ -117,25 +117,35 @@ func (s *State) clusterPort(c ClusterState, offset int) int {
 // ports lists every port the fleet listens on, with what it is for.
 func (s *State) ports() []portUse {
 	out := []portUse{
-		{s.BasePort + offsetEtcdClient, ComponentEtcd + " (client)"},
-		{s.BasePort + offsetEtcdPeer, ComponentEtcd + " (peer)"},
-		{s.BasePort + offsetRegistry, ComponentRegistry},
-		{s.BasePort + offsetRegistryMetrics, ComponentRegistry + " (metrics)"},
+		{s.BasePort + offsetEtcdClient, ComponentEtcd, "client"},
+		{s.BasePort + offsetEtcdPeer, ComponentEtcd, "peer"},
+		{s.BasePort + offsetRegistry, ComponentRegistry, ""},
+		{s.BasePort + offsetRegistryMetrics, ComponentRegistry, "metrics"},
 	}
 	for _, c := range s.Clusters {
 		out = append(out,
-			portUse{s.clusterPort(c, offsetAPIServer), c.Name + "/" + PartAPIServer},
-			portUse{s.clusterPort(c, offsetKwok), c.Name + "/" + PartKwok},
-			portUse{s.clusterPort(c, offsetAgentMetrics), c.Name + "/" + PartAgent + " (metrics)"},
-			portUse{s.clusterPort(c, offsetAgentHealth), c.Name + "/" + PartAgent + " (health)"},
+			portUse{s.clusterPort(c, offsetAPIServer), c.Name + "/" + PartAPIServer, ""},
+			portUse{s.clusterPort(c, offsetKwok), c.Name + "/" + PartKwok, ""},
+			portUse{s.clusterPort(c, offsetAgentMetrics), c.Name + "/" + PartAgent, "metrics"},
+			portUse{s.clusterPort(c, offsetAgentHealth), c.Name + "/" + PartAgent, "health"},
 		)
 	}
 	return out
 }
 
+// portUse is one port of the fleet: the component listening and, when it
+// has several, which of its ports it is.
 type portUse struct {
-	port int
-	what string
+	port      int
+	component string
+	role      string
+}
+
+func (p portUse) String() string {
+	if p.role == "" {
+		return p.component
+	}
+	return p.component + " (" + p.role + ")"
 }
 
 // Cluster returns the cluster with the given name.
@@ -217,6 +227,17 @@ func lock(dir string) (func(), error) {
 		return nil, fmt.Errorf("locking %s: %w", dir, err)
 	}
 	return func() { f.Close() }, nil
+}
+
+// lockAndLoad takes the lock of the fleet in dir and reads its state. The
+// caller releases the lock with unlock, which is set whenever the lock was
+// taken, also when reading failed (ErrNoFleet for a folder without a fleet).
+func lockAndLoad(dir string) (s *State, unlock func(), err error) {
+	if unlock, err = lock(dir); err != nil {
+		return nil, nil, err
+	}
+	s, err = Load(dir)
+	return s, unlock, err
 }
 
 // Alive reports whether the recorded process still runs.

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
@@ -18,6 +20,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/controlplane"
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/fleetnet/fleetnet/internal/registry/client"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 )
@@ -108,13 +111,10 @@ func Up(ctx context.Context, o Options) (*State, error) {
 			return nil, fmt.Errorf("--dir=%s: the folder holds other files; a fleet needs a folder of its own", dir)
 		}
 	}
-	unlock, err := lock(dir)
-	if err != nil {
-		return nil, err
+	s, unlock, err := lockAndLoad(dir)
+	if unlock != nil {
+		defer unlock()
 	}
-	defer unlock()
-
-	s, err := Load(dir)
 	fresh := errors.Is(err, ErrNoFleet)
 	switch {
 	case fresh:
@@ -171,12 +171,12 @@ func (s *State) sameShape(o Options) error {
 	slices.Sort(want)
 	if !slices.Equal(have, o.Clusters) || !slices.Equal(dual, want) {
 		return fmt.Errorf("the fleet in %s has clusters %s (dual-stack: %s); run `fleetnetctl dev down --dir %s` before asking for %s (dual-stack: %s)",
-			s.Dir, strings.Join(have, ","), dash(dual), s.Dir, strings.Join(o.Clusters, ","), dash(o.DualStack))
+			s.Dir, strings.Join(have, ","), listOrNone(dual), s.Dir, strings.Join(o.Clusters, ","), listOrNone(o.DualStack))
 	}
 	return nil
 }
 
-func dash(s []string) string {
+func listOrNone(s []string) string {
 	if len(s) == 0 {
 		return "none"
 	}
@@ -200,12 +200,11 @@ func (u *upper) run(ctx context.Context, fresh bool) error {
 	// Check every port a missing component needs before starting anything.
 	var busy []string
 	for _, p := range s.ports() {
-		component, _, _ := strings.Cut(p.what, " ")
-		if s.Processes[component].Alive() {
+		if s.Processes[p.component].Alive() {
 			continue
 		}
 		if err := portFree(p.port); err != nil {
-			busy = append(busy, fmt.Sprintf("port %d (%s) is in use", p.port, p.what))
+			busy = append(busy, fmt.Sprintf("port %d (%s) is in use", p.port, p))
 		}
 	}
 	var errs []error
@@ -236,11 +235,15 @@ func (u *upper) run(ctx context.Context, fresh bool) error {
 		return err
 	}
 
+	crds, err := crd.All()
+	if err != nil {
+		return err
+	}
 	configs := make([]*rest.Config, len(s.Clusters))
 	clusterErrs := make([]error, len(s.Clusters))
 	var wg sync.WaitGroup
 	for i, c := range s.Clusters {
-		wg.Go(func() { configs[i], clusterErrs[i] = u.cluster(ctx, c) })
+		wg.Go(func() { configs[i], clusterErrs[i] = u.cluster(ctx, c, crds) })
 	}
 	wg.Wait()
 	if err := errors.Join(clusterErrs...); err != nil {
@@ -313,13 +316,13 @@ func (u *upper) ensure(component string, start func() (*controlplane.Process, er
 // undo stops what this Up started, newest first.
 func (u *upper) undo() {
 	for i := len(u.started) - 1; i >= 0; i-- {
-		stopProcess(u.s.Processes[u.started[i]], syscallTERM, 5*time.Second)
+		stopProcess(u.s.Processes[u.started[i]], syscall.SIGTERM, 5*time.Second)
 		delete(u.s.Processes, u.started[i])
 	}
 }
 
 // cluster brings one cluster's control plane up and returns its admin config.
-func (u *upper) cluster(ctx context.Context, c ClusterState) (*rest.Config, error) {
+func (u *upper) cluster(ctx context.Context, c ClusterState, crds []*apiextensionsv1.CustomResourceDefinition) (*rest.Config, error) {
 	s, o := u.s, u.o
 	dir := filepath.Join(s.Dir, c.Name)
 	cfg := controlplane.APIServerConfig{
@@ -343,10 +346,6 @@ func (u *upper) cluster(ctx context.Context, c ClusterState) (*rest.Config, erro
 		if api, err = controlplane.ConnectAPIServer(ctx, cfg); err != nil {
 			return nil, fmt.Errorf("%s/%s: %w", c.Name, PartAPIServer, err)
 		}
-	}
-	crds, err := crd.All()
-	if err != nil {
-		return nil, err
 	}
 	if err := controlplane.InstallCRDs(ctx, api.Config, crds); err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", c.Name, err)
@@ -529,4 +528,22 @@ func portFree(port int) error {
 		return err
 	}
 	return l.Close()
+}
+
+func httpOK(ctx context.Context, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %s", url, resp.Status)
+	}
+	return nil
 }
