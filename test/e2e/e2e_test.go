@@ -323,10 +323,19 @@ func TestDriftRepaired(t *testing.T) {
 	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
 		return cl.Get(ctx, ctrlclient.ObjectKeyFromObject(derived), derived)
 	})
-	imp = waitImport(t, "west", ns, "svc", want, 30*time.Second)
-	if len(imp.si.Spec.IPs) != 1 || imp.si.Spec.IPs[0] != derived.Spec.ClusterIP {
-		t.Errorf("ServiceImport ips %v, want the re-created derived Service's %s", imp.si.Spec.IPs, derived.Spec.ClusterIP)
-	}
+	// The endpoints never changed, so wait for the ips themselves: the
+	// agent writes them after it has re-created the Service.
+	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+		imp, err := getImport(ctx, cl, ns, "svc")
+		if err != nil {
+			return err
+		}
+		if len(imp.si.Spec.IPs) != 1 || imp.si.Spec.IPs[0] != derived.Spec.ClusterIP {
+			return fmt.Errorf("ServiceImport ips %v, want the re-created derived Service's %s", imp.si.Spec.IPs, derived.Spec.ClusterIP)
+		}
+		return nil
+	})
+	waitImport(t, "west", ns, "svc", want, 30*time.Second)
 }
 
 // A cluster's certificate cannot write another cluster's records.
