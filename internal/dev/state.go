@@ -110,6 +110,11 @@ func (s *State) RegistryAddress() string {
 	return fmt.Sprintf("127.0.0.1:%d", s.BasePort+offsetRegistry)
 }
 
+// AgentMetricsAddress is where a cluster's agent serves /metrics.
+func (s *State) AgentMetricsAddress(c ClusterState) string {
+	return fmt.Sprintf("127.0.0.1:%d", s.clusterPort(c, offsetAgentMetrics))
+}
+
 func (s *State) clusterPort(c ClusterState, offset int) int {
 	return s.BasePort + offsetClusters + c.Index*portsPerCluster + offset
 }

@@ -413,7 +413,7 @@ func (u *upper) startAgent(c ClusterState) (*controlplane.Process, error) {
 		"--registry-ca-file=" + filepath.Join(certs, "ca.crt"),
 		"--registry-cert-file=" + filepath.Join(certs, c.Name+".crt"),
 		"--registry-key-file=" + filepath.Join(certs, c.Name+".key"),
-		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", s.clusterPort(c, offsetAgentMetrics)),
+		"--metrics-bind-address=" + s.AgentMetricsAddress(c),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", s.clusterPort(c, offsetAgentHealth)),
 		// One agent per cluster: nothing to elect, and a restarted agent
 		// need not wait for its predecessor's Lease to expire.

@@ -221,13 +221,56 @@ func TestAgentRestartZeroWrites(t *testing.T) {
 
 	stop(t, "west/agent", false)
 	up(t)
-	// Converged again: the import's slices are read back and the agent has
-	// done its first import resync.
-	waitImport(t, "west", ns, "svc", want, 30*time.Second)
-	time.Sleep(3 * time.Second)
+	waitAgentSettled(t, "west")
 	if d := agentWrites(t, "west") - before; d != 0 {
 		t.Errorf("restarting west's agent on a converged cluster cost %.0f API writes, want 0", d)
 	}
+}
+
+// waitAgentSettled waits until a (re)started agent has done its first pass:
+// it holds a synced view of the registry's imports, has finished an export
+// resync, has reconciled every ServiceExport and ServiceImport of its
+// cluster at least once, and has nothing queued. Any write the restart
+// causes has been made by then.
+func waitAgentSettled(t testing.TB, cluster string) {
+	t.Helper()
+	c, err := state.Cluster(cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + state.AgentMetricsAddress(c) + "/metrics"
+	cl := kube(t, cluster)
+	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+		m, err := fleet.ScrapeMetrics(ctx, url)
+		if err != nil {
+			return err
+		}
+		if v := fleet.Sum(m, "fleetnet_agent_registry_stream_synced", nil); v != 1 {
+			return fmt.Errorf("%s: registry stream not synced", cluster)
+		}
+		if v := fleet.Sum(m, "fleetnet_agent_export_resyncs_total", nil); v < 1 {
+			return fmt.Errorf("%s: no export resync completed yet", cluster)
+		}
+		exports, imports := &mcsv1beta1.ServiceExportList{}, &mcsv1beta1.ServiceImportList{}
+		if err := cl.List(ctx, exports); err != nil {
+			return err
+		}
+		if err := cl.List(ctx, imports); err != nil {
+			return err
+		}
+		for controller, objects := range map[string]int{"serviceexport": len(exports.Items), "serviceimport": len(imports.Items)} {
+			if n := fleet.Sum(m, "controller_runtime_reconcile_total", map[string]string{"controller": controller}); n < float64(objects) {
+				return fmt.Errorf("%s: %s controller reconciled %.0f times, fewer than the %d objects", cluster, controller, n, objects)
+			}
+			if d := fleet.Sum(m, "workqueue_depth", map[string]string{"name": controller}); d != 0 {
+				return fmt.Errorf("%s: %s controller has %.0f queued", cluster, controller, d)
+			}
+			if a := fleet.Sum(m, "controller_runtime_active_workers", map[string]string{"controller": controller}); a != 0 {
+				return fmt.Errorf("%s: %s controller has %.0f reconciles running", cluster, controller, a)
+			}
+		}
+		return nil
+	})
 }
 
 // settle waits until no namespace of the cluster is terminating.

@@ -2,10 +2,13 @@ package fleet
 
 import (
 	"context"
-	"slices"
+	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"k8s.io/client-go/kubernetes"
@@ -32,24 +35,74 @@ func APIWrites(t testing.TB, name string, cfg *rest.Config, resources ...string)
 	if err != nil {
 		t.Fatalf("reading /metrics of cluster %s: %v", name, err)
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
+	families, err := parseMetrics(string(body))
 	if err != nil {
 		t.Fatalf("parsing /metrics of cluster %s: %v", name, err)
 	}
 	total := 0.0
-	for _, m := range families["apiserver_request_total"].GetMetric() {
-		labels := map[string]string{}
-		for _, l := range m.GetLabel() {
-			labels[l.GetName()] = l.GetValue()
+	for _, verb := range []string{"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"} {
+		if len(resources) == 0 {
+			total += Sum(families, "apiserver_request_total", map[string]string{"verb": verb})
 		}
-		if !slices.Contains([]string{"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"}, labels["verb"]) {
-			continue
+		for _, r := range resources {
+			total += Sum(families, "apiserver_request_total", map[string]string{"verb": verb, "resource": r})
 		}
-		if len(resources) > 0 && !slices.Contains(resources, labels["resource"]) {
-			continue
-		}
-		total += m.GetCounter().GetValue()
 	}
 	return total
+}
+
+// ScrapeMetrics reads a Prometheus text endpoint such as
+// http://127.0.0.1:8080/metrics.
+func ScrapeMetrics(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("reading %s: %s", url, resp.Status)
+	}
+	families, err := parseMetrics(string(body))
+	if err != nil {
+		return nil, fmt.Errorf("parsing %s: %w", url, err)
+	}
+	return families, nil
+}
+
+func parseMetrics(text string) (map[string]*dto.MetricFamily, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(strings.NewReader(text))
+}
+
+// Sum adds up the counters, gauges or untyped values of a metric family
+// whose labels include all of the given ones.
+func Sum(families map[string]*dto.MetricFamily, name string, labels map[string]string) float64 {
+	total := 0.0
+	for _, m := range families[name].GetMetric() {
+		if hasLabels(m, labels) {
+			total += m.GetCounter().GetValue() + m.GetGauge().GetValue() + m.GetUntyped().GetValue()
+		}
+	}
+	return total
+}
+
+func hasLabels(m *dto.Metric, want map[string]string) bool {
+	matched := 0
+	for _, l := range m.GetLabel() {
+		if v, ok := want[l.GetName()]; ok {
+			if v != l.GetValue() {
+				return false
+			}
+			matched++
+		}
+	}
+	return matched == len(want)
 }
