@@ -217,8 +217,10 @@ func TestImportIntoIPv4OnlyClusterAndBlockingService(t *testing.T) {
 	dual.Spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicyPreferDualStack)
 	v6 := service(ns, "v6only")
 	v6.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol}
+	dualV6 := endpointSlice(ns, "dual", "dual-v6", "fd00:10:244::7")
+	dualV6.AddressType = discoveryv1.AddressTypeIPv6
 	blocked := service(ns, "blocked")
-	for _, obj := range []client.Object{dual, v6, blocked,
+	for _, obj := range []client.Object{dual, v6, blocked, endpointSlice(ns, "dual", "dual-v4", "10.244.0.7"), dualV6,
 		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dual"}},
 		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "v6only"}},
 		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "blocked"}},
@@ -256,6 +258,32 @@ func TestImportIntoIPv4OnlyClusterAndBlockingService(t *testing.T) {
 	}
 	if !slices.Equal(svc.Spec.IPFamilies, []corev1.IPFamily{corev1.IPv4Protocol}) {
 		t.Errorf("derived Service of the dual-stack import has families %v, want IPv4 only", svc.Spec.IPFamilies)
+	}
+	// Its slices are those of the derived Service's families: west gets the
+	// IPv4 slice only, dual-stack east gets both.
+	for _, tc := range []struct {
+		name  string
+		cl    client.Client
+		types []discoveryv1.AddressType
+	}{
+		{"west", wc, []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4}},
+		{"east", ec, []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6}},
+	} {
+		fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+			ss, err := importedSlices(ctx, tc.cl, "dual")
+			if err != nil {
+				return err
+			}
+			var got []discoveryv1.AddressType
+			for _, s := range ss {
+				got = append(got, s.AddressType)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.types) {
+				return errorf("%s: imported slices of the dual-stack import have address types %v, want %v", tc.name, got, tc.types)
+			}
+			return nil
+		})
 	}
 	// The IPv6-only import cannot be served in west.
 	fleet.Eventually(t, 30*time.Second, ready("v6only", metav1.ConditionFalse, string(mcsv1beta1.ServiceImportReasonIPFamilyNotSupported)))

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +73,36 @@ func TestHeadless(t *testing.T) {
 	}
 	if derived.Spec.ClusterIP != corev1.ClusterIPNone {
 		t.Errorf("derived Service %s has clusterIP %q, want None", name, derived.Spec.ClusterIP)
+	}
+}
+
+// A dual-stack Service exported from dual-stack east is imported with both
+// families in east, and as IPv4 only (IPv4 slices only) in hub and west,
+// whose Service networks are IPv4.
+func TestDualStack(t *testing.T) {
+	ns := namespace(t, "e2e-dual-stack")
+	export(t, "east", ns, service{name: "dual", dualStack: true, portName: "http", port: 80, addresses: []string{"10.244.1.90", "fd00:10:244:1::90"}})
+	for _, tc := range []struct {
+		cluster   string
+		families  []corev1.IPFamily
+		addresses []string
+	}{
+		{"east", []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}, []string{"10.244.1.90", "fd00:10:244:1::90"}},
+		{"hub", []corev1.IPFamily{corev1.IPv4Protocol}, []string{"10.244.1.90"}},
+		{"west", []corev1.IPFamily{corev1.IPv4Protocol}, []string{"10.244.1.90"}},
+	} {
+		waitImport(t, tc.cluster, ns, "dual", map[string][]string{"east": tc.addresses}, 30*time.Second)
+		cl := kube(t, tc.cluster)
+		fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+			si := &mcsv1beta1.ServiceImport{}
+			if err := cl.Get(ctx, ctrlclient.ObjectKey{Namespace: ns, Name: "dual"}, si); err != nil {
+				return err
+			}
+			if !slices.Equal(si.Spec.IPFamilies, tc.families) || len(si.Spec.IPs) != len(tc.families) {
+				return fmt.Errorf("%s: ServiceImport families %v, ips %v; want %v with an IP each", tc.cluster, si.Spec.IPFamilies, si.Spec.IPs, tc.families)
+			}
+			return nil
+		})
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -77,9 +78,10 @@ func namespace(t testing.TB, name string) string {
 type service struct {
 	name      string
 	headless  bool
+	dualStack bool // RequireDualStack; needs a dual-stack cluster
 	portName  string
 	port      int32
-	addresses []string
+	addresses []string // IPv4 and IPv6
 }
 
 // export creates the Service, an EndpointSlice with its addresses and the
@@ -97,6 +99,9 @@ func export(t testing.TB, cluster, ns string, s service) {
 	if s.headless {
 		svc.Spec.ClusterIP = corev1.ClusterIPNone
 	}
+	if s.dualStack {
+		svc.Spec.IPFamilyPolicy = ptr(corev1.IPFamilyPolicyRequireDualStack)
+	}
 	if err := cl.Create(ctx, svc); err != nil {
 		t.Fatalf("%s: creating Service %s/%s: %v", cluster, ns, s.name, err)
 	}
@@ -107,14 +112,31 @@ func export(t testing.TB, cluster, ns string, s service) {
 	}
 }
 
-// setEndpoints creates or replaces the Service's one EndpointSlice.
+// setEndpoints creates or replaces the Service's IPv4 EndpointSlice, and
+// its IPv6 one when there are IPv6 addresses.
 func setEndpoints(t testing.TB, cluster, ns, name, portName string, addresses []string) {
 	t.Helper()
+	var v4, v6 []string
+	for _, a := range addresses {
+		if strings.Contains(a, ":") {
+			v6 = append(v6, a)
+		} else {
+			v4 = append(v4, a)
+		}
+	}
+	setSlice(t, cluster, ns, name, name+"-e2e", discoveryv1.AddressTypeIPv4, portName, v4)
+	if len(v6) > 0 {
+		setSlice(t, cluster, ns, name, name+"-e2e-v6", discoveryv1.AddressTypeIPv6, portName, v6)
+	}
+}
+
+func setSlice(t testing.TB, cluster, ns, service, name string, addressType discoveryv1.AddressType, portName string, addresses []string) {
+	t.Helper()
 	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-e2e", Labels: map[string]string{
-			discoveryv1.LabelServiceName: name, discoveryv1.LabelManagedBy: "e2e.fleetnet.dev",
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{
+			discoveryv1.LabelServiceName: service, discoveryv1.LabelManagedBy: "e2e.fleetnet.dev",
 		}},
-		AddressType: discoveryv1.AddressTypeIPv4,
+		AddressType: addressType,
 		Ports:       []discoveryv1.EndpointPort{{Name: &portName, Port: ptr(int32(8080)), Protocol: ptr(corev1.ProtocolTCP)}},
 	}
 	for _, a := range addresses {

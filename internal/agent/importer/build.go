@@ -119,9 +119,12 @@ type Group struct {
 }
 
 // Groups turns a source cluster's chunks into one group per address type,
-// sorted. Endpoints carry no targetRef or nodeName: those Pods and nodes are
-// not in this cluster.
-func Groups(cluster string, chunks map[string]*registryv1.EndpointChunk) []Group {
+// sorted. Like the EndpointSlice controller, it keeps only the address
+// types the derived Service has (its IP families) and FQDN: an IPv6 slice
+// under an IPv4-only Service reaches no one, and DNS would hand out its
+// addresses. Endpoints carry no targetRef or nodeName: those Pods and nodes
+// are not in this cluster.
+func Groups(cluster string, chunks map[string]*registryv1.EndpointChunk, families []corev1.IPFamily) []Group {
 	byType := map[discoveryv1.AddressType]*Group{}
 	names := make([]string, 0, len(chunks))
 	for n := range chunks {
@@ -131,6 +134,9 @@ func Groups(cluster string, chunks map[string]*registryv1.EndpointChunk) []Group
 	for _, n := range names {
 		c := chunks[n]
 		t := discoveryv1.AddressType(c.GetAddressType())
+		if t != discoveryv1.AddressTypeFQDN && !slices.Contains(families, corev1.IPFamily(t)) {
+			continue
+		}
 		g := byType[t]
 		if g == nil {
 			g = &Group{Cluster: cluster, AddressType: t}

@@ -175,7 +175,7 @@ func (r *Reconciler) materialise(ctx context.Context, si *mcsv1beta1.ServiceImpo
 		}
 		si = updated
 	}
-	return si, r.applySlices(ctx, si, name, desired)
+	return si, r.applySlices(ctx, si, name, desired, families)
 }
 
 // withIPs returns spec with ips, as the ServiceImport should hold it.
@@ -278,7 +278,7 @@ func samePorts(a, b []corev1.ServicePort) bool {
 // applySlices plans and writes the EndpointSlices of every source cluster.
 // A failing cluster does not stop the others or the deletion of stale
 // slices; the errors are joined.
-func (r *Reconciler) applySlices(ctx context.Context, si *mcsv1beta1.ServiceImport, derived string, desired *Desired) error {
+func (r *Reconciler) applySlices(ctx context.Context, si *mcsv1beta1.ServiceImport, derived string, desired *Desired, families []corev1.IPFamily) error {
 	list := &discoveryv1.EndpointSliceList{}
 	if err := r.Client.List(ctx, list, client.InNamespace(si.Namespace), client.MatchingLabels{
 		mcsv1beta1.LabelServiceName: si.Name, discoveryv1.LabelManagedBy: keys.EndpointSliceManagedBy,
@@ -311,7 +311,7 @@ func (r *Reconciler) applySlices(ctx context.Context, si *mcsv1beta1.ServiceImpo
 		if !participating[cluster] {
 			continue
 		}
-		for _, g := range Groups(cluster, desired.Chunks[cluster]) {
+		for _, g := range Groups(cluster, desired.Chunks[cluster], families) {
 			k := groupKey{cluster, g.AddressType}
 			handled[k] = true
 			prefix := derived + "-" + cluster
