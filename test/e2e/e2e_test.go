@@ -363,7 +363,9 @@ func TestRegistryUnreachable(t *testing.T) {
 	}
 
 	up(t)
+	back := time.Now()
 	waitImport(t, "hub", ns, "svc", map[string][]string{"east": {"10.244.1.71"}}, 30*time.Second)
+	t.Logf("the change made while the registry was away reached hub %s after the registry was back", time.Since(back).Round(time.Millisecond))
 	// Leases that lapsed after the restart would show within a TTL.
 	time.Sleep(leaseTTL)
 	cancel()

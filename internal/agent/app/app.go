@@ -159,6 +159,8 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		go enqueueAll(ctx, mgr, events, log)
 		return nil
 	}
+	// Exports that failed while the registry was away are retried at once.
+	registrar.OnRecovered = func(ctx context.Context) { go enqueueAll(ctx, mgr, events, log) }
 	if err := mgr.Add(registrar); err != nil {
 		return err
 	}

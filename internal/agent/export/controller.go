@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/agent/publish"
+	registryclient "github.com/fleetnet/fleetnet/internal/registry/client"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -39,6 +43,9 @@ type Reconciler struct {
 	InScope func(namespace string) bool
 	// Registered reports whether the cluster holds a lease.
 	Registered func() bool
+
+	retryOnce sync.Once
+	retry     workqueue.TypedRateLimiter[reconcile.Request]
 }
 
 // SetupWithManager registers the controller: ServiceExports, their Services
@@ -65,7 +72,28 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // Reconcile compares the ServiceExport, its Service and EndpointSlices with
 // what the registry holds, and writes the difference.
+//
+// An unreachable registry is waited for, not an error: the export is tried
+// again after a backoff of its own (at most retryMax), and at once when the
+// registrar sees the registry answer again (see lease.Registrar.OnRecovered).
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	r.retryOnce.Do(func() {
+		r.retry = workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](200*time.Millisecond, retryMax)
+	})
+	res, err := r.reconcile(ctx, req)
+	if registryclient.Unreachable(err) {
+		wait := r.retry.When(req)
+		r.Log.Info("registry unreachable; export waits", "export", req.String(), "err", err, "retryIn", wait)
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
+	r.retry.Forget(req)
+	return res, err
+}
+
+// retryMax bounds the wait between attempts while the registry is away.
+const retryMax = 30 * time.Second
+
+func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	key := publish.ExportKey{Namespace: req.Namespace, Name: req.Name}
 	se := &mcsv1beta1.ServiceExport{}
 	if err := r.Client.Get(ctx, req.NamespacedName, se); apierrors.IsNotFound(err) {

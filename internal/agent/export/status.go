@@ -10,6 +10,7 @@ import (
 
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/agent/publish"
+	"github.com/fleetnet/fleetnet/internal/registry/client"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -73,7 +74,7 @@ func (w *StatusWatcher) watch(ctx context.Context) error {
 	w.mu.Lock()
 	resume := w.rev
 	w.mu.Unlock()
-	stream, err := w.Client.Watch(ctx, &registryv1.WatchRequest{ResumeRevision: resume, ExportStatusClusterId: w.Cluster})
+	stream, err := w.Client.Watch(ctx, &registryv1.WatchRequest{ResumeRevision: resume, ExportStatusClusterId: w.Cluster}, client.WaitForConnection())
 	if err != nil {
 		return err
 	}

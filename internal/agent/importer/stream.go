@@ -7,6 +7,7 @@ import (
 	"time"
 
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/internal/registry/client"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -102,7 +103,7 @@ func (s *Stream) watch(ctx context.Context) (bool, error) {
 	s.mu.Lock()
 	resume := s.rev
 	s.mu.Unlock()
-	w, err := s.Client.Watch(ctx, &registryv1.WatchRequest{ResumeRevision: resume})
+	w, err := s.Client.Watch(ctx, &registryv1.WatchRequest{ResumeRevision: resume}, client.WaitForConnection())
 	if err != nil {
 		return false, err
 	}

@@ -25,8 +25,12 @@ type Registrar struct {
 	// cluster counts as registered; after a re-registration the registry may
 	// have lost anything. An error makes the registration count as failed.
 	OnRegistered func(ctx context.Context) error
-	Clock        clock.Clock
-	Log          *slog.Logger
+	// OnRecovered runs when a renewal succeeds after one failed: the
+	// registry answers again, and what failed meanwhile can be retried
+	// now rather than after its own backoff.
+	OnRecovered func(ctx context.Context)
+	Clock       clock.Clock
+	Log         *slog.Logger
 	// Rand draws jitter; a seeded source makes tests repeatable.
 	Rand *rand.Rand
 
@@ -93,6 +97,12 @@ func (r *Registrar) Start(ctx context.Context) error {
 		switch {
 		case err == nil:
 			backoff.reset()
+			if retrying {
+				r.Log.Info("the registry answers again", "cluster", r.Cluster.GetId())
+				if r.OnRecovered != nil {
+					r.OnRecovered(ctx)
+				}
+			}
 			retrying = false
 		case status.Code(err) == codes.NotFound:
 			r.Log.Info("the registry no longer holds this cluster; registering again and republishing", "cluster", r.Cluster.GetId())

@@ -50,9 +50,18 @@ func TestRenewalRetriesWithinAThirdOfTheTTL(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakeClock(start)
 	fake := &registryDown{clock: clk, down: start.Add(time.Minute), up: start.Add(4 * time.Minute)}
+	var (
+		recoveriesMu sync.Mutex
+		recoveries   []time.Time
+	)
 	r := &Registrar{
 		Client: fake, Cluster: &registryv1.Cluster{Id: "east"}, Clock: clk,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Rand: rand.New(rand.NewPCG(1, 2)),
+		OnRecovered: func(context.Context) {
+			recoveriesMu.Lock()
+			defer recoveriesMu.Unlock()
+			recoveries = append(recoveries, clk.Now())
+		},
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -81,6 +90,12 @@ func TestRenewalRetriesWithinAThirdOfTheTTL(t *testing.T) {
 	}
 	if !r.Registered() {
 		t.Error("the registrar lost its registration over Unavailable errors")
+	}
+	// One outage, one recovery, reported with the first renewal after it.
+	recoveriesMu.Lock()
+	defer recoveriesMu.Unlock()
+	if len(recoveries) != 1 || !recoveries[0].Equal(backAt) {
+		t.Errorf("OnRecovered ran at %v, want once, at the first renewal after the registry came back (%s)", recoveries, backAt.Sub(start))
 	}
 }
 

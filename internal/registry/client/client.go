@@ -12,13 +12,33 @@ import (
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 )
 
 // ReconnectBackoff paces attempts to reach the registry again after the
 // connection is lost: at most MaxDelay apart, which must stay well below a
 // third of the lease TTL (the renewal period).
 var ReconnectBackoff = backoff.Config{BaseDelay: 200 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second}
+
+// WaitForConnection makes a call wait while the registry is unreachable
+// instead of failing at once. Long-lived watches open with it, so that they
+// resume as soon as the connection is back (at most ReconnectBackoff.MaxDelay
+// after the registry returns) rather than after their own retry delay, which
+// grows while the registry is away.
+func WaitForConnection() grpc.CallOption { return grpc.WaitForReady(true) }
+
+// Unreachable reports whether err says the registry could not be reached or
+// could not answer in time: waiting cures it, and it is no fault of the
+// request.
+func Unreachable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded:
+		return true
+	}
+	return false
+}
 
 // Options say where the registry is and who we are.
 type Options struct {
