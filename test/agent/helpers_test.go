@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"runtime/pprof"
+	"strings"
 	"testing"
 	"time"
 
@@ -71,7 +73,10 @@ func startAgent(t testing.TB, c *fleet.Cluster, reg *registrytest.Registry, id s
 				t.Errorf("agent %s: %v", id, err)
 			}
 		case <-time.After(30 * time.Second):
-			t.Errorf("agent %s did not stop", id)
+			// What it hangs in is the finding: print every goroutine.
+			var stacks strings.Builder
+			_ = pprof.Lookup("goroutine").WriteTo(&stacks, 1)
+			t.Errorf("agent %s did not stop within 30s; goroutines:\n%s", id, stacks.String())
 		}
 	}
 	t.Cleanup(a.stop)

@@ -189,7 +189,10 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	stream := &importer.Stream{Client: regClient, Log: log, Synced: streamSynced, Changed: func(k types.NamespacedName) {
 		si := &mcsv1beta1.ServiceImport{}
 		si.Namespace, si.Name = k.Namespace, k.Name
-		importEvents <- event.GenericEvent{Object: si}
+		select { // the controller stops reading at shutdown
+		case importEvents <- event.GenericEvent{Object: si}:
+		case <-ctx.Done():
+		}
 	}}
 	if err := mgr.Add(stream); err != nil {
 		return err

@@ -78,7 +78,11 @@ func (r *Resyncer) resync(ctx context.Context) error {
 	for i := range local.Items {
 		se := &local.Items[i]
 		have[types.NamespacedName{Namespace: se.Namespace, Name: se.Name}] = true
-		r.Events <- event.GenericEvent{Object: se}
+		select {
+		case r.Events <- event.GenericEvent{Object: se}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	deleted := 0
 	for _, e := range resp.GetExports() {

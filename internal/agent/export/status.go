@@ -92,14 +92,14 @@ func (w *StatusWatcher) watch(ctx context.Context) error {
 			if pending != nil {
 				pending[k] = e.ExportStatus
 			} else {
-				w.set(k, e.ExportStatus, ev.GetRevision())
+				w.set(ctx, k, e.ExportStatus, ev.GetRevision())
 			}
 		case *registryv1.WatchEvent_ExportStatusDelete:
 			k := publish.ExportKey{Namespace: e.ExportStatusDelete.GetNamespace(), Name: e.ExportStatusDelete.GetName()}
 			if pending != nil {
 				delete(pending, k)
 			} else {
-				w.set(k, nil, ev.GetRevision())
+				w.set(ctx, k, nil, ev.GetRevision())
 			}
 		case *registryv1.WatchEvent_Synced:
 			w.mu.Lock()
@@ -119,9 +119,9 @@ func (w *StatusWatcher) watch(ctx context.Context) error {
 			w.rev, w.synced = ev.GetRevision(), true
 			w.mu.Unlock()
 			for _, k := range changed {
-				w.trigger(k)
+				w.trigger(ctx, k)
 			}
-			w.checkLosses()
+			w.checkLosses(ctx)
 		default:
 			w.mu.Lock()
 			w.rev = max(w.rev, ev.GetRevision())
@@ -130,7 +130,7 @@ func (w *StatusWatcher) watch(ctx context.Context) error {
 	}
 }
 
-func (w *StatusWatcher) set(k publish.ExportKey, st *registryv1.ExportStatus, rev int64) {
+func (w *StatusWatcher) set(ctx context.Context, k publish.ExportKey, st *registryv1.ExportStatus, rev int64) {
 	w.mu.Lock()
 	if st == nil {
 		delete(w.statuses, k)
@@ -139,13 +139,13 @@ func (w *StatusWatcher) set(k publish.ExportKey, st *registryv1.ExportStatus, re
 	}
 	w.rev = max(w.rev, rev)
 	w.mu.Unlock()
-	w.trigger(k)
-	w.checkLosses()
+	w.trigger(ctx, k)
+	w.checkLosses(ctx)
 }
 
 // checkLosses compares what the publisher believes the registry holds with
 // what the registry reports, for every write the stream has passed.
-func (w *StatusWatcher) checkLosses() {
+func (w *StatusWatcher) checkLosses(ctx context.Context) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.synced {
@@ -172,13 +172,18 @@ func (w *StatusWatcher) checkLosses() {
 		if lost {
 			w.Log.Info("the registry lost records of this export; republishing", "export", k.Namespace+"/"+k.Name)
 			w.Publisher.Forget(&k)
-			go w.trigger(k)
+			go w.trigger(ctx, k)
 		}
 	}
 }
 
-func (w *StatusWatcher) trigger(k publish.ExportKey) {
+// trigger asks for a reconcile of the export. It gives up when ctx ends:
+// the controller stops reading Events at shutdown.
+func (w *StatusWatcher) trigger(ctx context.Context, k publish.ExportKey) {
 	se := &mcsv1beta1.ServiceExport{}
 	se.Namespace, se.Name = k.Namespace, k.Name
-	w.Events <- event.GenericEvent{Object: se}
+	select {
+	case w.Events <- event.GenericEvent{Object: se}:
+	case <-ctx.Done():
+	}
 }
