@@ -2,10 +2,12 @@ package export
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -38,7 +40,11 @@ func (c *StateCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	list := &mcsv1beta1.ServiceExportList{}
-	if err := c.Reader.List(ctx, list); err != nil {
+	if err := c.Reader.List(ctx, list); errors.As(err, new(*cache.ErrCacheNotStarted)) {
+		// Starting up: the gauge appears once there is something to count.
+		// An error here would fail the whole scrape.
+		return
+	} else if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.desc, err)
 		return
 	}
