@@ -67,20 +67,26 @@ func startAgent(t testing.TB, c *fleet.Cluster, reg *registrytest.Registry, id s
 		}
 		stopped = true
 		cancel()
+		// Longer than the manager's graceful shutdown period (30s): a
+		// runnable that outlives it makes Run return an error. Either way,
+		// what it hangs in is the finding, so every goroutine is printed.
 		select {
 		case err := <-done:
 			if err != nil {
-				t.Errorf("agent %s: %v", id, err)
+				t.Errorf("agent %s: %v; goroutines:\n%s", id, err, goroutines())
 			}
-		case <-time.After(30 * time.Second):
-			// What it hangs in is the finding: print every goroutine.
-			var stacks strings.Builder
-			_ = pprof.Lookup("goroutine").WriteTo(&stacks, 1)
-			t.Errorf("agent %s did not stop within 30s; goroutines:\n%s", id, stacks.String())
+		case <-time.After(45 * time.Second):
+			t.Errorf("agent %s did not stop within 45s; goroutines:\n%s", id, goroutines())
 		}
 	}
 	t.Cleanup(a.stop)
 	return a
+}
+
+func goroutines() string {
+	var stacks strings.Builder
+	_ = pprof.Lookup("goroutine").WriteTo(&stacks, 1)
+	return stacks.String()
 }
 
 // counter sums a counter of the agent's metrics over all label values
