@@ -70,10 +70,14 @@ func startAgent(t testing.TB, c *fleet.Cluster, reg *registrytest.Registry, id s
 		// Longer than the manager's graceful shutdown period (30s): a
 		// runnable that outlives it makes Run return an error. Either way,
 		// what it hangs in is the finding, so every goroutine is printed.
+		began := time.Now()
 		select {
 		case err := <-done:
 			if err != nil {
 				t.Errorf("agent %s: %v; goroutines:\n%s", id, err, goroutines())
+			}
+			if d := time.Since(began); d > 10*time.Second {
+				t.Logf("agent %s took %s to stop", id, d.Round(time.Millisecond))
 			}
 		case <-time.After(45 * time.Second):
 			t.Errorf("agent %s did not stop within 45s; goroutines:\n%s", id, goroutines())
