@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -40,13 +41,18 @@ func APIWrites(t testing.TB, name string, cfg *rest.Config, resources ...string)
 		t.Fatalf("parsing /metrics of cluster %s: %v", name, err)
 	}
 	total := 0.0
-	for _, verb := range []string{"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"} {
-		if len(resources) == 0 {
-			total += Sum(families, "apiserver_request_total", map[string]string{"verb": verb})
+	for _, m := range families["apiserver_request_total"].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
 		}
-		for _, r := range resources {
-			total += Sum(families, "apiserver_request_total", map[string]string{"verb": verb, "resource": r})
+		if !slices.Contains([]string{"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"}, labels["verb"]) {
+			continue
 		}
+		if len(resources) > 0 && !slices.Contains(resources, labels["resource"]) {
+			continue
+		}
+		total += m.GetCounter().GetValue()
 	}
 	return total
 }
