@@ -55,8 +55,9 @@ func StartScheduler(bins Binaries, s *APIServer, dir string, opts StartOptions) 
 type KwokConfig struct {
 	// NodeName is the fake node's name.
 	NodeName string
-	// PodCIDR is where kwok takes Pod addresses from.
-	PodCIDR string
+	// PodCIDRs are the node's pod ranges, at most one per IP family, the
+	// primary family first. kwok gives each Pod one address from each.
+	PodCIDRs []string
 	// Port is a free loopback port for kwok's own server.
 	Port int
 }
@@ -64,6 +65,9 @@ type KwokConfig struct {
 // StartKwok creates the cluster's fake node and starts kwok, which keeps the
 // node Ready and moves Pods bound to it to Running.
 func StartKwok(ctx context.Context, bins Binaries, s *APIServer, dir string, cfg KwokConfig, opts StartOptions) (*Process, error) {
+	if len(cfg.PodCIDRs) == 0 {
+		return nil, fmt.Errorf("kwok node %s: no pod CIDR", cfg.NodeName)
+	}
 	path, err := bins.Path(KwokBinary)
 	if err != nil {
 		return nil, err
@@ -83,7 +87,10 @@ func StartKwok(ctx context.Context, bins Binaries, s *APIServer, dir string, cfg
 		"--kubeconfig=" + s.KubeconfigPath,
 		"--config=" + stages,
 		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-		"--cidr=" + cfg.PodCIDR,
+		// Only a fallback: kwok's pod-ready stage (PodIPsWith) takes one
+		// address from each of the node's spec.podCIDRs, which is how Pods
+		// of a dual-stack cluster get both families.
+		"--cidr=" + cfg.PodCIDRs[0],
 		"--node-ip=127.0.0.1",
 		fmt.Sprintf("--server-address=127.0.0.1:%d", cfg.Port),
 	}
@@ -102,7 +109,7 @@ func createFakeNode(ctx context.Context, client kubernetes.Interface, cfg KwokCo
 			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
 			Labels:      map[string]string{"type": "kwok", corev1.LabelHostname: cfg.NodeName},
 		},
-		Spec: corev1.NodeSpec{PodCIDR: cfg.PodCIDR, PodCIDRs: []string{cfg.PodCIDR}},
+		Spec: corev1.NodeSpec{PodCIDR: cfg.PodCIDRs[0], PodCIDRs: cfg.PodCIDRs},
 		Status: corev1.NodeStatus{
 			Capacity:    capacity,
 			Allocatable: capacity,

@@ -190,7 +190,11 @@ func RunEcho(ctx context.Context, listen, cluster, pod string) error {
 }
 
 func (s *State) freePodAddress(c ClusterState) (netip.Addr, error) {
-	prefix, err := netip.ParsePrefix(c.PodCIDR)
+	// Echo pods are IPv4 only: the bridge routes the IPv4 pod range.
+	if len(c.PodCIDRs) == 0 {
+		return netip.Addr{}, fmt.Errorf("cluster %s has no pod range in %s; run `fleetnetctl dev down` and `dev up` again", c.Name, filepath.Join(s.Dir, stateFile))
+	}
+	prefix, err := netip.ParsePrefix(c.PodCIDRs[0])
 	if err != nil {
 		return netip.Addr{}, err
 	}
@@ -205,7 +209,7 @@ func (s *State) freePodAddress(c ClusterState) (netip.Addr, error) {
 			return a, nil
 		}
 	}
-	return netip.Addr{}, fmt.Errorf("cluster %s has no free echo pod address left in %s", c.Name, c.PodCIDR)
+	return netip.Addr{}, fmt.Errorf("cluster %s has no free echo pod address left in %s", c.Name, prefix)
 }
 
 func ensureBridge() error {

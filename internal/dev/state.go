@@ -39,7 +39,9 @@ type ClusterState struct {
 	Index        int      `json:"index"`
 	DualStack    bool     `json:"dualStack,omitempty"`
 	ServiceCIDRs []string `json:"serviceCIDRs"`
-	PodCIDR      string   `json:"podCIDR"`
+	// PodCIDRs are the kwok node's pod ranges, IPv4 first; dual-stack
+	// clusters have an IPv6 one as well.
+	PodCIDRs []string `json:"podCIDRs"`
 }
 
 // ProcessState identifies a started process. The start time (in clock ticks

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -37,7 +38,8 @@ type Options struct {
 	Dir string
 	// Clusters are the clusters' names, which are also their cluster ids.
 	Clusters []string
-	// DualStack names the clusters that get an IPv6 service CIDR as well.
+	// DualStack names the clusters that get an IPv6 service CIDR and pod
+	// range as well; kwok gives their Pods an address of each family.
 	DualStack []string
 	// BasePort is the first of the fleet's loopback ports (see ports()).
 	BasePort int
@@ -144,11 +146,14 @@ func newState(dir string, o Options) *State {
 	for i, name := range o.Clusters {
 		dual := slices.Contains(o.DualStack, name)
 		cidrs := []string{fmt.Sprintf("10.%d.0.0/16", 96+i)}
+		pods := []string{fmt.Sprintf("10.244.%d.0/24", i)}
 		if dual {
 			cidrs = append(cidrs, fmt.Sprintf("fd00:10:%d::/112", 96+i))
+			// Canonical (fd00:10:244::/64 for i = 0): the API server warns otherwise.
+			pods = append(pods, netip.MustParsePrefix(fmt.Sprintf("fd00:10:244:%d::/64", i)).String())
 		}
 		s.Clusters = append(s.Clusters, ClusterState{
-			Name: name, Index: i, DualStack: dual, ServiceCIDRs: cidrs, PodCIDR: fmt.Sprintf("10.244.%d.0/24", i),
+			Name: name, Index: i, DualStack: dual, ServiceCIDRs: cidrs, PodCIDRs: pods,
 		})
 	}
 	return s
@@ -362,7 +367,7 @@ func (u *upper) cluster(ctx context.Context, c ClusterState, crds []*apiextensio
 		}},
 		{PartKwok, func() (*controlplane.Process, error) {
 			return controlplane.StartKwok(ctx, o.Tools, api, dir, controlplane.KwokConfig{
-				NodeName: "kwok-" + c.Name, PodCIDR: c.PodCIDR, Port: s.clusterPort(c, offsetKwok),
+				NodeName: "kwok-" + c.Name, PodCIDRs: c.PodCIDRs, Port: s.clusterPort(c, offsetKwok),
 			}, u.startOptions())
 		}},
 	}

@@ -77,8 +77,8 @@ func TestHeadless(t *testing.T) {
 }
 
 // A dual-stack Service exported from dual-stack east is imported with both
-// families in east, and as IPv4 only (IPv4 slices only) in hub and west,
-// whose Service networks are IPv4.
+// families in east and hub, and as IPv4 only (IPv4 slices only) in west,
+// whose Service network is IPv4.
 func TestDualStack(t *testing.T) {
 	ns := namespace(t, "e2e-dual-stack")
 	export(t, "east", ns, service{name: "dual", dualStack: true, portName: "http", port: 80, addresses: []string{"10.244.1.90", "fd00:10:244:1::90"}})
@@ -88,7 +88,7 @@ func TestDualStack(t *testing.T) {
 		addresses []string
 	}{
 		{"east", []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}, []string{"10.244.1.90", "fd00:10:244:1::90"}},
-		{"hub", []corev1.IPFamily{corev1.IPv4Protocol}, []string{"10.244.1.90"}},
+		{"hub", []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}, []string{"10.244.1.90", "fd00:10:244:1::90"}},
 		{"west", []corev1.IPFamily{corev1.IPv4Protocol}, []string{"10.244.1.90"}},
 	} {
 		waitImport(t, tc.cluster, ns, "dual", map[string][]string{"east": tc.addresses}, 30*time.Second)

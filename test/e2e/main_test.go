@@ -1,9 +1,9 @@
 // Package e2e runs fleetnet end to end on a local fleet of three clusters
-// (hub, east, west; east dual-stack) brought up by internal/dev, the code behind
-// `fleetnetctl dev up`: every part is its own process, the registry and the
-// agents are the binaries users run, and faults are dealt to processes
-// (SIGTERM, SIGKILL). The tests share one fleet and run one at a time; each
-// works in namespaces of its own.
+// (hub, east, west; hub and east dual-stack) brought up by internal/dev, the
+// code behind `fleetnetctl dev up`: every part is its own process, the
+// registry and the agents are the binaries users run, and faults are dealt to
+// processes (SIGTERM, SIGKILL). The tests share one fleet and run one at a
+// time; each works in namespaces of its own.
 package e2e
 
 import (
@@ -61,7 +61,7 @@ func run(m *testing.M) (int, error) {
 	}
 	fleetDir = filepath.Join(tmp, "fleet")
 	devOptions = dev.Options{
-		Dir: fleetDir, Clusters: []string{"hub", "east", "west"}, DualStack: []string{"east"}, LeaseTTL: leaseTTL,
+		Dir: fleetDir, Clusters: []string{"hub", "east", "west"}, DualStack: []string{"hub", "east"}, LeaseTTL: leaseTTL,
 		Tools: tools, Fleetnet: fleetnet,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -30,7 +31,8 @@ import (
 type ClusterOptions struct {
 	// Name is the cluster's name, unique in the fleet.
 	Name string
-	// DualStack gives the cluster an IPv4 and an IPv6 service CIDR.
+	// DualStack gives the cluster an IPv4 and an IPv6 service CIDR and pod
+	// range; with Kwok, Pods get an address of each family.
 	DualStack bool
 	// ControllerManager runs kube-controller-manager, which makes
 	// EndpointSlices for Services with selectors and Pods for Deployments.
@@ -64,8 +66,9 @@ type Cluster struct {
 	KubeconfigPath string
 	// ServiceCIDRs are the cluster's service CIDRs, the primary family first.
 	ServiceCIDRs []string
-	// PodCIDR is where the cluster's kwok node takes Pod addresses from.
-	PodCIDR string
+	// PodCIDRs are where the cluster's kwok node takes Pod addresses from,
+	// one range per family, IPv4 first.
+	PodCIDRs []string
 
 	apiServer *controlplane.APIServer
 }
@@ -190,7 +193,7 @@ func startCluster(ctx context.Context, bins controlplane.Binaries, f *Fleet, i i
 	c := &Cluster{
 		Name:         co.Name,
 		ServiceCIDRs: ServiceCIDRs(i, co.DualStack),
-		PodCIDR:      fmt.Sprintf("10.244.%d.0/24", i),
+		PodCIDRs:     PodCIDRs(i, co.DualStack),
 	}
 	s, err := controlplane.StartAPIServer(ctx, bins, controlplane.APIServerConfig{
 		Name:         co.Name,
@@ -222,7 +225,7 @@ func startCluster(ctx context.Context, bins controlplane.Binaries, f *Fleet, i i
 		}
 		track(p)
 		p, err = controlplane.StartKwok(ctx, bins, s, dir, controlplane.KwokConfig{
-			NodeName: "kwok-" + co.Name, PodCIDR: c.PodCIDR, Port: FreePort(t),
+			NodeName: "kwok-" + co.Name, PodCIDRs: c.PodCIDRs, Port: FreePort(t),
 		}, controlplane.StartOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("cluster %s: %w", co.Name, err)
@@ -238,6 +241,17 @@ func ServiceCIDRs(i int, dualStack bool) []string {
 	cidrs := []string{fmt.Sprintf("10.%d.0.0/16", 96+i)}
 	if dualStack {
 		cidrs = append(cidrs, fmt.Sprintf("fd00:10:%d::/112", 96+i))
+	}
+	return cidrs
+}
+
+// PodCIDRs returns the pod ranges of the i-th cluster of a fleet:
+// 10.244.i.0/24 and, for dual-stack, fd00:10:244:i::/64.
+func PodCIDRs(i int, dualStack bool) []string {
+	cidrs := []string{fmt.Sprintf("10.244.%d.0/24", i)}
+	if dualStack {
+		// Canonical (fd00:10:244::/64 for i = 0): the API server warns otherwise.
+		cidrs = append(cidrs, netip.MustParsePrefix(fmt.Sprintf("fd00:10:244:%d::/64", i)).String())
 	}
 	return cidrs
 }

@@ -3,7 +3,9 @@ package fleet_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -126,15 +128,27 @@ func property(name, value string) *aboutv1alpha1.ClusterProperty {
 	}
 }
 
+// Deployments get Running Pods with an address from each of the cluster's
+// pod ranges, and kube-controller-manager makes an EndpointSlice per family
+// of a PreferDualStack Service with those addresses: IPv4 only in a
+// single-stack cluster, both families in a dual-stack one.
 func TestKwokRunsDeployments(t *testing.T) {
 	t.Parallel()
 	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{
 		{Name: "workloads", ControllerManager: true, Kwok: true},
+		{Name: "dual", DualStack: true, ControllerManager: true, Kwok: true},
 	}})
-	ctx := context.Background()
-	cluster := f.Cluster(t, "workloads")
-	c := cluster.Client(t)
+	for _, cluster := range f.Clusters {
+		t.Run(cluster.Name, func(t *testing.T) {
+			t.Parallel()
+			runDeployment(t, cluster)
+		})
+	}
+}
 
+func runDeployment(t *testing.T, cluster *fleet.Cluster) {
+	ctx := context.Background()
+	c := cluster.Client(t)
 	labels := map[string]string{"app": "echo"}
 	deploy := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "echo"},
@@ -153,8 +167,9 @@ func TestKwokRunsDeployments(t *testing.T) {
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "echo"},
 		Spec: corev1.ServiceSpec{
-			Selector: labels,
-			Ports:    []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}},
+			Selector:       labels,
+			IPFamilyPolicy: ptr.To(corev1.IPFamilyPolicyPreferDualStack),
+			Ports:          []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}},
 		},
 	}
 	for _, obj := range []client.Object{deploy, svc} {
@@ -163,17 +178,31 @@ func TestKwokRunsDeployments(t *testing.T) {
 		}
 	}
 
+	// Pod addresses by slice address type.
+	want := map[discoveryv1.AddressType][]string{}
 	fleet.Eventually(t, time.Minute, func(ctx context.Context) error {
 		pods := &corev1.PodList{}
 		if err := c.List(ctx, pods, client.InNamespace("default"), client.MatchingLabels(labels)); err != nil {
 			return err
 		}
+		clear(want)
 		running := 0
 		for _, p := range pods.Items {
-			if p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" {
-				assertIPInCIDRs(t, p.Status.PodIP, []string{cluster.PodCIDR})
-				running++
+			if p.Status.Phase != corev1.PodRunning || len(p.Status.PodIPs) == 0 {
+				continue
 			}
+			if len(p.Status.PodIPs) != len(cluster.PodCIDRs) {
+				return fmt.Errorf("Pod %s has addresses %v, want one in each of %v", p.Name, p.Status.PodIPs, cluster.PodCIDRs)
+			}
+			for i, ip := range p.Status.PodIPs {
+				assertIPInCIDRs(t, ip.IP, cluster.PodCIDRs[i:i+1])
+				typ := discoveryv1.AddressTypeIPv4
+				if netip.MustParseAddr(ip.IP).Is6() {
+					typ = discoveryv1.AddressTypeIPv6
+				}
+				want[typ] = append(want[typ], ip.IP)
+			}
+			running++
 		}
 		if running != 2 {
 			return fmt.Errorf("%d of %d Pods running, want 2", running, len(pods.Items))
@@ -181,20 +210,26 @@ func TestKwokRunsDeployments(t *testing.T) {
 		return nil
 	})
 	fleet.Eventually(t, time.Minute, func(ctx context.Context) error {
-		slices := &discoveryv1.EndpointSliceList{}
-		if err := c.List(ctx, slices, client.InNamespace("default"), client.MatchingLabels{discoveryv1.LabelServiceName: "echo"}); err != nil {
+		list := &discoveryv1.EndpointSliceList{}
+		if err := c.List(ctx, list, client.InNamespace("default"), client.MatchingLabels{discoveryv1.LabelServiceName: "echo"}); err != nil {
 			return err
 		}
-		ready := 0
-		for _, s := range slices.Items {
+		got := map[discoveryv1.AddressType][]string{}
+		for _, s := range list.Items {
 			for _, e := range s.Endpoints {
 				if ptr.Deref(e.Conditions.Ready, false) {
-					ready++
+					got[s.AddressType] = append(got[s.AddressType], e.Addresses...)
 				}
 			}
 		}
-		if ready != 2 {
-			return fmt.Errorf("%d ready endpoints in %d EndpointSlices, want 2", ready, len(slices.Items))
+		for typ := range got {
+			slices.Sort(got[typ])
+		}
+		for typ := range want {
+			slices.Sort(want[typ])
+		}
+		if !maps.EqualFunc(got, want, slices.Equal) {
+			return fmt.Errorf("ready endpoints by address type %v, want the Pods' %v", got, want)
 		}
 		return nil
 	})
