@@ -10,21 +10,36 @@ import (
 	"os"
 
 	"github.com/fleetnet/fleetnet/internal/agent/app"
+	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 )
 
 func main() {
 	var opts app.Options
-	opts.BindFlags(flag.CommandLine)
-	flag.Parse()
+	opts.BindFlags(pflag.CommandLine)
+	// controller-runtime registers --kubeconfig on the Go flag set when it
+	// is loaded; klog's flags (--v, …) go there too, and all of them reach
+	// pflag the way Kubernetes components add them.
+	klog.InitFlags(flag.CommandLine)
+	pflag.CommandLine.AddGoFlagSet(flag.CommandLine)
+	pflag.Parse()
+	// Before the kubeconfig is loaded: a bad flag is the error to report,
+	// not a cluster that cannot be reached.
+	if err := opts.Validate(); err != nil {
+		fail(err)
+	}
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "fleetnet-agent: %v\n", err)
-		os.Exit(1)
+		fail(err)
 	}
 	if err := app.Run(ctrl.SetupSignalHandler(), cfg, opts, log); err != nil {
-		fmt.Fprintf(os.Stderr, "fleetnet-agent: %v\n", err)
-		os.Exit(1)
+		fail(err)
 	}
+}
+
+func fail(err error) {
+	fmt.Fprintf(os.Stderr, "fleetnet-agent: %v\n", err)
+	os.Exit(1)
 }

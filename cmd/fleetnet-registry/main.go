@@ -13,12 +13,16 @@ import (
 	"syscall"
 
 	"github.com/fleetnet/fleetnet/internal/registry/app"
+	"github.com/spf13/pflag"
 )
 
 func main() {
 	var opts app.Options
-	opts.BindFlags(flag.CommandLine)
-	flag.Parse()
+	opts.BindFlags(pflag.CommandLine)
+	// Flags that libraries register on the Go flag set are accepted too, as
+	// in Kubernetes components.
+	pflag.CommandLine.AddGoFlagSet(flag.CommandLine)
+	pflag.Parse()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

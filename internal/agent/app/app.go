@@ -4,7 +4,7 @@ package app
 
 import (
 	"context"
-	"flag"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -22,6 +22,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/scheme"
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -54,8 +55,9 @@ type Options struct {
 	Registerer prometheus.Registerer
 }
 
-// BindFlags registers the options on fs.
-func (o *Options) BindFlags(fs *flag.FlagSet) {
+// BindFlags registers the options on fs. The kubeconfig flag is
+// controller-runtime's, added by the command with the other Go flags.
+func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Identity.Source, "cluster-identity-source", identity.SourceFlags, "where the cluster identity comes from: flags, or clusterproperty (ClusterProperty objects cluster.clusterset.k8s.io and clusterset.k8s.io)")
 	fs.StringVar(&o.Identity.ClusterID, "cluster-id", "", "this cluster's id, an RFC 1123 label unique in the clusterset")
 	fs.StringVar(&o.Identity.ClusterSetID, "clusterset-id", "", "the clusterset's id, an RFC 1123 label")
@@ -76,23 +78,43 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.ImportWorkers, "import-workers", 4, "how many imports are reconciled at once (1 to 64)")
 }
 
+// Validate checks the options without connecting to anything, so that a
+// bad flag is reported as such rather than as a failure to reach the
+// cluster or the registry. Every error names its flag and value.
+func (o *Options) Validate() error {
+	var errs []error
+	if err := o.Identity.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.Registry.Address == "" {
+		errs = append(errs, errors.New("--registry is required"))
+	}
+	if o.Registry.CAFile == "" {
+		errs = append(errs, errors.New("--registry-ca-file is required"))
+	}
+	if o.ExportResyncPeriod < time.Second {
+		errs = append(errs, fmt.Errorf("--export-resync-period=%s: must be at least 1s", o.ExportResyncPeriod))
+	}
+	if o.ImportResyncPeriod < time.Second {
+		errs = append(errs, fmt.Errorf("--import-resync-period=%s: must be at least 1s", o.ImportResyncPeriod))
+	}
+	if o.ImportWorkers < 1 || o.ImportWorkers > 64 {
+		errs = append(errs, fmt.Errorf("--import-workers=%d: must be between 1 and 64", o.ImportWorkers))
+	}
+	if o.EndpointsPerSlice < 1 || o.EndpointsPerSlice > 1000 {
+		errs = append(errs, fmt.Errorf("--endpoints-per-slice=%d: must be between 1 and 1000", o.EndpointsPerSlice))
+	}
+	return errors.Join(errs...)
+}
+
 // Run runs the agent until ctx ends.
 func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) error {
 	if log == nil {
 		log = slog.Default()
 	}
 	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
-	if o.ExportResyncPeriod < time.Second {
-		return fmt.Errorf("--export-resync-period=%s: must be at least 1s", o.ExportResyncPeriod)
-	}
-	if o.ImportResyncPeriod < time.Second {
-		return fmt.Errorf("--import-resync-period=%s: must be at least 1s", o.ImportResyncPeriod)
-	}
-	if o.ImportWorkers < 1 || o.ImportWorkers > 64 {
-		return fmt.Errorf("--import-workers=%d: must be between 1 and 64", o.ImportWorkers)
-	}
-	if o.EndpointsPerSlice < 1 || o.EndpointsPerSlice > 1000 {
-		return fmt.Errorf("--endpoints-per-slice=%d: must be between 1 and 1000", o.EndpointsPerSlice)
+	if err := o.Validate(); err != nil {
+		return err
 	}
 	reader, err := ctrlclient.New(cfg, ctrlclient.Options{Scheme: scheme.Scheme})
 	if err != nil {

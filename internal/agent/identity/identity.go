@@ -5,6 +5,7 @@ package identity
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	aboutv1alpha1 "github.com/fleetnet/fleetnet/api/about/v1alpha1"
@@ -29,48 +30,76 @@ type Flags struct {
 	Region       string
 }
 
-// Resolve returns the cluster's identity, or an error naming the flag (or
-// ClusterProperty) and the value at fault.
-func Resolve(ctx context.Context, reader client.Reader, f Flags) (*registryv1.Cluster, error) {
+// flagNames are the flags that set each field of registryv1.Cluster.
+var flagNames = map[string]string{"id": "--cluster-id", "clustersetId": "--clusterset-id", "region": "--region"}
+
+// Validate checks what the flags alone decide, so that a bad flag is
+// reported before anything connects: the source, and every identity value
+// the flags supply. With the clusterproperty source the ids come from
+// ClusterProperty objects and --cluster-id and --clusterset-id are ignored,
+// so only --region is checked.
+func (f Flags) Validate() error {
 	c := &registryv1.Cluster{Id: f.ClusterID, ClustersetId: f.ClusterSetID, Region: f.Region}
+	errs := validate.Cluster(c, nil)
 	switch f.Source {
 	case SourceFlags:
 	case SourceClusterProperty:
-		for _, prop := range []struct {
-			name string
-			dst  *string
-		}{{aboutv1alpha1.ClusterIDPropertyName, &c.Id}, {aboutv1alpha1.ClusterSetPropertyName, &c.ClustersetId}} {
-			p := &aboutv1alpha1.ClusterProperty{}
-			if err := reader.Get(ctx, types.NamespacedName{Name: prop.name}, p); err != nil {
-				return nil, fmt.Errorf("--cluster-identity-source=clusterproperty: reading ClusterProperty %s: %w", prop.name, err)
+		var fromFlags field.ErrorList
+		for _, e := range errs {
+			if e.Field == "region" {
+				fromFlags = append(fromFlags, e)
 			}
-			*prop.dst = p.Spec.Value
 		}
+		errs = fromFlags
 	default:
-		return nil, fmt.Errorf("--cluster-identity-source=%q: must be %q or %q", f.Source, SourceFlags, SourceClusterProperty)
+		return fmt.Errorf("--cluster-identity-source=%q: must be %q or %q", f.Source, SourceFlags, SourceClusterProperty)
 	}
-	if errs := validate.Cluster(c, nil); len(errs) > 0 {
-		return nil, fmt.Errorf("invalid cluster identity (from %s): %s", f.Source, flagNames(errs))
+	return describe(errs, func(fieldName string) string { return flagNames[fieldName] })
+}
+
+// Resolve returns the cluster's identity, or an error naming the flag (or
+// ClusterProperty) and the value at fault.
+func Resolve(ctx context.Context, reader client.Reader, f Flags) (*registryv1.Cluster, error) {
+	if err := f.Validate(); err != nil {
+		return nil, err
+	}
+	c := &registryv1.Cluster{Id: f.ClusterID, ClustersetId: f.ClusterSetID, Region: f.Region}
+	if f.Source != SourceClusterProperty {
+		return c, nil
+	}
+	sources := map[string]string{"region": flagNames["region"]}
+	for _, prop := range []struct {
+		field string
+		name  string
+		dst   *string
+	}{{"id", aboutv1alpha1.ClusterIDPropertyName, &c.Id}, {"clustersetId", aboutv1alpha1.ClusterSetPropertyName, &c.ClustersetId}} {
+		p := &aboutv1alpha1.ClusterProperty{}
+		if err := reader.Get(ctx, types.NamespacedName{Name: prop.name}, p); err != nil {
+			return nil, fmt.Errorf("--cluster-identity-source=clusterproperty: reading ClusterProperty %s: %w", prop.name, err)
+		}
+		*prop.dst = p.Spec.Value
+		sources[prop.field] = "ClusterProperty " + prop.name
+	}
+	if err := describe(validate.Cluster(c, nil), func(fieldName string) string { return sources[fieldName] }); err != nil {
+		return nil, fmt.Errorf("--cluster-identity-source=clusterproperty: %w", err)
 	}
 	return c, nil
 }
 
-// flagNames renders field errors in terms of the flags that set them.
-func flagNames(errs field.ErrorList) string {
-	names := map[string]string{"id": "--cluster-id", "clustersetId": "--clusterset-id", "region": "--region"}
-	out := ""
-	for i, e := range errs {
-		if i > 0 {
-			out += "; "
-		}
-		name := names[e.Field]
+// describe renders field errors in terms of where their values came from,
+// one error per value: `--cluster-id="Bad_ID": a lowercase RFC 1123 label…`.
+func describe(errs field.ErrorList, source func(fieldName string) string) error {
+	var out []error
+	for _, e := range errs {
+		name := source(e.Field)
 		if name == "" {
 			name = e.Field
 		}
-		out += fmt.Sprintf("%s=%q: %s", name, fmt.Sprint(e.BadValue), e.Detail)
+		detail := e.Detail
 		if e.Type == field.ErrorTypeRequired {
-			out += "required"
+			detail = "required"
 		}
+		out = append(out, fmt.Errorf("%s=%q: %s", name, fmt.Sprint(e.BadValue), detail))
 	}
-	return out
+	return errors.Join(out...)
 }

@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -23,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/pflag"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -47,7 +47,7 @@ type Options struct {
 }
 
 // BindFlags registers the options on fs.
-func (o *Options) BindFlags(fs *flag.FlagSet) {
+func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Listen, "listen", ":7443", "address of the gRPC API (TLS)")
 	fs.StringVar(&o.MetricsListen, "metrics-listen", ":8080", "address of /metrics, /healthz and /readyz (plain HTTP); empty disables")
 	fs.StringVar(&o.DataDir, "data-dir", "fleetnet-registry-data", "directory of the embedded etcd; unused with --etcd-endpoints")
