@@ -3,6 +3,8 @@
 // the Multi-Cluster Services API itself come from sigs.k8s.io/mcs-api.
 package keys
 
+import "strings"
+
 // Field managers for server-side apply.
 const (
 	// FieldManagerInstaller owns the CRDs that fleetnet installs.
@@ -56,6 +58,12 @@ const (
 	ReasonInvalidWeight = "InvalidWeight"
 	// ReasonRegistryRejected: the registry refused the export (Valid=False).
 	ReasonRegistryRejected = "RegistryRejected"
+	// ReasonReservedExportKey: spec.exportedLabels or spec.exportedAnnotations
+	// names a reserved key (Valid=False); see ReservedExportKey.
+	ReasonReservedExportKey = "ReservedExportKey"
+	// ReasonInvalidExportedMetadata: an exported label or annotation is not
+	// a valid key or value (Valid=False).
+	ReasonInvalidExportedMetadata = "InvalidExportedMetadata"
 	// ReasonRegistryUnavailable: the export could not be published yet
 	// (Ready=False).
 	ReasonRegistryUnavailable = "RegistryUnavailable"
@@ -102,3 +110,29 @@ const (
 	// echo pods.
 	EndpointSliceManagedByDev = "dev.fleetnet.dev"
 )
+
+// Exported labels and annotations (spec.exportedLabels and
+// spec.exportedAnnotations of a ServiceExport) become the ServiceImport's
+// own in every importing cluster. Keys under these prefixes are refused:
+// they are Kubernetes', the MCS API's and fleetnet's, and the agent's own
+// keys on the ServiceImport must never be overwritten by an exporter.
+var ReservedExportPrefixes = []string{"fleetnet.dev/", "multicluster.kubernetes.io/", "kubernetes.io/", "k8s.io/"}
+
+// ReservedExportKey returns the reserved prefix key starts with, or "".
+// Subdomains of fleetnet.dev (agent.fleetnet.dev/...) and the agent's own
+// label keys are reserved too; other subdomains of kubernetes.io
+// (app.kubernetes.io/name, ...) are common user labels and stay allowed.
+func ReservedExportKey(key string) string {
+	for _, p := range ReservedExportPrefixes {
+		if strings.HasPrefix(key, p) {
+			return p
+		}
+	}
+	if prefix, _, ok := strings.Cut(key, "/"); ok && strings.HasSuffix(prefix, ".fleetnet.dev") {
+		return prefix + "/"
+	}
+	if key == LabelManagedBy {
+		return key
+	}
+	return ""
+}

@@ -1002,9 +1002,11 @@ type Import struct {
 	Annotations                   map[string]string      `protobuf:"bytes,10,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// clusters participate, sorted by id.
 	Clusters []*ImportCluster `protobuf:"bytes,11,rep,name=clusters,proto3" json:"clusters,omitempty"`
-	// conflicts of the participating exports, by cluster id, so importers can
-	// report them too.
-	Conflicts     []*ClusterConflict `protobuf:"bytes,12,rep,name=conflicts,proto3" json:"conflicts,omitempty"`
+	// conflicts among the participating exports, one per property they
+	// disagree on; every participating export reports the same list, and
+	// importers report it too. (Field 12 held them per cluster, which
+	// repeated each conflict once per exporting cluster.)
+	Conflicts     []*Conflict `protobuf:"bytes,13,rep,name=conflicts,proto3" json:"conflicts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1116,61 +1118,9 @@ func (x *Import) GetClusters() []*ImportCluster {
 	return nil
 }
 
-func (x *Import) GetConflicts() []*ClusterConflict {
+func (x *Import) GetConflicts() []*Conflict {
 	if x != nil {
 		return x.Conflicts
-	}
-	return nil
-}
-
-type ClusterConflict struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ClusterId     string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	Conflict      *Conflict              `protobuf:"bytes,2,opt,name=conflict,proto3" json:"conflict,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *ClusterConflict) Reset() {
-	*x = ClusterConflict{}
-	mi := &file_registry_v1_registry_proto_msgTypes[14]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *ClusterConflict) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*ClusterConflict) ProtoMessage() {}
-
-func (x *ClusterConflict) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[14]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use ClusterConflict.ProtoReflect.Descriptor instead.
-func (*ClusterConflict) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{14}
-}
-
-func (x *ClusterConflict) GetClusterId() string {
-	if x != nil {
-		return x.ClusterId
-	}
-	return ""
-}
-
-func (x *ClusterConflict) GetConflict() *Conflict {
-	if x != nil {
-		return x.Conflict
 	}
 	return nil
 }
@@ -1184,7 +1134,7 @@ type RegisterClusterRequest struct {
 
 func (x *RegisterClusterRequest) Reset() {
 	*x = RegisterClusterRequest{}
-	mi := &file_registry_v1_registry_proto_msgTypes[15]
+	mi := &file_registry_v1_registry_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1196,7 +1146,7 @@ func (x *RegisterClusterRequest) String() string {
 func (*RegisterClusterRequest) ProtoMessage() {}
 
 func (x *RegisterClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[15]
+	mi := &file_registry_v1_registry_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1209,7 +1159,7 @@ func (x *RegisterClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterClusterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterClusterRequest) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{15}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RegisterClusterRequest) GetCluster() *Cluster {
@@ -1230,7 +1180,7 @@ type RegisterClusterResponse struct {
 
 func (x *RegisterClusterResponse) Reset() {
 	*x = RegisterClusterResponse{}
-	mi := &file_registry_v1_registry_proto_msgTypes[16]
+	mi := &file_registry_v1_registry_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1242,7 +1192,7 @@ func (x *RegisterClusterResponse) String() string {
 func (*RegisterClusterResponse) ProtoMessage() {}
 
 func (x *RegisterClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[16]
+	mi := &file_registry_v1_registry_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1255,7 +1205,7 @@ func (x *RegisterClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterClusterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterClusterResponse) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{16}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RegisterClusterResponse) GetCluster() *Cluster {
@@ -1281,7 +1231,7 @@ type RenewLeaseRequest struct {
 
 func (x *RenewLeaseRequest) Reset() {
 	*x = RenewLeaseRequest{}
-	mi := &file_registry_v1_registry_proto_msgTypes[17]
+	mi := &file_registry_v1_registry_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1293,7 +1243,7 @@ func (x *RenewLeaseRequest) String() string {
 func (*RenewLeaseRequest) ProtoMessage() {}
 
 func (x *RenewLeaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[17]
+	mi := &file_registry_v1_registry_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1306,7 +1256,7 @@ func (x *RenewLeaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLeaseRequest.ProtoReflect.Descriptor instead.
 func (*RenewLeaseRequest) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{17}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RenewLeaseRequest) GetClusterId() string {
@@ -1325,7 +1275,7 @@ type RenewLeaseResponse struct {
 
 func (x *RenewLeaseResponse) Reset() {
 	*x = RenewLeaseResponse{}
-	mi := &file_registry_v1_registry_proto_msgTypes[18]
+	mi := &file_registry_v1_registry_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1337,7 +1287,7 @@ func (x *RenewLeaseResponse) String() string {
 func (*RenewLeaseResponse) ProtoMessage() {}
 
 func (x *RenewLeaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[18]
+	mi := &file_registry_v1_registry_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1350,7 +1300,7 @@ func (x *RenewLeaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLeaseResponse.ProtoReflect.Descriptor instead.
 func (*RenewLeaseResponse) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{18}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RenewLeaseResponse) GetLeaseTtlSeconds() int64 {
@@ -1369,7 +1319,7 @@ type DeregisterClusterRequest struct {
 
 func (x *DeregisterClusterRequest) Reset() {
 	*x = DeregisterClusterRequest{}
-	mi := &file_registry_v1_registry_proto_msgTypes[19]
+	mi := &file_registry_v1_registry_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1381,7 +1331,7 @@ func (x *DeregisterClusterRequest) String() string {
 func (*DeregisterClusterRequest) ProtoMessage() {}
 
 func (x *DeregisterClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[19]
+	mi := &file_registry_v1_registry_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1394,7 +1344,7 @@ func (x *DeregisterClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterClusterRequest.ProtoReflect.Descriptor instead.
 func (*DeregisterClusterRequest) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{19}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DeregisterClusterRequest) GetClusterId() string {
@@ -1412,7 +1362,7 @@ type DeregisterClusterResponse struct {
 
 func (x *DeregisterClusterResponse) Reset() {
 	*x = DeregisterClusterResponse{}
-	mi := &file_registry_v1_registry_proto_msgTypes[20]
+	mi := &file_registry_v1_registry_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1424,7 +1374,7 @@ func (x *DeregisterClusterResponse) String() string {
 func (*DeregisterClusterResponse) ProtoMessage() {}
 
 func (x *DeregisterClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[20]
+	mi := &file_registry_v1_registry_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1437,7 +1387,7 @@ func (x *DeregisterClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeregisterClusterResponse.ProtoReflect.Descriptor instead.
 func (*DeregisterClusterResponse) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{20}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{19}
 }
 
 type PutExportRequest struct {
@@ -1449,7 +1399,7 @@ type PutExportRequest struct {
 
 func (x *PutExportRequest) Reset() {
 	*x = PutExportRequest{}
-	mi := &file_registry_v1_registry_proto_msgTypes[21]
+	mi := &file_registry_v1_registry_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1461,7 +1411,7 @@ func (x *PutExportRequest) String() string {
 func (*PutExportRequest) ProtoMessage() {}
 
 func (x *PutExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[21]
+	mi := &file_registry_v1_registry_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1474,7 +1424,7 @@ func (x *PutExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutExportRequest.ProtoReflect.Descriptor instead.
 func (*PutExportRequest) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{21}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PutExportRequest) GetExport() *Export {
@@ -1493,7 +1443,7 @@ type PutExportResponse struct {
 
 func (x *PutExportResponse) Reset() {
 	*x = PutExportResponse{}
-	mi := &file_registry_v1_registry_proto_msgTypes[22]
+	mi := &file_registry_v1_registry_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1505,7 +1455,7 @@ func (x *PutExportResponse) String() string {
 func (*PutExportResponse) ProtoMessage() {}
 
 func (x *PutExportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[22]
+	mi := &file_registry_v1_registry_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1518,7 +1468,7 @@ func (x *PutExportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutExportResponse.ProtoReflect.Descriptor instead.
 func (*PutExportResponse) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{22}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *PutExportResponse) GetRevision() int64 {
@@ -1540,7 +1490,7 @@ type DeleteExportRequest struct {
 
 func (x *DeleteExportRequest) Reset() {
 	*x = DeleteExportRequest{}
-	mi := &file_registry_v1_registry_proto_msgTypes[23]
+	mi := &file_registry_v1_registry_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1552,7 +1502,7 @@ func (x *DeleteExportRequest) String() string {
 func (*DeleteExportRequest) ProtoMessage() {}
 
 func (x *DeleteExportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[23]
+	mi := &file_registry_v1_registry_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1565,7 +1515,7 @@ func (x *DeleteExportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteExportRequest.ProtoReflect.Descriptor instead.
 func (*DeleteExportRequest) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{23}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeleteExportRequest) GetKey() *ExportKey {
@@ -1592,7 +1542,7 @@ type DeleteExportResponse struct {
 
 func (x *DeleteExportResponse) Reset() {
 	*x = DeleteExportResponse{}
-	mi := &file_registry_v1_registry_proto_msgTypes[24]
+	mi := &file_registry_v1_registry_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1604,7 +1554,7 @@ func (x *DeleteExportResponse) String() string {
 func (*DeleteExportResponse) ProtoMessage() {}
 
 func (x *DeleteExportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[24]
+	mi := &file_registry_v1_registry_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1617,7 +1567,7 @@ func (x *DeleteExportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteExportResponse.ProtoReflect.Descriptor instead.
 func (*DeleteExportResponse) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{24}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeleteExportResponse) GetDeleted() bool {
@@ -1643,7 +1593,7 @@ type PutEndpointsRequest struct {
 
 func (x *PutEndpointsRequest) Reset() {
 	*x = PutEndpointsRequest{}
-	mi := &file_registry_v1_registry_proto_msgTypes[25]
+	mi := &file_registry_v1_registry_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1655,7 +1605,7 @@ func (x *PutEndpointsRequest) String() string {
 func (*PutEndpointsRequest) ProtoMessage() {}
 
 func (x *PutEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[25]
+	mi := &file_registry_v1_registry_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1668,7 +1618,7 @@ func (x *PutEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*PutEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{25}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PutEndpointsRequest) GetChunk() *EndpointChunk {
@@ -1687,7 +1637,7 @@ type PutEndpointsResponse struct {
 
 func (x *PutEndpointsResponse) Reset() {
 	*x = PutEndpointsResponse{}
-	mi := &file_registry_v1_registry_proto_msgTypes[26]
+	mi := &file_registry_v1_registry_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1699,7 +1649,7 @@ func (x *PutEndpointsResponse) String() string {
 func (*PutEndpointsResponse) ProtoMessage() {}
 
 func (x *PutEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[26]
+	mi := &file_registry_v1_registry_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1712,7 +1662,7 @@ func (x *PutEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*PutEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{26}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PutEndpointsResponse) GetRevision() int64 {
@@ -1732,7 +1682,7 @@ type DeleteEndpointsRequest struct {
 
 func (x *DeleteEndpointsRequest) Reset() {
 	*x = DeleteEndpointsRequest{}
-	mi := &file_registry_v1_registry_proto_msgTypes[27]
+	mi := &file_registry_v1_registry_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1744,7 +1694,7 @@ func (x *DeleteEndpointsRequest) String() string {
 func (*DeleteEndpointsRequest) ProtoMessage() {}
 
 func (x *DeleteEndpointsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[27]
+	mi := &file_registry_v1_registry_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1757,7 +1707,7 @@ func (x *DeleteEndpointsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEndpointsRequest.ProtoReflect.Descriptor instead.
 func (*DeleteEndpointsRequest) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{27}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeleteEndpointsRequest) GetKey() *ChunkKey {
@@ -1784,7 +1734,7 @@ type DeleteEndpointsResponse struct {
 
 func (x *DeleteEndpointsResponse) Reset() {
 	*x = DeleteEndpointsResponse{}
-	mi := &file_registry_v1_registry_proto_msgTypes[28]
+	mi := &file_registry_v1_registry_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1796,7 +1746,7 @@ func (x *DeleteEndpointsResponse) String() string {
 func (*DeleteEndpointsResponse) ProtoMessage() {}
 
 func (x *DeleteEndpointsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[28]
+	mi := &file_registry_v1_registry_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1809,7 +1759,7 @@ func (x *DeleteEndpointsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteEndpointsResponse.ProtoReflect.Descriptor instead.
 func (*DeleteEndpointsResponse) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{28}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DeleteEndpointsResponse) GetDeleted() bool {
@@ -1840,7 +1790,7 @@ type WatchRequest struct {
 
 func (x *WatchRequest) Reset() {
 	*x = WatchRequest{}
-	mi := &file_registry_v1_registry_proto_msgTypes[29]
+	mi := &file_registry_v1_registry_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1852,7 +1802,7 @@ func (x *WatchRequest) String() string {
 func (*WatchRequest) ProtoMessage() {}
 
 func (x *WatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[29]
+	mi := &file_registry_v1_registry_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1865,7 +1815,7 @@ func (x *WatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
 func (*WatchRequest) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{29}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WatchRequest) GetResumeRevision() int64 {
@@ -1902,7 +1852,7 @@ type WatchEvent struct {
 
 func (x *WatchEvent) Reset() {
 	*x = WatchEvent{}
-	mi := &file_registry_v1_registry_proto_msgTypes[30]
+	mi := &file_registry_v1_registry_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1914,7 +1864,7 @@ func (x *WatchEvent) String() string {
 func (*WatchEvent) ProtoMessage() {}
 
 func (x *WatchEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[30]
+	mi := &file_registry_v1_registry_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1927,7 +1877,7 @@ func (x *WatchEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEvent.ProtoReflect.Descriptor instead.
 func (*WatchEvent) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{30}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *WatchEvent) GetRevision() int64 {
@@ -2079,7 +2029,7 @@ type Reset struct {
 
 func (x *Reset) Reset() {
 	*x = Reset{}
-	mi := &file_registry_v1_registry_proto_msgTypes[31]
+	mi := &file_registry_v1_registry_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2091,7 +2041,7 @@ func (x *Reset) String() string {
 func (*Reset) ProtoMessage() {}
 
 func (x *Reset) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[31]
+	mi := &file_registry_v1_registry_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2104,7 +2054,7 @@ func (x *Reset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reset.ProtoReflect.Descriptor instead.
 func (*Reset) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{31}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{30}
 }
 
 type Synced struct {
@@ -2115,7 +2065,7 @@ type Synced struct {
 
 func (x *Synced) Reset() {
 	*x = Synced{}
-	mi := &file_registry_v1_registry_proto_msgTypes[32]
+	mi := &file_registry_v1_registry_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2127,7 +2077,7 @@ func (x *Synced) String() string {
 func (*Synced) ProtoMessage() {}
 
 func (x *Synced) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[32]
+	mi := &file_registry_v1_registry_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2140,7 +2090,7 @@ func (x *Synced) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Synced.ProtoReflect.Descriptor instead.
 func (*Synced) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{32}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{31}
 }
 
 type ListClustersRequest struct {
@@ -2151,7 +2101,7 @@ type ListClustersRequest struct {
 
 func (x *ListClustersRequest) Reset() {
 	*x = ListClustersRequest{}
-	mi := &file_registry_v1_registry_proto_msgTypes[33]
+	mi := &file_registry_v1_registry_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2163,7 +2113,7 @@ func (x *ListClustersRequest) String() string {
 func (*ListClustersRequest) ProtoMessage() {}
 
 func (x *ListClustersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[33]
+	mi := &file_registry_v1_registry_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2176,7 +2126,7 @@ func (x *ListClustersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClustersRequest.ProtoReflect.Descriptor instead.
 func (*ListClustersRequest) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{33}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{32}
 }
 
 type ListClustersResponse struct {
@@ -2189,7 +2139,7 @@ type ListClustersResponse struct {
 
 func (x *ListClustersResponse) Reset() {
 	*x = ListClustersResponse{}
-	mi := &file_registry_v1_registry_proto_msgTypes[34]
+	mi := &file_registry_v1_registry_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2201,7 +2151,7 @@ func (x *ListClustersResponse) String() string {
 func (*ListClustersResponse) ProtoMessage() {}
 
 func (x *ListClustersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[34]
+	mi := &file_registry_v1_registry_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2214,7 +2164,7 @@ func (x *ListClustersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListClustersResponse.ProtoReflect.Descriptor instead.
 func (*ListClustersResponse) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{34}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListClustersResponse) GetClusters() []*Cluster {
@@ -2244,7 +2194,7 @@ type ListExportsRequest struct {
 
 func (x *ListExportsRequest) Reset() {
 	*x = ListExportsRequest{}
-	mi := &file_registry_v1_registry_proto_msgTypes[35]
+	mi := &file_registry_v1_registry_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2256,7 +2206,7 @@ func (x *ListExportsRequest) String() string {
 func (*ListExportsRequest) ProtoMessage() {}
 
 func (x *ListExportsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[35]
+	mi := &file_registry_v1_registry_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2269,7 +2219,7 @@ func (x *ListExportsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExportsRequest.ProtoReflect.Descriptor instead.
 func (*ListExportsRequest) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{35}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListExportsRequest) GetClusterId() string {
@@ -2298,7 +2248,7 @@ type ListExportsResponse struct {
 
 func (x *ListExportsResponse) Reset() {
 	*x = ListExportsResponse{}
-	mi := &file_registry_v1_registry_proto_msgTypes[36]
+	mi := &file_registry_v1_registry_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2310,7 +2260,7 @@ func (x *ListExportsResponse) String() string {
 func (*ListExportsResponse) ProtoMessage() {}
 
 func (x *ListExportsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[36]
+	mi := &file_registry_v1_registry_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2323,7 +2273,7 @@ func (x *ListExportsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListExportsResponse.ProtoReflect.Descriptor instead.
 func (*ListExportsResponse) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{36}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListExportsResponse) GetExports() []*Export {
@@ -2362,7 +2312,7 @@ type ListImportsRequest struct {
 
 func (x *ListImportsRequest) Reset() {
 	*x = ListImportsRequest{}
-	mi := &file_registry_v1_registry_proto_msgTypes[37]
+	mi := &file_registry_v1_registry_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2374,7 +2324,7 @@ func (x *ListImportsRequest) String() string {
 func (*ListImportsRequest) ProtoMessage() {}
 
 func (x *ListImportsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[37]
+	mi := &file_registry_v1_registry_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2387,7 +2337,7 @@ func (x *ListImportsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImportsRequest.ProtoReflect.Descriptor instead.
 func (*ListImportsRequest) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{37}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{36}
 }
 
 type ListImportsResponse struct {
@@ -2400,7 +2350,7 @@ type ListImportsResponse struct {
 
 func (x *ListImportsResponse) Reset() {
 	*x = ListImportsResponse{}
-	mi := &file_registry_v1_registry_proto_msgTypes[38]
+	mi := &file_registry_v1_registry_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2412,7 +2362,7 @@ func (x *ListImportsResponse) String() string {
 func (*ListImportsResponse) ProtoMessage() {}
 
 func (x *ListImportsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[38]
+	mi := &file_registry_v1_registry_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2425,7 +2375,7 @@ func (x *ListImportsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImportsResponse.ProtoReflect.Descriptor instead.
 func (*ListImportsResponse) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{38}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListImportsResponse) GetImports() []*Import {
@@ -2451,7 +2401,7 @@ type EvictClusterRequest struct {
 
 func (x *EvictClusterRequest) Reset() {
 	*x = EvictClusterRequest{}
-	mi := &file_registry_v1_registry_proto_msgTypes[39]
+	mi := &file_registry_v1_registry_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2463,7 +2413,7 @@ func (x *EvictClusterRequest) String() string {
 func (*EvictClusterRequest) ProtoMessage() {}
 
 func (x *EvictClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[39]
+	mi := &file_registry_v1_registry_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2476,7 +2426,7 @@ func (x *EvictClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictClusterRequest.ProtoReflect.Descriptor instead.
 func (*EvictClusterRequest) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{39}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *EvictClusterRequest) GetClusterId() string {
@@ -2494,7 +2444,7 @@ type EvictClusterResponse struct {
 
 func (x *EvictClusterResponse) Reset() {
 	*x = EvictClusterResponse{}
-	mi := &file_registry_v1_registry_proto_msgTypes[40]
+	mi := &file_registry_v1_registry_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2506,7 +2456,7 @@ func (x *EvictClusterResponse) String() string {
 func (*EvictClusterResponse) ProtoMessage() {}
 
 func (x *EvictClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_registry_v1_registry_proto_msgTypes[40]
+	mi := &file_registry_v1_registry_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2519,7 +2469,7 @@ func (x *EvictClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EvictClusterResponse.ProtoReflect.Descriptor instead.
 func (*EvictClusterResponse) Descriptor() ([]byte, []int) {
-	return file_registry_v1_registry_proto_rawDescGZIP(), []int{40}
+	return file_registry_v1_registry_proto_rawDescGZIP(), []int{39}
 }
 
 var File_registry_v1_registry_proto protoreflect.FileDescriptor
@@ -2610,7 +2560,7 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x16\n" +
 	"\x06region\x18\x02 \x01(\tR\x06region\x12\x16\n" +
-	"\x06weight\x18\x03 \x01(\rR\x06weight\"\x9c\x06\n" +
+	"\x06weight\x18\x03 \x01(\rR\x06weight\"\x9b\x06\n" +
 	"\x06Import\x121\n" +
 	"\x03key\x18\x01 \x01(\v2\x1f.fleetnet.registry.v1.ImportKeyR\x03key\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x127\n" +
@@ -2624,18 +2574,14 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\x06labels\x18\t \x03(\v2(.fleetnet.registry.v1.Import.LabelsEntryR\x06labels\x12O\n" +
 	"\vannotations\x18\n" +
 	" \x03(\v2-.fleetnet.registry.v1.Import.AnnotationsEntryR\vannotations\x12?\n" +
-	"\bclusters\x18\v \x03(\v2#.fleetnet.registry.v1.ImportClusterR\bclusters\x12C\n" +
-	"\tconflicts\x18\f \x03(\v2%.fleetnet.registry.v1.ClusterConflictR\tconflicts\x1a9\n" +
+	"\bclusters\x18\v \x03(\v2#.fleetnet.registry.v1.ImportClusterR\bclusters\x12<\n" +
+	"\tconflicts\x18\r \x03(\v2\x1e.fleetnet.registry.v1.ConflictR\tconflicts\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
 	"\x10AnnotationsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"l\n" +
-	"\x0fClusterConflict\x12\x1d\n" +
-	"\n" +
-	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12:\n" +
-	"\bconflict\x18\x02 \x01(\v2\x1e.fleetnet.registry.v1.ConflictR\bconflict\"Q\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01J\x04\b\f\x10\r\"Q\n" +
 	"\x16RegisterClusterRequest\x127\n" +
 	"\acluster\x18\x01 \x01(\v2\x1d.fleetnet.registry.v1.ClusterR\acluster\"~\n" +
 	"\x17RegisterClusterResponse\x127\n" +
@@ -2737,7 +2683,7 @@ func file_registry_v1_registry_proto_rawDescGZIP() []byte {
 	return file_registry_v1_registry_proto_rawDescData
 }
 
-var file_registry_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_registry_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_registry_v1_registry_proto_goTypes = []any{
 	(*Cluster)(nil),                   // 0: fleetnet.registry.v1.Cluster
 	(*ServicePort)(nil),               // 1: fleetnet.registry.v1.ServicePort
@@ -2753,47 +2699,46 @@ var file_registry_v1_registry_proto_goTypes = []any{
 	(*ImportKey)(nil),                 // 11: fleetnet.registry.v1.ImportKey
 	(*ImportCluster)(nil),             // 12: fleetnet.registry.v1.ImportCluster
 	(*Import)(nil),                    // 13: fleetnet.registry.v1.Import
-	(*ClusterConflict)(nil),           // 14: fleetnet.registry.v1.ClusterConflict
-	(*RegisterClusterRequest)(nil),    // 15: fleetnet.registry.v1.RegisterClusterRequest
-	(*RegisterClusterResponse)(nil),   // 16: fleetnet.registry.v1.RegisterClusterResponse
-	(*RenewLeaseRequest)(nil),         // 17: fleetnet.registry.v1.RenewLeaseRequest
-	(*RenewLeaseResponse)(nil),        // 18: fleetnet.registry.v1.RenewLeaseResponse
-	(*DeregisterClusterRequest)(nil),  // 19: fleetnet.registry.v1.DeregisterClusterRequest
-	(*DeregisterClusterResponse)(nil), // 20: fleetnet.registry.v1.DeregisterClusterResponse
-	(*PutExportRequest)(nil),          // 21: fleetnet.registry.v1.PutExportRequest
-	(*PutExportResponse)(nil),         // 22: fleetnet.registry.v1.PutExportResponse
-	(*DeleteExportRequest)(nil),       // 23: fleetnet.registry.v1.DeleteExportRequest
-	(*DeleteExportResponse)(nil),      // 24: fleetnet.registry.v1.DeleteExportResponse
-	(*PutEndpointsRequest)(nil),       // 25: fleetnet.registry.v1.PutEndpointsRequest
-	(*PutEndpointsResponse)(nil),      // 26: fleetnet.registry.v1.PutEndpointsResponse
-	(*DeleteEndpointsRequest)(nil),    // 27: fleetnet.registry.v1.DeleteEndpointsRequest
-	(*DeleteEndpointsResponse)(nil),   // 28: fleetnet.registry.v1.DeleteEndpointsResponse
-	(*WatchRequest)(nil),              // 29: fleetnet.registry.v1.WatchRequest
-	(*WatchEvent)(nil),                // 30: fleetnet.registry.v1.WatchEvent
-	(*Reset)(nil),                     // 31: fleetnet.registry.v1.Reset
-	(*Synced)(nil),                    // 32: fleetnet.registry.v1.Synced
-	(*ListClustersRequest)(nil),       // 33: fleetnet.registry.v1.ListClustersRequest
-	(*ListClustersResponse)(nil),      // 34: fleetnet.registry.v1.ListClustersResponse
-	(*ListExportsRequest)(nil),        // 35: fleetnet.registry.v1.ListExportsRequest
-	(*ListExportsResponse)(nil),       // 36: fleetnet.registry.v1.ListExportsResponse
-	(*ListImportsRequest)(nil),        // 37: fleetnet.registry.v1.ListImportsRequest
-	(*ListImportsResponse)(nil),       // 38: fleetnet.registry.v1.ListImportsResponse
-	(*EvictClusterRequest)(nil),       // 39: fleetnet.registry.v1.EvictClusterRequest
-	(*EvictClusterResponse)(nil),      // 40: fleetnet.registry.v1.EvictClusterResponse
-	nil,                               // 41: fleetnet.registry.v1.Export.LabelsEntry
-	nil,                               // 42: fleetnet.registry.v1.Export.AnnotationsEntry
-	nil,                               // 43: fleetnet.registry.v1.Import.LabelsEntry
-	nil,                               // 44: fleetnet.registry.v1.Import.AnnotationsEntry
-	(*timestamppb.Timestamp)(nil),     // 45: google.protobuf.Timestamp
+	(*RegisterClusterRequest)(nil),    // 14: fleetnet.registry.v1.RegisterClusterRequest
+	(*RegisterClusterResponse)(nil),   // 15: fleetnet.registry.v1.RegisterClusterResponse
+	(*RenewLeaseRequest)(nil),         // 16: fleetnet.registry.v1.RenewLeaseRequest
+	(*RenewLeaseResponse)(nil),        // 17: fleetnet.registry.v1.RenewLeaseResponse
+	(*DeregisterClusterRequest)(nil),  // 18: fleetnet.registry.v1.DeregisterClusterRequest
+	(*DeregisterClusterResponse)(nil), // 19: fleetnet.registry.v1.DeregisterClusterResponse
+	(*PutExportRequest)(nil),          // 20: fleetnet.registry.v1.PutExportRequest
+	(*PutExportResponse)(nil),         // 21: fleetnet.registry.v1.PutExportResponse
+	(*DeleteExportRequest)(nil),       // 22: fleetnet.registry.v1.DeleteExportRequest
+	(*DeleteExportResponse)(nil),      // 23: fleetnet.registry.v1.DeleteExportResponse
+	(*PutEndpointsRequest)(nil),       // 24: fleetnet.registry.v1.PutEndpointsRequest
+	(*PutEndpointsResponse)(nil),      // 25: fleetnet.registry.v1.PutEndpointsResponse
+	(*DeleteEndpointsRequest)(nil),    // 26: fleetnet.registry.v1.DeleteEndpointsRequest
+	(*DeleteEndpointsResponse)(nil),   // 27: fleetnet.registry.v1.DeleteEndpointsResponse
+	(*WatchRequest)(nil),              // 28: fleetnet.registry.v1.WatchRequest
+	(*WatchEvent)(nil),                // 29: fleetnet.registry.v1.WatchEvent
+	(*Reset)(nil),                     // 30: fleetnet.registry.v1.Reset
+	(*Synced)(nil),                    // 31: fleetnet.registry.v1.Synced
+	(*ListClustersRequest)(nil),       // 32: fleetnet.registry.v1.ListClustersRequest
+	(*ListClustersResponse)(nil),      // 33: fleetnet.registry.v1.ListClustersResponse
+	(*ListExportsRequest)(nil),        // 34: fleetnet.registry.v1.ListExportsRequest
+	(*ListExportsResponse)(nil),       // 35: fleetnet.registry.v1.ListExportsResponse
+	(*ListImportsRequest)(nil),        // 36: fleetnet.registry.v1.ListImportsRequest
+	(*ListImportsResponse)(nil),       // 37: fleetnet.registry.v1.ListImportsResponse
+	(*EvictClusterRequest)(nil),       // 38: fleetnet.registry.v1.EvictClusterRequest
+	(*EvictClusterResponse)(nil),      // 39: fleetnet.registry.v1.EvictClusterResponse
+	nil,                               // 40: fleetnet.registry.v1.Export.LabelsEntry
+	nil,                               // 41: fleetnet.registry.v1.Export.AnnotationsEntry
+	nil,                               // 42: fleetnet.registry.v1.Import.LabelsEntry
+	nil,                               // 43: fleetnet.registry.v1.Import.AnnotationsEntry
+	(*timestamppb.Timestamp)(nil),     // 44: google.protobuf.Timestamp
 }
 var file_registry_v1_registry_proto_depIdxs = []int32{
-	45, // 0: fleetnet.registry.v1.Cluster.registered_at:type_name -> google.protobuf.Timestamp
-	45, // 1: fleetnet.registry.v1.Cluster.lease_expires_at:type_name -> google.protobuf.Timestamp
+	44, // 0: fleetnet.registry.v1.Cluster.registered_at:type_name -> google.protobuf.Timestamp
+	44, // 1: fleetnet.registry.v1.Cluster.lease_expires_at:type_name -> google.protobuf.Timestamp
 	2,  // 2: fleetnet.registry.v1.Export.key:type_name -> fleetnet.registry.v1.ExportKey
-	45, // 3: fleetnet.registry.v1.Export.exported_since:type_name -> google.protobuf.Timestamp
+	44, // 3: fleetnet.registry.v1.Export.exported_since:type_name -> google.protobuf.Timestamp
 	1,  // 4: fleetnet.registry.v1.Export.ports:type_name -> fleetnet.registry.v1.ServicePort
-	41, // 5: fleetnet.registry.v1.Export.labels:type_name -> fleetnet.registry.v1.Export.LabelsEntry
-	42, // 6: fleetnet.registry.v1.Export.annotations:type_name -> fleetnet.registry.v1.Export.AnnotationsEntry
+	40, // 5: fleetnet.registry.v1.Export.labels:type_name -> fleetnet.registry.v1.Export.LabelsEntry
+	41, // 6: fleetnet.registry.v1.Export.annotations:type_name -> fleetnet.registry.v1.Export.AnnotationsEntry
 	2,  // 7: fleetnet.registry.v1.ExportStatus.key:type_name -> fleetnet.registry.v1.ExportKey
 	4,  // 8: fleetnet.registry.v1.ExportStatus.conflicts:type_name -> fleetnet.registry.v1.Conflict
 	6,  // 9: fleetnet.registry.v1.Endpoint.conditions:type_name -> fleetnet.registry.v1.EndpointConditions
@@ -2802,59 +2747,58 @@ var file_registry_v1_registry_proto_depIdxs = []int32{
 	7,  // 12: fleetnet.registry.v1.EndpointChunk.endpoints:type_name -> fleetnet.registry.v1.Endpoint
 	11, // 13: fleetnet.registry.v1.Import.key:type_name -> fleetnet.registry.v1.ImportKey
 	1,  // 14: fleetnet.registry.v1.Import.ports:type_name -> fleetnet.registry.v1.ServicePort
-	43, // 15: fleetnet.registry.v1.Import.labels:type_name -> fleetnet.registry.v1.Import.LabelsEntry
-	44, // 16: fleetnet.registry.v1.Import.annotations:type_name -> fleetnet.registry.v1.Import.AnnotationsEntry
+	42, // 15: fleetnet.registry.v1.Import.labels:type_name -> fleetnet.registry.v1.Import.LabelsEntry
+	43, // 16: fleetnet.registry.v1.Import.annotations:type_name -> fleetnet.registry.v1.Import.AnnotationsEntry
 	12, // 17: fleetnet.registry.v1.Import.clusters:type_name -> fleetnet.registry.v1.ImportCluster
-	14, // 18: fleetnet.registry.v1.Import.conflicts:type_name -> fleetnet.registry.v1.ClusterConflict
-	4,  // 19: fleetnet.registry.v1.ClusterConflict.conflict:type_name -> fleetnet.registry.v1.Conflict
-	0,  // 20: fleetnet.registry.v1.RegisterClusterRequest.cluster:type_name -> fleetnet.registry.v1.Cluster
-	0,  // 21: fleetnet.registry.v1.RegisterClusterResponse.cluster:type_name -> fleetnet.registry.v1.Cluster
-	3,  // 22: fleetnet.registry.v1.PutExportRequest.export:type_name -> fleetnet.registry.v1.Export
-	2,  // 23: fleetnet.registry.v1.DeleteExportRequest.key:type_name -> fleetnet.registry.v1.ExportKey
-	10, // 24: fleetnet.registry.v1.PutEndpointsRequest.chunk:type_name -> fleetnet.registry.v1.EndpointChunk
-	9,  // 25: fleetnet.registry.v1.DeleteEndpointsRequest.key:type_name -> fleetnet.registry.v1.ChunkKey
-	31, // 26: fleetnet.registry.v1.WatchEvent.reset:type_name -> fleetnet.registry.v1.Reset
-	32, // 27: fleetnet.registry.v1.WatchEvent.synced:type_name -> fleetnet.registry.v1.Synced
-	13, // 28: fleetnet.registry.v1.WatchEvent.import_upsert:type_name -> fleetnet.registry.v1.Import
-	11, // 29: fleetnet.registry.v1.WatchEvent.import_delete:type_name -> fleetnet.registry.v1.ImportKey
-	10, // 30: fleetnet.registry.v1.WatchEvent.endpoints_upsert:type_name -> fleetnet.registry.v1.EndpointChunk
-	9,  // 31: fleetnet.registry.v1.WatchEvent.endpoints_delete:type_name -> fleetnet.registry.v1.ChunkKey
-	5,  // 32: fleetnet.registry.v1.WatchEvent.export_status:type_name -> fleetnet.registry.v1.ExportStatus
-	2,  // 33: fleetnet.registry.v1.WatchEvent.export_status_delete:type_name -> fleetnet.registry.v1.ExportKey
-	0,  // 34: fleetnet.registry.v1.ListClustersResponse.clusters:type_name -> fleetnet.registry.v1.Cluster
-	3,  // 35: fleetnet.registry.v1.ListExportsResponse.exports:type_name -> fleetnet.registry.v1.Export
-	5,  // 36: fleetnet.registry.v1.ListExportsResponse.statuses:type_name -> fleetnet.registry.v1.ExportStatus
-	10, // 37: fleetnet.registry.v1.ListExportsResponse.endpoints:type_name -> fleetnet.registry.v1.EndpointChunk
-	13, // 38: fleetnet.registry.v1.ListImportsResponse.imports:type_name -> fleetnet.registry.v1.Import
-	15, // 39: fleetnet.registry.v1.Registry.RegisterCluster:input_type -> fleetnet.registry.v1.RegisterClusterRequest
-	17, // 40: fleetnet.registry.v1.Registry.RenewLease:input_type -> fleetnet.registry.v1.RenewLeaseRequest
-	19, // 41: fleetnet.registry.v1.Registry.DeregisterCluster:input_type -> fleetnet.registry.v1.DeregisterClusterRequest
-	21, // 42: fleetnet.registry.v1.Registry.PutExport:input_type -> fleetnet.registry.v1.PutExportRequest
-	23, // 43: fleetnet.registry.v1.Registry.DeleteExport:input_type -> fleetnet.registry.v1.DeleteExportRequest
-	25, // 44: fleetnet.registry.v1.Registry.PutEndpoints:input_type -> fleetnet.registry.v1.PutEndpointsRequest
-	27, // 45: fleetnet.registry.v1.Registry.DeleteEndpoints:input_type -> fleetnet.registry.v1.DeleteEndpointsRequest
-	29, // 46: fleetnet.registry.v1.Registry.Watch:input_type -> fleetnet.registry.v1.WatchRequest
-	33, // 47: fleetnet.registry.v1.Registry.ListClusters:input_type -> fleetnet.registry.v1.ListClustersRequest
-	35, // 48: fleetnet.registry.v1.Registry.ListExports:input_type -> fleetnet.registry.v1.ListExportsRequest
-	37, // 49: fleetnet.registry.v1.Registry.ListImports:input_type -> fleetnet.registry.v1.ListImportsRequest
-	39, // 50: fleetnet.registry.v1.Registry.EvictCluster:input_type -> fleetnet.registry.v1.EvictClusterRequest
-	16, // 51: fleetnet.registry.v1.Registry.RegisterCluster:output_type -> fleetnet.registry.v1.RegisterClusterResponse
-	18, // 52: fleetnet.registry.v1.Registry.RenewLease:output_type -> fleetnet.registry.v1.RenewLeaseResponse
-	20, // 53: fleetnet.registry.v1.Registry.DeregisterCluster:output_type -> fleetnet.registry.v1.DeregisterClusterResponse
-	22, // 54: fleetnet.registry.v1.Registry.PutExport:output_type -> fleetnet.registry.v1.PutExportResponse
-	24, // 55: fleetnet.registry.v1.Registry.DeleteExport:output_type -> fleetnet.registry.v1.DeleteExportResponse
-	26, // 56: fleetnet.registry.v1.Registry.PutEndpoints:output_type -> fleetnet.registry.v1.PutEndpointsResponse
-	28, // 57: fleetnet.registry.v1.Registry.DeleteEndpoints:output_type -> fleetnet.registry.v1.DeleteEndpointsResponse
-	30, // 58: fleetnet.registry.v1.Registry.Watch:output_type -> fleetnet.registry.v1.WatchEvent
-	34, // 59: fleetnet.registry.v1.Registry.ListClusters:output_type -> fleetnet.registry.v1.ListClustersResponse
-	36, // 60: fleetnet.registry.v1.Registry.ListExports:output_type -> fleetnet.registry.v1.ListExportsResponse
-	38, // 61: fleetnet.registry.v1.Registry.ListImports:output_type -> fleetnet.registry.v1.ListImportsResponse
-	40, // 62: fleetnet.registry.v1.Registry.EvictCluster:output_type -> fleetnet.registry.v1.EvictClusterResponse
-	51, // [51:63] is the sub-list for method output_type
-	39, // [39:51] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	4,  // 18: fleetnet.registry.v1.Import.conflicts:type_name -> fleetnet.registry.v1.Conflict
+	0,  // 19: fleetnet.registry.v1.RegisterClusterRequest.cluster:type_name -> fleetnet.registry.v1.Cluster
+	0,  // 20: fleetnet.registry.v1.RegisterClusterResponse.cluster:type_name -> fleetnet.registry.v1.Cluster
+	3,  // 21: fleetnet.registry.v1.PutExportRequest.export:type_name -> fleetnet.registry.v1.Export
+	2,  // 22: fleetnet.registry.v1.DeleteExportRequest.key:type_name -> fleetnet.registry.v1.ExportKey
+	10, // 23: fleetnet.registry.v1.PutEndpointsRequest.chunk:type_name -> fleetnet.registry.v1.EndpointChunk
+	9,  // 24: fleetnet.registry.v1.DeleteEndpointsRequest.key:type_name -> fleetnet.registry.v1.ChunkKey
+	30, // 25: fleetnet.registry.v1.WatchEvent.reset:type_name -> fleetnet.registry.v1.Reset
+	31, // 26: fleetnet.registry.v1.WatchEvent.synced:type_name -> fleetnet.registry.v1.Synced
+	13, // 27: fleetnet.registry.v1.WatchEvent.import_upsert:type_name -> fleetnet.registry.v1.Import
+	11, // 28: fleetnet.registry.v1.WatchEvent.import_delete:type_name -> fleetnet.registry.v1.ImportKey
+	10, // 29: fleetnet.registry.v1.WatchEvent.endpoints_upsert:type_name -> fleetnet.registry.v1.EndpointChunk
+	9,  // 30: fleetnet.registry.v1.WatchEvent.endpoints_delete:type_name -> fleetnet.registry.v1.ChunkKey
+	5,  // 31: fleetnet.registry.v1.WatchEvent.export_status:type_name -> fleetnet.registry.v1.ExportStatus
+	2,  // 32: fleetnet.registry.v1.WatchEvent.export_status_delete:type_name -> fleetnet.registry.v1.ExportKey
+	0,  // 33: fleetnet.registry.v1.ListClustersResponse.clusters:type_name -> fleetnet.registry.v1.Cluster
+	3,  // 34: fleetnet.registry.v1.ListExportsResponse.exports:type_name -> fleetnet.registry.v1.Export
+	5,  // 35: fleetnet.registry.v1.ListExportsResponse.statuses:type_name -> fleetnet.registry.v1.ExportStatus
+	10, // 36: fleetnet.registry.v1.ListExportsResponse.endpoints:type_name -> fleetnet.registry.v1.EndpointChunk
+	13, // 37: fleetnet.registry.v1.ListImportsResponse.imports:type_name -> fleetnet.registry.v1.Import
+	14, // 38: fleetnet.registry.v1.Registry.RegisterCluster:input_type -> fleetnet.registry.v1.RegisterClusterRequest
+	16, // 39: fleetnet.registry.v1.Registry.RenewLease:input_type -> fleetnet.registry.v1.RenewLeaseRequest
+	18, // 40: fleetnet.registry.v1.Registry.DeregisterCluster:input_type -> fleetnet.registry.v1.DeregisterClusterRequest
+	20, // 41: fleetnet.registry.v1.Registry.PutExport:input_type -> fleetnet.registry.v1.PutExportRequest
+	22, // 42: fleetnet.registry.v1.Registry.DeleteExport:input_type -> fleetnet.registry.v1.DeleteExportRequest
+	24, // 43: fleetnet.registry.v1.Registry.PutEndpoints:input_type -> fleetnet.registry.v1.PutEndpointsRequest
+	26, // 44: fleetnet.registry.v1.Registry.DeleteEndpoints:input_type -> fleetnet.registry.v1.DeleteEndpointsRequest
+	28, // 45: fleetnet.registry.v1.Registry.Watch:input_type -> fleetnet.registry.v1.WatchRequest
+	32, // 46: fleetnet.registry.v1.Registry.ListClusters:input_type -> fleetnet.registry.v1.ListClustersRequest
+	34, // 47: fleetnet.registry.v1.Registry.ListExports:input_type -> fleetnet.registry.v1.ListExportsRequest
+	36, // 48: fleetnet.registry.v1.Registry.ListImports:input_type -> fleetnet.registry.v1.ListImportsRequest
+	38, // 49: fleetnet.registry.v1.Registry.EvictCluster:input_type -> fleetnet.registry.v1.EvictClusterRequest
+	15, // 50: fleetnet.registry.v1.Registry.RegisterCluster:output_type -> fleetnet.registry.v1.RegisterClusterResponse
+	17, // 51: fleetnet.registry.v1.Registry.RenewLease:output_type -> fleetnet.registry.v1.RenewLeaseResponse
+	19, // 52: fleetnet.registry.v1.Registry.DeregisterCluster:output_type -> fleetnet.registry.v1.DeregisterClusterResponse
+	21, // 53: fleetnet.registry.v1.Registry.PutExport:output_type -> fleetnet.registry.v1.PutExportResponse
+	23, // 54: fleetnet.registry.v1.Registry.DeleteExport:output_type -> fleetnet.registry.v1.DeleteExportResponse
+	25, // 55: fleetnet.registry.v1.Registry.PutEndpoints:output_type -> fleetnet.registry.v1.PutEndpointsResponse
+	27, // 56: fleetnet.registry.v1.Registry.DeleteEndpoints:output_type -> fleetnet.registry.v1.DeleteEndpointsResponse
+	29, // 57: fleetnet.registry.v1.Registry.Watch:output_type -> fleetnet.registry.v1.WatchEvent
+	33, // 58: fleetnet.registry.v1.Registry.ListClusters:output_type -> fleetnet.registry.v1.ListClustersResponse
+	35, // 59: fleetnet.registry.v1.Registry.ListExports:output_type -> fleetnet.registry.v1.ListExportsResponse
+	37, // 60: fleetnet.registry.v1.Registry.ListImports:output_type -> fleetnet.registry.v1.ListImportsResponse
+	39, // 61: fleetnet.registry.v1.Registry.EvictCluster:output_type -> fleetnet.registry.v1.EvictClusterResponse
+	50, // [50:62] is the sub-list for method output_type
+	38, // [38:50] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_registry_v1_registry_proto_init() }
@@ -2862,7 +2806,7 @@ func file_registry_v1_registry_proto_init() {
 	if File_registry_v1_registry_proto != nil {
 		return
 	}
-	file_registry_v1_registry_proto_msgTypes[30].OneofWrappers = []any{
+	file_registry_v1_registry_proto_msgTypes[29].OneofWrappers = []any{
 		(*WatchEvent_Reset_)(nil),
 		(*WatchEvent_Synced)(nil),
 		(*WatchEvent_ImportUpsert)(nil),
@@ -2878,7 +2822,7 @@ func file_registry_v1_registry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_registry_v1_registry_proto_rawDesc), len(file_registry_v1_registry_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   45,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

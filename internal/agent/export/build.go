@@ -6,6 +6,8 @@ package export
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -14,6 +16,9 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -39,6 +44,33 @@ func ParseWeight(se *mcsv1beta1.ServiceExport) (uint32, *Invalid) {
 	return uint32(w), nil
 }
 
+// CheckExportedMetadata refuses exported labels and annotations that no
+// ServiceImport could carry: invalid keys or values, and reserved keys
+// (keys.ReservedExportKey), which would overwrite the agent's own.
+func CheckExportedMetadata(se *mcsv1beta1.ServiceExport) *Invalid {
+	spec := field.NewPath("spec")
+	var reserved, errs field.ErrorList
+	for _, m := range []struct {
+		path   *field.Path
+		values map[string]string
+	}{{spec.Child("exportedLabels"), se.Spec.ExportedLabels}, {spec.Child("exportedAnnotations"), se.Spec.ExportedAnnotations}} {
+		for _, k := range slices.Sorted(maps.Keys(m.values)) {
+			if p := keys.ReservedExportKey(k); p != "" {
+				reserved = append(reserved, field.Invalid(m.path.Key(k), k, fmt.Sprintf("the prefix %s is reserved for fleetnet and Kubernetes", p)))
+			}
+		}
+	}
+	if len(reserved) > 0 {
+		return &Invalid{Reason: keys.ReasonReservedExportKey, Message: reserved.ToAggregate().Error()}
+	}
+	errs = append(errs, metav1validation.ValidateLabels(se.Spec.ExportedLabels, spec.Child("exportedLabels"))...)
+	errs = append(errs, apivalidation.ValidateAnnotations(se.Spec.ExportedAnnotations, spec.Child("exportedAnnotations"))...)
+	if len(errs) > 0 {
+		return &Invalid{Reason: keys.ReasonInvalidExportedMetadata, Message: errs.ToAggregate().Error()}
+	}
+	return nil
+}
+
 // BuildExport derives the registry's export record from a ServiceExport and
 // its Service (nil when missing).
 func BuildExport(cluster string, se *mcsv1beta1.ServiceExport, svc *corev1.Service) (*registryv1.Export, *Invalid) {
@@ -50,6 +82,9 @@ func BuildExport(cluster string, se *mcsv1beta1.ServiceExport, svc *corev1.Servi
 	}
 	weight, invalid := ParseWeight(se)
 	if invalid != nil {
+		return nil, invalid
+	}
+	if invalid := CheckExportedMetadata(se); invalid != nil {
 		return nil, invalid
 	}
 	e := &registryv1.Export{

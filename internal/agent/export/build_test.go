@@ -1,6 +1,7 @@
 package export
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -110,5 +111,44 @@ func TestBuildChunks(t *testing.T) {
 	set := b.GetEndpoints()[1].GetConditions()
 	if set.GetReady() || !set.GetServing() || !set.GetTerminating() || b.GetEndpoints()[1].GetZone() != "a" {
 		t.Errorf("explicit conditions = %v", b.GetEndpoints()[1])
+	}
+}
+
+func TestCheckExportedMetadata(t *testing.T) {
+	tests := []struct {
+		name        string
+		labels      map[string]string
+		annotations map[string]string
+		wantReason  string
+		wantMessage string
+	}{
+		{name: "none"},
+		{name: "plain keys", labels: map[string]string{"tier": "web", "app.kubernetes.io/name": "echo"}, annotations: map[string]string{"example.com/owner": "team a"}},
+		{name: "reserved label", labels: map[string]string{"fleetnet.dev/export": "true"}, wantReason: keys.ReasonReservedExportKey,
+			wantMessage: `spec.exportedLabels[fleetnet.dev/export]: Invalid value: "fleetnet.dev/export": the prefix fleetnet.dev/ is reserved for fleetnet and Kubernetes`},
+		{name: "the agent's managed-by label", labels: map[string]string{keys.LabelManagedBy: "me"}, wantReason: keys.ReasonReservedExportKey,
+			wantMessage: `spec.exportedLabels[app.kubernetes.io/managed-by]`},
+		{name: "reserved annotation", annotations: map[string]string{"kubernetes.io/description": "x"}, wantReason: keys.ReasonReservedExportKey,
+			wantMessage: `spec.exportedAnnotations[kubernetes.io/description]: Invalid value: "kubernetes.io/description": the prefix kubernetes.io/ is reserved`},
+		{name: "bad label value", labels: map[string]string{"tier": "web tier"}, wantReason: keys.ReasonInvalidExportedMetadata,
+			wantMessage: `spec.exportedLabels: Invalid value: "web tier"`},
+		{name: "bad annotation key", annotations: map[string]string{"a b": "x"}, wantReason: keys.ReasonInvalidExportedMetadata,
+			wantMessage: `spec.exportedAnnotations: Invalid value: "a b"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := se(nil)
+			s.Spec.ExportedLabels, s.Spec.ExportedAnnotations = tt.labels, tt.annotations
+			invalid := CheckExportedMetadata(s)
+			if tt.wantReason == "" {
+				if invalid != nil {
+					t.Fatalf("refused: %v", invalid)
+				}
+				return
+			}
+			if invalid == nil || invalid.Reason != tt.wantReason || !strings.Contains(invalid.Message, tt.wantMessage) {
+				t.Fatalf("invalid = %+v, want reason %s and message containing %q", invalid, tt.wantReason, tt.wantMessage)
+			}
+		})
 	}
 }

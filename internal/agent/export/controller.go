@@ -184,6 +184,11 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 				msgs = append(msgs, c.GetMessage())
 			}
 			setCondition(se, mcsv1beta1.ServiceExportConditionConflict, metav1.ConditionTrue, reasons[0]+"Conflict", strings.Join(msgs, "; "))
+			// A Warning event when the conflict appears or changes (updateStatus
+			// emits one per change of the conditions, not per reconcile).
+			if c := meta.FindStatusCondition(orig.Status.Conditions, string(mcsv1beta1.ServiceExportConditionConflict)); c == nil || c.Message != strings.Join(msgs, "; ") {
+				return reconcile.Result{}, r.updateStatus(ctx, orig, se, reasons[0]+"Conflict", strings.Join(msgs, "; "))
+			}
 		}
 	}
 	return reconcile.Result{}, r.updateStatus(ctx, orig, se, "", "")

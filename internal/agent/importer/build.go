@@ -190,3 +190,26 @@ func SliceLabels(importName, derivedName, cluster, region string) map[string]str
 	}
 	return l
 }
+
+// ImportMetadata returns the ServiceImport's labels and annotations: the
+// exported ones the registry merged (the oldest export's), and the agent's
+// own label, which no exported key may replace (the registry refuses
+// reserved keys; they are dropped here too).
+func ImportMetadata(imp *registryv1.Import) (labels, annotations map[string]string) {
+	labels = map[string]string{}
+	for k, v := range imp.GetLabels() {
+		if keys.ReservedExportKey(k) == "" {
+			labels[k] = v
+		}
+	}
+	labels[keys.LabelManagedBy] = keys.ManagedByAgent
+	for k, v := range imp.GetAnnotations() {
+		if keys.ReservedExportKey(k) == "" {
+			if annotations == nil {
+				annotations = map[string]string{}
+			}
+			annotations[k] = v
+		}
+	}
+	return labels, annotations
+}

@@ -1,6 +1,7 @@
 package importer
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -32,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 )
 
 // Reconciler materialises imports: for each import of the registry whose
@@ -140,8 +142,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	// The ServiceImport comes first: it owns the derived Service and slices.
 	applied := si
-	if want := withIPs(spec, si.Spec.IPs); si.UID == "" || !equality.Semantic.DeepEqual(si.Spec, want) {
-		if applied, err = r.applyServiceImport(ctx, req.NamespacedName, spec, si.Spec.IPs); err != nil {
+	labels, annotations := ImportMetadata(imp)
+	if want := withIPs(spec, si.Spec.IPs); si.UID == "" || !equality.Semantic.DeepEqual(si.Spec, want) || !metadataApplied(si, labels, annotations) {
+		if applied, err = r.applyServiceImport(ctx, req.NamespacedName, spec, si.Spec.IPs, labels, annotations); err != nil {
 			return reconcile.Result{}, fmt.Errorf("applying ServiceImport %s: %w", req, err)
 		}
 	}
@@ -169,7 +172,8 @@ func (r *Reconciler) materialise(ctx context.Context, si *mcsv1beta1.ServiceImpo
 		return si, err
 	}
 	if ips := svc.Spec.ClusterIPs; imp.GetType() != string(mcsv1beta1.Headless) && !equality.Semantic.DeepEqual(ips, si.Spec.IPs) {
-		updated, err := r.applyServiceImport(ctx, types.NamespacedName{Namespace: si.Namespace, Name: si.Name}, si.Spec, ips)
+		labels, annotations := ImportMetadata(imp)
+		updated, err := r.applyServiceImport(ctx, types.NamespacedName{Namespace: si.Namespace, Name: si.Name}, si.Spec, ips, labels, annotations)
 		if err != nil {
 			return si, &stepError{"setting ServiceImport spec.ips", err}
 		}
@@ -184,11 +188,14 @@ func withIPs(spec mcsv1beta1.ServiceImportSpec, ips []string) mcsv1beta1.Service
 	return spec
 }
 
-func (r *Reconciler) applyServiceImport(ctx context.Context, key types.NamespacedName, spec mcsv1beta1.ServiceImportSpec, ips []string) (*mcsv1beta1.ServiceImport, error) {
+// applyServiceImport applies the ServiceImport's spec and metadata. Every
+// apply carries the whole desired labels and annotations: server-side apply
+// removes the keys the agent applied before and leaves out now.
+func (r *Reconciler) applyServiceImport(ctx context.Context, key types.NamespacedName, spec mcsv1beta1.ServiceImportSpec, ips []string, labels, annotations map[string]string) (*mcsv1beta1.ServiceImport, error) {
 	spec.IPs = ips
 	si := &mcsv1beta1.ServiceImport{
 		TypeMeta:   metav1.TypeMeta{APIVersion: mcsv1beta1.GroupVersion.String(), Kind: "ServiceImport"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: map[string]string{keys.LabelManagedBy: keys.ManagedByAgent}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Labels: labels, Annotations: annotations},
 		Spec:       spec,
 	}
 	out := &mcsv1beta1.ServiceImport{}
@@ -218,6 +225,21 @@ func (r *Reconciler) applyDerivedService(ctx context.Context, si *mcsv1beta1.Ser
 			return nil, &stepError{"re-creating the derived Service", err}
 		}
 		r.Log.Info("re-creating derived Service: headless or primary IP family changed", "import", si.Namespace+"/"+si.Name, "service", name)
+		existing = &corev1.Service{}
+	case existing.DeletionTimestamp.IsZero() && !samePorts(existing.Spec.Ports, spec.Ports):
+		// Ports someone else changed are replaced before the apply: server-side
+		// apply merges port lists by (port, protocol), so applying ours beside
+		// a foreign port of the same name would be refused as a duplicate name
+		// (and a foreign port would stay). The update is conditional on the
+		// resourceVersion read; a newer change fails it and the reconcile
+		// retries.
+		fixed := existing.DeepCopy()
+		fixed.Spec.Ports = spec.Ports
+		if err := r.Client.Update(ctx, fixed, client.FieldOwner(keys.FieldManagerAgent)); err != nil {
+			return nil, &stepError{"replacing the derived Service's ports", err}
+		}
+		r.Log.Info("replaced the derived Service's ports", "import", si.Namespace+"/"+si.Name, "service", name)
+		existing = fixed
 	}
 	if existing.UID != "" && existing.DeletionTimestamp.IsZero() && serviceMatches(existing, si, spec) {
 		return existing, nil
@@ -236,7 +258,7 @@ func (r *Reconciler) applyDerivedService(ctx context.Context, si *mcsv1beta1.Ser
 		return nil, &stepError{"applying the derived Service", err}
 	}
 	if !samePorts(out.Spec.Ports, spec.Ports) {
-		// Another field manager added ports: replace the list.
+		// A port another field manager added since our read: replace the list.
 		out.Spec.Ports = spec.Ports
 		if err := r.Client.Update(ctx, out, client.FieldOwner(keys.FieldManagerAgent)); err != nil {
 			return nil, &stepError{"replacing the derived Service's ports", err}
@@ -419,10 +441,10 @@ func conflictCondition(imp *registryv1.Import, generation int64) metav1.Conditio
 	}
 	msgs := make([]string, 0, len(imp.GetConflicts()))
 	for _, cc := range imp.GetConflicts() {
-		msgs = append(msgs, "cluster "+cc.GetClusterId()+": "+cc.GetConflict().GetMessage())
+		msgs = append(msgs, cc.GetMessage())
 	}
 	c.Status = metav1.ConditionTrue
-	c.Reason = imp.GetConflicts()[0].GetConflict().GetReason() + "Conflict"
+	c.Reason = imp.GetConflicts()[0].GetReason() + "Conflict"
 	c.Message = strings.Join(msgs, "; ")
 	return c
 }
@@ -515,4 +537,52 @@ func (p *PendingTracker) Done(k types.NamespacedName) {
 	defer p.mu.Unlock()
 	delete(p.pending, k)
 	p.gauge.Set(float64(len(p.pending)))
+}
+
+// metadataApplied reports whether the ServiceImport carries the desired
+// labels and annotations and no key the agent applied earlier that is no
+// longer desired (read from the agent's managed fields, so that keys others
+// added are left alone).
+func metadataApplied(si *mcsv1beta1.ServiceImport, labels, annotations map[string]string) bool {
+	for k, v := range labels {
+		if cur, ok := si.Labels[k]; !ok || cur != v {
+			return false
+		}
+	}
+	for k, v := range annotations {
+		if cur, ok := si.Annotations[k]; !ok || cur != v {
+			return false
+		}
+	}
+	owned := appliedFields(si, keys.FieldManagerAgent)
+	if owned == nil {
+		return true
+	}
+	for k := range si.Labels {
+		if _, want := labels[k]; !want && owned.Has(fieldpath.MakePathOrDie("metadata", "labels", k)) {
+			return false
+		}
+	}
+	for k := range si.Annotations {
+		if _, want := annotations[k]; !want && owned.Has(fieldpath.MakePathOrDie("metadata", "annotations", k)) {
+			return false
+		}
+	}
+	return true
+}
+
+// appliedFields returns the fields manager owns through server-side apply,
+// or nil when it owns none (or they cannot be read).
+func appliedFields(o metav1.Object, manager string) *fieldpath.Set {
+	for _, mf := range o.GetManagedFields() {
+		if mf.Manager != manager || mf.Operation != metav1.ManagedFieldsOperationApply || mf.FieldsV1 == nil || mf.Subresource != "" {
+			continue
+		}
+		set := &fieldpath.Set{}
+		if err := set.FromJSON(bytes.NewReader(mf.FieldsV1.Raw)); err != nil {
+			return nil
+		}
+		return set
+	}
+	return nil
 }

@@ -34,10 +34,14 @@ func exportsFrom(data []byte) []*registryv1.Export {
 			e.Labels = map[string]string{"k": fmt.Sprint(next() % 2)}
 		})
 		seen := map[portKey]bool{}
+		named := map[string]bool{}
 		for range int(next()%3) + 1 {
 			p := &registryv1.ServicePort{Name: names[next()%4], Protocol: []string{"TCP", "UDP"}[next()%2], Port: int32(80 + next()%3)}
-			if !seen[keyOf(p)] {
+			// A Service's ports are unique by (port, protocol) and by name;
+			// the registry refuses others at the door.
+			if !seen[keyOf(p)] && (p.GetName() == "" || !named[p.GetName()]) {
 				seen[keyOf(p)] = true
+				named[p.GetName()] = true
 				e.Ports = append(e.Ports, p)
 			}
 		}
@@ -76,12 +80,17 @@ func FuzzMergeInvariants(f *testing.F) {
 		// Ports are unique by (port, protocol) and never mix unnamed with
 		// named ones.
 		seen := map[portKey]bool{}
+		names := map[string]bool{}
 		unnamed := 0
 		for _, p := range want.Import.GetPorts() {
 			if seen[keyOf(p)] {
 				t.Fatalf("duplicate port %v in %v", p, want.Import.GetPorts())
 			}
 			seen[keyOf(p)] = true
+			if names[p.GetName()] && p.GetName() != "" {
+				t.Fatalf("duplicate port name %q in %v", p.GetName(), want.Import.GetPorts())
+			}
+			names[p.GetName()] = true
 			if p.GetName() == "" {
 				unnamed++
 			}

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
@@ -45,8 +46,14 @@ type Result struct {
 // Merge derives the import of key from exports (any order; one per
 // cluster). Only exports of live clusters participate. The oldest export
 // (exportedSince, then cluster id) decides type, session affinity and its
-// config, internal traffic policy and traffic distribution; every other
-// export that differs gets a conflict with the reason.
+// config, internal traffic policy, traffic distribution and the exported
+// labels and annotations; ports are the union (see mergePorts) and IP
+// families the union (see mergeIPFamilies).
+//
+// A property the participating exports disagree on is a conflict of the
+// service, not of one export: as KEP-1645 and the mcs-api conformance suite
+// read it, every participating export reports it, the oldest included, with
+// a message naming the clusters, their values and the value the import uses.
 func Merge(key *registryv1.ImportKey, exports []*registryv1.Export, clusters map[string]Cluster) Result {
 	res := Result{Statuses: map[string]*registryv1.ExportStatus{}}
 	var part []*registryv1.Export
@@ -69,46 +76,120 @@ func Merge(key *registryv1.ImportKey, exports []*registryv1.Export, clusters map
 		SessionAffinityTimeoutSeconds: oldest.GetSessionAffinityTimeoutSeconds(),
 		InternalTrafficPolicy:         oldest.GetInternalTrafficPolicy(),
 		TrafficDistribution:           oldest.GetTrafficDistribution(),
+		Labels:                        cloneMap(oldest.GetLabels()),
+		Annotations:                   cloneMap(oldest.GetAnnotations()),
 	}
-	conflicts := map[string][]*registryv1.Conflict{}
-	addConflict := func(e *registryv1.Export, reason, format string, args ...any) {
-		id := e.GetKey().GetClusterId()
-		conflicts[id] = append(conflicts[id], &registryv1.Conflict{Reason: reason, Message: fmt.Sprintf(format, args...)})
-	}
-	oldestID := oldest.GetKey().GetClusterId()
-	for _, e := range part[1:] {
-		if e.GetType() != oldest.GetType() {
-			addConflict(e, ReasonType, "type %s differs from %s of cluster %s, the oldest export", e.GetType(), oldest.GetType(), oldestID)
-		}
-		if e.GetSessionAffinity() != oldest.GetSessionAffinity() {
-			addConflict(e, ReasonSessionAffinity, "sessionAffinity %s differs from %s of cluster %s, the oldest export", e.GetSessionAffinity(), oldest.GetSessionAffinity(), oldestID)
-		} else if e.GetSessionAffinityTimeoutSeconds() != oldest.GetSessionAffinityTimeoutSeconds() {
-			addConflict(e, ReasonSessionAffinityConfig, "sessionAffinityConfig timeout %ds differs from %ds of cluster %s, the oldest export", e.GetSessionAffinityTimeoutSeconds(), oldest.GetSessionAffinityTimeoutSeconds(), oldestID)
-		}
-		if e.GetInternalTrafficPolicy() != oldest.GetInternalTrafficPolicy() {
-			addConflict(e, ReasonInternalTrafficPolicy, "internalTrafficPolicy %q differs from %q of cluster %s, the oldest export", e.GetInternalTrafficPolicy(), oldest.GetInternalTrafficPolicy(), oldestID)
-		}
-		if e.GetTrafficDistribution() != oldest.GetTrafficDistribution() {
-			addConflict(e, ReasonTrafficDistribution, "trafficDistribution %q differs from %q of cluster %s, the oldest export", e.GetTrafficDistribution(), oldest.GetTrafficDistribution(), oldestID)
+	var conflicts []*registryv1.Conflict
+	// property adds a conflict when the exports' values (as show renders
+	// them) differ; the import uses the oldest export's.
+	property := func(reason, what string, show func(*registryv1.Export) string) {
+		if c := disagreement(part, reason, what, show); c != nil {
+			conflicts = append(conflicts, c)
 		}
 	}
-	imp.Ports = mergePorts(part, addConflict)
-	imp.IpFamilies = mergeIPFamilies(part, addConflict)
-	imp.Labels = mergeMap(part, (*registryv1.Export).GetLabels, ReasonLabels, "label", addConflict)
-	imp.Annotations = mergeMap(part, (*registryv1.Export).GetAnnotations, ReasonAnnotations, "annotation", addConflict)
+	property(ReasonType, "type", (*registryv1.Export).GetType)
+	property(ReasonSessionAffinity, "sessionAffinity", (*registryv1.Export).GetSessionAffinity)
+	// The timeout matters only among exports that use ClientIP affinity, and
+	// only when the import does; a differing affinity is its own conflict.
+	if oldest.GetSessionAffinity() == "ClientIP" {
+		clientIP := slices.DeleteFunc(slices.Clone(part), func(e *registryv1.Export) bool { return e.GetSessionAffinity() != "ClientIP" })
+		if c := disagreement(clientIP, ReasonSessionAffinityConfig, "sessionAffinityConfig.clientIP.timeoutSeconds", func(e *registryv1.Export) string {
+			return strconv.Itoa(int(e.GetSessionAffinityTimeoutSeconds()))
+		}); c != nil {
+			conflicts = append(conflicts, c)
+		}
+	}
+	property(ReasonInternalTrafficPolicy, "internalTrafficPolicy", (*registryv1.Export).GetInternalTrafficPolicy)
+	property(ReasonTrafficDistribution, "trafficDistribution", (*registryv1.Export).GetTrafficDistribution)
+	var portConflict *registryv1.Conflict
+	imp.Ports, portConflict = mergePorts(part)
+	if portConflict != nil {
+		conflicts = append(conflicts, portConflict)
+	}
+	var familyConflict *registryv1.Conflict
+	imp.IpFamilies, familyConflict = mergeIPFamilies(part)
+	if familyConflict != nil {
+		conflicts = append(conflicts, familyConflict)
+	}
+	property(ReasonLabels, "exportedLabels", func(e *registryv1.Export) string { return describeMap(e.GetLabels()) })
+	property(ReasonAnnotations, "exportedAnnotations", func(e *registryv1.Export) string { return describeMap(e.GetAnnotations()) })
 	for _, e := range part {
 		id := e.GetKey().GetClusterId()
 		imp.Clusters = append(imp.Clusters, &registryv1.ImportCluster{ClusterId: id, Region: clusters[id].Region, Weight: e.GetWeight()})
-	}
-	sort.Slice(imp.Clusters, func(i, j int) bool { return imp.Clusters[i].ClusterId < imp.Clusters[j].ClusterId })
-	for _, id := range slices.Sorted(maps.Keys(conflicts)) {
-		res.Statuses[id].Conflicts = conflicts[id]
-		for _, c := range conflicts[id] {
-			imp.Conflicts = append(imp.Conflicts, &registryv1.ClusterConflict{ClusterId: id, Conflict: c})
+		if len(conflicts) > 0 {
+			res.Statuses[id].Conflicts = conflicts
 		}
 	}
+	sort.Slice(imp.Clusters, func(i, j int) bool { return imp.Clusters[i].ClusterId < imp.Clusters[j].ClusterId })
+	imp.Conflicts = conflicts
 	res.Import = imp
 	return res
+}
+
+// maxClustersNamed bounds how many clusters a conflict message lists per
+// value, so that a fleet of hundreds keeps its conditions readable.
+const maxClustersNamed = 5
+
+// disagreement returns the conflict of a property whose values differ
+// among the exports (oldest first), or nil when they agree. The message
+// lists every value with its clusters, the import's (the oldest export's)
+// first.
+func disagreement(part []*registryv1.Export, reason, what string, show func(*registryv1.Export) string) *registryv1.Conflict {
+	var values []string
+	byValue := map[string][]string{}
+	for _, e := range part {
+		v := show(e)
+		if _, ok := byValue[v]; !ok {
+			values = append(values, v)
+		}
+		byValue[v] = append(byValue[v], e.GetKey().GetClusterId())
+	}
+	if len(values) < 2 {
+		return nil
+	}
+	parts := make([]string, 0, len(values))
+	for _, v := range values {
+		parts = append(parts, fmt.Sprintf("%s in %s", quoteEmpty(v), clusterList(byValue[v])))
+	}
+	verb := "differs"
+	if strings.HasSuffix(what, "s") {
+		verb = "differ" // ports, exportedLabels, ...
+	}
+	return &registryv1.Conflict{Reason: reason, Message: fmt.Sprintf("%s %s: %s; the import uses %s of cluster %s, the oldest export",
+		what, verb, strings.Join(parts, ", "), quoteEmpty(values[0]), part[0].GetKey().GetClusterId())}
+}
+
+func quoteEmpty(v string) string {
+	if v == "" {
+		return `""`
+	}
+	return v
+}
+
+// clusterList names clusters, sorted, at most maxClustersNamed of them.
+func clusterList(ids []string) string {
+	ids = slices.Sorted(slices.Values(ids))
+	if len(ids) > maxClustersNamed {
+		return fmt.Sprintf("%s and %d more", strings.Join(ids[:maxClustersNamed], ", "), len(ids)-maxClustersNamed)
+	}
+	return strings.Join(ids, ", ")
+}
+
+func cloneMap(m map[string]string) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return maps.Clone(m)
+}
+
+// describeMap renders labels or annotations as {k=v, ...}, sorted; equal
+// maps render equally.
+func describeMap(m map[string]string) string {
+	parts := make([]string, 0, len(m))
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s=%q", k, m[k]))
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
 }
 
 // older orders exports by exportedSince, then cluster id.
@@ -127,46 +208,41 @@ type portKey struct {
 
 func keyOf(p *registryv1.ServicePort) portKey { return portKey{p.GetPort(), p.GetProtocol()} }
 
-// mergePorts returns the union of ports by (port, protocol), named as in the
-// oldest export that has them. A union that mixes unnamed and named ports
-// could not be a valid Service: then the oldest export's ports are kept whole
-// and every export whose ports differ from them is in conflict.
-func mergePorts(part []*registryv1.Export, addConflict func(*registryv1.Export, string, string, ...any)) []*registryv1.ServicePort {
+// mergePorts returns the union of ports by (port, protocol), oldest export
+// first, and a Port conflict when the exports' port lists differ in any way
+// (even when the union is clean: each export then serves only part of the
+// import). A port that a newer export defines differently (name or
+// appProtocol of the same port and protocol), or whose name an older export
+// gives to another port, is left out: the oldest definition wins. A union
+// that mixes unnamed and named ports could not be a valid Service: then the
+// oldest export's ports are kept whole.
+func mergePorts(part []*registryv1.Export) ([]*registryv1.ServicePort, *registryv1.Conflict) {
 	oldest := part[0]
 	chosen := map[portKey]*registryv1.ServicePort{}
 	owner := map[portKey]string{}
+	byName := map[string]portKey{}
 	var order []portKey
+	var leftOut []string
 	for _, e := range part {
+		id := e.GetKey().GetClusterId()
 		for _, p := range e.GetPorts() {
 			k := keyOf(p)
 			if c, ok := chosen[k]; ok {
 				if c.GetName() != p.GetName() || c.GetAppProtocol() != p.GetAppProtocol() {
-					addConflict(e, ReasonPort, "port %d/%s is named %q (appProtocol %q) here but %q (appProtocol %q) in cluster %s; the import uses %q",
-						p.GetPort(), p.GetProtocol(), p.GetName(), p.GetAppProtocol(), c.GetName(), c.GetAppProtocol(), owner[k], c.GetName())
+					leftOut = append(leftOut, fmt.Sprintf("%s of cluster %s (cluster %s defines %s)", describePort(p), id, owner[k], describePort(c)))
 				}
 				continue
 			}
+			if other, ok := byName[p.GetName()]; ok && p.GetName() != "" {
+				leftOut = append(leftOut, fmt.Sprintf("%s of cluster %s (cluster %s names %d/%s %q)", describePort(p), id, owner[other], other.port, other.protocol, p.GetName()))
+				continue
+			}
 			chosen[k] = &registryv1.ServicePort{Name: p.GetName(), Protocol: p.GetProtocol(), Port: p.GetPort(), AppProtocol: p.GetAppProtocol()}
-			owner[k] = e.GetKey().GetClusterId()
+			owner[k] = id
+			if p.GetName() != "" {
+				byName[p.GetName()] = k
+			}
 			order = append(order, k)
-		}
-	}
-	if len(order) > 1 {
-		unnamed := false
-		for _, k := range order {
-			if chosen[k].GetName() == "" {
-				unnamed = true
-			}
-		}
-		if unnamed {
-			keep := oldest.GetPorts()
-			for _, e := range part[1:] {
-				if !samePorts(e.GetPorts(), keep) {
-					addConflict(e, ReasonPort, "ports %s and %s of cluster %s, the oldest export, would mix unnamed and named ports; the import keeps the oldest export's ports",
-						describePorts(e.GetPorts()), describePorts(keep), oldest.GetKey().GetClusterId())
-				}
-			}
-			return clonePorts(keep)
 		}
 	}
 	out := make([]*registryv1.ServicePort, 0, len(order))
@@ -174,22 +250,30 @@ func mergePorts(part []*registryv1.Export, addConflict func(*registryv1.Export, 
 		out = append(out, chosen[k])
 	}
 	sortPorts(out)
-	return out
+	kept := ""
+	if len(out) > 1 && slices.ContainsFunc(out, func(p *registryv1.ServicePort) bool { return p.GetName() == "" }) {
+		out = clonePorts(oldest.GetPorts())
+		kept = fmt.Sprintf("; the union would mix unnamed and named ports, so the import keeps the ports of cluster %s, the oldest export", oldest.GetKey().GetClusterId())
+		leftOut = nil
+	}
+	c := disagreement(part, ReasonPort, "ports", func(e *registryv1.Export) string { return describePorts(e.GetPorts()) })
+	if c == nil {
+		return out, nil
+	}
+	// The generic message says the import uses the oldest export's ports;
+	// say what it really has.
+	msg := c.GetMessage()
+	msg = msg[:strings.LastIndex(msg, "; the import uses ")]
+	msg += "; the import has " + describePorts(out) + kept
+	if len(leftOut) > 0 {
+		msg += "; left out: " + strings.Join(leftOut, ", ")
+	}
+	c.Message = msg
+	return out, c
 }
 
 func samePorts(a, b []*registryv1.ServicePort) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	ka, kb := clonePorts(a), clonePorts(b)
-	sortPorts(ka)
-	sortPorts(kb)
-	for i := range ka {
-		if keyOf(ka[i]) != keyOf(kb[i]) || ka[i].GetName() != kb[i].GetName() || ka[i].GetAppProtocol() != kb[i].GetAppProtocol() {
-			return false
-		}
-	}
-	return true
+	return describePorts(a) == describePorts(b)
 }
 
 func sortPorts(ps []*registryv1.ServicePort) {
@@ -210,24 +294,39 @@ func clonePorts(ps []*registryv1.ServicePort) []*registryv1.ServicePort {
 	return out
 }
 
+// describePorts renders a port list sorted by (port, protocol), so equal
+// sets render equally whatever their order.
 func describePorts(ps []*registryv1.ServicePort) string {
-	parts := make([]string, 0, len(ps))
-	for _, p := range ps {
-		name := p.GetName()
-		if name == "" {
-			name = "(unnamed)"
-		}
-		parts = append(parts, fmt.Sprintf("%s %d/%s", name, p.GetPort(), p.GetProtocol()))
+	sorted := clonePorts(ps)
+	parts := make([]string, 0, len(sorted))
+	for _, p := range sorted {
+		parts = append(parts, describePort(p))
 	}
 	return "[" + strings.Join(parts, ", ") + "]"
 }
 
+func describePort(p *registryv1.ServicePort) string {
+	name := p.GetName()
+	if name == "" {
+		name = "(unnamed)"
+	}
+	s := fmt.Sprintf("%s %d/%s", name, p.GetPort(), p.GetProtocol())
+	if p.GetAppProtocol() != "" {
+		s += " appProtocol " + p.GetAppProtocol()
+	}
+	return s
+}
+
 // mergeIPFamilies returns the union of families, the oldest export's first.
-// An export that shares no family with the oldest export is in conflict: its
-// endpoints cannot back the import's primary family.
-func mergeIPFamilies(part []*registryv1.Export, addConflict func(*registryv1.Export, string, string, ...any)) []string {
+// Clusters of different stacks are normal in a fleet (an IPv4 cluster beside
+// a dual-stack one) and each importer keeps the families it has, so a
+// differing set is not a conflict; an export that shares no family with
+// the oldest export is, since its endpoints cannot back the import's
+// primary family.
+func mergeIPFamilies(part []*registryv1.Export) ([]string, *registryv1.Conflict) {
 	oldest := part[0]
 	out := slices.Clone(oldest.GetIpFamilies())
+	disjoint := false
 	for _, e := range part[1:] {
 		shared := false
 		for _, f := range e.GetIpFamilies() {
@@ -239,33 +338,14 @@ func mergeIPFamilies(part []*registryv1.Export, addConflict func(*registryv1.Exp
 			}
 		}
 		if !shared && len(e.GetIpFamilies()) > 0 && len(oldest.GetIpFamilies()) > 0 {
-			addConflict(e, ReasonIPFamily, "IP families %v share none with %v of cluster %s, the oldest export", e.GetIpFamilies(), oldest.GetIpFamilies(), oldest.GetKey().GetClusterId())
+			disjoint = true
 		}
 	}
-	return out
-}
-
-// mergeMap returns the union of exported labels or annotations; for a key
-// that exports disagree on, the oldest export's value wins and the others
-// are in conflict.
-func mergeMap(part []*registryv1.Export, get func(*registryv1.Export) map[string]string, reason, what string, addConflict func(*registryv1.Export, string, string, ...any)) map[string]string {
-	out := map[string]string{}
-	owner := map[string]string{}
-	for _, e := range part {
-		m := get(e)
-		for _, k := range slices.Sorted(maps.Keys(m)) {
-			v := m[k]
-			if cur, ok := out[k]; ok {
-				if cur != v {
-					addConflict(e, reason, "%s %s=%q differs from %q of cluster %s", what, k, v, cur, owner[k])
-				}
-				continue
-			}
-			out[k], owner[k] = v, e.GetKey().GetClusterId()
-		}
+	if !disjoint {
+		return out, nil
 	}
-	if len(out) == 0 {
-		return nil
-	}
-	return out
+	c := disagreement(part, ReasonIPFamily, "ipFamilies", func(e *registryv1.Export) string { return fmt.Sprint(e.GetIpFamilies()) })
+	msg := strings.Replace(c.GetMessage(), "ipFamilies differ:", "ipFamilies share no family:", 1)
+	c.Message = fmt.Sprintf("%s; the import has %v, the primary family of cluster %s, the oldest export", msg[:strings.LastIndex(msg, "; the import uses ")], out, oldest.GetKey().GetClusterId())
+	return out, c
 }

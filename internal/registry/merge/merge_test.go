@@ -1,6 +1,7 @@
 package merge
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -65,6 +66,8 @@ func TestMerge(t *testing.T) {
 		wantConflicts map[string][]string
 		wantClusters  []string
 		wantFamilies  []string
+		// wantLabels and wantAnnotations are the import's; nil when unset.
+		wantLabels, wantAnnotations map[string]string
 	}{
 		{
 			name:         "single export",
@@ -81,11 +84,12 @@ func TestMerge(t *testing.T) {
 				export("a", 0, []*registryv1.ServicePort{port("http", 80)}),
 				export("b", 1, []*registryv1.ServicePort{port("http", 80), port("metrics", 9090)}),
 			},
-			clusters:     live("a", "b"),
-			wantPorts:    []*registryv1.ServicePort{port("http", 80), port("metrics", 9090)},
-			wantType:     "ClusterSetIP",
-			wantClusters: []string{"a", "b"},
-			wantFamilies: []string{"IPv4"},
+			clusters:      live("a", "b"),
+			wantPorts:     []*registryv1.ServicePort{port("http", 80), port("metrics", 9090)},
+			wantType:      "ClusterSetIP",
+			wantConflicts: map[string][]string{"a": {ReasonPort}, "b": {ReasonPort}},
+			wantClusters:  []string{"a", "b"},
+			wantFamilies:  []string{"IPv4"},
 		},
 		{
 			name: "the oldest export names a shared port",
@@ -96,7 +100,7 @@ func TestMerge(t *testing.T) {
 			clusters:      live("a", "b"),
 			wantPorts:     []*registryv1.ServicePort{port("http", 80)},
 			wantType:      "ClusterSetIP",
-			wantConflicts: map[string][]string{"b": {ReasonPort}},
+			wantConflicts: map[string][]string{"a": {ReasonPort}, "b": {ReasonPort}},
 			wantClusters:  []string{"a", "b"},
 			wantFamilies:  []string{"IPv4"},
 		},
@@ -106,10 +110,11 @@ func TestMerge(t *testing.T) {
 				export("a", 0, []*registryv1.ServicePort{port("dns", 53)}),
 				export("b", 1, []*registryv1.ServicePort{{Name: "dns-udp", Protocol: "UDP", Port: 53}}),
 			},
-			clusters:     live("a", "b"),
-			wantPorts:    []*registryv1.ServicePort{port("dns", 53), {Name: "dns-udp", Protocol: "UDP", Port: 53}},
-			wantType:     "ClusterSetIP",
-			wantClusters: []string{"a", "b"},
+			clusters:      live("a", "b"),
+			wantPorts:     []*registryv1.ServicePort{port("dns", 53), {Name: "dns-udp", Protocol: "UDP", Port: 53}},
+			wantType:      "ClusterSetIP",
+			wantConflicts: map[string][]string{"a": {ReasonPort}, "b": {ReasonPort}},
+			wantClusters:  []string{"a", "b"},
 			wantFamilies: []string{"IPv4"},
 		},
 		{
@@ -121,7 +126,7 @@ func TestMerge(t *testing.T) {
 			clusters:      live("a", "b"),
 			wantPorts:     []*registryv1.ServicePort{port("", 80)},
 			wantType:      "ClusterSetIP",
-			wantConflicts: map[string][]string{"b": {ReasonPort, ReasonPort}},
+			wantConflicts: map[string][]string{"a": {ReasonPort}, "b": {ReasonPort}},
 			wantClusters:  []string{"a", "b"},
 			wantFamilies:  []string{"IPv4"},
 		},
@@ -156,8 +161,9 @@ func TestMerge(t *testing.T) {
 			wantPorts: []*registryv1.ServicePort{port("http", 80)},
 			wantType:  "ClusterSetIP",
 			wantConflicts: map[string][]string{
-				"b": {ReasonType, ReasonSessionAffinity, ReasonInternalTrafficPolicy, ReasonTrafficDistribution},
-				"c": {ReasonSessionAffinityConfig},
+				"a": {ReasonType, ReasonSessionAffinity, ReasonSessionAffinityConfig, ReasonInternalTrafficPolicy, ReasonTrafficDistribution},
+				"b": {ReasonType, ReasonSessionAffinity, ReasonSessionAffinityConfig, ReasonInternalTrafficPolicy, ReasonTrafficDistribution},
+				"c": {ReasonType, ReasonSessionAffinity, ReasonSessionAffinityConfig, ReasonInternalTrafficPolicy, ReasonTrafficDistribution},
 			},
 			wantClusters: []string{"a", "b", "c"},
 			wantFamilies: []string{"IPv4"},
@@ -171,7 +177,7 @@ func TestMerge(t *testing.T) {
 			clusters:      live("a", "b"),
 			wantPorts:     []*registryv1.ServicePort{port("a", 80)},
 			wantType:      "ClusterSetIP",
-			wantConflicts: map[string][]string{"b": {ReasonPort}},
+			wantConflicts: map[string][]string{"a": {ReasonPort}, "b": {ReasonPort}},
 			wantClusters:  []string{"a", "b"},
 			wantFamilies:  []string{"IPv4"},
 		},
@@ -193,7 +199,7 @@ func TestMerge(t *testing.T) {
 			clusters: map[string]Cluster{},
 		},
 		{
-			name: "labels and annotations: union, oldest wins",
+			name: "labels and annotations: the oldest export's, whole",
 			exports: []*registryv1.Export{
 				export("a", 0, []*registryv1.ServicePort{port("http", 80)}, func(e *registryv1.Export) {
 					e.Labels = map[string]string{"tier": "web"}
@@ -209,9 +215,14 @@ func TestMerge(t *testing.T) {
 			clusters:      live("a", "b", "c"),
 			wantPorts:     []*registryv1.ServicePort{port("http", 80)},
 			wantType:      "ClusterSetIP",
-			wantConflicts: map[string][]string{"b": {ReasonLabels}, "c": {ReasonAnnotations}},
-			wantClusters:  []string{"a", "b", "c"},
-			wantFamilies:  []string{"IPv4"},
+			wantConflicts: map[string][]string{
+				"a": {ReasonLabels, ReasonAnnotations},
+				"b": {ReasonLabels, ReasonAnnotations},
+				"c": {ReasonLabels, ReasonAnnotations},
+			},
+			wantClusters: []string{"a", "b", "c"},
+			wantFamilies: []string{"IPv4"},
+			wantLabels:   map[string]string{"tier": "web"},
 		},
 		{
 			name: "IP families: union, disjoint is a conflict",
@@ -223,9 +234,122 @@ func TestMerge(t *testing.T) {
 			clusters:      live("a", "b", "c"),
 			wantPorts:     []*registryv1.ServicePort{port("http", 80)},
 			wantType:      "ClusterSetIP",
-			wantConflicts: map[string][]string{"c": {ReasonIPFamily}},
+			wantConflicts: map[string][]string{"a": {ReasonIPFamily}, "b": {ReasonIPFamily}, "c": {ReasonIPFamily}},
 			wantClusters:  []string{"a", "b", "c"},
 			wantFamilies:  []string{"IPv4", "IPv6"},
+		},
+		{
+			name: "different stacks that share a family agree",
+			exports: []*registryv1.Export{
+				export("a", 0, []*registryv1.ServicePort{port("http", 80)}),
+				export("b", 1, []*registryv1.ServicePort{port("http", 80)}, func(e *registryv1.Export) { e.IpFamilies = []string{"IPv6", "IPv4"} }),
+			},
+			clusters:     live("a", "b"),
+			wantPorts:    []*registryv1.ServicePort{port("http", 80)},
+			wantType:     "ClusterSetIP",
+			wantClusters: []string{"a", "b"},
+			wantFamilies: []string{"IPv4", "IPv6"},
+		},
+		{
+			// mcs-api conformance: "should expose the union of the
+			// constituent service ports".
+			name: "a clean union of different port lists is still a conflict",
+			exports: []*registryv1.Export{
+				export("a", 0, []*registryv1.ServicePort{port("http", 80)}),
+				export("b", 1, []*registryv1.ServicePort{port("http", 80), {Name: "stcp", Protocol: "SCTP", Port: 142}}),
+			},
+			clusters:      live("a", "b"),
+			wantPorts:     []*registryv1.ServicePort{port("http", 80), {Name: "stcp", Protocol: "SCTP", Port: 142}},
+			wantType:      "ClusterSetIP",
+			wantConflicts: map[string][]string{"a": {ReasonPort}, "b": {ReasonPort}},
+			wantClusters:  []string{"a", "b"},
+			wantFamilies:  []string{"IPv4"},
+		},
+		{
+			// mcs-api conformance: "with conflicting ports".
+			name: "one name for two port numbers: the oldest's wins",
+			exports: []*registryv1.Export{
+				export("b", 1, []*registryv1.ServicePort{port("http", 81)}),
+				export("a", 0, []*registryv1.ServicePort{port("http", 80)}),
+			},
+			clusters:      live("a", "b"),
+			wantPorts:     []*registryv1.ServicePort{port("http", 80)},
+			wantType:      "ClusterSetIP",
+			wantConflicts: map[string][]string{"a": {ReasonPort}, "b": {ReasonPort}},
+			wantClusters:  []string{"a", "b"},
+			wantFamilies:  []string{"IPv4"},
+		},
+		{
+			name: "appProtocol of a shared port: the oldest's wins",
+			exports: []*registryv1.Export{
+				export("a", 0, []*registryv1.ServicePort{{Name: "grpc", Protocol: "TCP", Port: 9000, AppProtocol: "kubernetes.io/h2c"}}),
+				export("b", 1, []*registryv1.ServicePort{{Name: "grpc", Protocol: "TCP", Port: 9000}, port("admin", 9001)}),
+			},
+			clusters:      live("a", "b"),
+			wantPorts:     []*registryv1.ServicePort{{Name: "grpc", Protocol: "TCP", Port: 9000, AppProtocol: "kubernetes.io/h2c"}, port("admin", 9001)},
+			wantType:      "ClusterSetIP",
+			wantConflicts: map[string][]string{"a": {ReasonPort}, "b": {ReasonPort}},
+			wantClusters:  []string{"a", "b"},
+			wantFamilies:  []string{"IPv4"},
+		},
+		{
+			name: "the same ports in another order agree",
+			exports: []*registryv1.Export{
+				export("a", 0, []*registryv1.ServicePort{port("http", 80), port("admin", 81)}),
+				export("b", 1, []*registryv1.ServicePort{port("admin", 81), port("http", 80)}),
+			},
+			clusters:     live("a", "b"),
+			wantPorts:    []*registryv1.ServicePort{port("http", 80), port("admin", 81)},
+			wantType:     "ClusterSetIP",
+			wantClusters: []string{"a", "b"},
+			wantFamilies: []string{"IPv4"},
+		},
+		{
+			// mcs-api conformance: "with conflicting annotations and labels".
+			name: "different keys: the import has the oldest export's only",
+			exports: []*registryv1.Export{
+				export("a", 0, []*registryv1.ServicePort{port("http", 80)}, func(e *registryv1.Export) {
+					e.Labels = map[string]string{"dummy-label": "true"}
+					e.Annotations = map[string]string{"dummy-annotation": "true"}
+				}),
+				export("b", 1, []*registryv1.ServicePort{port("http", 80)}, func(e *registryv1.Export) {
+					e.Labels = map[string]string{"dummy-label2": "true"}
+					e.Annotations = map[string]string{"dummy-annotation2": "true"}
+				}),
+			},
+			clusters:        live("a", "b"),
+			wantPorts:       []*registryv1.ServicePort{port("http", 80)},
+			wantType:        "ClusterSetIP",
+			wantConflicts:   map[string][]string{"a": {ReasonLabels, ReasonAnnotations}, "b": {ReasonLabels, ReasonAnnotations}},
+			wantClusters:    []string{"a", "b"},
+			wantFamilies:    []string{"IPv4"},
+			wantLabels:      map[string]string{"dummy-label": "true"},
+			wantAnnotations: map[string]string{"dummy-annotation": "true"},
+		},
+		{
+			name: "equal labels and annotations agree",
+			exports: []*registryv1.Export{
+				export("a", 0, []*registryv1.ServicePort{port("http", 80)}, func(e *registryv1.Export) { e.Labels = map[string]string{"tier": "web"} }),
+				export("b", 1, []*registryv1.ServicePort{port("http", 80)}, func(e *registryv1.Export) { e.Labels = map[string]string{"tier": "web"} }),
+			},
+			clusters:     live("a", "b"),
+			wantPorts:    []*registryv1.ServicePort{port("http", 80)},
+			wantType:     "ClusterSetIP",
+			wantClusters: []string{"a", "b"},
+			wantFamilies: []string{"IPv4"},
+			wantLabels:   map[string]string{"tier": "web"},
+		},
+		{
+			name: "a conflict with a cluster that left ends",
+			exports: []*registryv1.Export{
+				export("a", 0, []*registryv1.ServicePort{port("http", 80)}),
+				export("b", 1, []*registryv1.ServicePort{port("http", 80)}, func(e *registryv1.Export) { e.Type = "Headless" }),
+			},
+			clusters:     map[string]Cluster{"a": {Live: true, Region: "region-a"}, "b": {Live: false}},
+			wantPorts:    []*registryv1.ServicePort{port("http", 80)},
+			wantType:     "ClusterSetIP",
+			wantClusters: []string{"a"},
+			wantFamilies: []string{"IPv4"},
 		},
 	}
 	for _, tt := range tests {
@@ -249,12 +373,16 @@ func TestMerge(t *testing.T) {
 				return
 			}
 			imp := res.Import
-			total := 0
-			for _, st := range res.Statuses {
-				total += len(st.GetConflicts())
+			for id, st := range res.Statuses {
+				if st.GetParticipating() && !cmp.Equal(st.GetConflicts(), imp.GetConflicts(), protocmp.Transform()) {
+					t.Errorf("%s reports %v, the import %v", id, st.GetConflicts(), imp.GetConflicts())
+				}
 			}
-			if len(imp.GetConflicts()) != total {
-				t.Errorf("import carries %d conflicts, statuses %d", len(imp.GetConflicts()), total)
+			if diff := cmp.Diff(tt.wantLabels, imp.GetLabels()); diff != "" {
+				t.Errorf("labels (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.wantAnnotations, imp.GetAnnotations()); diff != "" {
+				t.Errorf("annotations (-want +got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tt.wantPorts, imp.GetPorts(), protocmp.Transform()); diff != "" {
 				t.Errorf("ports (-want +got):\n%s", diff)
@@ -314,5 +442,80 @@ func TestCanonicalChunkRenamesPortsAndKeepsTargets(t *testing.T) {
 	want = []*registryv1.EndpointPort{{Name: "", Protocol: "TCP", Port: 9090}}
 	if diff := cmp.Diff(want, got.GetPorts(), protocmp.Transform()); diff != "" {
 		t.Errorf("ports with the oldest kept whole (-want +got):\n%s", diff)
+	}
+}
+
+// Conflict messages name the property, each value with its clusters, and
+// what the import uses, so a reader of any one ServiceExport sees the whole
+// disagreement.
+func TestConflictMessages(t *testing.T) {
+	tests := []struct {
+		name    string
+		exports []*registryv1.Export
+		want    []string
+	}{
+		{
+			name: "type",
+			exports: []*registryv1.Export{
+				export("east", 0, []*registryv1.ServicePort{port("http", 80)}),
+				export("west", 1, []*registryv1.ServicePort{port("http", 80)}, func(e *registryv1.Export) { e.Type = "Headless" }),
+				export("hub", 2, []*registryv1.ServicePort{port("http", 80)}),
+			},
+			want: []string{"type differs: ClusterSetIP in east, hub, Headless in west; the import uses ClusterSetIP of cluster east, the oldest export"},
+		},
+		{
+			name: "ports left out",
+			exports: []*registryv1.Export{
+				export("east", 0, []*registryv1.ServicePort{port("http", 80)}),
+				export("west", 1, []*registryv1.ServicePort{port("http", 81), port("admin", 82)}),
+			},
+			want: []string{"ports differ: [http 80/TCP] in east, [http 81/TCP, admin 82/TCP] in west; the import has [http 80/TCP, admin 82/TCP]; " +
+				`left out: http 81/TCP of cluster west (cluster east names 80/TCP "http")`},
+		},
+		{
+			name: "ports kept whole",
+			exports: []*registryv1.Export{
+				export("east", 0, []*registryv1.ServicePort{port("", 80)}),
+				export("west", 1, []*registryv1.ServicePort{port("http", 80), port("admin", 81)}),
+			},
+			want: []string{"ports differ: [(unnamed) 80/TCP] in east, [http 80/TCP, admin 81/TCP] in west; the import has [(unnamed) 80/TCP]; " +
+				"the union would mix unnamed and named ports, so the import keeps the ports of cluster east, the oldest export"},
+		},
+		{
+			name: "labels",
+			exports: []*registryv1.Export{
+				export("east", 0, []*registryv1.ServicePort{port("http", 80)}, func(e *registryv1.Export) { e.Labels = map[string]string{"tier": "web"} }),
+				export("west", 1, []*registryv1.ServicePort{port("http", 80)}),
+			},
+			want: []string{`exportedLabels differ: {tier="web"} in east, {} in west; the import uses {tier="web"} of cluster east, the oldest export`},
+		},
+		{
+			name: "many clusters are counted, not listed",
+			exports: func() []*registryv1.Export {
+				var out []*registryv1.Export
+				for i := range 8 {
+					out = append(out, export(fmt.Sprintf("c%d", i), i, []*registryv1.ServicePort{port("http", 80)}))
+				}
+				out[7].Type = "Headless"
+				return out
+			}(),
+			want: []string{"type differs: ClusterSetIP in c0, c1, c2, c3, c4 and 2 more, Headless in c7; the import uses ClusterSetIP of cluster c0, the oldest export"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clusters := map[string]Cluster{}
+			for _, e := range tt.exports {
+				clusters[e.GetKey().GetClusterId()] = Cluster{Live: true}
+			}
+			res := Merge(key, tt.exports, clusters)
+			var got []string
+			for _, c := range res.Import.GetConflicts() {
+				got = append(got, c.GetMessage())
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("messages (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

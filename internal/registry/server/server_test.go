@@ -158,17 +158,26 @@ func TestExportsBecomeAnImportWithCanonicalEndpoints(t *testing.T) {
 		t.Errorf("b's endpoints are served as %s/%d, want http/8080", p.GetName(), p.GetPort())
 	}
 
-	// b sees its conflict in its export status.
+	// Both exporters see the conflict in their export status.
+	for _, c := range []struct {
+		id     string
+		client registryv1.RegistryClient
+	}{{"a", a}, {"b", b}} {
+		resp, err := c.client.ListExports(ctx, &registryv1.ListExportsRequest{ClusterId: c.id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.GetStatuses()) != 1 || len(resp.GetStatuses()[0].GetConflicts()) != 1 {
+			t.Fatalf("%s's statuses = %v, want one Port conflict", c.id, resp.GetStatuses())
+		}
+		conflict := resp.GetStatuses()[0].GetConflicts()[0]
+		if conflict.GetReason() != "Port" || !strings.Contains(conflict.GetMessage(), "web 80/TCP of cluster b") || !strings.Contains(conflict.GetMessage(), "cluster a defines http 80/TCP") {
+			t.Errorf("%s's conflict = %v, want a Port conflict naming web of b and http of a", c.id, conflict)
+		}
+	}
 	resp, err := b.ListExports(ctx, &registryv1.ListExportsRequest{ClusterId: "b"})
 	if err != nil {
 		t.Fatal(err)
-	}
-	if len(resp.GetStatuses()) != 1 || len(resp.GetStatuses()[0].GetConflicts()) != 1 {
-		t.Fatalf("b's statuses = %v, want one Port conflict", resp.GetStatuses())
-	}
-	conflict := resp.GetStatuses()[0].GetConflicts()[0]
-	if conflict.GetReason() != "Port" || !strings.Contains(conflict.GetMessage(), `"web"`) || !strings.Contains(conflict.GetMessage(), "cluster a") {
-		t.Errorf("conflict = %v, want a Port conflict naming web and cluster a", conflict)
 	}
 	if st := resp.GetStatuses()[0]; st.GetEndpointsGeneration() == 0 || len(st.GetEndpointChunks()) != 1 {
 		t.Errorf("status does not report the endpoint set the registry holds: %v", st)

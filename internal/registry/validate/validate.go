@@ -6,8 +6,11 @@ package validate
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 
+	"github.com/fleetnet/fleetnet/api/keys"
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
@@ -135,6 +138,8 @@ func Export(e *registryv1.Export, path *field.Path) field.ErrorList {
 	errs = append(errs, ipFamilies(e.GetIpFamilies(), path.Child("ipFamilies"))...)
 	errs = append(errs, metav1validation.ValidateLabels(e.GetLabels(), path.Child("labels"))...)
 	errs = append(errs, apivalidation.ValidateAnnotations(e.GetAnnotations(), path.Child("annotations"))...)
+	errs = append(errs, reservedKeys(e.GetLabels(), path.Child("labels"))...)
+	errs = append(errs, reservedKeys(e.GetAnnotations(), path.Child("annotations"))...)
 	size := 0
 	for k, v := range e.GetLabels() {
 		size += len(k) + len(v)
@@ -147,6 +152,18 @@ func Export(e *registryv1.Export, path *field.Path) field.ErrorList {
 	}
 	if e.GetWeight() > MaxWeight {
 		errs = append(errs, field.Invalid(path.Child("weight"), e.GetWeight(), fmt.Sprintf("must be between 0 and %d", MaxWeight)))
+	}
+	return errs
+}
+
+// reservedKeys refuses exported keys that would overwrite the agent's, the
+// MCS API's or Kubernetes' own on the ServiceImport.
+func reservedKeys(m map[string]string, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if p := keys.ReservedExportKey(k); p != "" {
+			errs = append(errs, field.Invalid(path.Key(k), k, fmt.Sprintf("the prefix %s is reserved", p)))
+		}
 	}
 	return errs
 }

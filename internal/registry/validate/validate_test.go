@@ -72,6 +72,11 @@ func TestExport(t *testing.T) {
 		{"bad family", func(e *registryv1.Export) { e.IpFamilies = []string{"IPv5"} }, `export.ipFamilies[0]: Unsupported value: "IPv5"`},
 		{"weight too high", func(e *registryv1.Export) { e.Weight = 1001 }, "export.weight: Invalid value: 1001"},
 		{"bad label", func(e *registryv1.Export) { e.Labels = map[string]string{"a": "b c"} }, `export.labels: Invalid value: "b c"`},
+		{"reserved label", func(e *registryv1.Export) { e.Labels = map[string]string{"fleetnet.dev/export": "true"} }, `export.labels[fleetnet.dev/export]: Invalid value: "fleetnet.dev/export": the prefix fleetnet.dev/ is reserved`},
+		{"the agent's own label", func(e *registryv1.Export) { e.Labels = map[string]string{"app.kubernetes.io/managed-by": "me"} }, `export.labels[app.kubernetes.io/managed-by]`},
+		{"reserved annotation", func(e *registryv1.Export) { e.Annotations = map[string]string{"multicluster.kubernetes.io/x": "y"} }, `export.annotations[multicluster.kubernetes.io/x]: Invalid value`},
+		{"fleetnet subdomain", func(e *registryv1.Export) { e.Annotations = map[string]string{"agent.fleetnet.dev/x": "y"} }, `the prefix agent.fleetnet.dev/ is reserved`},
+		{"common app label", func(e *registryv1.Export) { e.Labels = map[string]string{"app.kubernetes.io/name": "echo"} }, ""},
 		{"affinity timeout", func(e *registryv1.Export) { e.SessionAffinityTimeoutSeconds = 90000 }, "export.sessionAffinityTimeoutSeconds: Invalid value: 90000"},
 	}
 	for _, tt := range tests {

@@ -127,8 +127,9 @@ func TestViewEmitsTheSmallestChange(t *testing.T) {
 	}
 	expect(apply(l.put(t, records.ExportKey(exp("a", 0, "http").Key), exp("a", 0, "http"))), "import", "status:a")
 	expect(apply(l.put(t, records.ChunkKey(chunk("a", "a1", "http").Key), chunk("a", "a1", "http", "10.0.0.1"))), "chunk:a/a1", "status:a")
-	// b names its port "web": served under "http", with a Port conflict.
-	expect(apply(l.put(t, records.ExportKey(exp("b", 1, "web").Key), exp("b", 1, "web"))), "import", "status:b")
+	// b names its port "web": served under "http", with a Port conflict
+	// that both exports report.
+	expect(apply(l.put(t, records.ExportKey(exp("b", 1, "web").Key), exp("b", 1, "web"))), "import", "status:a", "status:b")
 	expect(apply(l.put(t, records.ChunkKey(chunk("b", "b1", "web").Key), chunk("b", "b1", "web", "10.1.0.1"))), "chunk:b/b1", "status:b")
 	if c := v.canon[svcKey{"demo", "echo"}][chunkID{"b", "b1"}]; c.GetPorts()[0].GetName() != "http" || c.GetPorts()[0].GetPort() != 8080 {
 		t.Errorf("b's chunk is served as %v, want http/8080", c.GetPorts())
@@ -142,10 +143,11 @@ func TestViewEmitsTheSmallestChange(t *testing.T) {
 	// Rewriting the same content changes only the generation in the status.
 	expect(apply(l.put(t, records.ChunkKey(chunk("a", "a1", "http").Key), chunk("a", "a1", "http", "10.0.0.1", "10.0.0.2"))), "status:a")
 
-	// b's lease expires: it leaves the import, its chunk goes.
-	expect(apply(l.del(records.LiveKey("b"))), "import", "chunk-delete:b/b1", "status:b")
+	// b's lease expires: it leaves the import, its chunk goes, and the
+	// conflict ends for a too.
+	expect(apply(l.del(records.LiveKey("b"))), "import", "chunk-delete:b/b1", "status:a", "status:b")
 	// It returns.
-	expect(apply(l.put(t, records.LiveKey("b"), nil)), "import", "chunk:b/b1", "status:b")
+	expect(apply(l.put(t, records.LiveKey("b"), nil)), "import", "chunk:b/b1", "status:a", "status:b")
 
 	// A loaded view equals the incrementally built one.
 	loaded := New()
