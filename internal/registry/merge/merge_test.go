@@ -115,7 +115,7 @@ func TestMerge(t *testing.T) {
 			wantType:      "ClusterSetIP",
 			wantConflicts: map[string][]string{"a": {ReasonPort}, "b": {ReasonPort}},
 			wantClusters:  []string{"a", "b"},
-			wantFamilies: []string{"IPv4"},
+			wantFamilies:  []string{"IPv4"},
 		},
 		{
 			name: "unnamed beside named keeps the oldest export's ports whole",
@@ -212,9 +212,9 @@ func TestMerge(t *testing.T) {
 					e.Annotations = map[string]string{"note": "c"}
 				}),
 			},
-			clusters:      live("a", "b", "c"),
-			wantPorts:     []*registryv1.ServicePort{port("http", 80)},
-			wantType:      "ClusterSetIP",
+			clusters:  live("a", "b", "c"),
+			wantPorts: []*registryv1.ServicePort{port("http", 80)},
+			wantType:  "ClusterSetIP",
 			wantConflicts: map[string][]string{
 				"a": {ReasonLabels, ReasonAnnotations},
 				"b": {ReasonLabels, ReasonAnnotations},
