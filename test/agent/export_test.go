@@ -690,7 +690,7 @@ func TestConflictFromTheRegistryReachesTheServiceExport(t *testing.T) {
 	}
 	wantCondition(t, c, "echo", mcsv1beta1.ServiceExportConditionConflict, metav1.ConditionTrue, string(mcsv1beta1.ServiceExportReasonPortConflict))
 	cond, _ := condition(c, "echo", mcsv1beta1.ServiceExportConditionConflict)
-	for _, want := range []string{`"http"`, `"web"`, "cluster west"} {
+	for _, want := range []string{"http 80/TCP", "web 80/TCP", "cluster west"} {
 		if !strings.Contains(cond.Message, want) {
 			t.Errorf("Conflict message %q does not name %s", cond.Message, want)
 		}
