@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -233,20 +234,28 @@ func updateEcho(t *testing.T, c client.Client, port int32, labels, annotations m
 	t.Helper()
 	ctx := context.Background()
 	key := types.NamespacedName{Namespace: ns, Name: "echo"}
-	svc := &corev1.Service{}
-	if err := c.Get(ctx, key, svc); err != nil {
+	// The agent writes the ServiceExport too (finalizer, status): retry on
+	// a conflict with its writes.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		svc := &corev1.Service{}
+		if err := c.Get(ctx, key, svc); err != nil {
+			return err
+		}
+		svc.Spec.Ports[0].Port = port
+		return c.Update(ctx, svc)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
-	svc.Spec.Ports[0].Port = port
-	if err := c.Update(ctx, svc); err != nil {
-		t.Fatal(err)
-	}
-	se := &mcsv1beta1.ServiceExport{}
-	if err := c.Get(ctx, key, se); err != nil {
-		t.Fatal(err)
-	}
-	se.Spec.ExportedLabels, se.Spec.ExportedAnnotations = labels, annotations
-	if err := c.Update(ctx, se); err != nil {
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		se := &mcsv1beta1.ServiceExport{}
+		if err := c.Get(ctx, key, se); err != nil {
+			return err
+		}
+		se.Spec.ExportedLabels, se.Spec.ExportedAnnotations = labels, annotations
+		return c.Update(ctx, se)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 }

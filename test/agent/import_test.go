@@ -592,8 +592,8 @@ func TestImportWithMixedPortNames(t *testing.T) {
 			return errorf("ServiceImport ports %+v, want east's single unnamed port", si.Spec.Ports)
 		}
 		c := meta.FindStatusCondition(si.Status.Conditions, keys.ConditionConflict)
-		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != "PortConflict" || !strings.Contains(c.Message, "cluster south") {
-			return errorf("Conflict = %+v, want True/PortConflict naming cluster south", c)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != "PortConflict" || !strings.Contains(c.Message, "in south") {
+			return errorf("Conflict = %+v, want True/PortConflict naming south's ports", c)
 		}
 		if !meta.IsStatusConditionTrue(si.Status.Conditions, string(mcsv1beta1.ServiceImportConditionReady)) {
 			return errorf("not Ready: %+v", si.Status.Conditions)
