@@ -111,22 +111,30 @@ func TestDualStack(t *testing.T) {
 // importer sees the same import.
 func TestConflictsAcrossThreeClusters(t *testing.T) {
 	ns := namespace(t, "e2e-conflict")
-	export(t, "east", ns, service{name: "api", portName: "http", port: 80, addresses: []string{"10.244.1.30"}})
+	export(t, "east", ns, service{name: "api", portName: "http", port: 80, addresses: []string{"10.244.1.30"},
+		exportedLabels: map[string]string{"tier": "web"}, exportedAnnotations: map[string]string{"owner": "team-a"}})
 	waitImport(t, "hub", ns, "api", map[string][]string{"east": {"10.244.1.30"}}, 30*time.Second)
-	export(t, "west", ns, service{name: "api", portName: "web", port: 80, addresses: []string{"10.244.2.30"}})
-	export(t, "hub", ns, service{name: "api", headless: true, portName: "http", port: 80, addresses: []string{"10.244.0.30"}})
+	export(t, "west", ns, service{name: "api", portName: "web", port: 80, addresses: []string{"10.244.2.30"},
+		exportedLabels: map[string]string{"tier": "api"}})
+	export(t, "hub", ns, service{name: "api", headless: true, portName: "http", port: 80, addresses: []string{"10.244.0.30"},
+		exportedLabels: map[string]string{"tier": "web"}, exportedAnnotations: map[string]string{"owner": "team-a"}})
 
 	se := func(name string) *mcsv1beta1.ServiceExport {
 		return &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	}
-	waitCondition(t, "east", se("api"), keys.ConditionConflict, metav1.ConditionFalse, "")
-	msg := waitCondition(t, "west", se("api"), keys.ConditionConflict, metav1.ConditionTrue, "")
-	if !strings.Contains(msg, "east") {
-		t.Errorf("west's conflict message %q does not name east, whose export wins", msg)
-	}
-	msg = waitCondition(t, "hub", se("api"), keys.ConditionConflict, metav1.ConditionTrue, "")
-	if !strings.Contains(strings.ToLower(msg), "headless") && !strings.Contains(msg, "type") {
-		t.Errorf("hub's conflict message %q does not say the type differs", msg)
+	// Every export reports the whole disagreement, east's (the oldest) too.
+	for _, c := range clusters {
+		msg := waitCondition(t, c, se("api"), keys.ConditionConflict, metav1.ConditionTrue, "TypeConflict")
+		for _, want := range []string{
+			"type differs: ClusterSetIP in east, west, Headless in hub; the import uses ClusterSetIP of cluster east",
+			"ports differ: [http 80/TCP] in east, hub, [web 80/TCP] in west; the import has [http 80/TCP]",
+			`exportedLabels differ: {tier="web"} in east, hub, {tier="api"} in west; the import uses {tier="web"} of cluster east`,
+			"exportedAnnotations differ",
+		} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("%s's Conflict message %q lacks %q", c, msg, want)
+			}
+		}
 	}
 	for _, c := range clusters {
 		si := &mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api"}}
@@ -134,6 +142,21 @@ func TestConflictsAcrossThreeClusters(t *testing.T) {
 		if si.Spec.Type != mcsv1beta1.ClusterSetIP || len(si.Spec.Ports) != 1 || si.Spec.Ports[0].Name != "http" {
 			t.Errorf("%s: import is %s with ports %+v; want east's: ClusterSetIP, http:80", c, si.Spec.Type, si.Spec.Ports)
 		}
+		if si.Labels["tier"] != "web" || si.Annotations["owner"] != "team-a" || si.Labels[keys.LabelManagedBy] != keys.ManagedByAgent {
+			t.Errorf("%s: import labels %v, annotations %v; want east's tier=web, owner=team-a and the agent's label", c, si.Labels, si.Annotations)
+		}
+	}
+
+	// west and hub withdraw: the conflict ends on east's export and on
+	// every import.
+	for _, c := range []string{"west", "hub"} {
+		if err := kube(t, c).Delete(context.Background(), se("api")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitCondition(t, "east", se("api"), keys.ConditionConflict, metav1.ConditionFalse, "")
+	for _, c := range clusters {
+		waitCondition(t, c, &mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api"}}, keys.ConditionConflict, metav1.ConditionFalse, "")
 	}
 }
 

@@ -82,6 +82,8 @@ type service struct {
 	portName  string
 	port      int32
 	addresses []string // IPv4 and IPv6
+	// exportedLabels and exportedAnnotations go into the ServiceExport's spec.
+	exportedLabels, exportedAnnotations map[string]string
 }
 
 // export creates the Service, an EndpointSlice with its addresses and the
@@ -106,7 +108,10 @@ func export(t testing.TB, cluster, ns string, s service) {
 		t.Fatalf("%s: creating Service %s/%s: %v", cluster, ns, s.name, err)
 	}
 	setEndpoints(t, cluster, ns, s.name, s.portName, s.addresses)
-	se := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.name}}
+	se := &mcsv1beta1.ServiceExport{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: s.name},
+		Spec:       mcsv1beta1.ServiceExportSpec{ExportedLabels: s.exportedLabels, ExportedAnnotations: s.exportedAnnotations},
+	}
 	if err := cl.Create(ctx, se); err != nil {
 		t.Fatalf("%s: creating ServiceExport %s/%s: %v", cluster, ns, s.name, err)
 	}
