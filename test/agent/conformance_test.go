@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -193,12 +194,9 @@ func TestDerivedServicePortEditedByHandIsRepaired(t *testing.T) {
 	})
 
 	// A port added beside ours by another field manager's apply goes too.
-	extra := &corev1.Service{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: derived.Name},
-		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "debug", Port: 6060, Protocol: corev1.ProtocolTCP}}},
-	}
-	if err := c.Patch(ctx, extra, client.Apply, client.FieldOwner("someone-else")); err != nil { //nolint:staticcheck // typed apply of a partial object
+	extra := corev1ac.Service(derived.Name, ns).WithSpec(corev1ac.ServiceSpec().WithPorts(
+		corev1ac.ServicePort().WithName("debug").WithPort(6060).WithProtocol(corev1.ProtocolTCP)))
+	if err := c.Apply(ctx, extra, client.FieldOwner("someone-else")); err != nil {
 		t.Fatal(err)
 	}
 	fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error {

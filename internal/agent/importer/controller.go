@@ -1,7 +1,6 @@
 package importer
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -579,7 +578,7 @@ func appliedFields(o metav1.Object, manager string) *fieldpath.Set {
 			continue
 		}
 		set := &fieldpath.Set{}
-		if err := set.FromJSON(bytes.NewReader(mf.FieldsV1.Raw)); err != nil {
+		if err := set.FromJSON(mf.FieldsV1.GetRawReader()); err != nil {
 			return nil
 		}
 		return set
