@@ -40,7 +40,8 @@ const (
 	LabelAutoExport = "fleetnet.dev/auto-export"
 
 	// AnnotationWeight on a ServiceExport is the cluster's weight for global
-	// load balancing: an integer from 0 (drain) to 1000, default 1.
+	// load balancing: an integer from 0 (drain) to 1000, default 1. The
+	// agent copies it onto the EndpointSlices it imports from that cluster.
 	AnnotationWeight = "fleetnet.dev/weight"
 
 	// EndpointSliceManagedBy is the endpointslice.kubernetes.io/managed-by

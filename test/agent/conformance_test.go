@@ -173,6 +173,7 @@ func TestDerivedServicePortEditedByHandIsRepaired(t *testing.T) {
 	fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error { return c.Get(ctx, derived, svc) })
 
 	raw := client.RawPatch(types.JSONPatchType, []byte(`[{"op":"replace","path":"/spec/ports/0/port","value":81}]`))
+	edited := time.Now()
 	if err := c.Patch(ctx, svc, raw, client.FieldOwner("kubectl-patch")); err != nil {
 		t.Fatal(err)
 	}
@@ -192,6 +193,7 @@ func TestDerivedServicePortEditedByHandIsRepaired(t *testing.T) {
 		}
 		return nil
 	})
+	t.Logf("derived Service ports repaired %s after the edit", time.Since(edited).Round(time.Millisecond))
 
 	// A port added beside ours by another field manager's apply goes too.
 	extra := corev1ac.Service(derived.Name, ns).WithSpec(corev1ac.ServiceSpec().WithPorts(

@@ -643,3 +643,52 @@ func TestReconcilerRepairsDriftWhenCalledDirectly(t *testing.T) {
 		t.Fatalf("drift not repaired by a direct call: %v", addresses(ss))
 	}
 }
+
+// Imported slices carry their source cluster's weight (fleetnet.dev/weight
+// on its ServiceExport), so a gateway in the importing cluster can split
+// traffic by cluster; a weight change relabels the slices in place.
+func TestImportedSlicesCarryTheClusterWeight(t *testing.T) {
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "east"}, {Name: "west"}}})
+	east, west := f.Cluster(t, "east"), f.Cluster(t, "west")
+	r := registrytest.Start(t, server.Config{})
+	ec, wc := east.Client(t), west.Client(t)
+	ctx := context.Background()
+	createNamespace(t, ec, ns)
+	createNamespace(t, wc, ns)
+	for _, obj := range []client.Object{
+		service(ns, "echo"),
+		endpointSlice(ns, "echo", "echo-1", "10.244.0.1"),
+		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo", Annotations: map[string]string{keys.AnnotationWeight: "5"}}},
+	} {
+		if err := ec.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startAgent(t, east, r, "east")
+	startAgent(t, west, r, "west")
+	weightIs := func(want string) func(context.Context) error {
+		return func(ctx context.Context) error {
+			ss, err := importedSlices(ctx, wc, "echo")
+			if err != nil {
+				return err
+			}
+			if len(ss) == 0 {
+				return errorf("no imported slices yet")
+			}
+			for _, s := range ss {
+				if got := s.Annotations[keys.AnnotationWeight]; got != want {
+					return errorf("slice %s has weight %q, want %q", s.Name, got, want)
+				}
+			}
+			return nil
+		}
+	}
+	fleet.Eventually(t, 20*time.Second, weightIs("5"))
+	ss, _ := importedSlices(ctx, wc, "echo")
+	before := ss[0].UID
+	patchAnnotation(t, ec, "echo", keys.AnnotationWeight, "0")
+	fleet.Eventually(t, 20*time.Second, weightIs("0"))
+	if ss, _ := importedSlices(ctx, wc, "echo"); len(ss) != 1 || ss[0].UID != before {
+		t.Errorf("the slice was replaced, not updated in place")
+	}
+}

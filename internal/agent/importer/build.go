@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 
 	"github.com/fleetnet/fleetnet/api/keys"
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
@@ -174,6 +175,14 @@ func Groups(cluster string, chunks map[string]*registryv1.EndpointChunk, familie
 		}
 	}
 	return out
+}
+
+// SliceAnnotations are the annotations of an imported EndpointSlice: the
+// source cluster's weight (fleetnet.dev/weight, from its ServiceExport), so
+// that a gateway in this cluster can split traffic by cluster without a
+// registry connection of its own.
+func SliceAnnotations(weight uint32) map[string]string {
+	return map[string]string{keys.AnnotationWeight: strconv.FormatUint(uint64(weight), 10)}
 }
 
 // SliceLabels are the labels of an imported EndpointSlice. The region is

@@ -316,9 +316,11 @@ func (r *Reconciler) applySlices(ctx context.Context, si *mcsv1beta1.ServiceImpo
 		existing[k] = append(existing[k], Slice{Name: s.Name, Endpoints: s.Endpoints, Ports: s.Ports})
 	}
 	regions := map[string]string{}
+	weights := map[string]uint32{}
 	participating := map[string]bool{}
 	for _, c := range desired.Import.GetClusters() {
 		regions[c.GetClusterId()] = c.GetRegion()
+		weights[c.GetClusterId()] = c.GetWeight()
 		participating[c.GetClusterId()] = true
 	}
 	var errs []error
@@ -338,8 +340,9 @@ func (r *Reconciler) applySlices(ctx context.Context, si *mcsv1beta1.ServiceImpo
 			prefix := derived + "-" + cluster
 			plan := PlanSlices(prefix, g.AddressType, g.Ports, g.Endpoints, existing[k], r.EndpointsPerSlice)
 			labels := SliceLabels(si.Name, derived, cluster, regions[cluster])
+			annotations := SliceAnnotations(weights[cluster])
 			for _, s := range plan.Apply {
-				if err := r.applySlice(ctx, si, s, g.AddressType, labels); err != nil {
+				if err := r.applySlice(ctx, si, s, g.AddressType, labels, annotations); err != nil {
 					errs = append(errs, &stepError{fmt.Sprintf("applying EndpointSlice %s of cluster %s", s.Name, cluster), err})
 				}
 			}
@@ -348,11 +351,12 @@ func (r *Reconciler) applySlices(ctx context.Context, si *mcsv1beta1.ServiceImpo
 					errs = append(errs, &stepError{"deleting EndpointSlice " + name, err})
 				}
 			}
-			// Slices that only need new labels (a region change) are applied too.
+			// Slices that only need new labels or annotations (a region or
+			// weight change) are applied too.
 			for _, name := range plan.Keep {
 				for _, s := range list.Items {
-					if s.Name == name && !equality.Semantic.DeepEqual(s.Labels, labels) {
-						if err := r.applySlice(ctx, si, Slice{Name: s.Name, Endpoints: s.Endpoints, Ports: s.Ports}, g.AddressType, labels); err != nil {
+					if s.Name == name && (!equality.Semantic.DeepEqual(s.Labels, labels) || !annotationsHave(s.Annotations, annotations)) {
+						if err := r.applySlice(ctx, si, Slice{Name: s.Name, Endpoints: s.Endpoints, Ports: s.Ports}, g.AddressType, labels, annotations); err != nil {
 							errs = append(errs, &stepError{"relabelling EndpointSlice " + name, err})
 						}
 					}
@@ -374,11 +378,21 @@ func (r *Reconciler) applySlices(ctx context.Context, si *mcsv1beta1.ServiceImpo
 	return errors.Join(errs...)
 }
 
-func (r *Reconciler) applySlice(ctx context.Context, si *mcsv1beta1.ServiceImport, s Slice, t discoveryv1.AddressType, labels map[string]string) error {
+// annotationsHave reports whether every wanted annotation is there.
+func annotationsHave(have, want map[string]string) bool {
+	for k, v := range want {
+		if cur, ok := have[k]; !ok || cur != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *Reconciler) applySlice(ctx context.Context, si *mcsv1beta1.ServiceImport, s Slice, t discoveryv1.AddressType, labels, annotations map[string]string) error {
 	es := &discoveryv1.EndpointSlice{
 		TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice"},
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: si.Namespace, Name: s.Name, Labels: labels,
+			Namespace: si.Namespace, Name: s.Name, Labels: labels, Annotations: annotations,
 			OwnerReferences: []metav1.OwnerReference{ownerRef(si)},
 		},
 		AddressType: t,
