@@ -111,8 +111,18 @@ func Merge(key *registryv1.ImportKey, exports []*registryv1.Export, clusters map
 	if familyConflict != nil {
 		conflicts = append(conflicts, familyConflict)
 	}
-	property(ReasonLabels, "exportedLabels", func(e *registryv1.Export) string { return describeMap(e.GetLabels()) })
-	property(ReasonAnnotations, "exportedAnnotations", func(e *registryv1.Export) string { return describeMap(e.GetAnnotations()) })
+	for _, m := range []struct {
+		reason, what string
+		get          func(*registryv1.Export) map[string]string
+	}{
+		{ReasonLabels, "exportedLabels", (*registryv1.Export).GetLabels},
+		{ReasonAnnotations, "exportedAnnotations", (*registryv1.Export).GetAnnotations},
+	} {
+		if c := disagreementBy(part, m.reason, m.what, func(e *registryv1.Export) string { return describeMap(m.get(e)) },
+			func(a, b *registryv1.Export) bool { return maps.Equal(m.get(a), m.get(b)) }); c != nil {
+			conflicts = append(conflicts, c)
+		}
+	}
 	for _, e := range part {
 		id := e.GetKey().GetClusterId()
 		imp.Clusters = append(imp.Clusters, &registryv1.ImportCluster{ClusterId: id, Region: clusters[id].Region, Weight: e.GetWeight()})
@@ -135,10 +145,29 @@ const maxClustersNamed = 5
 // lists every value with its clusters, the import's (the oldest export's)
 // first.
 func disagreement(part []*registryv1.Export, reason, what string, show func(*registryv1.Export) string) *registryv1.Conflict {
+	return disagreementBy(part, reason, what, show, nil)
+}
+
+// disagreementBy is disagreement with an equality of its own, so that the
+// common case (every export agrees) renders nothing: the merge runs on every
+// change of an export or a lease, for every exporter of the service.
+func disagreementBy(part []*registryv1.Export, reason, what string, show func(*registryv1.Export) string, equal func(a, b *registryv1.Export) bool) *registryv1.Conflict {
+	if equal != nil && !slices.ContainsFunc(part[1:], func(e *registryv1.Export) bool { return !equal(part[0], e) }) {
+		return nil
+	}
 	var values []string
 	byValue := map[string][]string{}
+	var reps []*registryv1.Export // with equal: one export per value, rendered once
 	for _, e := range part {
-		v := show(e)
+		var v string
+		if equal == nil {
+			v = show(e)
+		} else if i := slices.IndexFunc(reps, func(r *registryv1.Export) bool { return equal(r, e) }); i >= 0 {
+			v = values[i]
+		} else {
+			v = show(e)
+			reps = append(reps, e)
+		}
 		if _, ok := byValue[v]; !ok {
 			values = append(values, v)
 		}
@@ -256,7 +285,8 @@ func mergePorts(part []*registryv1.Export) ([]*registryv1.ServicePort, *registry
 		kept = fmt.Sprintf("; the union would mix unnamed and named ports, so the import keeps the ports of cluster %s, the oldest export", oldest.GetKey().GetClusterId())
 		leftOut = nil
 	}
-	c := disagreement(part, ReasonPort, "ports", func(e *registryv1.Export) string { return describePorts(e.GetPorts()) })
+	c := disagreementBy(part, ReasonPort, "ports", func(e *registryv1.Export) string { return describePorts(e.GetPorts()) },
+		func(a, b *registryv1.Export) bool { return samePorts(a.GetPorts(), b.GetPorts()) })
 	if c == nil {
 		return out, nil
 	}
@@ -272,8 +302,25 @@ func mergePorts(part []*registryv1.Export) ([]*registryv1.ServicePort, *registry
 	return out, c
 }
 
+// samePorts reports whether two port lists hold the same ports, in any
+// order; without allocating when they are in the same order, as the
+// exports of one Service usually are.
 func samePorts(a, b []*registryv1.ServicePort) bool {
-	return describePorts(a) == describePorts(b)
+	if len(a) != len(b) {
+		return false
+	}
+	inOrder := true
+	for i := range a {
+		if !samePort(a[i], b[i]) {
+			inOrder = false
+			break
+		}
+	}
+	return inOrder || describePorts(a) == describePorts(b)
+}
+
+func samePort(a, b *registryv1.ServicePort) bool {
+	return a.GetPort() == b.GetPort() && a.GetProtocol() == b.GetProtocol() && a.GetName() == b.GetName() && a.GetAppProtocol() == b.GetAppProtocol()
 }
 
 func sortPorts(ps []*registryv1.ServicePort) {
