@@ -355,7 +355,7 @@ func (r *Reconciler) applySlices(ctx context.Context, si *mcsv1beta1.ServiceImpo
 			// weight change) are applied too.
 			for _, name := range plan.Keep {
 				for _, s := range list.Items {
-					if s.Name == name && (!equality.Semantic.DeepEqual(s.Labels, labels) || !annotationsHave(s.Annotations, annotations)) {
+					if s.Name == name && (!equality.Semantic.DeepEqual(s.Labels, labels) || !hasAll(s.Annotations, annotations)) {
 						if err := r.applySlice(ctx, si, Slice{Name: s.Name, Endpoints: s.Endpoints, Ports: s.Ports}, g.AddressType, labels, annotations); err != nil {
 							errs = append(errs, &stepError{"relabelling EndpointSlice " + name, err})
 						}
@@ -378,8 +378,8 @@ func (r *Reconciler) applySlices(ctx context.Context, si *mcsv1beta1.ServiceImpo
 	return errors.Join(errs...)
 }
 
-// annotationsHave reports whether every wanted annotation is there.
-func annotationsHave(have, want map[string]string) bool {
+// hasAll reports whether have holds every key of want with its value.
+func hasAll(have, want map[string]string) bool {
 	for k, v := range want {
 		if cur, ok := have[k]; !ok || cur != v {
 			return false
@@ -557,15 +557,8 @@ func (p *PendingTracker) Done(k types.NamespacedName) {
 // longer desired (read from the agent's managed fields, so that keys others
 // added are left alone).
 func metadataApplied(si *mcsv1beta1.ServiceImport, labels, annotations map[string]string) bool {
-	for k, v := range labels {
-		if cur, ok := si.Labels[k]; !ok || cur != v {
-			return false
-		}
-	}
-	for k, v := range annotations {
-		if cur, ok := si.Annotations[k]; !ok || cur != v {
-			return false
-		}
+	if !hasAll(si.Labels, labels) || !hasAll(si.Annotations, annotations) {
+		return false
 	}
 	owned := appliedFields(si, keys.FieldManagerAgent)
 	if owned == nil {
