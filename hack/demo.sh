@@ -116,9 +116,14 @@ step "5. A conflict: hub exports its own echo, whose port is named 'web' instead
 show "$FLEETNETCTL" dev serve --dir "$DIR" --cluster hub --namespace "$NS" --name "$SVC" --replicas 1 --port-name web
 export_echo hub
 wait_for 30 "conflict reported on hub's ServiceExport" condition_is hub serviceexport Conflict True
+wait_for 30 "conflict reported on east's ServiceExport, the oldest, too" condition_is east serviceexport Conflict True
+for c in east west hub; do
+	show "$KUBECTL" --context "$c" get serviceexports -n "$NS"
+done
 show "$KUBECTL" --context hub get serviceexport "$SVC" -n "$NS" \
 	-o jsonpath='{range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{"\n"}{end}'
 echo "   The oldest export's ports win (KEP-1645); east and west still serve the import:"
+show "$KUBECTL" --context west get serviceimport "$SVC" -n "$NS" -o wide
 show "$KUBECTL" --context west get serviceimport "$SVC" -n "$NS" \
 	-o jsonpath='{.spec.ports}{"\n"}{range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{"\n"}{end}'
 
