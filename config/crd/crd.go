@@ -1,8 +1,10 @@
 // Package crd holds every CustomResourceDefinition that fleetnet installs:
 // ClusterProperty (generated from api/about) and the mcs-api ServiceExport and
-// ServiceImport (copied from the sigs.k8s.io/mcs-api module). `make generate`
-// writes the YAML files; this package embeds them so that tests and the agent
-// install exactly what is in this folder.
+// ServiceImport (copied from the sigs.k8s.io/mcs-api module) in this folder,
+// and the Gateway API's standard channel (copied from the
+// sigs.k8s.io/gateway-api module) in gateway-api/. `make generate` writes the
+// YAML files; this package embeds them so that tests and the local fleet
+// install exactly what is here.
 package crd
 
 import (
@@ -15,12 +17,23 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-//go:embed *.yaml
+//go:embed *.yaml gateway-api/*.yaml
 var files embed.FS
 
-// All returns every CRD of this folder, sorted by name.
+// All returns the CRDs every member cluster needs (the MCS API's and
+// ClusterProperty), sorted by name.
 func All() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	names, err := fs.Glob(files, "*.yaml")
+	return read("*.yaml")
+}
+
+// GatewayAPI returns the Gateway API's standard-channel CRDs, which the
+// cluster running fleetnet-gateway needs, sorted by name.
+func GatewayAPI() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	return read("gateway-api/*.yaml")
+}
+
+func read(pattern string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	names, err := fs.Glob(files, pattern)
 	if err != nil {
 		return nil, err
 	}

@@ -244,11 +244,20 @@ func (u *upper) run(ctx context.Context, fresh bool) error {
 	if err != nil {
 		return err
 	}
+	gatewayCRDs, err := crd.GatewayAPI()
+	if err != nil {
+		return err
+	}
 	configs := make([]*rest.Config, len(s.Clusters))
 	clusterErrs := make([]error, len(s.Clusters))
 	var wg sync.WaitGroup
 	for i, c := range s.Clusters {
-		wg.Go(func() { configs[i], clusterErrs[i] = u.cluster(ctx, c, crds) })
+		want := crds
+		if i == 0 {
+			// The first cluster is the hub, where fleetnet-gateway runs.
+			want = append(slices.Clone(crds), gatewayCRDs...)
+		}
+		wg.Go(func() { configs[i], clusterErrs[i] = u.cluster(ctx, c, want) })
 	}
 	wg.Wait()
 	if err := errors.Join(clusterErrs...); err != nil {

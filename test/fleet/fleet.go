@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -41,6 +42,10 @@ type ClusterOptions struct {
 	// scheduled and reach Running. Pod addresses come from the cluster's pod
 	// range and are not reachable.
 	Kwok bool
+	// GatewayAPI installs the Gateway API's standard-channel CRDs too (the
+	// cluster that runs fleetnet-gateway needs them; the others do not, and
+	// they take the API server a moment to serve).
+	GatewayAPI bool
 }
 
 // Options describes a test fleet.
@@ -123,6 +128,10 @@ func Start(t testing.TB, opts Options) *Fleet {
 	if err != nil {
 		t.Fatalf("reading CRDs: %v", err)
 	}
+	gatewayCRDs, err := crd.GatewayAPI()
+	if err != nil {
+		t.Fatalf("reading the Gateway API CRDs: %v", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	started := time.Now()
@@ -161,7 +170,11 @@ func Start(t testing.TB, opts Options) *Fleet {
 	var wg sync.WaitGroup
 	for i, co := range opts.Clusters {
 		wg.Go(func() {
-			c, err := startCluster(ctx, bins, f, i, co, crds, track, t)
+			want := crds
+			if co.GatewayAPI {
+				want = append(slices.Clone(crds), gatewayCRDs...)
+			}
+			c, err := startCluster(ctx, bins, f, i, co, want, track, t)
 			f.Clusters[i], errs[i] = c, err
 		})
 	}
