@@ -19,6 +19,9 @@ const (
 	OrganizationClusters = "fleetnet:clusters"
 	// OrganizationAdmins marks an administrator's certificate.
 	OrganizationAdmins = "fleetnet:admins"
+	// OrganizationEdges marks a fleetnet-edge's certificate; the common
+	// name is the edge's name.
+	OrganizationEdges = "fleetnet:edges"
 )
 
 // Agent keys.

@@ -94,6 +94,11 @@ func (ca *KeyPair) AdminCert(name string) (*KeyPair, error) {
 	return ca.clientCert(name, keys.OrganizationAdmins)
 }
 
+// EdgeCert signs the client certificate of a fleetnet-edge.
+func (ca *KeyPair) EdgeCert(name string) (*KeyPair, error) {
+	return ca.clientCert(name, keys.OrganizationEdges)
+}
+
 func (ca *KeyPair) clientCert(name, org string) (*KeyPair, error) {
 	tmpl := &x509.Certificate{
 		Subject:     pkix.Name{CommonName: name, Organization: []string{org}},
