@@ -1,0 +1,75 @@
+package model
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// Input is every object the model depends on, as read from the hub cluster.
+// Order does not matter. Objects are only read, never changed.
+type Input struct {
+	// ControllerName selects the GatewayClasses to implement
+	// (keys.GatewayControllerName).
+	ControllerName string
+	// LocalCluster and LocalRegion are the hub's cluster id and region:
+	// the cluster of the endpoints of Service backends, whose
+	// EndpointSlices carry no source-cluster label.
+	LocalCluster string
+	LocalRegion  string
+	// CRDBundleVersions are the gateway.networking.k8s.io/bundle-version
+	// annotations of the Gateway API CRDs installed ("" for one without),
+	// for the GatewayClass SupportedVersion condition.
+	CRDBundleVersions []string
+
+	GatewayClasses  []gwv1.GatewayClass
+	Gateways        []gwv1.Gateway
+	HTTPRoutes      []gwv1.HTTPRoute
+	ReferenceGrants []gwv1.ReferenceGrant
+	// Namespaces are needed for allowedRoutes selectors only.
+	Namespaces     []corev1.Namespace
+	Services       []corev1.Service
+	ServiceImports []mcsv1beta1.ServiceImport
+	// Secrets are the TLS Secrets listeners may reference.
+	Secrets        []corev1.Secret
+	EndpointSlices []discoveryv1.EndpointSlice
+}
+
+// Result is the model and the status it implies.
+type Result struct {
+	Model  Model  `json:"model"`
+	Status Status `json:"status"`
+}
+
+// Status is the status of every object fleetnet-gateway owns, each list
+// sorted by namespace and name. Conditions have no lastTransitionTime.
+type Status struct {
+	GatewayClasses []GatewayClassStatus `json:"gatewayClasses"`
+	Gateways       []GatewayStatus      `json:"gateways"`
+	HTTPRoutes     []HTTPRouteStatus    `json:"httpRoutes"`
+}
+
+// GatewayClassStatus is the status of one GatewayClass of ours.
+type GatewayClassStatus struct {
+	Name       string             `json:"name"`
+	Conditions []metav1.Condition `json:"conditions"`
+}
+
+// GatewayStatus is the status of one Gateway of ours, without Programmed
+// and addresses, which depend on the data plane.
+type GatewayStatus struct {
+	Namespace  string                `json:"namespace"`
+	Name       string                `json:"name"`
+	Conditions []metav1.Condition    `json:"conditions"`
+	Listeners  []gwv1.ListenerStatus `json:"listeners"`
+}
+
+// HTTPRouteStatus is the status of one HTTPRoute for the parents of ours
+// it references; other controllers' parents are theirs to write.
+type HTTPRouteStatus struct {
+	Namespace string                   `json:"namespace"`
+	Name      string                   `json:"name"`
+	Parents   []gwv1.RouteParentStatus `json:"parents"`
+}

@@ -1,0 +1,269 @@
+// Package model turns Gateway API objects, the ServiceImports and Services
+// they reference and the EndpointSlices behind those into a normalized,
+// deterministic, provider-neutral model of what the global entry point must
+// serve, and into the Gateway API status that those objects imply.
+//
+// Build is pure: no client, no IO, no clock. The same objects in any order
+// give byte-identical JSON and the same Version, so a provider can compare
+// versions instead of contents. Conditions carry no lastTransitionTime: the
+// controller merges them into the objects' status (keeping the time unless
+// the status flips), and Programmed, which depends on the data plane, is the
+// controller's to set.
+package model
+
+// Model is everything the entry point serves, for every Gateway of
+// fleetnet's GatewayClasses.
+type Model struct {
+	// Version is a hash of Gateways' JSON; equal versions serve the same.
+	Version string `json:"version"`
+	// Gateways are sorted by namespace and name.
+	Gateways []Gateway `json:"gateways"`
+}
+
+// Gateway is one accepted Gateway and its programmable listeners.
+type Gateway struct {
+	Namespace  string `json:"namespace"`
+	Name       string `json:"name"`
+	Generation int64  `json:"generation"`
+	// Listeners are the accepted, resolved, unconflicted listeners, sorted
+	// by port then name; invalid ones are left out so that no provider
+	// configures a port the status says is broken.
+	Listeners []Listener `json:"listeners"`
+}
+
+// Protocols of a Listener.
+const (
+	ProtocolHTTP  = "HTTP"
+	ProtocolHTTPS = "HTTPS"
+)
+
+// Listener is one port and hostname of a Gateway.
+type Listener struct {
+	Name     string `json:"name"`
+	Port     int32  `json:"port"`
+	Protocol string `json:"protocol"`
+	// Hostname is the listener's hostname, "" for any.
+	Hostname string `json:"hostname,omitempty"`
+	// Certificates terminate TLS for HTTPS, in the listener's order (the
+	// first is the default when SNI selects none).
+	Certificates []Certificate `json:"certificates,omitempty"`
+	// VirtualHosts are sorted by hostname.
+	VirtualHosts []VirtualHost `json:"virtualHosts"`
+}
+
+// Certificate is a kubernetes.io/tls Secret that a listener presents.
+type Certificate struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Digest is the SHA-256 of the certificate and key, so that a rotated
+	// Secret changes the model's Version without the key appearing in
+	// JSON, logs or golden files.
+	Digest string `json:"digest"`
+	// CertPEM and KeyPEM are the Secret's tls.crt and tls.key; a provider
+	// that terminates TLS needs them, and they never go into JSON.
+	CertPEM []byte `json:"-"`
+	KeyPEM  []byte `json:"-"`
+}
+
+// VirtualHost is a hostname (exact, "*.suffix", or "*" for any) and the
+// routes served for it, in match precedence order: the first route that
+// matches a request serves it.
+type VirtualHost struct {
+	Hostname string  `json:"hostname"`
+	Routes   []Route `json:"routes"`
+}
+
+// Route is one match of one rule of an HTTPRoute.
+type Route struct {
+	// RouteNamespace, RouteName, Rule and Match say where it comes from:
+	// the HTTPRoute, the index of its rule and of the match in the rule.
+	RouteNamespace string `json:"routeNamespace"`
+	RouteName      string `json:"routeName"`
+	Rule           int    `json:"rule"`
+	Match          int    `json:"match"`
+
+	Path        PathMatch    `json:"path"`
+	Method      string       `json:"method,omitempty"`
+	Headers     []ValueMatch `json:"headers,omitempty"`
+	QueryParams []ValueMatch `json:"queryParams,omitempty"`
+
+	// Filters apply in order.
+	Filters  []Filter `json:"filters,omitempty"`
+	Timeouts Timeouts `json:"timeouts,omitzero"`
+	// Backends share the traffic by Weight; see Backend for the rule.
+	Backends []Backend `json:"backends,omitempty"`
+	// DirectResponse, when set, answers every request of this route with
+	// its status instead of forwarding: a rule without backends and
+	// without a redirect, or one that fleetnet cannot serve as written.
+	DirectResponse *DirectResponse `json:"directResponse,omitempty"`
+}
+
+// Path match types.
+const (
+	PathExact  = "Exact"
+	PathPrefix = "PathPrefix"
+)
+
+// PathMatch matches the request path.
+type PathMatch struct {
+	Type  string `json:"type"`
+	Value string `json:"value"`
+}
+
+// Value match types.
+const (
+	MatchExact             = "Exact"
+	MatchRegularExpression = "RegularExpression"
+)
+
+// ValueMatch matches a header or query parameter. Header names are
+// lowercased (they are case-insensitive); query parameter names are not.
+type ValueMatch struct {
+	Type  string `json:"type"`
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// Timeouts of a route, in milliseconds; 0 means none.
+type Timeouts struct {
+	RequestMillis        int64 `json:"requestMillis,omitempty"`
+	BackendRequestMillis int64 `json:"backendRequestMillis,omitempty"`
+}
+
+// DirectResponse is an answer the entry point gives itself.
+type DirectResponse struct {
+	Status int `json:"status"`
+	// Reason says why, for access logs.
+	Reason string `json:"reason"`
+}
+
+// Filter types.
+const (
+	FilterRequestHeaderModifier  = "RequestHeaderModifier"
+	FilterResponseHeaderModifier = "ResponseHeaderModifier"
+	FilterRequestRedirect        = "RequestRedirect"
+	FilterURLRewrite             = "URLRewrite"
+)
+
+// Filter is one filter; exactly the field of its Type is set.
+type Filter struct {
+	Type                   string          `json:"type"`
+	RequestHeaderModifier  *HeaderModifier `json:"requestHeaderModifier,omitempty"`
+	ResponseHeaderModifier *HeaderModifier `json:"responseHeaderModifier,omitempty"`
+	RequestRedirect        *Redirect       `json:"requestRedirect,omitempty"`
+	URLRewrite             *Rewrite        `json:"urlRewrite,omitempty"`
+}
+
+// Header is a header name and value.
+type Header struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// HeaderModifier sets, adds and removes headers, in that order.
+type HeaderModifier struct {
+	Set    []Header `json:"set,omitempty"`
+	Add    []Header `json:"add,omitempty"`
+	Remove []string `json:"remove,omitempty"`
+}
+
+// Path modifier types.
+const (
+	PathReplaceFull   = "ReplaceFullPath"
+	PathReplacePrefix = "ReplacePrefixMatch"
+)
+
+// PathModifier rewrites the path: the whole of it, or the prefix that the
+// route's PathPrefix match matched.
+type PathModifier struct {
+	Type  string `json:"type"`
+	Value string `json:"value"`
+}
+
+// Redirect answers with a redirect; unset fields keep the request's.
+type Redirect struct {
+	Scheme     string        `json:"scheme,omitempty"`
+	Hostname   string        `json:"hostname,omitempty"`
+	Port       int32         `json:"port,omitempty"`
+	Path       *PathModifier `json:"path,omitempty"`
+	StatusCode int           `json:"statusCode"`
+}
+
+// Rewrite changes the request's host and path before forwarding.
+type Rewrite struct {
+	Hostname string        `json:"hostname,omitempty"`
+	Path     *PathModifier `json:"path,omitempty"`
+}
+
+// Backend kinds.
+const (
+	KindService       = "Service"
+	KindServiceImport = "ServiceImport"
+)
+
+// Backend is one backendRef of a rule, expanded to the endpoints of every
+// cluster that serves it.
+//
+// Traffic is split in two steps. First a backend is chosen in proportion
+// to Weight among the route's backends (a route whose weights are all 0
+// answers 500, as Gateway API requires). Then, for a valid backend, a
+// cluster is chosen in proportion to its EffectiveWeight, and an endpoint
+// of that cluster uniformly among its ready ones. A backend that is
+// Invalid answers 500 for its share, one with no EffectiveWeight anywhere
+// (no ready endpoint, or every cluster drained) 503: the shares of other
+// backends are never touched, as the spec requires.
+//
+// EffectiveWeight is the cluster's weight (fleetnet.dev/weight, default 1)
+// times its ready endpoints, not the cluster weight alone. With the default
+// weights every endpoint of the clusterset then gets the same share, as
+// with a ClusterSetIP, so a cluster with one pod is not sent as much as one
+// with ten; the weight still shifts traffic between clusters, and 0 drains
+// a cluster. The two steps keep backendRef weights exact (no rounding into
+// one flat list) and let a data plane that ejects endpoints recompute a
+// cluster's weight locally as weight × endpoints it still trusts.
+type Backend struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Port is the backendRef's port; 0 for a ServiceImport without one,
+	// which means all its ports.
+	Port   int32 `json:"port,omitempty"`
+	Weight int32 `json:"weight"`
+	// Filters apply to requests sent to this backend only.
+	Filters []Filter `json:"filters,omitempty"`
+	// Invalid is why the reference does not resolve; its share gets 500.
+	Invalid *Invalid `json:"invalid,omitempty"`
+	// NoReadyEndpoints: valid, but its share gets 503.
+	NoReadyEndpoints bool `json:"noReadyEndpoints,omitempty"`
+	// AppProtocol is the port's appProtocol (h2c, ...), if the reference
+	// names one port and it has one.
+	AppProtocol string `json:"appProtocol,omitempty"`
+	// Clusters are sorted by cluster id.
+	Clusters []ClusterEndpoints `json:"clusters,omitempty"`
+}
+
+// Invalid is a Gateway API reason and a message.
+type Invalid struct {
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+}
+
+// ClusterEndpoints are the endpoints of a backend in one cluster.
+type ClusterEndpoints struct {
+	Cluster string `json:"cluster"`
+	Region  string `json:"region,omitempty"`
+	// Weight is the cluster's fleetnet.dev/weight.
+	Weight int32 `json:"weight"`
+	// EffectiveWeight is Weight × ready endpoints (distinct addresses).
+	EffectiveWeight int64 `json:"effectiveWeight"`
+	// Endpoints are sorted by address then port.
+	Endpoints []Endpoint `json:"endpoints"`
+}
+
+// Endpoint is one address and port of a backend.
+type Endpoint struct {
+	Address string `json:"address"`
+	Port    int32  `json:"port"`
+	Ready   bool   `json:"ready"`
+	Serving bool   `json:"serving"`
+}
