@@ -1,0 +1,485 @@
+// Package proxy is fleetnet-edge's data plane: it serves a model of the
+// gateway controller as HTTP(S) listeners, routes each request by the
+// Gateway API's rules (the model is already in match precedence order),
+// applies the route's filters, splits traffic between backends and
+// clusters by weight and forwards to an endpoint.
+//
+// A model is compiled into an immutable table and swapped whole: a request
+// routes on the table it started with, so a swap drops nothing in flight.
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fleetnet/fleetnet/internal/gateway/model"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Options configure a Proxy.
+type Options struct {
+	// ListenHost is the address listeners bind, e.g. 127.0.0.1 or "" for
+	// every interface.
+	ListenHost string
+	Region     string
+	Log        *slog.Logger
+	// Registerer receives the proxy's metrics; none when nil.
+	Registerer prometheus.Registerer
+	// AccessLog logs every request at info level (method, host, path,
+	// code, route, backend, cluster, duration).
+	AccessLog bool
+}
+
+// Proxy serves models.
+type Proxy struct {
+	opts    Options
+	log     *slog.Logger
+	table   atomic.Pointer[table]
+	http1   *http.Transport
+	h2c     *http.Transport
+	metrics *metrics
+
+	mu      sync.Mutex
+	servers map[int32]*listener
+}
+
+type listener struct {
+	srv  *http.Server
+	addr net.Addr
+	tls  bool
+}
+
+// New returns a proxy that serves nothing until Apply.
+func New(o Options) *Proxy {
+	log := o.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	base := &http.Transport{
+		Proxy:               nil,
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:        4096,
+		MaxIdleConnsPerHost: 256, // keep-alive pool per endpoint
+		IdleConnTimeout:     90 * time.Second,
+	}
+	h2c := base.Clone()
+	h2c.Protocols = new(http.Protocols)
+	h2c.Protocols.SetUnencryptedHTTP2(true)
+	p := &Proxy{opts: o, log: log, http1: base, h2c: h2c, metrics: newMetrics(o.Registerer), servers: map[int32]*listener{}}
+	p.table.Store(&table{ports: map[int32]*port{}})
+	return p
+}
+
+// Apply serves m from now on. Certificates are the listeners' TLS key
+// pairs by their model digest. An error (a model the edge cannot serve, a
+// port it cannot bind) leaves what was served before in place.
+func (p *Proxy) Apply(m *model.Model, certs map[string]*tls.Certificate) error {
+	t, err := compile(m, certs)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var opened []int32
+	for num, pt := range t.ports {
+		if l, ok := p.servers[num]; ok {
+			if l.tls == pt.tls {
+				continue
+			}
+			// HTTP became HTTPS or back: this port starts again.
+			p.stop(num)
+		}
+		l, err := p.listen(num, pt.tls)
+		if err != nil {
+			for _, n := range opened {
+				p.stop(n)
+			}
+			return err
+		}
+		p.servers[num] = l
+		opened = append(opened, num)
+	}
+	p.table.Store(t)
+	for num := range p.servers {
+		if _, ok := t.ports[num]; !ok {
+			p.stop(num)
+		}
+	}
+	p.log.Info("serving model", "version", t.version, "ports", len(t.ports))
+	return nil
+}
+
+// Addr returns the address a port of the model is bound to.
+func (p *Proxy) Addr(port int32) net.Addr {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if l := p.servers[port]; l != nil {
+		return l.addr
+	}
+	return nil
+}
+
+// Close stops every listener, letting requests in flight finish.
+func (p *Proxy) Close(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var errs []error
+	for num, l := range p.servers {
+		errs = append(errs, l.srv.Shutdown(ctx))
+		delete(p.servers, num)
+	}
+	return errors.Join(errs...)
+}
+
+func (p *Proxy) listen(num int32, useTLS bool) (*listener, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(p.opts.ListenHost, strconv.Itoa(int(num))))
+	if err != nil {
+		return nil, fmt.Errorf("listening on port %d: %w", num, err)
+	}
+	srv := &http.Server{
+		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { p.serve(num, w, r) }),
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
+	}
+	if useTLS {
+		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return p.certificate(num, hello.ServerName)
+		}}
+		go func() { p.served(num, srv.ServeTLS(ln, "", "")) }()
+	} else {
+		go func() { p.served(num, srv.Serve(ln)) }()
+	}
+	return &listener{srv: srv, addr: ln.Addr(), tls: useTLS}, nil
+}
+
+func (p *Proxy) served(num int32, err error) {
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		p.log.Error("listener failed", "port", num, "err", err)
+	}
+}
+
+// stop closes a port's listener; requests in flight finish in the
+// background. Callers hold p.mu.
+func (p *Proxy) stop(num int32) {
+	l := p.servers[num]
+	delete(p.servers, num)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = l.srv.Shutdown(ctx)
+	}()
+}
+
+// certificate picks a listener's certificate by SNI: the exact hostname,
+// then a wildcard, then the port's default.
+func (p *Proxy) certificate(num int32, sni string) (*tls.Certificate, error) {
+	pt := p.table.Load().ports[num]
+	if pt == nil {
+		return nil, fmt.Errorf("port %d serves nothing", num)
+	}
+	sni = strings.ToLower(sni)
+	if c, ok := pt.certs[sni]; ok {
+		return c, nil
+	}
+	if i := strings.IndexByte(sni, '.'); i > 0 {
+		if c, ok := pt.certs["*"+sni[i:]]; ok {
+			return c, nil
+		}
+	}
+	return pt.defaultCert, nil
+}
+
+// picked is what a request was routed to, for the retry and for metrics.
+type picked struct {
+	route   *route
+	backend *backend
+	cluster *cluster
+}
+
+type pickedKey struct{}
+
+func (p *Proxy) serve(num int32, w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+	pk := &picked{}
+	defer func() { p.observe(r, rec.status, pk, start) }()
+
+	pt := p.table.Load().ports[num]
+	var vh *vhost
+	if pt != nil {
+		vh = pt.host(hostOnly(r.Host))
+	}
+	var rt *route
+	if vh != nil {
+		rt = vh.match(r)
+	}
+	if rt == nil {
+		http.Error(rec, "no route matches", http.StatusNotFound)
+		return
+	}
+	pk.route = rt
+	var respMods []*model.HeaderModifier
+	var rewrite *model.Rewrite
+	if done := applyFilters(rec, r, rt.Filters, &rt.Route, &respMods, &rewrite, pt.tls); done {
+		return
+	}
+	if rt.DirectResponse != nil {
+		http.Error(rec, rt.DirectResponse.Reason, rt.DirectResponse.Status)
+		return
+	}
+	b := rt.pick()
+	if b == nil {
+		// No backend, or every weight 0: the spec's 500.
+		http.Error(rec, "the route has no backend with a weight", http.StatusInternalServerError)
+		return
+	}
+	pk.backend = b
+	switch {
+	case b.Invalid != nil:
+		http.Error(rec, b.Invalid.Message, http.StatusInternalServerError)
+		return
+	case b.total == 0:
+		http.Error(rec, "no ready endpoint for "+b.name, http.StatusServiceUnavailable)
+		return
+	}
+	if done := applyFilters(rec, r, b.Filters, &rt.Route, &respMods, &rewrite, pt.tls); done {
+		return
+	}
+	c, ep := b.pick("")
+	pk.cluster = c
+	ctx := context.WithValue(r.Context(), pickedKey{}, pk)
+	if ms := rt.Timeouts.RequestMillis; ms > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Duration(ms)*time.Millisecond)
+		defer cancel()
+	}
+	transport := http.RoundTripper(p.http1)
+	if b.AppProtocol == "kubernetes.io/h2c" || b.AppProtocol == "h2c" {
+		transport = p.h2c
+	}
+	rp := &httputil.ReverseProxy{
+		Transport: &retrying{next: transport, backendTimeout: time.Duration(rt.Timeouts.BackendRequestMillis) * time.Millisecond},
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme = "http"
+			pr.Out.URL.Host = net.JoinHostPort(ep.Address, strconv.Itoa(int(ep.Port)))
+			pr.Out.Host = pr.In.Host
+			if rewrite != nil {
+				if rewrite.Hostname != "" {
+					pr.Out.Host = rewrite.Hostname
+				}
+				if rewrite.Path != nil {
+					pr.Out.URL.Path = rewritePath(pr.In.URL.Path, rt.Path, rewrite.Path)
+					pr.Out.URL.RawPath = ""
+				}
+			}
+			pr.SetXForwarded()
+		},
+		ModifyResponse: func(resp *http.Response) error {
+			for _, m := range respMods {
+				modifyHeaders(resp.Header, m)
+			}
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			code := http.StatusBadGateway
+			if errors.Is(err, context.DeadlineExceeded) {
+				code = http.StatusGatewayTimeout
+			}
+			p.log.Info("backend request failed", "route", rt.name, "backend", b.name, "err", err)
+			http.Error(w, "backend request failed", code)
+		},
+	}
+	rp.ServeHTTP(rec, r.WithContext(ctx))
+}
+
+// applyFilters applies filters to the request (header modifiers, rewrite)
+// and collects response modifiers; it answers a redirect itself and then
+// reports true.
+func applyFilters(w http.ResponseWriter, r *http.Request, filters []model.Filter, rt *model.Route, respMods *[]*model.HeaderModifier, rewrite **model.Rewrite, isTLS bool) bool {
+	for _, f := range filters {
+		switch f.Type {
+		case model.FilterRequestHeaderModifier:
+			modifyHeaders(r.Header, f.RequestHeaderModifier)
+		case model.FilterResponseHeaderModifier:
+			*respMods = append(*respMods, f.ResponseHeaderModifier)
+		case model.FilterURLRewrite:
+			*rewrite = f.URLRewrite
+		case model.FilterRequestRedirect:
+			redirect(w, r, f.RequestRedirect, rt.Path, isTLS)
+			return true
+		}
+	}
+	return false
+}
+
+func modifyHeaders(h http.Header, m *model.HeaderModifier) {
+	if m == nil {
+		return
+	}
+	for _, s := range m.Set {
+		h.Set(s.Name, s.Value)
+	}
+	for _, a := range m.Add {
+		h.Add(a.Name, a.Value)
+	}
+	for _, name := range m.Remove {
+		h.Del(name)
+	}
+}
+
+// redirect answers with the Gateway API's RequestRedirect: unset parts keep
+// the request's; the port is left out when it is the scheme's default.
+func redirect(w http.ResponseWriter, r *http.Request, rd *model.Redirect, match model.PathMatch, isTLS bool) {
+	scheme := "http"
+	if isTLS {
+		scheme = "https"
+	}
+	host, portStr := hostOnly(r.Host), ""
+	if _, p, err := net.SplitHostPort(r.Host); err == nil {
+		portStr = p
+	}
+	if rd.Scheme != "" {
+		scheme = rd.Scheme
+		if rd.Port == 0 {
+			portStr = "" // the new scheme's default port
+		}
+	}
+	if rd.Hostname != "" {
+		host = rd.Hostname
+	}
+	if rd.Port != 0 {
+		portStr = strconv.Itoa(int(rd.Port))
+	}
+	if (scheme == "http" && portStr == "80") || (scheme == "https" && portStr == "443") {
+		portStr = ""
+	}
+	path := r.URL.Path
+	if rd.Path != nil {
+		path = rewritePath(path, match, rd.Path)
+	}
+	u := url.URL{Scheme: scheme, Host: host, Path: path, RawQuery: r.URL.RawQuery}
+	if portStr != "" {
+		u.Host = net.JoinHostPort(host, portStr)
+	}
+	code := rd.StatusCode
+	if code == 0 {
+		code = http.StatusFound
+	}
+	http.Redirect(w, r, u.String(), code)
+}
+
+// rewritePath applies a path modifier: the whole path, or the prefix the
+// route matched.
+func rewritePath(path string, match model.PathMatch, m *model.PathModifier) string {
+	switch m.Type {
+	case model.PathReplaceFull:
+		return m.Value
+	case model.PathReplacePrefix:
+		prefix := strings.TrimSuffix(match.Value, "/")
+		rest := strings.TrimPrefix(path, prefix)
+		repl := strings.TrimSuffix(m.Value, "/")
+		if rest == "" || rest == "/" {
+			if repl == "" {
+				return "/"
+			}
+			return repl + rest
+		}
+		return repl + rest
+	}
+	return path
+}
+
+func hostOnly(hostport string) string {
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		return h
+	}
+	return hostport
+}
+
+// pick chooses a backend in proportion to its weight; nil when no backend
+// has a weight.
+func (rt *route) pick() *backend {
+	if rt.total == 0 {
+		return nil
+	}
+	n := rand.Int64N(rt.total)
+	for _, b := range rt.backends {
+		if n < b.cumWeight {
+			return b
+		}
+	}
+	return nil
+}
+
+// pick chooses a cluster in proportion to its effective weight, avoiding
+// the cluster named avoid when another can serve, and an endpoint of it
+// uniformly among the ready ones.
+func (b *backend) pick(avoid string) (*cluster, model.Endpoint) {
+	total := b.total
+	var skip *cluster
+	if avoid != "" {
+		for _, c := range b.clusters {
+			if c.Cluster == avoid && len(c.ready) > 0 && c.EffectiveWeight > 0 && c.EffectiveWeight < total {
+				skip, total = c, total-c.EffectiveWeight
+			}
+		}
+	}
+	n := rand.Int64N(total)
+	var acc int64
+	for _, c := range b.clusters {
+		if c == skip || len(c.ready) == 0 || c.EffectiveWeight <= 0 {
+			continue
+		}
+		acc += c.EffectiveWeight
+		if n < acc {
+			return c, c.ready[rand.IntN(len(c.ready))]
+		}
+	}
+	// Unreachable while total counts exactly the clusters above.
+	for _, c := range b.clusters {
+		if len(c.ready) > 0 {
+			return c, c.ready[0]
+		}
+	}
+	return nil, model.Endpoint{}
+}
+
+// recorder remembers the status written, for logs and metrics.
+type recorder struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (r *recorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.status, r.wrote = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.wrote = true
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func (r *recorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}

@@ -1,0 +1,364 @@
+package proxy_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fleetnet/fleetnet/internal/edge/proxy"
+	"github.com/fleetnet/fleetnet/internal/gateway/model"
+	"github.com/fleetnet/fleetnet/internal/pki"
+)
+
+// echo is a backend on loopback that answers with its name and what it
+// received.
+func echo(t *testing.T, name string) model.Endpoint {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Backend", name)
+		w.Header().Set("X-Seen-Path", r.URL.Path)
+		w.Header().Set("X-Seen-Host", r.Host)
+		w.Header().Set("X-Seen-Foo", r.Header.Get("Foo"))
+		w.Header().Set("X-Drop", "me")
+		fmt.Fprint(w, name)
+	}))
+	t.Cleanup(srv.Close)
+	host, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	p, _ := strconv.Atoi(port)
+	return model.Endpoint{Address: host, Port: int32(p), Ready: true, Serving: true}
+}
+
+// deadEndpoint is an address where nothing listens.
+func deadEndpoint(t *testing.T) model.Endpoint {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	return model.Endpoint{Address: "127.0.0.1", Port: int32(port), Ready: true, Serving: true}
+}
+
+func freePort(t *testing.T) int32 {
+	t.Helper()
+	return deadEndpoint(t).Port
+}
+
+func backend(name string, weight int32, clusters ...model.ClusterEndpoints) model.Backend {
+	return model.Backend{Kind: model.KindServiceImport, Namespace: "demo", Name: name, Weight: weight, Clusters: clusters}
+}
+
+func inCluster(id string, weight int32, eps ...model.Endpoint) model.ClusterEndpoints {
+	ready := 0
+	for _, e := range eps {
+		if e.Ready {
+			ready++
+		}
+	}
+	return model.ClusterEndpoints{Cluster: id, Weight: weight, EffectiveWeight: int64(weight) * int64(ready), Endpoints: eps}
+}
+
+func oneListener(port int32, protocol string, hosts ...model.VirtualHost) *model.Model {
+	return &model.Model{Version: "v", Gateways: []model.Gateway{{Namespace: "demo", Name: "edge", Listeners: []model.Listener{{
+		Name: "l", Port: port, Protocol: protocol, VirtualHosts: hosts,
+	}}}}}
+}
+
+func start(t *testing.T, m *model.Model, certs map[string]*tls.Certificate) *proxy.Proxy {
+	t.Helper()
+	p := proxy.New(proxy.Options{ListenHost: "127.0.0.1"})
+	if err := p.Apply(m, certs); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	return p
+}
+
+var client = &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+func get(t *testing.T, port int32, host, path string, header http.Header) *http.Response {
+	t.Helper()
+	return do(t, http.MethodGet, port, host, path, header)
+}
+
+func do(t *testing.T, method string, port int32, host, path string, header http.Header) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(method, fmt.Sprintf("http://127.0.0.1:%d%s", port, path), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = host
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+// Routes come in the model's (precedence) order; the edge takes the first
+// that matches, host by exact name, then wildcard, then any.
+func TestMatching(t *testing.T) {
+	exact, prefix, method, header, query, wild, anyHost := echo(t, "exact"), echo(t, "prefix"), echo(t, "method"), echo(t, "header"), echo(t, "query"), echo(t, "wild"), echo(t, "any")
+	to := func(ep model.Endpoint) []model.Backend {
+		return []model.Backend{backend("b", 1, inCluster("east", 1, ep))}
+	}
+	port := freePort(t)
+	start(t, oneListener(port, model.ProtocolHTTP,
+		model.VirtualHost{Hostname: "shop.example.com", Routes: []model.Route{
+			{RouteName: "r", Path: model.PathMatch{Type: model.PathExact, Value: "/cart"}, Backends: to(exact)},
+			{RouteName: "r", Path: model.PathMatch{Type: model.PathPrefix, Value: "/api"}, Method: http.MethodPost, Backends: to(method)},
+			{RouteName: "r", Path: model.PathMatch{Type: model.PathPrefix, Value: "/api"}, Headers: []model.ValueMatch{{Type: model.MatchExact, Name: "x-canary", Value: "yes"}}, Backends: to(header)},
+			{RouteName: "r", Path: model.PathMatch{Type: model.PathPrefix, Value: "/api"}, QueryParams: []model.ValueMatch{{Type: model.MatchRegularExpression, Name: "v", Value: "^2"}}, Backends: to(query)},
+			{RouteName: "r", Path: model.PathMatch{Type: model.PathPrefix, Value: "/"}, Backends: to(prefix)},
+		}},
+		model.VirtualHost{Hostname: "*.example.com", Routes: []model.Route{{RouteName: "w", Path: model.PathMatch{Type: model.PathPrefix, Value: "/"}, Backends: to(wild)}}},
+		model.VirtualHost{Hostname: "*", Routes: []model.Route{{RouteName: "a", Path: model.PathMatch{Type: model.PathPrefix, Value: "/only"}, Backends: to(anyHost)}}},
+	), nil)
+	tests := []struct {
+		method, host, path string
+		header             http.Header
+		want               string
+		code               int
+	}{
+		{"GET", "shop.example.com", "/cart", nil, "exact", 200},
+		{"GET", "shop.example.com", "/cart/x", nil, "prefix", 200},
+		{"POST", "shop.example.com", "/api/x", nil, "method", 200},
+		{"GET", "shop.example.com", "/api/x", http.Header{"X-Canary": {"yes"}}, "header", 200},
+		{"GET", "shop.example.com", "/api?v=2.1", nil, "query", 200},
+		{"GET", "shop.example.com", "/apix", nil, "prefix", 200}, // /api does not match /apix
+		{"GET", "SHOP.example.com:8080", "/cart", nil, "exact", 200},
+		{"GET", "img.example.com", "/x", nil, "wild", 200},
+		{"GET", "other.test", "/only/a", nil, "any", 200},
+		{"GET", "other.test", "/nothing", nil, "", 404},
+	}
+	for _, tt := range tests {
+		resp := do(t, tt.method, port, tt.host, tt.path, tt.header)
+		if resp.StatusCode != tt.code || resp.Header.Get("X-Backend") != tt.want {
+			t.Errorf("%s %s%s: %d from %q, want %d from %q", tt.method, tt.host, tt.path, resp.StatusCode, resp.Header.Get("X-Backend"), tt.code, tt.want)
+		}
+	}
+}
+
+func TestFilters(t *testing.T) {
+	ep := echo(t, "web")
+	port := freePort(t)
+	start(t, oneListener(port, model.ProtocolHTTP, model.VirtualHost{Hostname: "*", Routes: []model.Route{
+		{RouteName: "redirect", Path: model.PathMatch{Type: model.PathPrefix, Value: "/old"}, Filters: []model.Filter{{
+			Type: model.FilterRequestRedirect, RequestRedirect: &model.Redirect{Scheme: "https", StatusCode: 301, Path: &model.PathModifier{Type: model.PathReplacePrefix, Value: "/new"}},
+		}}},
+		{RouteName: "rewrite", Path: model.PathMatch{Type: model.PathPrefix, Value: "/v1"}, Filters: []model.Filter{
+			{Type: model.FilterURLRewrite, URLRewrite: &model.Rewrite{Hostname: "internal.svc", Path: &model.PathModifier{Type: model.PathReplacePrefix, Value: "/api"}}},
+			{Type: model.FilterRequestHeaderModifier, RequestHeaderModifier: &model.HeaderModifier{Set: []model.Header{{Name: "Foo", Value: "bar"}}}},
+			{Type: model.FilterResponseHeaderModifier, ResponseHeaderModifier: &model.HeaderModifier{Add: []model.Header{{Name: "X-Edge", Value: "1"}}, Remove: []string{"X-Drop"}}},
+		}, Backends: []model.Backend{backend("web", 1, inCluster("east", 1, ep))}},
+	}}), nil)
+
+	resp := get(t, port, "shop.example.com", "/old/page?q=1", nil)
+	if resp.StatusCode != 301 || resp.Header.Get("Location") != "https://shop.example.com/new/page?q=1" {
+		t.Errorf("redirect: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	resp = get(t, port, "shop.example.com", "/v1/items", http.Header{"Foo": {"old"}})
+	for h, want := range map[string]string{"X-Seen-Path": "/api/items", "X-Seen-Host": "internal.svc", "X-Seen-Foo": "bar", "X-Edge": "1", "X-Drop": ""} {
+		if got := resp.Header.Get(h); got != want {
+			t.Errorf("%s = %q, want %q", h, got, want)
+		}
+	}
+}
+
+// Traffic splits by backendRef weight, then by cluster effective weight;
+// an invalid backend's share gets 500, one without ready endpoints 503.
+func TestWeightsAnd500And503(t *testing.T) {
+	east, west, other := echo(t, "east"), echo(t, "west"), echo(t, "other")
+	port := freePort(t)
+	notReady := other
+	notReady.Ready = false
+	start(t, oneListener(port, model.ProtocolHTTP, model.VirtualHost{Hostname: "*", Routes: []model.Route{
+		{RouteName: "split", Path: model.PathMatch{Type: model.PathPrefix, Value: "/split"}, Backends: []model.Backend{
+			backend("echo", 90, inCluster("east", 3, east), inCluster("west", 1, west)),
+			backend("other", 10, inCluster("east", 1, other)),
+		}},
+		{RouteName: "broken", Path: model.PathMatch{Type: model.PathPrefix, Value: "/broken"}, Backends: []model.Backend{
+			backend("echo", 50, inCluster("east", 1, east)),
+			{Kind: model.KindServiceImport, Namespace: "demo", Name: "gone", Weight: 30, Invalid: &model.Invalid{Reason: "BackendNotFound", Message: "ServiceImport demo/gone not found"}},
+			{Kind: model.KindServiceImport, Namespace: "demo", Name: "idle", Weight: 20, NoReadyEndpoints: true, Clusters: []model.ClusterEndpoints{inCluster("east", 1, notReady)}},
+		}},
+		{RouteName: "zero", Path: model.PathMatch{Type: model.PathPrefix, Value: "/zero"}, Backends: []model.Backend{backend("echo", 0, inCluster("east", 1, east))}},
+	}}), nil)
+
+	const n = 1000
+	count := func(path string, key func(*http.Response) string) map[string]int {
+		got := map[string]int{}
+		for range n {
+			got[key(get(t, port, "x", path, nil))]++
+		}
+		return got
+	}
+	within := func(what string, got, want int) {
+		t.Helper()
+		// 5 standard deviations of a binomial at n=1000 is at most ~80.
+		if d := got - want; d < -80 || d > 80 {
+			t.Errorf("%s: %d of %d, want about %d", what, got, n, want)
+		}
+	}
+	split := count("/split", func(r *http.Response) string { return r.Header.Get("X-Backend") })
+	within("east (90% × 3/4)", split["east"], 675)
+	within("west (90% × 1/4)", split["west"], 225)
+	within("other (10%)", split["other"], 100)
+
+	codes := count("/broken", func(r *http.Response) string { return strconv.Itoa(r.StatusCode) })
+	within("200", codes["200"], 500)
+	within("500", codes["500"], 300)
+	within("503", codes["503"], 200)
+
+	if resp := get(t, port, "x", "/zero", nil); resp.StatusCode != 500 {
+		t.Errorf("all weights 0: %d, want 500", resp.StatusCode)
+	}
+}
+
+// A GET whose endpoint refuses the connection is sent once more, to
+// another cluster: no request fails.
+func TestRetryOnAnotherCluster(t *testing.T) {
+	west := echo(t, "west")
+	port := freePort(t)
+	start(t, oneListener(port, model.ProtocolHTTP, model.VirtualHost{Hostname: "*", Routes: []model.Route{
+		{RouteName: "r", Path: model.PathMatch{Type: model.PathPrefix, Value: "/"}, Backends: []model.Backend{
+			backend("echo", 1, inCluster("east", 1, deadEndpoint(t)), inCluster("west", 1, west)),
+		}},
+	}}), nil)
+	for i := range 100 {
+		if resp := get(t, port, "x", "/", nil); resp.StatusCode != 200 || resp.Header.Get("X-Backend") != "west" {
+			t.Fatalf("request %d: %d from %q", i, resp.StatusCode, resp.Header.Get("X-Backend"))
+		}
+	}
+	if resp := do(t, http.MethodPost, port, "x", "/", nil); resp.StatusCode != 200 && resp.StatusCode != 502 {
+		t.Errorf("POST: %d", resp.StatusCode)
+	}
+}
+
+// HTTPS listeners present the certificate of the SNI host name.
+func TestTLSBySNI(t *testing.T) {
+	ca, err := pki.NewCA("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certs := map[string]*tls.Certificate{}
+	for _, host := range []string{"a.example.com", "b.example.com"} {
+		kp, err := ca.ServingCert(host, []string{host})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := kp.TLSCertificate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		certs[host] = &c
+	}
+	ep := echo(t, "web")
+	port := freePort(t)
+	routes := []model.Route{{RouteName: "r", Path: model.PathMatch{Type: model.PathPrefix, Value: "/"}, Backends: []model.Backend{backend("web", 1, inCluster("east", 1, ep))}}}
+	m := &model.Model{Version: "v", Gateways: []model.Gateway{{Namespace: "demo", Name: "edge", Listeners: []model.Listener{
+		{Name: "a", Port: port, Protocol: model.ProtocolHTTPS, Hostname: "a.example.com", Certificates: []model.Certificate{{Name: "a", Digest: "a.example.com"}},
+			VirtualHosts: []model.VirtualHost{{Hostname: "a.example.com", Routes: routes}}},
+		{Name: "b", Port: port, Protocol: model.ProtocolHTTPS, Hostname: "b.example.com", Certificates: []model.Certificate{{Name: "b", Digest: "b.example.com"}},
+			VirtualHosts: []model.VirtualHost{{Hostname: "b.example.com", Routes: routes}}},
+	}}}}
+	start(t, m, certs)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.CertPEM)
+	for _, host := range []string{"a.example.com", "b.example.com"} {
+		c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: host}}}
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/", port), nil)
+		req.Host = host
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", host, err)
+		}
+		resp.Body.Close()
+		if got := resp.TLS.PeerCertificates[0].DNSNames; len(got) != 1 || got[0] != host || resp.StatusCode != 200 {
+			t.Errorf("%s: certificate for %v, status %d", host, got, resp.StatusCode)
+		}
+	}
+}
+
+// Swapping models under load fails no request, and a model the edge
+// cannot serve is refused while the previous one stays.
+func TestSwapUnderLoadAndRefusal(t *testing.T) {
+	a, b := echo(t, "a"), echo(t, "b")
+	port := freePort(t)
+	modelTo := func(ep model.Endpoint, version string) *model.Model {
+		m := oneListener(port, model.ProtocolHTTP, model.VirtualHost{Hostname: "*", Routes: []model.Route{
+			{RouteName: "r", Path: model.PathMatch{Type: model.PathPrefix, Value: "/"}, Backends: []model.Backend{backend("echo", 1, inCluster("east", 1, ep))}},
+		}})
+		m.Version = version
+		return m
+	}
+	p := start(t, modelTo(a, "1"), nil)
+	var failed, total atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			c := &http.Client{Timeout: 5 * time.Second}
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/", port))
+				total.Add(1)
+				if err != nil || resp.StatusCode != 200 {
+					failed.Add(1)
+					if resp != nil {
+						resp.Body.Close()
+					}
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+	for i := range 50 {
+		ep := a
+		if i%2 == 0 {
+			ep = b
+		}
+		if err := p.Apply(modelTo(ep, strconv.Itoa(i)), nil); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	if failed.Load() != 0 {
+		t.Errorf("%d of %d requests failed during 50 swaps", failed.Load(), total.Load())
+	}
+	t.Logf("%d requests during 50 swaps, none failed", total.Load())
+
+	bad := modelTo(a, "bad")
+	bad.Gateways[0].Listeners[0].VirtualHosts[0].Routes[0].Headers = []model.ValueMatch{{Type: model.MatchRegularExpression, Name: "x", Value: "("}}
+	if err := p.Apply(bad, nil); err == nil || !strings.Contains(err.Error(), `x "("`) {
+		t.Errorf("a bad regular expression: %v", err)
+	}
+	if resp := get(t, port, "x", "/", nil); resp.StatusCode != 200 {
+		t.Errorf("after a refused model: %d", resp.StatusCode)
+	}
+}

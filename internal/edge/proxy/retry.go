@@ -1,0 +1,83 @@
+package proxy
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// retrying sends a request once more, to an endpoint of another cluster,
+// when the first attempt failed before any response and the request can be
+// sent again safely: an idempotent method without a body, or with one the
+// request can replay.
+type retrying struct {
+	next           http.RoundTripper
+	backendTimeout time.Duration
+}
+
+func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.attempt(req)
+	if err == nil || !idempotent(req) || req.Context().Err() != nil {
+		return resp, err
+	}
+	pk, _ := req.Context().Value(pickedKey{}).(*picked)
+	if pk == nil || pk.backend == nil {
+		return resp, err
+	}
+	avoid := ""
+	if pk.cluster != nil {
+		avoid = pk.cluster.Cluster
+	}
+	c, ep := pk.backend.pick(avoid)
+	if c == nil {
+		return resp, err
+	}
+	retry := req.Clone(req.Context())
+	if req.Body != nil && req.Body != http.NoBody {
+		body, gerr := req.GetBody()
+		if gerr != nil {
+			return resp, err
+		}
+		retry.Body = body
+	}
+	retry.URL.Host = net.JoinHostPort(ep.Address, strconv.Itoa(int(ep.Port)))
+	pk.cluster = c
+	return t.attempt(retry)
+}
+
+func (t *retrying) attempt(req *http.Request) (*http.Response, error) {
+	if t.backendTimeout <= 0 {
+		return t.next.RoundTrip(req)
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), t.backendTimeout)
+	resp, err := t.next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+func idempotent(req *http.Request) bool {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+	}
+	return false
+}
+
+// cancelOnClose ends a backend request's timeout when its body is closed.
+type cancelOnClose struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (c *cancelOnClose) Close() error {
+	err := c.ReadCloser.Close()
+	c.cancel()
+	return err
+}

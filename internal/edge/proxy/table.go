@@ -1,0 +1,269 @@
+package proxy
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net/http"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/fleetnet/fleetnet/internal/gateway/model"
+)
+
+// table is one model compiled for serving: immutable once built, swapped
+// whole, so a request routes on the table it started with.
+type table struct {
+	version string
+	ports   map[int32]*port
+}
+
+// port is every listener of every Gateway on one port.
+type port struct {
+	number int32
+	tls    bool
+	// hosts by exact hostname, wildcards by suffix (".example.com"), and the
+	// catch-all; the first Gateway (by namespace/name) wins a hostname.
+	exact     map[string]*vhost
+	wildcards []*vhost // longest suffix first
+	any       *vhost
+	// certs by SNI hostname pattern, first listener's first as default.
+	certs       map[string]*tls.Certificate
+	defaultCert *tls.Certificate
+}
+
+type vhost struct {
+	hostname string
+	routes   []*route
+}
+
+type route struct {
+	model.Route
+	name    string // namespace/name/rule, for logs and metrics
+	headers []matcher
+	query   []matcher
+	// backends with their cumulative weights, for a weighted pick.
+	backends []*backend
+	total    int64
+}
+
+type matcher struct {
+	name  string
+	exact string
+	re    *regexp.Regexp
+}
+
+func (m matcher) matches(v string, ok bool) bool {
+	if !ok {
+		return false
+	}
+	if m.re != nil {
+		return m.re.MatchString(v)
+	}
+	return v == m.exact
+}
+
+type backend struct {
+	model.Backend
+	name      string
+	cumWeight int64
+	clusters  []*cluster
+	total     int64
+}
+
+type cluster struct {
+	model.ClusterEndpoints
+	cumWeight int64
+	ready     []model.Endpoint
+}
+
+// compile checks and compiles a model. Its errors name what the edge
+// cannot serve; the edge then refuses the model (NACK) and keeps serving
+// the one before.
+func compile(m *model.Model, certs map[string]*tls.Certificate) (*table, error) {
+	t := &table{version: m.Version, ports: map[int32]*port{}}
+	for _, gw := range m.Gateways {
+		for _, l := range gw.Listeners {
+			p := t.ports[l.Port]
+			if p == nil {
+				p = &port{number: l.Port, tls: l.Protocol == model.ProtocolHTTPS, exact: map[string]*vhost{}, certs: map[string]*tls.Certificate{}}
+				t.ports[l.Port] = p
+			}
+			if (l.Protocol == model.ProtocolHTTPS) != p.tls {
+				return nil, fmt.Errorf("gateway %s/%s listener %s: port %d serves both HTTP and HTTPS", gw.Namespace, gw.Name, l.Name, l.Port)
+			}
+			for _, c := range l.Certificates {
+				cert := certs[c.Digest]
+				if cert == nil {
+					return nil, fmt.Errorf("gateway %s/%s listener %s: certificate %s/%s was not sent", gw.Namespace, gw.Name, l.Name, c.Namespace, c.Name)
+				}
+				if p.defaultCert == nil {
+					p.defaultCert = cert
+				}
+				if _, ok := p.certs[l.Hostname]; !ok {
+					p.certs[l.Hostname] = cert
+				}
+			}
+			for _, vh := range l.VirtualHosts {
+				if err := p.add(vh); err != nil {
+					return nil, fmt.Errorf("gateway %s/%s listener %s: %w", gw.Namespace, gw.Name, l.Name, err)
+				}
+			}
+		}
+	}
+	for _, p := range t.ports {
+		sort.SliceStable(p.wildcards, func(i, j int) bool { return len(p.wildcards[i].hostname) > len(p.wildcards[j].hostname) })
+		if p.tls && p.defaultCert == nil {
+			return nil, fmt.Errorf("HTTPS port %d has no certificate", p.number)
+		}
+	}
+	return t, nil
+}
+
+func (p *port) add(vh model.VirtualHost) error {
+	compiled := &vhost{hostname: vh.Hostname}
+	for _, r := range vh.Routes {
+		cr, err := compileRoute(r)
+		if err != nil {
+			return err
+		}
+		compiled.routes = append(compiled.routes, cr)
+	}
+	h := strings.ToLower(vh.Hostname)
+	switch {
+	case h == "" || h == "*":
+		if p.any == nil {
+			p.any = compiled
+		}
+	case strings.HasPrefix(h, "*."):
+		for _, w := range p.wildcards {
+			if w.hostname == h {
+				return nil
+			}
+		}
+		compiled.hostname = h
+		p.wildcards = append(p.wildcards, compiled)
+	default:
+		if _, ok := p.exact[h]; !ok {
+			p.exact[h] = compiled
+		}
+	}
+	return nil
+}
+
+func compileRoute(r model.Route) (*route, error) {
+	cr := &route{Route: r, name: fmt.Sprintf("%s/%s/%d", r.RouteNamespace, r.RouteName, r.Rule)}
+	for _, list := range []struct {
+		in  []model.ValueMatch
+		out *[]matcher
+	}{{r.Headers, &cr.headers}, {r.QueryParams, &cr.query}} {
+		for _, v := range list.in {
+			m := matcher{name: v.Name, exact: v.Value}
+			if v.Type == model.MatchRegularExpression {
+				re, err := regexp.Compile(v.Value)
+				if err != nil {
+					return nil, fmt.Errorf("route %s: %s %q: %w", cr.name, v.Name, v.Value, err)
+				}
+				m.re = re
+			}
+			if list.out == &cr.headers {
+				m.name = http.CanonicalHeaderKey(m.name)
+			}
+			*list.out = append(*list.out, m)
+		}
+	}
+	for _, b := range r.Backends {
+		cb := &backend{Backend: b, name: fmt.Sprintf("%s/%s/%s", b.Kind, b.Namespace, b.Name)}
+		if b.Weight > 0 {
+			cr.total += int64(b.Weight)
+		}
+		cb.cumWeight = cr.total
+		for _, c := range b.Clusters {
+			cc := &cluster{ClusterEndpoints: c}
+			for _, e := range c.Endpoints {
+				if e.Ready {
+					cc.ready = append(cc.ready, e)
+				}
+			}
+			if c.EffectiveWeight > 0 && len(cc.ready) > 0 {
+				cb.total += c.EffectiveWeight
+			}
+			cc.cumWeight = cb.total
+			cb.clusters = append(cb.clusters, cc)
+		}
+		cr.backends = append(cr.backends, cb)
+	}
+	return cr, nil
+}
+
+// host finds the virtual host of a request's host name.
+func (p *port) host(host string) *vhost {
+	host = strings.ToLower(host)
+	if vh, ok := p.exact[host]; ok {
+		return vh
+	}
+	for _, w := range p.wildcards {
+		if strings.HasSuffix(host, w.hostname[1:]) && len(host) > len(w.hostname)-1 {
+			return w
+		}
+	}
+	return p.any
+}
+
+// match returns the first route that matches r, in the model's order,
+// which is the Gateway API's match precedence.
+func (vh *vhost) match(r *http.Request) *route {
+	for _, rt := range vh.routes {
+		if rt.matches(r) {
+			return rt
+		}
+	}
+	return nil
+}
+
+func (rt *route) matches(r *http.Request) bool {
+	path := r.URL.Path
+	switch rt.Path.Type {
+	case model.PathExact:
+		if path != rt.Path.Value {
+			return false
+		}
+	case model.PathPrefix:
+		if !prefixMatches(rt.Path.Value, path) {
+			return false
+		}
+	}
+	if rt.Method != "" && r.Method != rt.Method {
+		return false
+	}
+	for _, m := range rt.headers {
+		v, ok := r.Header[m.name]
+		if !m.matches(strings.Join(v, ","), ok) {
+			return false
+		}
+	}
+	if len(rt.query) > 0 {
+		q := r.URL.Query()
+		for _, m := range rt.query {
+			v, ok := q[m.name]
+			first := ""
+			if ok {
+				first = v[0]
+			}
+			if !m.matches(first, ok) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// prefixMatches is the Gateway API's PathPrefix: element-wise, so /foo
+// matches /foo and /foo/bar but not /foobar; a trailing slash is ignored.
+func prefixMatches(prefix, path string) bool {
+	prefix = strings.TrimSuffix(prefix, "/")
+	if prefix == "" {
+		return true
+	}
+	return path == prefix || strings.HasPrefix(path, prefix+"/")
+}
