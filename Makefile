@@ -90,6 +90,7 @@ generate: $(GEN_TOOLS) ## Regenerate CRDs, deepcopy, apply configurations, RBAC 
 		paths=./api/...
 	$(BIN)/controller-gen rbac:roleName=fleetnet-agent paths=./internal/agent/... output:rbac:artifacts:config=config/rbac
 	go run ./hack/copy-mcs-crds config/crd
+	hack/copy-gateway-crds.sh config/crd/gateway-api
 	hack/generate-proto.sh
 
 .PHONY: verify
