@@ -37,7 +37,10 @@ const (
 	ProtocolHTTPS = "HTTPS"
 )
 
-// Listener is one port and hostname of a Gateway.
+// Listener is one port and hostname of a Gateway. Several listeners may
+// share a port (with different hostnames): a provider picks, for each
+// request (by SNI, then Host), the listener with the most specific
+// matching hostname, as the spec's listener precedence says.
 type Listener struct {
 	Name     string `json:"name"`
 	Port     int32  `json:"port"`

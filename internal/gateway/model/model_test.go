@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
@@ -254,6 +256,41 @@ func TestWeights(t *testing.T) {
 		if b.Name == "api" && b.Port == 0 && len(b.Clusters[0].Endpoints) != 6 {
 			t.Errorf("ServiceImport without port: %d endpoints, want every port of 3 addresses", len(b.Clusters[0].Endpoints))
 		}
+	}
+}
+
+// TestDirectResponses: rules that cannot forward answer 500 themselves.
+func TestDirectResponses(t *testing.T) {
+	m := Build(loadInput(t, "testdata/backends.yaml")).Model
+	want := map[string]string{
+		"zero/0":   "every backendRef has weight 0",
+		"empty/0":  "rule has no backendRefs",
+		"partly/0": "filter RequestMirror is not supported",
+		"empty/1":  "",
+		"partly/2": "",
+		"mixed/0":  "",
+		"cross/0":  "",
+		"cross/1":  "",
+	}
+	got := map[string]string{}
+	for _, g := range m.Gateways {
+		for _, l := range g.Listeners {
+			for _, vh := range l.VirtualHosts {
+				for _, r := range vh.Routes {
+					k := r.RouteName + "/" + strconv.Itoa(r.Rule)
+					got[k] = ""
+					if r.DirectResponse != nil {
+						if r.DirectResponse.Status != 500 {
+							t.Errorf("%s: status %d", k, r.DirectResponse.Status)
+						}
+						got[k] = r.DirectResponse.Reason
+					}
+				}
+			}
+		}
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("direct responses (-want +got):\n%s", d)
 	}
 }
 

@@ -312,6 +312,10 @@ func (b *builder) translate(r *gwv1.HTTPRoute) *translated {
 			base.Backends = nil
 		case len(rule.BackendRefs) == 0 && !redirect:
 			base.DirectResponse = &DirectResponse{Status: http.StatusInternalServerError, Reason: "rule has no backendRefs"}
+		case len(rule.BackendRefs) > 0 && !slices.ContainsFunc(base.Backends, func(b Backend) bool { return b.Weight > 0 }):
+			// No backend may take any traffic: the spec's answer is 500,
+			// said here so that no provider has to divide by zero.
+			base.DirectResponse = &DirectResponse{Status: http.StatusInternalServerError, Reason: "every backendRef has weight 0"}
 		}
 		matches := rule.Matches
 		if len(matches) == 0 {
