@@ -244,11 +244,14 @@ func (x *Ack) GetError() string {
 type ModelUpdate struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Version int64                  `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
-	// hash of model, hex SHA-256.
+	// hash of model and certificates, hex SHA-256.
 	Hash string `protobuf:"bytes,2,opt,name=hash,proto3" json:"hash,omitempty"`
 	// content_type of model, e.g. application/vnd.fleetnet.model.v1+json.
-	ContentType   string `protobuf:"bytes,3,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
-	Model         []byte `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
+	ContentType string `protobuf:"bytes,3,opt,name=content_type,json=contentType,proto3" json:"content_type,omitempty"`
+	Model       []byte `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
+	// certificates the model's HTTPS listeners present, by the digest the
+	// model names them with; the model itself carries no key.
+	Certificates  []*Certificate `protobuf:"bytes,5,rep,name=certificates,proto3" json:"certificates,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -311,6 +314,73 @@ func (x *ModelUpdate) GetModel() []byte {
 	return nil
 }
 
+func (x *ModelUpdate) GetCertificates() []*Certificate {
+	if x != nil {
+		return x.Certificates
+	}
+	return nil
+}
+
+type Certificate struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Digest        string                 `protobuf:"bytes,1,opt,name=digest,proto3" json:"digest,omitempty"`
+	CertPem       []byte                 `protobuf:"bytes,2,opt,name=cert_pem,json=certPem,proto3" json:"cert_pem,omitempty"`
+	KeyPem        []byte                 `protobuf:"bytes,3,opt,name=key_pem,json=keyPem,proto3" json:"key_pem,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Certificate) Reset() {
+	*x = Certificate{}
+	mi := &file_edge_v1_edge_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Certificate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Certificate) ProtoMessage() {}
+
+func (x *Certificate) ProtoReflect() protoreflect.Message {
+	mi := &file_edge_v1_edge_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Certificate.ProtoReflect.Descriptor instead.
+func (*Certificate) Descriptor() ([]byte, []int) {
+	return file_edge_v1_edge_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Certificate) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *Certificate) GetCertPem() []byte {
+	if x != nil {
+		return x.CertPem
+	}
+	return nil
+}
+
+func (x *Certificate) GetKeyPem() []byte {
+	if x != nil {
+		return x.KeyPem
+	}
+	return nil
+}
+
 var File_edge_v1_edge_proto protoreflect.FileDescriptor
 
 const file_edge_v1_edge_proto_rawDesc = "" +
@@ -327,12 +397,17 @@ const file_edge_v1_edge_proto_rawDesc = "" +
 	"\x03Ack\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x0e\n" +
 	"\x02ok\x18\x02 \x01(\bR\x02ok\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"t\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\xb7\x01\n" +
 	"\vModelUpdate\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x12\n" +
 	"\x04hash\x18\x02 \x01(\tR\x04hash\x12!\n" +
 	"\fcontent_type\x18\x03 \x01(\tR\vcontentType\x12\x14\n" +
-	"\x05model\x18\x04 \x01(\fR\x05model2_\n" +
+	"\x05model\x18\x04 \x01(\fR\x05model\x12A\n" +
+	"\fcertificates\x18\x05 \x03(\v2\x1d.fleetnet.edge.v1.CertificateR\fcertificates\"Y\n" +
+	"\vCertificate\x12\x16\n" +
+	"\x06digest\x18\x01 \x01(\tR\x06digest\x12\x19\n" +
+	"\bcert_pem\x18\x02 \x01(\fR\acertPem\x12\x17\n" +
+	"\akey_pem\x18\x03 \x01(\fR\x06keyPem2_\n" +
 	"\x11ModelDistribution\x12J\n" +
 	"\x06Stream\x12\x1d.fleetnet.edge.v1.EdgeMessage\x1a\x1d.fleetnet.edge.v1.ModelUpdate(\x010\x01B1Z/github.com/fleetnet/fleetnet/api/edge/v1;edgev1b\x06proto3"
 
@@ -348,23 +423,25 @@ func file_edge_v1_edge_proto_rawDescGZIP() []byte {
 	return file_edge_v1_edge_proto_rawDescData
 }
 
-var file_edge_v1_edge_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_edge_v1_edge_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_edge_v1_edge_proto_goTypes = []any{
 	(*EdgeMessage)(nil), // 0: fleetnet.edge.v1.EdgeMessage
 	(*Hello)(nil),       // 1: fleetnet.edge.v1.Hello
 	(*Ack)(nil),         // 2: fleetnet.edge.v1.Ack
 	(*ModelUpdate)(nil), // 3: fleetnet.edge.v1.ModelUpdate
+	(*Certificate)(nil), // 4: fleetnet.edge.v1.Certificate
 }
 var file_edge_v1_edge_proto_depIdxs = []int32{
 	1, // 0: fleetnet.edge.v1.EdgeMessage.hello:type_name -> fleetnet.edge.v1.Hello
 	2, // 1: fleetnet.edge.v1.EdgeMessage.ack:type_name -> fleetnet.edge.v1.Ack
-	0, // 2: fleetnet.edge.v1.ModelDistribution.Stream:input_type -> fleetnet.edge.v1.EdgeMessage
-	3, // 3: fleetnet.edge.v1.ModelDistribution.Stream:output_type -> fleetnet.edge.v1.ModelUpdate
-	3, // [3:4] is the sub-list for method output_type
-	2, // [2:3] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	4, // 2: fleetnet.edge.v1.ModelUpdate.certificates:type_name -> fleetnet.edge.v1.Certificate
+	0, // 3: fleetnet.edge.v1.ModelDistribution.Stream:input_type -> fleetnet.edge.v1.EdgeMessage
+	3, // 4: fleetnet.edge.v1.ModelDistribution.Stream:output_type -> fleetnet.edge.v1.ModelUpdate
+	4, // [4:5] is the sub-list for method output_type
+	3, // [3:4] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_edge_v1_edge_proto_init() }
@@ -382,7 +459,7 @@ func file_edge_v1_edge_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_edge_v1_edge_proto_rawDesc), len(file_edge_v1_edge_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

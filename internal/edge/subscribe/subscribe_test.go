@@ -158,7 +158,7 @@ func TestModelsReachEdgesAndAreAcknowledged(t *testing.T) {
 	startEdge(t, ca, g.addr, "edge-eu", "eu", "", eu)
 	usClient := startEdge(t, ca, g.addr, "edge-us", "us", "", us)
 
-	if v := g.Publish(contentType, []byte("v1")); v != 1 {
+	if v := g.Publish(contentType, []byte("v1"), nil); v != 1 {
 		t.Fatalf("first version = %d", v)
 	}
 	eventually(t, "version 1 on both edges", programmed(g, 1))
@@ -168,12 +168,12 @@ func TestModelsReachEdgesAndAreAcknowledged(t *testing.T) {
 	}
 
 	// The same content is not a new version and is not sent again.
-	if v := g.Publish(contentType, []byte("v1")); v != 1 {
+	if v := g.Publish(contentType, []byte("v1"), nil); v != 1 {
 		t.Errorf("republishing the same model made version %d", v)
 	}
 
 	// edge-us refuses version 2 and keeps serving version 1.
-	g.Publish(contentType, []byte("v2"))
+	g.Publish(contentType, []byte("v2"), nil)
 	eventually(t, "edge-us refuses version 2", func() error {
 		v, edges := g.Status()
 		if s := distribute.Summary(v, edges, time.Now()); !strings.Contains(s, "served by 1 of 2 connected edges; edge-us refused it: route 3: unsupported filter") {
@@ -192,7 +192,7 @@ func TestModelsReachEdgesAndAreAcknowledged(t *testing.T) {
 	}
 
 	// A good version 3 reaches both.
-	g.Publish(contentType, []byte("v3"))
+	g.Publish(contentType, []byte("v3"), nil)
 	eventually(t, "version 3 on both edges", programmed(g, 3))
 }
 
@@ -201,7 +201,7 @@ func TestEdgeKeepsServingWhileTheGatewayIsAwayAndResumes(t *testing.T) {
 	g := startGateway(t, ca, distribute.NewServer(nil), "127.0.0.1:0")
 	dp := &dataPlane{}
 	edge := startEdge(t, ca, g.addr, "edge-eu", "eu", "", dp)
-	g.Publish(contentType, []byte("v1"))
+	g.Publish(contentType, []byte("v1"), nil)
 	eventually(t, "version 1", programmed(g, 1))
 
 	g.grpc.Stop()
@@ -213,12 +213,12 @@ func TestEdgeKeepsServingWhileTheGatewayIsAwayAndResumes(t *testing.T) {
 	// A new gateway process (versions start again) with the same model:
 	// the edge already serves it, so nothing is sent or applied again.
 	g2 := startGateway(t, ca, distribute.NewServer(nil), g.addr)
-	g2.Publish(contentType, []byte("v1"))
+	g2.Publish(contentType, []byte("v1"), nil)
 	eventually(t, "the new gateway sees version 1 served", programmed(g2, 1))
 	if dp.count() != 1 {
 		t.Errorf("applied %v, want the model once", dp.applied)
 	}
-	g2.Publish(contentType, []byte("v2"))
+	g2.Publish(contentType, []byte("v2"), nil)
 	eventually(t, "version 2 after the reconnect", programmed(g2, 2))
 }
 
@@ -227,9 +227,9 @@ func TestRestartedEdgeServesItsLastGoodModelWithoutTheGateway(t *testing.T) {
 	state := t.TempDir()
 	g := startGateway(t, ca, distribute.NewServer(nil), "127.0.0.1:0")
 	startEdge(t, ca, g.addr, "edge-eu", "eu", state, &dataPlane{refuse: "bad"})
-	g.Publish(contentType, []byte("good"))
+	g.Publish(contentType, []byte("good"), nil)
 	eventually(t, "good served", programmed(g, 1))
-	g.Publish(contentType, []byte("bad")) // refused: must not replace the kept model
+	g.Publish(contentType, []byte("bad"), nil) // refused: must not replace the kept model
 	eventually(t, "bad refused", func() error {
 		v, edges := g.Status()
 		if len(edges) != 1 || edges[0].Refused == "" {

@@ -66,18 +66,27 @@ func NewServer(log *slog.Logger) *Server {
 	return &Server{log: log, now: time.Now, changed: make(chan struct{}), edges: map[string]*edge{}}
 }
 
-// Publish makes model the newest version and returns its number. The same
-// content as the newest version is not a new version.
-func (s *Server) Publish(contentType string, model []byte) int64 {
-	sum := sha256.Sum256(model)
-	hash := hex.EncodeToString(sum[:])
+// Publish makes model, with the certificates its listeners present, the
+// newest version and returns its number. The same content as the newest
+// version is not a new version.
+func (s *Server) Publish(contentType string, model []byte, certs []*edgev1.Certificate) int64 {
+	h := sha256.New()
+	h.Write(model)
+	for _, c := range certs {
+		// Lengths first, so that no two lists hash alike.
+		for _, part := range [][]byte{[]byte(c.GetDigest()), c.GetCertPem(), c.GetKeyPem()} {
+			fmt.Fprintf(h, "%d:", len(part))
+			h.Write(part)
+		}
+	}
+	hash := hex.EncodeToString(h.Sum(nil))
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.current != nil && s.current.GetHash() == hash && s.current.GetContentType() == contentType {
 		return s.current.GetVersion()
 	}
 	version := s.current.GetVersion() + 1
-	s.current = &edgev1.ModelUpdate{Version: version, Hash: hash, ContentType: contentType, Model: slices.Clone(model)}
+	s.current = &edgev1.ModelUpdate{Version: version, Hash: hash, ContentType: contentType, Model: slices.Clone(model), Certificates: certs}
 	for _, e := range s.edges {
 		e.refused, e.sentAt = "", time.Time{}
 	}

@@ -1,0 +1,173 @@
+// Package app assembles the fleetnet-edge process: the subscription to
+// fleetnet-gateway's models, the data plane that serves them, metrics and
+// probes.
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"github.com/fleetnet/fleetnet/internal/edge/proxy"
+	"github.com/fleetnet/fleetnet/internal/edge/subscribe"
+	"github.com/fleetnet/fleetnet/internal/edge/wire"
+	"github.com/fleetnet/fleetnet/internal/pki"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Options are the edge's flags.
+type Options struct {
+	Gateway     string
+	CAFile      string
+	CertFile    string
+	KeyFile     string
+	Region      string
+	StateDir    string
+	ListenHost  string
+	MetricsAddr string
+	HealthAddr  string
+	AccessLog   bool
+}
+
+// BindFlags registers the options on fs.
+func (o *Options) BindFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Gateway, "gateway", "", "fleetnet-gateway's model distribution address host:port")
+	fs.StringVar(&o.CAFile, "ca-file", "", "the fleet CA, which signed the gateway's certificate")
+	fs.StringVar(&o.CertFile, "cert-file", "", "this edge's client certificate (organization fleetnet:edges; the common name is the edge's name)")
+	fs.StringVar(&o.KeyFile, "key-file", "", "this edge's client key")
+	fs.StringVar(&o.Region, "region", "", "this edge's region, a valid label value (local-first routing prefers its endpoints)")
+	fs.StringVar(&o.StateDir, "state-dir", "", "where the last good model is kept, so that a restarted edge serves it before the gateway answers; empty keeps nothing")
+	fs.StringVar(&o.ListenHost, "listen-host", "", "address the Gateways' listeners bind; empty means every interface")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":9090", "address of /metrics")
+	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", ":9091", "address of /healthz and /readyz (ready once a model is served)")
+	fs.BoolVar(&o.AccessLog, "access-log", false, "log every request at info level")
+}
+
+// Validate checks the flags before anything starts.
+func (o *Options) Validate() error {
+	var errs []error
+	for _, f := range []struct{ name, value string }{{"--gateway", o.Gateway}, {"--ca-file", o.CAFile}, {"--cert-file", o.CertFile}, {"--key-file", o.KeyFile}} {
+		if f.value == "" {
+			errs = append(errs, fmt.Errorf("%s is required", f.name))
+		}
+	}
+	if o.Gateway != "" {
+		if _, _, err := net.SplitHostPort(o.Gateway); err != nil {
+			errs = append(errs, fmt.Errorf("--gateway=%q: %w", o.Gateway, err))
+		}
+	}
+	for _, msg := range validation.IsValidLabelValue(o.Region) {
+		errs = append(errs, fmt.Errorf("--region=%q: %s", o.Region, msg))
+	}
+	return errors.Join(errs...)
+}
+
+// Run serves until ctx ends.
+func Run(ctx context.Context, o Options, log *slog.Logger) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	caPEM, err := os.ReadFile(o.CAFile)
+	if err != nil {
+		return fmt.Errorf("--ca-file: %w", err)
+	}
+	cert, err := tlsCertificate(o.CertFile, o.KeyFile)
+	if err != nil {
+		return err
+	}
+	tlsCfg, err := pki.ClientTLS(caPEM, &cert)
+	if err != nil {
+		return fmt.Errorf("--ca-file: %w", err)
+	}
+	conn, err := grpc.NewClient(o.Gateway, grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)))
+	if err != nil {
+		return fmt.Errorf("--gateway: %w", err)
+	}
+	defer conn.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	p := proxy.New(proxy.Options{ListenHost: o.ListenHost, Region: o.Region, Log: log, Registerer: reg, AccessLog: o.AccessLog})
+	client := &subscribe.Client{
+		Conn: conn, Region: o.Region, StateDir: o.StateDir, Log: log,
+		Apply: func(_ context.Context, u *edgev1.ModelUpdate) error {
+			m, certs, err := wire.Decode(u)
+			if err != nil {
+				return err
+			}
+			return p.Apply(m, certs)
+		},
+	}
+	if _, err := client.Restore(ctx); err != nil {
+		// A kept model that no longer applies is not fatal: the gateway
+		// sends the current one.
+		log.Error("the last good model could not be served", "err", err)
+	}
+
+	servers := []*http.Server{
+		{Addr: o.MetricsAddr, Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second},
+		{Addr: o.HealthAddr, Handler: probes(client), ReadHeaderTimeout: 10 * time.Second},
+	}
+	errc := make(chan error, len(servers))
+	for _, s := range servers {
+		ln, err := net.Listen("tcp", s.Addr)
+		if err != nil {
+			return fmt.Errorf("listening on %s: %w", s.Addr, err)
+		}
+		go func() {
+			if err := s.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}()
+	}
+	runErr := make(chan error, 1)
+	go func() { runErr <- client.Run(ctx) }()
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	<-runErr
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, s := range servers {
+		_ = s.Shutdown(shutdown)
+	}
+	return errors.Join(err, p.Close(shutdown))
+}
+
+func probes(c *subscribe.Client) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if u := c.Serving(); u != nil {
+			fmt.Fprintf(w, "serving model version %d\n", u.GetVersion())
+			return
+		}
+		http.Error(w, "no model yet: waiting for the gateway", http.StatusServiceUnavailable)
+	})
+	return mux
+}
+
+func tlsCertificate(certFile, keyFile string) (cert tls.Certificate, err error) {
+	cert, err = tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return cert, fmt.Errorf("--cert-file/--key-file: %w", err)
+	}
+	return cert, nil
+}

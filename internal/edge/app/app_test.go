@@ -1,0 +1,188 @@
+package app_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"github.com/fleetnet/fleetnet/internal/edge/app"
+	"github.com/fleetnet/fleetnet/internal/edge/wire"
+	"github.com/fleetnet/fleetnet/internal/gateway/distribute"
+	"github.com/fleetnet/fleetnet/internal/gateway/model"
+	"github.com/fleetnet/fleetnet/internal/pki"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+)
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		mod  func(*app.Options)
+		want string
+	}{
+		{"valid", func(*app.Options) {}, ""},
+		{"no gateway", func(o *app.Options) { o.Gateway = "" }, "--gateway is required"},
+		{"gateway without a port", func(o *app.Options) { o.Gateway = "gw.example" }, `--gateway="gw.example"`},
+		{"bad region", func(o *app.Options) { o.Region = "eu west" }, `--region="eu west"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := app.Options{Gateway: "127.0.0.1:7444", CAFile: "ca.crt", CertFile: "e.crt", KeyFile: "e.key", Region: "eu"}
+			tt.mod(&o)
+			err := o.Validate()
+			if (tt.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tt.want)) {
+				t.Errorf("Validate() = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// The edge process serves what the gateway publishes, keeps serving it
+// while the gateway is away, and a restarted edge serves its last good
+// model with no gateway at all.
+func TestEdgeServesAndKeepsServing(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := pki.NewCA("fleet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving, _ := ca.ServingCert("gateway", []string{"127.0.0.1"})
+	edge, _ := ca.EdgeCert("edge-eu")
+	if err := ca.Write(dir, "ca"); err != nil {
+		t.Fatal(err)
+	}
+	if err := edge.Write(dir, "edge"); err != nil {
+		t.Fatal(err)
+	}
+
+	// The gateway's distribution server.
+	srv := distribute.NewServer(nil)
+	servingCert, _ := serving.TLSCertificate()
+	tlsCfg, _ := pki.ServerTLS(servingCert, ca.CertPEM, true)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(tlsCfg)))
+	edgev1.RegisterModelDistributionServer(g, srv)
+	go func() { _ = g.Serve(lis) }()
+	t.Cleanup(g.Stop)
+
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "hello from east") }))
+	t.Cleanup(backend.Close)
+	host, portStr, _ := net.SplitHostPort(backend.Listener.Addr().String())
+	bport, _ := strconv.Atoi(portStr)
+	listen := int32(freePort(t))
+	m := &model.Model{Version: "1", Gateways: []model.Gateway{{Namespace: "demo", Name: "edge", Listeners: []model.Listener{{
+		Name: "http", Port: listen, Protocol: model.ProtocolHTTP, VirtualHosts: []model.VirtualHost{{Hostname: "*", Routes: []model.Route{{
+			RouteName: "echo", Path: model.PathMatch{Type: model.PathPrefix, Value: "/"},
+			Backends: []model.Backend{{Kind: model.KindServiceImport, Namespace: "demo", Name: "echo", Weight: 1, Clusters: []model.ClusterEndpoints{{
+				Cluster: "east", Weight: 1, EffectiveWeight: 1, Endpoints: []model.Endpoint{{Address: host, Port: int32(bport), Ready: true, Serving: true}},
+			}}}},
+		}}}},
+	}}}}}
+	doc, certs, err := wire.Encode(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Publish(wire.ContentType, doc, certs)
+
+	opts := app.Options{
+		Gateway: lis.Addr().String(), CAFile: filepath.Join(dir, "ca.crt"), CertFile: filepath.Join(dir, "edge.crt"), KeyFile: filepath.Join(dir, "edge.key"),
+		Region: "eu", StateDir: filepath.Join(dir, "state"), ListenHost: "127.0.0.1",
+		MetricsAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), HealthAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+	}
+	stop := runEdge(t, opts)
+	waitFor(t, "the edge serves the model", func() error { return answers(listen, "hello from east") })
+	if err := answers(0, ""); err == nil { // sanity: the helper fails on a dead port
+		t.Fatal("answers() cannot fail")
+	}
+	resp, err := http.Get("http://" + opts.HealthAddr + "/readyz")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/readyz: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	g.Stop() // the gateway goes away
+	time.Sleep(300 * time.Millisecond)
+	if err := answers(listen, "hello from east"); err != nil {
+		t.Fatalf("with the gateway away: %v", err)
+	}
+	stop()
+
+	// A new edge process; the gateway is still away.
+	runEdge(t, opts)
+	waitFor(t, "the restarted edge serves its last good model", func() error { return answers(listen, "hello from east") })
+}
+
+func runEdge(t *testing.T, o app.Options) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- app.Run(ctx, o, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	}()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("edge stopped with %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func answers(port int32, want string) error {
+	c := &http.Client{Timeout: 2 * time.Second}
+	resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/", port))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || string(body) != want {
+		return fmt.Errorf("%d %q", resp.StatusCode, body)
+	}
+	return nil
+}
+
+func waitFor(t *testing.T, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

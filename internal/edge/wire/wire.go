@@ -1,0 +1,61 @@
+// Package wire is how a model travels from fleetnet-gateway to
+// fleetnet-edge inside a fleetnet.edge.v1 ModelUpdate: the model as JSON
+// (the same document the golden files show), and the listeners' key pairs
+// beside it, by digest, since the model's JSON never carries a key.
+package wire
+
+import (
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"github.com/fleetnet/fleetnet/internal/gateway/model"
+)
+
+// ContentType names this encoding; an edge refuses others.
+const ContentType = "application/vnd.fleetnet.model.v1+json"
+
+// Encode returns the model's document and its certificates, sorted by
+// digest, each once.
+func Encode(m *model.Model) ([]byte, []*edgev1.Certificate, error) {
+	doc, err := json.Marshal(m)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encoding the model: %w", err)
+	}
+	byDigest := map[string]*edgev1.Certificate{}
+	for _, gw := range m.Gateways {
+		for _, l := range gw.Listeners {
+			for _, c := range l.Certificates {
+				byDigest[c.Digest] = &edgev1.Certificate{Digest: c.Digest, CertPem: c.CertPEM, KeyPem: c.KeyPEM}
+			}
+		}
+	}
+	certs := make([]*edgev1.Certificate, 0, len(byDigest))
+	for _, c := range byDigest {
+		certs = append(certs, c)
+	}
+	sort.Slice(certs, func(i, j int) bool { return certs[i].GetDigest() < certs[j].GetDigest() })
+	return doc, certs, nil
+}
+
+// Decode returns the model of an update and its key pairs by digest.
+func Decode(u *edgev1.ModelUpdate) (*model.Model, map[string]*tls.Certificate, error) {
+	if u.GetContentType() != ContentType {
+		return nil, nil, fmt.Errorf("content type %q is not %q", u.GetContentType(), ContentType)
+	}
+	m := &model.Model{}
+	if err := json.Unmarshal(u.GetModel(), m); err != nil {
+		return nil, nil, fmt.Errorf("decoding the model: %w", err)
+	}
+	certs := map[string]*tls.Certificate{}
+	for _, c := range u.GetCertificates() {
+		kp, err := tls.X509KeyPair(c.GetCertPem(), c.GetKeyPem())
+		if err != nil {
+			return nil, nil, fmt.Errorf("certificate %s: %w", c.GetDigest(), err)
+		}
+		certs[c.GetDigest()] = &kp
+	}
+	return m, certs, nil
+}
