@@ -89,6 +89,7 @@ generate: $(GEN_TOOLS) ## Regenerate CRDs, deepcopy, apply configurations, RBAC 
 		crd:crdVersions=v1 output:crd:artifacts:config=config/crd \
 		paths=./api/...
 	$(BIN)/controller-gen rbac:roleName=fleetnet-agent paths=./internal/agent/... output:rbac:artifacts:config=config/rbac
+	$(BIN)/controller-gen rbac:roleName=fleetnet-gateway paths=./internal/gateway/... output:rbac:artifacts:config=config/rbac/gateway
 	go run ./hack/copy-mcs-crds config/crd
 	hack/copy-gateway-crds.sh config/crd/gateway-api
 	hack/generate-proto.sh

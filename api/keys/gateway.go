@@ -6,3 +6,11 @@ const (
 	// that fleetnet-gateway implements.
 	GatewayControllerName = "fleetnet.dev/gateway-controller"
 )
+
+// Field managers of fleetnet-gateway.
+const (
+	// FieldManagerGateway owns what fleetnet-gateway applies.
+	FieldManagerGateway = "fleetnet-gateway"
+	// FieldManagerGatewayStatus owns the status fleetnet-gateway writes.
+	FieldManagerGatewayStatus = "fleetnet-gateway-status"
+)

@@ -41,6 +41,9 @@ type Server struct {
 	// the edges' send loops that never blocks Publish on a slow edge.
 	changed chan struct{}
 	edges   map[string]*edge
+	// statusChanged has a token when an edge connected, disconnected or
+	// answered since the last read: the controller then rewrites status.
+	statusChanged chan struct{}
 }
 
 // edge is what the server knows of one edge, by name.
@@ -63,7 +66,7 @@ func NewServer(log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Server{log: log, now: time.Now, changed: make(chan struct{}), edges: map[string]*edge{}}
+	return &Server{log: log, now: time.Now, changed: make(chan struct{}), edges: map[string]*edge{}, statusChanged: make(chan struct{}, 1)}
 }
 
 // Publish makes model, with the certificates its listeners present, the
@@ -94,6 +97,17 @@ func (s *Server) Publish(contentType string, model []byte, certs []*edgev1.Certi
 	s.changed = make(chan struct{})
 	s.log.Info("published model", "version", version, "bytes", len(model))
 	return version
+}
+
+// StatusChanged receives a token (coalesced) whenever what Status returns
+// may have changed.
+func (s *Server) StatusChanged() <-chan struct{} { return s.statusChanged }
+
+func (s *Server) notify() {
+	select {
+	case s.statusChanged <- struct{}{}:
+	default:
+	}
 }
 
 // Stream serves one edge.
@@ -162,6 +176,7 @@ func (s *Server) pending(name string, gen int) (*edgev1.ModelUpdate, <-chan stru
 }
 
 func (s *Server) connect(name string, hello *edgev1.Hello) int {
+	defer s.notify()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.edges[name]
@@ -181,6 +196,7 @@ func (s *Server) connect(name string, hello *edgev1.Hello) int {
 }
 
 func (s *Server) disconnect(name string, gen int) {
+	defer s.notify()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e := s.edges[name]; e != nil && e.stream == gen {
@@ -189,6 +205,7 @@ func (s *Server) disconnect(name string, gen int) {
 }
 
 func (s *Server) acknowledge(name string, gen int, ack *edgev1.Ack) {
+	defer s.notify()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.edges[name]

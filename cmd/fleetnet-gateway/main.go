@@ -1,0 +1,39 @@
+// Command fleetnet-gateway runs on the hub cluster: it implements the
+// Gateway API for fleetnet's GatewayClasses (ServiceImport backends per
+// GEP-1748) and hands the resulting model to a provider, by default the
+// fleetnet-edge processes. See internal/gateway.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/fleetnet/fleetnet/internal/gateway/app"
+	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+func main() {
+	var opts app.Options
+	opts.BindFlags(pflag.CommandLine)
+	klog.InitFlags(flag.CommandLine)
+	pflag.CommandLine.AddGoFlagSet(flag.CommandLine)
+	pflag.Parse()
+	if err := opts.Validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "fleetnet-gateway: %v\n", err)
+		os.Exit(2)
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "fleetnet-gateway: %v\n", err)
+		os.Exit(1)
+	}
+	if err := app.Run(ctrl.SetupSignalHandler(), cfg, opts, log); err != nil {
+		fmt.Fprintf(os.Stderr, "fleetnet-gateway: %v\n", err)
+		os.Exit(1)
+	}
+}

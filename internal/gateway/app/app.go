@@ -1,0 +1,221 @@
+// Package app assembles the fleetnet-gateway process: the Gateway API
+// controller on the hub cluster, the provider queue, and the embedded
+// provider's model distribution server for fleetnet-edge.
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/internal/gateway/controller"
+	"github.com/fleetnet/fleetnet/internal/gateway/distribute"
+	"github.com/fleetnet/fleetnet/internal/gateway/provider"
+	edgeprovider "github.com/fleetnet/fleetnet/internal/gateway/provider/edge"
+	"github.com/fleetnet/fleetnet/internal/pki"
+	"github.com/fleetnet/fleetnet/internal/scheme"
+	"github.com/go-logr/logr"
+	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+// Options are the gateway's flags.
+type Options struct {
+	ClusterID        string
+	Region           string
+	EdgeListen       string
+	TLSCertFile      string
+	TLSKeyFile       string
+	ClientCAFile     string
+	Addresses        string
+	MetricsAddr      string
+	HealthAddr       string
+	LeaderElect      bool
+	LeaderElectionNS string
+}
+
+// BindFlags registers the options on fs.
+func (o *Options) BindFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.ClusterID, "cluster-id", "", "the hub cluster's id: the cluster of Service backends' endpoints")
+	fs.StringVar(&o.Region, "region", "", "the hub cluster's region, a valid label value")
+	fs.StringVar(&o.EdgeListen, "edge-listen", ":7444", "address fleetnet-edge connects to for models (gRPC, mTLS)")
+	fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "serving certificate of the edge listener")
+	fs.StringVar(&o.TLSKeyFile, "tls-key-file", "", "serving key of the edge listener")
+	fs.StringVar(&o.ClientCAFile, "client-ca-file", "", "the fleet CA, which signs the edges' client certificates")
+	fs.StringVar(&o.Addresses, "gateway-addresses", "", "comma-separated addresses (IPs or host names) where the edges serve the Gateways, for status.addresses")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address of /metrics")
+	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "elect a leader (a Lease in --leader-election-namespace); only the leader reconciles and serves models")
+	fs.StringVar(&o.LeaderElectionNS, "leader-election-namespace", "fleetnet-system", "namespace of the leader election Lease")
+}
+
+// Validate checks the flags before anything connects.
+func (o *Options) Validate() error {
+	var errs []error
+	for _, msg := range validation.IsDNS1123Label(o.ClusterID) {
+		errs = append(errs, fmt.Errorf("--cluster-id=%q: %s", o.ClusterID, msg))
+	}
+	for _, msg := range validation.IsValidLabelValue(o.Region) {
+		errs = append(errs, fmt.Errorf("--region=%q: %s", o.Region, msg))
+	}
+	for _, f := range []struct{ name, value string }{{"--tls-cert-file", o.TLSCertFile}, {"--tls-key-file", o.TLSKeyFile}, {"--client-ca-file", o.ClientCAFile}} {
+		if f.value == "" {
+			errs = append(errs, fmt.Errorf("%s is required", f.name))
+		}
+	}
+	if _, _, err := net.SplitHostPort(o.EdgeListen); err != nil {
+		errs = append(errs, fmt.Errorf("--edge-listen=%q: %w", o.EdgeListen, err))
+	}
+	return errors.Join(errs...)
+}
+
+// Run runs the gateway until ctx ends.
+func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
+	serving, err := loadServing(o)
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme.Scheme,
+		Logger:                  logr.FromSlogHandler(log.Handler()),
+		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:  o.HealthAddr,
+		LeaderElection:          o.LeaderElect,
+		LeaderElectionID:        keys.FieldManagerGateway,
+		LeaderElectionNamespace: o.LeaderElectionNS,
+		// Only TLS Secrets: listeners reference nothing else, and caching
+		// every Secret of the cluster would hold every credential in memory.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {Field: fields.OneTermEqualSelector("type", string(corev1.SecretTypeTLS))},
+		}},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager: %w", err)
+	}
+
+	dist := distribute.NewServer(log)
+	var addrs []string
+	for _, a := range strings.Split(o.Addresses, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	prov := &edgeprovider.Provider{Server: dist, Addresses: addrs}
+	events := make(chan event.GenericEvent, 1)
+	bundles, err := controller.BundleVersions(ctx, mgr.GetAPIReader())
+	if err != nil {
+		return err
+	}
+	rec := &controller.Reconciler{Client: mgr.GetClient(), CRDBundleVersions: bundles, Provider: prov, LocalCluster: o.ClusterID, LocalRegion: o.Region, Log: log, Events: events}
+	queue := &provider.Queue{Provider: prov, Log: log, OnChange: rec.Trigger}
+	rec.Queue = queue
+	if err := rec.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	// The queue and the distribution server run only on the leader.
+	if err := mgr.Add(leaderRunnable(func(ctx context.Context) error { queue.Run(ctx); return nil })); err != nil {
+		return err
+	}
+	if err := mgr.Add(leaderRunnable(func(ctx context.Context) error {
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-dist.StatusChanged():
+				rec.Trigger()
+			}
+		}
+	})); err != nil {
+		return err
+	}
+	if err := mgr.Add(leaderRunnable(func(ctx context.Context) error { return serveEdges(ctx, o.EdgeListen, serving, dist, log) })); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("cache", healthz.Ping); err != nil {
+		return err
+	}
+	log.Info("starting gateway", "cluster", o.ClusterID, "edgeListen", o.EdgeListen)
+	return mgr.Start(ctx)
+}
+
+func loadServing(o Options) (*grpc.Server, error) {
+	caPEM, err := os.ReadFile(o.ClientCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("--client-ca-file: %w", err)
+	}
+	kp, err := tlsPair(o.TLSCertFile, o.TLSKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := pki.ServerTLS(kp, caPEM, true)
+	if err != nil {
+		return nil, fmt.Errorf("--client-ca-file: %w", err)
+	}
+	return grpc.NewServer(grpc.Creds(credentials.NewTLS(cfg))), nil
+}
+
+func serveEdges(ctx context.Context, addr string, srv *grpc.Server, dist *distribute.Server, log *slog.Logger) error {
+	edgev1.RegisterModelDistributionServer(srv, dist)
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--edge-listen: %w", err)
+	}
+	go func() {
+		<-ctx.Done()
+		stopped := make(chan struct{})
+		go func() { srv.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(5 * time.Second):
+			srv.Stop() // edge streams never end on their own
+		}
+	}()
+	log.Info("serving models to edges", "address", lis.Addr().String())
+	return srv.Serve(lis)
+}
+
+// leaderRunnable runs only while this process leads.
+type leaderRunnable func(ctx context.Context) error
+
+func (f leaderRunnable) Start(ctx context.Context) error { return f(ctx) }
+func (leaderRunnable) NeedLeaderElection() bool          { return true }
+
+func tlsPair(certFile, keyFile string) (tls.Certificate, error) {
+	kp, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return kp, fmt.Errorf("--tls-cert-file/--tls-key-file: %w", err)
+	}
+	return kp, nil
+}

@@ -1,0 +1,319 @@
+// Package controller is fleetnet-gateway's Gateway API controller. Every
+// change of an input (GatewayClass, Gateway, HTTPRoute, ReferenceGrant,
+// Namespace, Service, ServiceImport, TLS Secret, EndpointSlice) and every
+// change of the provider's progress reconciles one key, the whole model:
+// it is built by a pure function from the cache, handed to the provider
+// queue (never deployed on the reconcile path), and the status it implies
+// is written to each object, with Programmed from the provider's progress.
+package controller
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+
+	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/internal/gateway/model"
+	"github.com/fleetnet/fleetnet/internal/gateway/provider"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// modelKey is the one key every event maps to: the model is built whole.
+var modelKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: "model"}}
+
+// Reconciler builds the model and writes status.
+
+type Reconciler struct {
+	Client   client.Client
+	Queue    *provider.Queue
+	Provider provider.Provider
+	// LocalCluster and LocalRegion are the hub's cluster id and region.
+	LocalCluster, LocalRegion string
+	Log                       *slog.Logger
+	// Events triggers a reconcile (provider progress, deploy outcomes).
+	Events chan event.GenericEvent
+	// CRDBundleVersions are the installed Gateway API CRDs' bundle
+	// versions, read at start-up (see BundleVersions).
+	CRDBundleVersions []string
+}
+
+// SetupWithManager watches every input and the trigger channel.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	toModel := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{modelKey} })
+	b := ctrl.NewControllerManagedBy(mgr).Named("gateway").
+		Watches(&gwv1.GatewayClass{}, toModel).
+		Watches(&gwv1.Gateway{}, toModel).
+		Watches(&gwv1.HTTPRoute{}, toModel).
+		Watches(&gwv1.ReferenceGrant{}, toModel).
+		Watches(&corev1.Namespace{}, toModel).
+		Watches(&corev1.Service{}, toModel).
+		Watches(&mcsv1beta1.ServiceImport{}, toModel).
+		Watches(&corev1.Secret{}, toModel).
+		Watches(&discoveryv1.EndpointSlice{}, toModel).
+		WatchesRawSource(source.Channel(r.Events, toModel))
+	return b.Complete(r)
+}
+
+// Trigger asks for a reconcile without blocking.
+func (r *Reconciler) Trigger() {
+	select {
+	case r.Events <- event.GenericEvent{Object: &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "model"}}}:
+	default:
+	}
+}
+
+// Reconcile builds the model from the cache, hands it to the queue and
+// writes every object's status.
+func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	in, err := r.inputs(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	res := model.Build(in)
+	r.Queue.Set(&res.Model)
+
+	progress := r.Provider.Progress()
+	programmed := progress.Served && progress.Version == res.Model.Version
+	msg := progress.Message
+	if err := r.Queue.LastError(); err != nil {
+		msg = "deploying failed, the previous configuration stays: " + err.Error()
+	} else if progress.Version != res.Model.Version {
+		msg = fmt.Sprintf("model %s is being deployed; %s", res.Model.Version, msg)
+	}
+	var errs []error
+	for _, st := range res.Status.GatewayClasses {
+		errs = append(errs, r.classStatus(ctx, st))
+	}
+	for _, st := range res.Status.Gateways {
+		errs = append(errs, r.gatewayStatus(ctx, st, programmed, msg, progress.Addresses))
+	}
+	for _, st := range res.Status.HTTPRoutes {
+		errs = append(errs, r.routeStatus(ctx, st))
+	}
+	for _, err := range errs {
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	return reconcile.Result{}, nil
+}
+
+func (r *Reconciler) inputs(ctx context.Context) (model.Input, error) {
+	in := model.Input{ControllerName: keys.GatewayControllerName, LocalCluster: r.LocalCluster, LocalRegion: r.LocalRegion}
+	var (
+		classes        gwv1.GatewayClassList
+		gateways       gwv1.GatewayList
+		routes         gwv1.HTTPRouteList
+		grants         gwv1.ReferenceGrantList
+		namespaces     corev1.NamespaceList
+		services       corev1.ServiceList
+		imports        mcsv1beta1.ServiceImportList
+		secrets        corev1.SecretList
+		endpointSlices discoveryv1.EndpointSliceList
+	)
+	for _, l := range []client.ObjectList{&classes, &gateways, &routes, &grants, &namespaces, &services, &imports, &secrets, &endpointSlices} {
+		if err := r.Client.List(ctx, l); err != nil {
+			return in, fmt.Errorf("listing %T: %w", l, err)
+		}
+	}
+	in.GatewayClasses, in.Gateways, in.HTTPRoutes, in.ReferenceGrants = classes.Items, gateways.Items, routes.Items, grants.Items
+	in.Namespaces, in.Services, in.ServiceImports = namespaces.Items, services.Items, imports.Items
+	in.Secrets, in.EndpointSlices = secrets.Items, endpointSlices.Items
+	in.CRDBundleVersions = r.CRDBundleVersions
+	return in, nil
+}
+
+// BundleVersions reads the gateway.networking.k8s.io/bundle-version of
+// every installed Gateway API CRD, for the GatewayClass SupportedVersion
+// condition. CRDs change with an upgrade, which restarts the controller.
+func BundleVersions(ctx context.Context, c client.Reader) ([]string, error) {
+	var crds apiextensionsv1.CustomResourceDefinitionList
+	if err := c.List(ctx, &crds); err != nil {
+		return nil, fmt.Errorf("listing CRDs: %w", err)
+	}
+	var out []string
+	for _, crd := range crds.Items {
+		if crd.Spec.Group == gwv1.GroupName {
+			out = append(out, crd.Annotations["gateway.networking.k8s.io/bundle-version"])
+		}
+	}
+	return out, nil
+}
+
+func (r *Reconciler) classStatus(ctx context.Context, st model.GatewayClassStatus) error {
+	gc := &gwv1.GatewayClass{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Name: st.Name}, gc); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	conds := merge(gc.Status.Conditions, st.Conditions)
+	if conditionsEqual(gc.Status.Conditions, conds) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(gc.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	gc.Status.Conditions = conds
+	return r.patchStatus(ctx, gc, patch)
+}
+
+func (r *Reconciler) gatewayStatus(ctx context.Context, st model.GatewayStatus, programmed bool, msg string, addresses []string) error {
+	gw := &gwv1.Gateway{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: st.Namespace, Name: st.Name}, gw); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	accepted := meta.IsStatusConditionTrue(st.Conditions, string(gwv1.GatewayConditionAccepted))
+	prog := metav1.Condition{Type: string(gwv1.GatewayConditionProgrammed), Status: metav1.ConditionTrue, Reason: string(gwv1.GatewayReasonProgrammed), Message: msg, ObservedGeneration: gw.Generation}
+	switch {
+	case !accepted:
+		prog.Status, prog.Reason, prog.Message = metav1.ConditionFalse, string(gwv1.GatewayReasonInvalid), "the Gateway is not accepted"
+	case !programmed:
+		prog.Status, prog.Reason = metav1.ConditionFalse, string(gwv1.GatewayReasonPending)
+	}
+	want := gw.Status.DeepCopy()
+	want.Conditions = merge(gw.Status.Conditions, append(slices.Clone(st.Conditions), prog))
+	want.Listeners = nil
+	for _, ls := range st.Listeners {
+		var old []metav1.Condition
+		for _, o := range gw.Status.Listeners {
+			if o.Name == ls.Name {
+				old = o.Conditions
+			}
+		}
+		lp := prog
+		if !meta.IsStatusConditionTrue(ls.Conditions, string(gwv1.ListenerConditionAccepted)) || !meta.IsStatusConditionTrue(ls.Conditions, string(gwv1.ListenerConditionResolvedRefs)) {
+			lp.Status, lp.Reason, lp.Message = metav1.ConditionFalse, string(gwv1.ListenerReasonInvalid), "the listener is not accepted or its references do not resolve"
+		} else if prog.Status == metav1.ConditionFalse {
+			lp.Reason = string(gwv1.ListenerReasonPending)
+		}
+		ls.Conditions = merge(old, append(slices.Clone(ls.Conditions), lp))
+		want.Listeners = append(want.Listeners, ls)
+	}
+	want.Addresses = nil
+	if accepted {
+		for _, a := range addresses {
+			t := gwv1.HostnameAddressType
+			if _, err := netip.ParseAddr(a); err == nil {
+				t = gwv1.IPAddressType
+			}
+			want.Addresses = append(want.Addresses, gwv1.GatewayStatusAddress{Type: &t, Value: a})
+		}
+	}
+	if statusEqual(&gw.Status, want) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(gw.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	gw.Status = *want
+	return r.patchStatus(ctx, gw, patch)
+}
+
+// routeStatus writes our parents' status and keeps other controllers'.
+func (r *Reconciler) routeStatus(ctx context.Context, st model.HTTPRouteStatus) error {
+	route := &gwv1.HTTPRoute{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: st.Namespace, Name: st.Name}, route); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	var parents []gwv1.RouteParentStatus
+	for _, p := range route.Status.Parents {
+		if p.ControllerName != gwv1.GatewayController(keys.GatewayControllerName) {
+			parents = append(parents, p)
+		}
+	}
+	for _, p := range st.Parents {
+		for _, o := range route.Status.Parents {
+			if o.ControllerName == p.ControllerName && equality.Semantic.DeepEqual(o.ParentRef, p.ParentRef) {
+				p.Conditions = merge(o.Conditions, p.Conditions)
+			}
+		}
+		p.Conditions = merge(nil, p.Conditions)
+		parents = append(parents, p)
+	}
+	if parentsEqual(route.Status.Parents, parents) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(route.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	route.Status.Parents = parents
+	return r.patchStatus(ctx, route, patch)
+}
+
+func (r *Reconciler) patchStatus(ctx context.Context, obj client.Object, patch client.Patch) error {
+	if err := r.Client.Status().Patch(ctx, obj, patch, client.FieldOwner(keys.FieldManagerGatewayStatus)); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopping
+		}
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return err // the next reconcile reads it again
+		}
+		return fmt.Errorf("writing status of %T %s: %w", obj, client.ObjectKeyFromObject(obj), err)
+	}
+	r.Log.Info("status written", "kind", fmt.Sprintf("%T", obj), "object", client.ObjectKeyFromObject(obj).String())
+	return nil
+}
+
+// merge sets each wanted condition on the existing ones, keeping a
+// condition's lastTransitionTime while its status stays, and drops
+// conditions no longer wanted.
+func merge(existing, want []metav1.Condition) []metav1.Condition {
+	out := []metav1.Condition{}
+	for _, c := range want {
+		if old := meta.FindStatusCondition(existing, c.Type); old != nil && old.Status == c.Status {
+			c.LastTransitionTime = old.LastTransitionTime
+		} else {
+			c.LastTransitionTime = metav1.Now()
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func conditionsEqual(a, b []metav1.Condition) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if x.Type != y.Type || x.Status != y.Status || x.Reason != y.Reason || x.Message != y.Message || x.ObservedGeneration != y.ObservedGeneration {
+			return false
+		}
+	}
+	return true
+}
+
+func statusEqual(a, b *gwv1.GatewayStatus) bool {
+	if !conditionsEqual(a.Conditions, b.Conditions) || len(a.Listeners) != len(b.Listeners) || !equality.Semantic.DeepEqual(a.Addresses, b.Addresses) {
+		return false
+	}
+	for i := range a.Listeners {
+		x, y := a.Listeners[i], b.Listeners[i]
+		if x.Name != y.Name || x.AttachedRoutes != y.AttachedRoutes || !equality.Semantic.DeepEqual(x.SupportedKinds, y.SupportedKinds) || !conditionsEqual(x.Conditions, y.Conditions) {
+			return false
+		}
+	}
+	return true
+}
+
+func parentsEqual(a, b []gwv1.RouteParentStatus) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].ControllerName != b[i].ControllerName || !equality.Semantic.DeepEqual(a[i].ParentRef, b[i].ParentRef) || !conditionsEqual(a[i].Conditions, b[i].Conditions) {
+			return false
+		}
+	}
+	return true
+}

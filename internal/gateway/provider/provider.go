@@ -1,0 +1,34 @@
+// Package provider is the contract between the gateway controller and
+// whatever programs the global entry point (the embedded edge, a cloud's
+// load balancer), and the asynchronous queue that keeps provider work off
+// the reconcile path.
+package provider
+
+import (
+	"context"
+
+	"github.com/fleetnet/fleetnet/internal/gateway/model"
+)
+
+// Provider programs a whole model.
+type Provider interface {
+	// Deploy hands the provider a whole model. It returns once the
+	// provider took it (the edge: published to the edges; a cloud: its
+	// API calls made); serving it may take longer, which Progress tells.
+	// On an error the provider keeps serving what it served before.
+	Deploy(ctx context.Context, m *model.Model) error
+	// Progress says where the newest deployed model stands.
+	Progress() Progress
+}
+
+// Progress of a model towards being served.
+type Progress struct {
+	// Version is the model version the provider deployed last ("" none).
+	Version string
+	// Served is true when the data plane serves Version.
+	Served bool
+	// Message says where it stands, for the Programmed condition.
+	Message string
+	// Addresses are where the Gateways are reached.
+	Addresses []string
+}

@@ -1,0 +1,107 @@
+package provider
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/fleetnet/fleetnet/internal/gateway/model"
+)
+
+// Queue deploys the newest model it was given, one at a time, off the
+// caller's path: Set never waits for a provider. Models are level state,
+// so a model superseded while another deploys is skipped. A failed deploy
+// is retried with a backoff (at most RetryMax apart) until it succeeds or
+// a newer model arrives; the provider meanwhile serves what it had.
+type Queue struct {
+	Provider Provider
+	Log      *slog.Logger
+	RetryMax time.Duration
+	// OnChange is called after every deploy attempt, so the controller can
+	// write the status it leads to.
+	OnChange func()
+
+	mu      sync.Mutex
+	want    *model.Model
+	lastErr error
+	wake    chan struct{}
+}
+
+// Set makes m the model to deploy.
+func (q *Queue) Set(m *model.Model) {
+	q.mu.Lock()
+	q.want = m
+	wake := q.wake
+	q.mu.Unlock()
+	if wake != nil {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// LastError is the error of the last deploy attempt, nil after a success.
+func (q *Queue) LastError() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.lastErr
+}
+
+// Run deploys until ctx ends.
+func (q *Queue) Run(ctx context.Context) {
+	q.mu.Lock()
+	q.wake = make(chan struct{}, 1)
+	q.mu.Unlock()
+	retryMax := q.RetryMax
+	if retryMax <= 0 {
+		retryMax = 30 * time.Second
+	}
+	var deployed string
+	wait := time.Duration(0)
+	backoff := 200 * time.Millisecond
+	for {
+		var timer <-chan time.Time
+		if wait > 0 {
+			timer = time.After(wait)
+		}
+		if wait != 0 || q.pendingVersion() == deployed {
+			select {
+			case <-ctx.Done():
+				return
+			case <-q.wake:
+			case <-timer:
+			}
+		}
+		q.mu.Lock()
+		m := q.want
+		q.mu.Unlock()
+		if m == nil || m.Version == deployed {
+			wait = 0
+			continue
+		}
+		err := q.Provider.Deploy(ctx, m)
+		q.mu.Lock()
+		q.lastErr = err
+		q.mu.Unlock()
+		if err != nil {
+			q.Log.Error("deploying the model failed; the previous one stays", "version", m.Version, "err", err, "retryIn", backoff)
+			wait, backoff = backoff, min(backoff*2, retryMax)
+		} else {
+			deployed, wait, backoff = m.Version, 0, 200*time.Millisecond
+		}
+		if q.OnChange != nil {
+			q.OnChange()
+		}
+	}
+}
+
+func (q *Queue) pendingVersion() string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.want == nil {
+		return ""
+	}
+	return q.want.Version
+}

@@ -1,0 +1,260 @@
+// Package gateway_test runs fleetnet-gateway against a real API server and
+// a real fleetnet-edge, with backends on loopback.
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetnet/fleetnet/api/keys"
+	edgeapp "github.com/fleetnet/fleetnet/internal/edge/app"
+	gatewayapp "github.com/fleetnet/fleetnet/internal/gateway/app"
+	"github.com/fleetnet/fleetnet/internal/pki"
+	"github.com/fleetnet/fleetnet/test/fleet"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+const ns = "demo"
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// backendAddress is where the test's backends listen. EndpointSlices may
+// not hold loopback addresses (the API server refuses them), so the test
+// puts this address on a bridge of its own (no port attached): local to the machine,
+// like the dev fleet's pod addresses, and never routed off it.
+const backendAddress = "10.255.253.1"
+
+// localAddress adds backendAddress on a bridge of its own until the test ends.
+func localAddress(t *testing.T) {
+	t.Helper()
+	const link = "fleetnet-gwtest"
+	ip := func(args ...string) error {
+		out, err := exec.Command("ip", args...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Fatal("this test needs iproute2's ip (apt-get install iproute2) and root, to put a backend address on a bridge of its own")
+	}
+	_ = ip("link", "del", link) // left over from a killed run
+	for _, args := range [][]string{{"link", "add", link, "type", "bridge"}, {"addr", "add", backendAddress + "/32", "dev", link}, {"link", "set", link, "up"}} {
+		if err := ip(args...); err != nil {
+			t.Fatalf("%v (the test needs root)", err)
+		}
+	}
+	t.Cleanup(func() { _ = ip("link", "del", link) })
+}
+
+// backend answers with its name, on backendAddress.
+func backend(t *testing.T, name string) (string, int32) {
+	t.Helper()
+	l, err := net.Listen("tcp", backendAddress+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &httptest.Server{Listener: l, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, name) })}}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	host, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	p, _ := strconv.Atoi(port)
+	return host, int32(p)
+}
+
+// run starts fn in the background and waits for it when the test ends.
+func run(t *testing.T, name string, fn func(ctx context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- fn(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("%s stopped with %v", name, err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Errorf("%s did not stop", name)
+		}
+	})
+}
+
+func TestGatewayProgramsTheEdge(t *testing.T) {
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "hub", GatewayAPI: true}}})
+	hub := f.Cluster(t, "hub")
+	c := hub.Client(t)
+	ctx := t.Context()
+
+	dir := t.TempDir()
+	ca, _ := pki.NewCA("fleet")
+	serving, _ := ca.ServingCert("gateway", []string{"127.0.0.1"})
+	edge, _ := ca.EdgeCert("edge-eu")
+	for name, kp := range map[string]*pki.KeyPair{"ca": ca, "gateway": serving, "edge": edge} {
+		if err := kp.Write(dir, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edgeListen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	run(t, "gateway", func(ctx context.Context) error {
+		return gatewayapp.Run(ctx, hub.Config, gatewayapp.Options{
+			ClusterID: "hub", Region: "eu", EdgeListen: edgeListen,
+			TLSCertFile: filepath.Join(dir, "gateway.crt"), TLSKeyFile: filepath.Join(dir, "gateway.key"), ClientCAFile: filepath.Join(dir, "ca.crt"),
+			Addresses: "127.0.0.1", MetricsAddr: "0", HealthAddr: "0",
+		}, log)
+	})
+	run(t, "edge", func(ctx context.Context) error {
+		return edgeapp.Run(ctx, edgeapp.Options{
+			Gateway: edgeListen, CAFile: filepath.Join(dir, "ca.crt"), CertFile: filepath.Join(dir, "edge.crt"), KeyFile: filepath.Join(dir, "edge.key"),
+			Region: "eu", StateDir: filepath.Join(dir, "edge-state"), ListenHost: "127.0.0.1",
+			MetricsAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), HealthAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		}, log)
+	})
+
+	// An imported service with endpoints in two clusters (as the agent
+	// would write them), and a route to it.
+	localAddress(t)
+	eastHost, eastPort := backend(t, "east")
+	westHost, westPort := backend(t, "west")
+	listen := int32(freePort(t))
+	objs := []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "fleetnet"}, Spec: gwv1.GatewayClassSpec{ControllerName: keys.GatewayControllerName}},
+		&gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"}, Spec: gwv1.GatewaySpec{
+			GatewayClassName: "fleetnet",
+			Listeners:        []gwv1.Listener{{Name: "http", Port: gwv1.PortNumber(listen), Protocol: gwv1.HTTPProtocolType}},
+		}},
+		&mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}, Spec: mcsv1beta1.ServiceImportSpec{
+			Type: mcsv1beta1.ClusterSetIP, Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
+		}},
+		importedSlice("echo-east", "east", eastHost, eastPort),
+		importedSlice("echo-west", "west", westHost, westPort),
+		&gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}, Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "edge"}}},
+			Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{
+				Group: ptr.To(gwv1.Group(mcsv1beta1.GroupName)), Kind: ptr.To(gwv1.Kind("ServiceImport")), Name: "echo",
+			}}}}}},
+		}},
+	}
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+
+	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+		gc := &gwv1.GatewayClass{}
+		if err := c.Get(ctx, types.NamespacedName{Name: "fleetnet"}, gc); err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(gc.Status.Conditions, string(gwv1.GatewayClassConditionStatusAccepted)) {
+			return fmt.Errorf("GatewayClass conditions %+v", gc.Status.Conditions)
+		}
+		gw := &gwv1.Gateway{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "edge"}, gw); err != nil {
+			return err
+		}
+		prog := meta.FindStatusCondition(gw.Status.Conditions, string(gwv1.GatewayConditionProgrammed))
+		if prog == nil || prog.Status != metav1.ConditionTrue || prog.ObservedGeneration != gw.Generation {
+			return fmt.Errorf("Gateway Programmed = %+v", prog)
+		}
+		if len(gw.Status.Addresses) != 1 || gw.Status.Addresses[0].Value != "127.0.0.1" || len(gw.Status.Listeners) != 1 || gw.Status.Listeners[0].AttachedRoutes != 1 {
+			return fmt.Errorf("Gateway status %+v", gw.Status)
+		}
+		route := &gwv1.HTTPRoute{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "echo"}, route); err != nil {
+			return err
+		}
+		if len(route.Status.Parents) != 1 || !meta.IsStatusConditionTrue(route.Status.Parents[0].Conditions, string(gwv1.RouteConditionAccepted)) ||
+			!meta.IsStatusConditionTrue(route.Status.Parents[0].Conditions, string(gwv1.RouteConditionResolvedRefs)) {
+			return fmt.Errorf("HTTPRoute status %+v", route.Status)
+		}
+		return nil
+	})
+
+	// Both clusters answer through the edge.
+	seen := map[string]int{}
+	for range 100 {
+		body, code, err := get(listen)
+		if err != nil || code != 200 {
+			t.Fatalf("GET through the edge: %d %v", code, err)
+		}
+		seen[body]++
+	}
+	if seen["east"] < 20 || seen["west"] < 20 {
+		t.Errorf("answers by cluster %v, want both about half", seen)
+	}
+	t.Logf("100 requests through the edge: %v", seen)
+
+	// The ServiceImport goes: ResolvedRefs=False BackendNotFound, and the
+	// edge answers 500 for its share.
+	if err := c.Delete(ctx, &mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}}); err != nil {
+		t.Fatal(err)
+	}
+	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+		route := &gwv1.HTTPRoute{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "echo"}, route); err != nil {
+			return err
+		}
+		cond := meta.FindStatusCondition(route.Status.Parents[0].Conditions, string(gwv1.RouteConditionResolvedRefs))
+		if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != string(gwv1.RouteReasonBackendNotFound) {
+			return fmt.Errorf("ResolvedRefs = %+v", cond)
+		}
+		if _, code, err := get(listen); err != nil || code != 500 {
+			return fmt.Errorf("GET: %d %v, want 500", code, err)
+		}
+		return nil
+	})
+}
+
+func importedSlice(name, cluster, host string, port int32) *discoveryv1.EndpointSlice {
+	return &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{
+			mcsv1beta1.LabelServiceName: "echo", mcsv1beta1.LabelSourceCluster: cluster, discoveryv1.LabelManagedBy: keys.EndpointSliceManagedBy,
+		}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(port), Protocol: ptr.To(corev1.ProtocolTCP)}},
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{host}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+	}
+}
+
+func get(port int32) (string, int, error) {
+	c := &http.Client{Timeout: 3 * time.Second}
+	resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/", port))
+	if err != nil {
+		return "", 0, err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return string(body), resp.StatusCode, nil
+}
