@@ -41,6 +41,8 @@ type Options struct {
 	// AccessLog logs every request at info level (method, host, path,
 	// code, route, backend, cluster, duration).
 	AccessLog bool
+	// Health sets the endpoints' health checks; DefaultHealth when zero.
+	Health HealthOptions
 }
 
 // Proxy serves models.
@@ -51,6 +53,9 @@ type Proxy struct {
 	http1   *http.Transport
 	h2c     *http.Transport
 	metrics *metrics
+	health  *health
+	// stopHealth ends the health checks.
+	stopHealth context.CancelFunc
 
 	mu      sync.Mutex
 	servers map[int32]*listener
@@ -78,8 +83,14 @@ func New(o Options) *Proxy {
 	h2c := base.Clone()
 	h2c.Protocols = new(http.Protocols)
 	h2c.Protocols.SetUnencryptedHTTP2(true)
-	p := &Proxy{opts: o, log: log, http1: base, h2c: h2c, metrics: newMetrics(o.Registerer), servers: map[int32]*listener{}}
+	ho := o.Health
+	if ho.Interval <= 0 {
+		ho = DefaultHealth
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Proxy{opts: o, log: log, http1: base, h2c: h2c, metrics: newMetrics(o.Registerer), servers: map[int32]*listener{}, health: newHealth(ho), stopHealth: cancel}
 	p.table.Store(&table{ports: map[int32]*port{}})
+	go p.health.run(ctx)
 	return p
 }
 
@@ -112,6 +123,7 @@ func (p *Proxy) Apply(m *model.Model, certs map[string]*tls.Certificate) error {
 		p.servers[num] = l
 		opened = append(opened, num)
 	}
+	p.health.track(t)
 	p.table.Store(t)
 	for num := range p.servers {
 		if _, ok := t.ports[num]; !ok {
@@ -134,6 +146,7 @@ func (p *Proxy) Addr(port int32) net.Addr {
 
 // Close stops every listener, letting requests in flight finish.
 func (p *Proxy) Close(ctx context.Context) error {
+	p.stopHealth()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var errs []error
@@ -204,9 +217,10 @@ func (p *Proxy) certificate(num int32, sni string) (*tls.Certificate, error) {
 
 // picked is what a request was routed to, for the retry and for metrics.
 type picked struct {
-	route   *route
-	backend *backend
-	cluster *cluster
+	route    *route
+	backend  *backend
+	cluster  *cluster
+	endpoint model.Endpoint
 }
 
 type pickedKey struct{}
@@ -258,8 +272,8 @@ func (p *Proxy) serve(num int32, w http.ResponseWriter, r *http.Request) {
 	if done := applyFilters(rec, r, b.Filters, &rt.Route, &respMods, &rewrite, pt.tls); done {
 		return
 	}
-	c, ep := b.pick("")
-	pk.cluster = c
+	c, ep := b.pick("", p.health.healthy)
+	pk.cluster, pk.endpoint = c, ep
 	ctx := context.WithValue(r.Context(), pickedKey{}, pk)
 	if ms := rt.Timeouts.RequestMillis; ms > 0 {
 		var cancel context.CancelFunc
@@ -271,7 +285,7 @@ func (p *Proxy) serve(num int32, w http.ResponseWriter, r *http.Request) {
 		transport = p.h2c
 	}
 	rp := &httputil.ReverseProxy{
-		Transport: &retrying{next: transport, backendTimeout: time.Duration(rt.Timeouts.BackendRequestMillis) * time.Millisecond},
+		Transport: &retrying{next: transport, backendTimeout: time.Duration(rt.Timeouts.BackendRequestMillis) * time.Millisecond, health: p.health},
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme = "http"
 			pr.Out.URL.Host = net.JoinHostPort(ep.Address, strconv.Itoa(int(ep.Port)))
@@ -424,37 +438,61 @@ func (rt *route) pick() *backend {
 	return nil
 }
 
-// pick chooses a cluster in proportion to its effective weight, avoiding
-// the cluster named avoid when another can serve, and an endpoint of it
-// uniformly among the ready ones.
-func (b *backend) pick(avoid string) (*cluster, model.Endpoint) {
-	total := b.total
-	var skip *cluster
-	if avoid != "" {
-		for _, c := range b.clusters {
-			if c.Cluster == avoid && len(c.ready) > 0 && c.EffectiveWeight > 0 && c.EffectiveWeight < total {
-				skip, total = c, total-c.EffectiveWeight
+// pick chooses a cluster in proportion to its weight times its healthy
+// ready endpoints, avoiding the cluster named avoid when another can serve,
+// and an endpoint of it uniformly among those. When health checks have
+// taken out every endpoint, it picks among the ready ones regardless: a
+// check that fails everywhere more likely says something about the edge
+// than about every backend.
+func (b *backend) pick(avoid string, healthy func(model.Endpoint) bool) (*cluster, model.Endpoint) {
+	if c, ep, ok := b.pickAmong(avoid, healthy); ok {
+		return c, ep
+	}
+	if c, ep, ok := b.pickAmong("", healthy); ok {
+		return c, ep
+	}
+	c, ep, _ := b.pickAmong("", func(model.Endpoint) bool { return true })
+	return c, ep
+}
+
+func (b *backend) pickAmong(avoid string, ok func(model.Endpoint) bool) (*cluster, model.Endpoint, bool) {
+	var stack [8]int64
+	weights := stack[:0]
+	var total int64
+	for _, c := range b.clusters {
+		var w int64
+		if c.Cluster != avoid && c.Weight > 0 {
+			n := 0
+			for _, e := range c.ready {
+				if ok(e) {
+					n++
+				}
+			}
+			w = int64(c.Weight) * int64(n)
+		}
+		weights = append(weights, w)
+		total += w
+	}
+	if total == 0 {
+		return nil, model.Endpoint{}, false
+	}
+	n := rand.Int64N(total)
+	for i, c := range b.clusters {
+		if n >= weights[i] {
+			n -= weights[i]
+			continue
+		}
+		k := rand.IntN(int(weights[i] / int64(c.Weight)))
+		for _, e := range c.ready {
+			if ok(e) {
+				if k == 0 {
+					return c, e, true
+				}
+				k--
 			}
 		}
 	}
-	n := rand.Int64N(total)
-	var acc int64
-	for _, c := range b.clusters {
-		if c == skip || len(c.ready) == 0 || c.EffectiveWeight <= 0 {
-			continue
-		}
-		acc += c.EffectiveWeight
-		if n < acc {
-			return c, c.ready[rand.IntN(len(c.ready))]
-		}
-	}
-	// Unreachable while total counts exactly the clusters above.
-	for _, c := range b.clusters {
-		if len(c.ready) > 0 {
-			return c, c.ready[0]
-		}
-	}
-	return nil, model.Endpoint{}
+	return nil, model.Endpoint{}, false
 }
 
 // recorder remembers the status written, for logs and metrics.

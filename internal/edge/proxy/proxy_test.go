@@ -362,3 +362,142 @@ func TestSwapUnderLoadAndRefusal(t *testing.T) {
 		t.Errorf("after a refused model: %d", resp.StatusCode)
 	}
 }
+
+// flaky is a backend that can be stopped and started again on its address.
+type flaky struct {
+	name string
+	addr string
+	mu   sync.Mutex
+	srv  *http.Server
+}
+
+func newFlaky(t *testing.T, name string) *flaky {
+	t.Helper()
+	f := &flaky{name: name, addr: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+	f.start(t)
+	t.Cleanup(f.stop)
+	return f
+}
+
+func (f *flaky) start(t *testing.T) {
+	t.Helper()
+	l, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("X-Backend", f.name)
+		fmt.Fprint(w, f.name)
+	})}
+	go func() { _ = srv.Serve(l) }()
+	f.mu.Lock()
+	f.srv = srv
+	f.mu.Unlock()
+}
+
+func (f *flaky) stop() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.srv != nil {
+		_ = f.srv.Close()
+		f.srv = nil
+	}
+}
+
+func (f *flaky) endpoint() model.Endpoint {
+	host, port, _ := net.SplitHostPort(f.addr)
+	p, _ := strconv.Atoi(port)
+	return model.Endpoint{Address: host, Port: int32(p), Ready: true, Serving: true}
+}
+
+// When a cluster's endpoints stop answering, requests go to the other
+// cluster with none failed (connection failures are retried and eject the
+// endpoint), and the cluster is used again once its health check passes.
+func TestFailoverAndRecovery(t *testing.T) {
+	east, west := newFlaky(t, "east"), newFlaky(t, "west")
+	port := freePort(t)
+	p := proxy.New(proxy.Options{ListenHost: "127.0.0.1", Health: proxy.HealthOptions{Interval: 100 * time.Millisecond, Timeout: 100 * time.Millisecond, UnhealthyAfter: 2, HealthyAfter: 1}})
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	if err := p.Apply(oneListener(port, model.ProtocolHTTP, model.VirtualHost{Hostname: "*", Routes: []model.Route{
+		{RouteName: "r", Path: model.PathMatch{Type: model.PathPrefix, Value: "/"}, Backends: []model.Backend{
+			backend("echo", 1, inCluster("east", 1, east.endpoint()), inCluster("west", 1, west.endpoint())),
+		}},
+	}}), nil); err != nil {
+		t.Fatal(err)
+	}
+
+	var mu sync.Mutex
+	var failed, total int
+	lastWest := time.Time{}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			c := &http.Client{Timeout: 5 * time.Second}
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/", port))
+				mu.Lock()
+				total++
+				if err != nil || resp.StatusCode != 200 {
+					failed++
+				} else if resp.Header.Get("X-Backend") == "west" {
+					lastWest = time.Now()
+				}
+				mu.Unlock()
+				if resp != nil {
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond)
+	stopped := time.Now()
+	west.stop()
+	time.Sleep(time.Second)
+	mu.Lock()
+	lastWestAfterStop := lastWest.Sub(stopped)
+	failedDuringOutage, totalDuringOutage := failed, total
+	mu.Unlock()
+	if failedDuringOutage != 0 {
+		t.Errorf("%d of %d requests failed while west stopped", failedDuringOutage, totalDuringOutage)
+	}
+	t.Logf("west stopped: last answer from west %s after the stop, %d requests, %d failed", lastWestAfterStop.Round(time.Millisecond), totalDuringOutage, failedDuringOutage)
+
+	west.start(t)
+	back := time.Now()
+	eventuallyT(t, "west answers again", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if lastWest.Before(back) {
+			return fmt.Errorf("no answer from west since it returned")
+		}
+		return nil
+	})
+	t.Logf("west back in traffic %s after it returned", time.Since(back).Round(time.Millisecond))
+	close(stop)
+	wg.Wait()
+	if failed != 0 {
+		t.Errorf("%d of %d requests failed in all", failed, total)
+	}
+}
+
+func eventuallyT(t *testing.T, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

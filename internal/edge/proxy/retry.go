@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -16,22 +17,29 @@ import (
 type retrying struct {
 	next           http.RoundTripper
 	backendTimeout time.Duration
+	health         *health
 }
 
 func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.attempt(req)
-	if err == nil || !idempotent(req) || req.Context().Err() != nil {
+	if err == nil || req.Context().Err() != nil {
 		return resp, err
 	}
 	pk, _ := req.Context().Value(pickedKey{}).(*picked)
 	if pk == nil || pk.backend == nil {
 		return resp, err
 	}
+	if connectFailed(err) {
+		t.health.failed(pk.endpoint) // passive ejection
+	}
+	if !idempotent(req) {
+		return resp, err
+	}
 	avoid := ""
 	if pk.cluster != nil {
 		avoid = pk.cluster.Cluster
 	}
-	c, ep := pk.backend.pick(avoid)
+	c, ep := pk.backend.pick(avoid, t.health.healthy)
 	if c == nil {
 		return resp, err
 	}
@@ -44,8 +52,19 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 		retry.Body = body
 	}
 	retry.URL.Host = net.JoinHostPort(ep.Address, strconv.Itoa(int(ep.Port)))
-	pk.cluster = c
-	return t.attempt(retry)
+	pk.cluster, pk.endpoint = c, ep
+	resp, err = t.attempt(retry)
+	if err != nil && connectFailed(err) {
+		t.health.failed(ep)
+	}
+	return resp, err
+}
+
+// connectFailed reports whether err is a failure to connect, which says
+// the endpoint is down (rather than slow or broken mid-response).
+func connectFailed(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 func (t *retrying) attempt(req *http.Request) (*http.Response, error) {

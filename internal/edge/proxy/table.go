@@ -196,6 +196,18 @@ func compileRoute(r model.Route) (*route, error) {
 	return cr, nil
 }
 
+// allHosts returns every virtual host of the port.
+func (p *port) allHosts() []*vhost {
+	out := append([]*vhost(nil), p.wildcards...)
+	for _, vh := range p.exact {
+		out = append(out, vh)
+	}
+	if p.any != nil {
+		out = append(out, p.any)
+	}
+	return out
+}
+
 // host finds the virtual host of a request's host name.
 func (p *port) host(host string) *vhost {
 	host = strings.ToLower(host)
