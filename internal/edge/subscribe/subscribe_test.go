@@ -161,11 +161,14 @@ func TestModelsReachEdgesAndAreAcknowledged(t *testing.T) {
 	if v := g.Publish(contentType, []byte("v1"), nil); v != 1 {
 		t.Fatalf("first version = %d", v)
 	}
-	eventually(t, "version 1 on both edges", programmed(g, 1))
-	v, edges := g.Status()
-	if got := distribute.Summary(v, edges, time.Now()); got != "model version 1 served by 2 of 2 connected edges" {
-		t.Errorf("summary = %q", got)
-	}
+	// Programmed needs every connected edge; wait until both are.
+	eventually(t, "version 1 on both edges", func() error {
+		v, edges := g.Status()
+		if got := distribute.Summary(v, edges, time.Now()); got != "model version 1 served by 2 of 2 connected edges" {
+			return errors.New(got)
+		}
+		return nil
+	})
 
 	// The same content is not a new version and is not sent again.
 	if v := g.Publish(contentType, []byte("v1"), nil); v != 1 {
