@@ -69,6 +69,9 @@ type PodState struct {
 const (
 	ComponentEtcd     = "etcd"
 	ComponentRegistry = "registry"
+	// ComponentGateway runs against the first cluster, the hub.
+	ComponentGateway = "gateway"
+	ComponentEdge    = "edge"
 
 	PartAPIServer         = "kube-apiserver"
 	PartControllerManager = "kube-controller-manager"
@@ -89,7 +92,7 @@ func (s *State) Components() []string {
 	for _, c := range s.Clusters {
 		out = append(out, c.Name+"/"+PartAgent)
 	}
-	return out
+	return append(out, ComponentGateway, ComponentEdge)
 }
 
 // Ports of a fleet are fixed offsets from its base port, so that they stay
@@ -99,6 +102,11 @@ const (
 	offsetEtcdPeer        = 1
 	offsetRegistry        = 2
 	offsetRegistryMetrics = 3
+	offsetGatewayEdges    = 4
+	offsetGatewayMetrics  = 5
+	offsetGatewayHealth   = 6
+	offsetEdgeMetrics     = 7
+	offsetEdgeHealth      = 8
 	offsetClusters        = 10
 	portsPerCluster       = 10
 	offsetAPIServer       = 0
@@ -106,6 +114,16 @@ const (
 	offsetAgentMetrics    = 2
 	offsetAgentHealth     = 3
 )
+
+// GatewayEdgesAddress is where fleetnet-gateway serves models to edges.
+func (s *State) GatewayEdgesAddress() string {
+	return fmt.Sprintf("127.0.0.1:%d", s.BasePort+offsetGatewayEdges)
+}
+
+// EdgeMetricsAddress is where fleetnet-edge serves /metrics.
+func (s *State) EdgeMetricsAddress() string {
+	return fmt.Sprintf("127.0.0.1:%d", s.BasePort+offsetEdgeMetrics)
+}
 
 // RegistryAddress is the registry's gRPC address.
 func (s *State) RegistryAddress() string {
@@ -128,6 +146,11 @@ func (s *State) ports() []portUse {
 		{s.BasePort + offsetEtcdPeer, ComponentEtcd, "peer"},
 		{s.BasePort + offsetRegistry, ComponentRegistry, ""},
 		{s.BasePort + offsetRegistryMetrics, ComponentRegistry, "metrics"},
+		{s.BasePort + offsetGatewayEdges, ComponentGateway, "edges"},
+		{s.BasePort + offsetGatewayMetrics, ComponentGateway, "metrics"},
+		{s.BasePort + offsetGatewayHealth, ComponentGateway, "health"},
+		{s.BasePort + offsetEdgeMetrics, ComponentEdge, "metrics"},
+		{s.BasePort + offsetEdgeHealth, ComponentEdge, "health"},
 	}
 	for _, c := range s.Clusters {
 		out = append(out,

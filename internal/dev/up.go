@@ -30,6 +30,8 @@ import (
 const (
 	AgentBinary    = "fleetnet-agent"
 	RegistryBinary = "fleetnet-registry"
+	GatewayBinary  = "fleetnet-gateway"
+	EdgeBinary     = "fleetnet-edge"
 )
 
 // Options describe a fleet to bring up.
@@ -279,7 +281,13 @@ func (u *upper) run(ctx context.Context, fresh bool) error {
 			return err
 		}
 	}
-	return u.waitRegistered(ctx)
+	if err := u.waitRegistered(ctx); err != nil {
+		return err
+	}
+	if err := u.ensure(ComponentGateway, func() (*controlplane.Process, error) { return u.startGateway(ctx) }); err != nil {
+		return err
+	}
+	return u.ensure(ComponentEdge, u.startEdge)
 }
 
 func (u *upper) startOptions() controlplane.StartOptions {
@@ -294,7 +302,7 @@ func (u *upper) checkBinaries() error {
 			errs = append(errs, err)
 		}
 	}
-	for _, name := range []string{AgentBinary, RegistryBinary} {
+	for _, name := range []string{AgentBinary, RegistryBinary, GatewayBinary, EdgeBinary} {
 		if _, err := os.Stat(filepath.Join(u.o.Fleetnet, name)); err != nil {
 			errs = append(errs, fmt.Errorf("%s is missing: run `make build` in the fleetnet checkout", filepath.Join(u.o.Fleetnet, name)))
 		}
@@ -416,6 +424,58 @@ func (u *upper) startRegistry(ctx context.Context) (*controlplane.Process, error
 	return p, nil
 }
 
+// startGateway runs fleetnet-gateway against the hub (the first cluster).
+func (u *upper) startGateway(ctx context.Context) (*controlplane.Process, error) {
+	s := u.s
+	certs := s.CertDir()
+	hub := s.Clusters[0]
+	health := fmt.Sprintf("127.0.0.1:%d", s.BasePort+offsetGatewayHealth)
+	args := []string{
+		"--kubeconfig=" + s.KubeconfigPath(hub.Name),
+		"--cluster-id=" + hub.Name,
+		"--edge-listen=" + s.GatewayEdgesAddress(),
+		"--tls-cert-file=" + filepath.Join(certs, "gateway.crt"),
+		"--tls-key-file=" + filepath.Join(certs, "gateway.key"),
+		"--client-ca-file=" + filepath.Join(certs, "ca.crt"),
+		// The edge's listeners bind 127.0.0.1: that is the Gateways' address.
+		"--gateway-addresses=127.0.0.1",
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", s.BasePort+offsetGatewayMetrics),
+		"--health-probe-bind-address=" + health,
+		"--leader-elect=false",
+	}
+	p, err := controlplane.Start(ComponentGateway, filepath.Join(u.o.Fleetnet, GatewayBinary), args,
+		filepath.Join(s.Dir, "gateway", "gateway.log"), u.startOptions())
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := p.WaitFor(ctx, "/readyz", func(ctx context.Context) error { return httpOK(ctx, "http://"+health+"/readyz") }); err != nil {
+		p.Kill()
+		return nil, err
+	}
+	return p, nil
+}
+
+// startEdge runs one fleetnet-edge whose listeners bind 127.0.0.1.
+func (u *upper) startEdge() (*controlplane.Process, error) {
+	s := u.s
+	certs := s.CertDir()
+	args := []string{
+		"--gateway=" + s.GatewayEdgesAddress(),
+		"--ca-file=" + filepath.Join(certs, "ca.crt"),
+		"--cert-file=" + filepath.Join(certs, "edge.crt"),
+		"--key-file=" + filepath.Join(certs, "edge.key"),
+		"--region=dev",
+		"--state-dir=" + filepath.Join(s.Dir, "edge", "state"),
+		"--listen-host=127.0.0.1",
+		"--metrics-bind-address=" + s.EdgeMetricsAddress(),
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", s.BasePort+offsetEdgeHealth),
+	}
+	return controlplane.Start(ComponentEdge, filepath.Join(u.o.Fleetnet, EdgeBinary), args,
+		filepath.Join(s.Dir, "edge", "edge.log"), u.startOptions())
+}
+
 func (u *upper) startAgent(c ClusterState) (*controlplane.Process, error) {
 	s := u.s
 	certs := s.CertDir()
@@ -517,6 +577,10 @@ func writeCerts(s *State) error {
 			return ca.ServingCert("fleetnet-registry", []string{"127.0.0.1", "localhost"})
 		},
 		"admin": func() (*pki.KeyPair, error) { return ca.AdminCert("admin") },
+		"gateway": func() (*pki.KeyPair, error) {
+			return ca.ServingCert("fleetnet-gateway", []string{"127.0.0.1", "localhost"})
+		},
+		"edge": func() (*pki.KeyPair, error) { return ca.EdgeCert("edge-dev") },
 	}
 	for _, c := range s.Clusters {
 		want[c.Name] = func() (*pki.KeyPair, error) { return ca.ClusterCert(c.Name) }

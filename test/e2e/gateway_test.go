@@ -1,0 +1,166 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/internal/dev"
+	"github.com/fleetnet/fleetnet/test/fleet"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+var answeredBy = regexp.MustCompile(`cluster=(\S+) `)
+
+// The global entry point on the dev fleet: a Gateway and an HTTPRoute in
+// the hub whose backend is the echo ServiceImport are served by the fleet's
+// fleetnet-edge on 127.0.0.1 with answers from east and west; when west's
+// echo pods stop, traffic goes to east only, with no failed request.
+func TestGatewayThroughTheEdge(t *testing.T) {
+	if err := dev.ServeRequirements(); err != nil {
+		t.Fatalf("%v (the e2e suite runs as root in CI)", err)
+	}
+	ns := namespace(t, "e2e-gateway")
+	ctx := context.Background()
+	serve := func(c string, replicas int) {
+		t.Helper()
+		err := dev.Serve(ctx, dev.ServeOptions{
+			Dir: fleetDir, Cluster: c, Namespace: ns, Name: "echo", Replicas: replicas, PortName: "http", Port: 80, TargetPort: 8080,
+			EchoCommand: []string{filepath.Join(fleetnet, "fleetnetctl"), "dev", "echo"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []string{"east", "west"} {
+		serve(c, 2)
+		t.Cleanup(func() { serve(c, 0) })
+		if err := kube(t, c).Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hub := kube(t, "hub")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	class := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "e2e-fleetnet"}, Spec: gwv1.GatewayClassSpec{ControllerName: keys.GatewayControllerName}}
+	objs := []client.Object{
+		class,
+		&gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"}, Spec: gwv1.GatewaySpec{
+			GatewayClassName: gwv1.ObjectName(class.Name),
+			Listeners:        []gwv1.Listener{{Name: "http", Port: gwv1.PortNumber(port), Protocol: gwv1.HTTPProtocolType}},
+		}},
+		&gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}, Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "edge"}}},
+			Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{
+				Group: ptr(gwv1.Group(mcsv1beta1.GroupName)), Kind: ptr(gwv1.Kind("ServiceImport")), Name: "echo",
+			}}}}}},
+		}},
+	}
+	for _, o := range objs {
+		if err := hub.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _ = hub.Delete(context.Background(), class) })
+
+	count := func(n int) (map[string]int, int) {
+		seen, failed := map[string]int{}, 0
+		c := &http.Client{Timeout: 3 * time.Second}
+		for range n {
+			resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/", port))
+			if err != nil {
+				failed++
+				continue
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if m := answeredBy.FindSubmatch(body); resp.StatusCode == 200 && m != nil {
+				seen[string(m[1])]++
+			} else {
+				failed++
+			}
+		}
+		return seen, failed
+	}
+	fleet.Eventually(t, 60*time.Second, func(ctx context.Context) error {
+		gw := &gwv1.Gateway{}
+		if err := hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: "edge"}, gw); err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(gw.Status.Conditions, string(gwv1.GatewayConditionProgrammed)) {
+			return fmt.Errorf("Gateway conditions %+v", gw.Status.Conditions)
+		}
+		if seen, _ := count(20); seen["east"] == 0 || seen["west"] == 0 {
+			return fmt.Errorf("answers by cluster %v, want both", seen)
+		}
+		return nil
+	})
+	seen, failed := count(100)
+	t.Logf("100 requests through the edge: %v, %d failed", seen, failed)
+	if failed != 0 || seen["east"] < 20 || seen["west"] < 20 {
+		t.Errorf("100 requests: %v, %d failed; want both clusters and none failed", seen, failed)
+	}
+
+	// West's echo pods stop while requests flow.
+	var mu sync.Mutex
+	var lastWest time.Time
+	fails, total := 0, 0
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		c := &http.Client{Timeout: 3 * time.Second}
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			resp, err := c.Get(fmt.Sprintf("http://127.0.0.1:%d/", port))
+			mu.Lock()
+			total++
+			if err != nil {
+				fails++
+			} else {
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				m := answeredBy.FindSubmatch(body)
+				switch {
+				case resp.StatusCode != 200 || m == nil:
+					fails++
+				case string(m[1]) == "west":
+					lastWest = time.Now()
+				}
+			}
+			mu.Unlock()
+		}
+	})
+	time.Sleep(500 * time.Millisecond)
+	stopped := time.Now()
+	serve("west", 0)
+	time.Sleep(3 * time.Second)
+	close(stop)
+	wg.Wait()
+	t.Logf("west stopped: last answer from west %s after, %d requests, %d failed", lastWest.Sub(stopped).Round(time.Millisecond), total, fails)
+	if fails != 0 {
+		t.Errorf("%d of %d requests failed while west's pods stopped", fails, total)
+	}
+	if lastWest.Sub(stopped) > 2*time.Second {
+		t.Errorf("west still answered %s after its pods stopped, want under 2s", lastWest.Sub(stopped))
+	}
+}
