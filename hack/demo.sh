@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The fleetnet demo (`make demo`): a local fleet of three clusters, a Service
 # served by real HTTP pods in two of them, exported, imported and called;
-# then a conflict and a cluster failure. Every step is shown as kubectl shows
+# then a conflict, a cluster failure, and the global entry point (a Gateway
+# served by fleetnet-edge, a 90/10 split, failover). Every step is shown as kubectl shows
 # it. The fleet keeps running afterwards; `bin/fleetnetctl dev down` stops it.
 set -euo pipefail
 
@@ -53,6 +54,12 @@ slices_from() { # CONTEXT CLUSTER: imported slices of CLUSTER exist in CONTEXT
 		-l "multicluster.kubernetes.io/service-name=$SVC,multicluster.kubernetes.io/source-cluster=$2") ]]
 }
 no_slices_from() { ! slices_from "$@"; }
+GW_PORT=${DEMO_GATEWAY_PORT:-18080}
+gateway_ready() { # the Gateway is Programmed and the canary is imported in hub
+	[[ $("$KUBECTL" --context hub get gateway edge -n "$NS" -o jsonpath='{.status.conditions[?(@.type=="Programmed")].status}') == True ]] &&
+		[[ -n $("$KUBECTL" --context hub get serviceimport canary -n "$NS" -o name 2>/dev/null) ]] &&
+		curl -s --max-time 2 "http://127.0.0.1:$GW_PORT/split" | grep -q cluster=
+}
 export_echo() { # CONTEXT: apply the ServiceExport of $SVC
 	show "$KUBECTL" --context "$1" apply -f - <<EOF
 apiVersion: multicluster.x-k8s.io/v1beta1
@@ -144,6 +151,68 @@ T_RETURN=$(($(now_ms) - since))
 show "$KUBECTL" --context hub get endpointslices -n "$NS" -l "multicluster.kubernetes.io/service-name=$SVC" -L multicluster.kubernetes.io/source-cluster
 show "$FLEETNETCTL" dev status --dir "$DIR"
 
+step "8. The global entry point: a Gateway in hub, served by the fleet's fleetnet-edge on 127.0.0.1:$GW_PORT"
+show "$FLEETNETCTL" dev serve --dir "$DIR" --cluster east --namespace "$NS" --name canary --replicas 1
+show "$KUBECTL" --context east apply -f - <<EOF
+apiVersion: multicluster.x-k8s.io/v1beta1
+kind: ServiceExport
+metadata: {name: canary, namespace: $NS}
+EOF
+since=$(now_ms)
+show "$KUBECTL" --context hub apply -f - <<EOF
+apiVersion: gateway.networking.k8s.io/v1
+kind: GatewayClass
+metadata: {name: fleetnet}
+spec: {controllerName: fleetnet.dev/gateway-controller}
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: Gateway
+metadata: {name: edge, namespace: $NS}
+spec:
+  gatewayClassName: fleetnet
+  listeners: [{name: http, port: $GW_PORT, protocol: HTTP}]
+---
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: echo, namespace: $NS}
+spec:
+  parentRefs: [{name: edge}]
+  rules:
+  - matches: [{path: {type: PathPrefix, value: /split}}]
+    backendRefs:
+    - {group: multicluster.x-k8s.io, kind: ServiceImport, name: $SVC, weight: 90}
+    - {group: multicluster.x-k8s.io, kind: ServiceImport, name: canary, weight: 10}
+  - backendRefs:
+    - {group: multicluster.x-k8s.io, kind: ServiceImport, name: $SVC}
+EOF
+wait_for 60 "Gateway programmed and the canary imported" gateway_ready
+T_GATEWAY=$(($(now_ms) - since))
+show "$KUBECTL" --context hub get gateway,httproute -n "$NS"
+echo "   100 requests to http://127.0.0.1:$GW_PORT/, by the cluster that answered:"
+for _ in $(seq 100); do curl -s --max-time 5 "http://127.0.0.1:$GW_PORT/"; done | grep -o 'cluster=[a-z]*' | sort | uniq -c
+echo "   100 requests to /split (90 echo, 10 canary), by the pod that answered:"
+for _ in $(seq 100); do curl -s --max-time 5 "http://127.0.0.1:$GW_PORT/split"; done | grep -o 'pod=[a-z]*' | sort | uniq -c
+
+step "9. Failover: west's echo pods stop while requests flow through the edge"
+log=$(mktemp)
+( while :; do
+	out=$(curl -s --max-time 5 -w ' code=%{http_code}' "http://127.0.0.1:$GW_PORT/" | tr -d '\n' || echo ' code=000')
+	echo "$(now_ms) $out" >>"$log"
+done ) &
+load=$!
+sleep 1
+stopped=$(now_ms)
+show "$FLEETNETCTL" dev serve --dir "$DIR" --cluster west --namespace "$NS" --name "$SVC" --replicas 0
+sleep 3
+kill "$load" 2>/dev/null; wait "$load" 2>/dev/null || true
+last_west=$(grep 'cluster=west' "$log" | tail -1 | cut -d' ' -f1)
+T_FAILOVER=$(( ${last_west:-$stopped} - stopped ))
+((T_FAILOVER < 0)) && T_FAILOVER=0
+REQS=$(wc -l <"$log")
+FAILED=$(grep -cv 'code=200' "$log" || true)
+echo "   $REQS requests meanwhile, $FAILED failed; last answer from west ${T_FAILOVER} ms after the stop"
+rm -f "$log"
+
 lease=$(sed -n 's/.*"leaseTTL": *\([0-9]*\).*/\1/p' "$DIR/state.json")
 step "Convergence, as measured by this run"
 row() { printf '  %-58s %9s\n' "$1" "$2"; }
@@ -152,6 +221,9 @@ row "west's agent stopped -> west gone from hub's import" "$T_LEAVE ms"
 row "  (the registry's lease TTL bounds this; a lease renewed" ""
 row "   up to TTL/3 before the stop expires sooner: TTL is)" "$((lease / 1000000)) ms"
 row "west's agent started -> west's slices back in hub" "$T_RETURN ms"
+row "Gateway and HTTPRoute applied -> programmed on the edge" "$T_GATEWAY ms"
+row "west's echo pods stopped -> last answer from west" "$T_FAILOVER ms"
+row "  requests that failed meanwhile (of $REQS)" "$FAILED"
 
 cat <<EOF
 
