@@ -118,6 +118,10 @@ bench: tools ## Run the benchmarks (the fleet benchmark takes about 2 minutes).
 	go test -run '^$$' -bench . -benchmem $$(go list ./... | grep -v /test/e2e)
 	go test -run '^$$' -bench Fleet -benchtime 200x -timeout 30m ./test/e2e
 
+.PHONY: bench-edge
+bench-edge: ## fleetnet-edge beside nginx with wrk, plain and TLS (apt-get install nginx-light wrk); EDGEBENCH_FLAGS passes flags.
+	go run ./test/edgebench $(EDGEBENCH_FLAGS)
+
 .PHONY: help
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-12s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
