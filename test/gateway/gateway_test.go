@@ -19,15 +19,19 @@ import (
 	"time"
 
 	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/config/rbac"
 	edgeapp "github.com/fleetnet/fleetnet/internal/edge/app"
 	gatewayapp "github.com/fleetnet/fleetnet/internal/gateway/app"
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/fleetnet/fleetnet/test/fleet"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -115,38 +119,12 @@ func TestGatewayProgramsTheEdge(t *testing.T) {
 	c := hub.Client(t)
 	ctx := t.Context()
 
-	dir := t.TempDir()
-	ca, _ := pki.NewCA("fleet")
-	serving, _ := ca.ServingCert("gateway", []string{"127.0.0.1"})
-	edge, _ := ca.EdgeCert("edge-eu")
-	for name, kp := range map[string]*pki.KeyPair{"ca": ca, "gateway": serving, "edge": edge} {
-		if err := kp.Write(dir, name); err != nil {
-			t.Fatal(err)
-		}
-	}
-	edgeListen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	run(t, "gateway", func(ctx context.Context) error {
-		return gatewayapp.Run(ctx, hub.Config, gatewayapp.Options{
-			ClusterID: "hub", Region: "eu", EdgeListen: edgeListen,
-			TLSCertFile: filepath.Join(dir, "gateway.crt"), TLSKeyFile: filepath.Join(dir, "gateway.key"), ClientCAFile: filepath.Join(dir, "ca.crt"),
-			Addresses: "127.0.0.1", MetricsAddr: "0", HealthAddr: "0",
-		}, log)
-	})
-	run(t, "edge", func(ctx context.Context) error {
-		return edgeapp.Run(ctx, edgeapp.Options{
-			Gateway: edgeListen, CAFile: filepath.Join(dir, "ca.crt"), CertFile: filepath.Join(dir, "edge.crt"), KeyFile: filepath.Join(dir, "edge.key"),
-			Region: "eu", StateDir: filepath.Join(dir, "edge-state"), ListenHost: "127.0.0.1",
-			MetricsAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), HealthAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-		}, log)
-	})
-
+	listen := startGatewayAndEdge(t, hub)
 	// An imported service with endpoints in two clusters (as the agent
 	// would write them), and a route to it.
 	localAddress(t)
 	eastHost, eastPort := backend(t, "east")
 	westHost, westPort := backend(t, "west")
-	listen := int32(freePort(t))
 	objs := []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
 		&gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "fleetnet"}, Spec: gwv1.GatewayClassSpec{ControllerName: keys.GatewayControllerName}},
@@ -237,6 +215,69 @@ func TestGatewayProgramsTheEdge(t *testing.T) {
 	})
 }
 
+// startGatewayAndEdge runs fleetnet-gateway against hub as a ServiceAccount
+// bound to nothing but its generated ClusterRole (config/rbac/gateway), with
+// leader election on, so a permission missing from the markers fails here;
+// and one fleetnet-edge. It returns a free port for a Gateway listener.
+func startGatewayAndEdge(t *testing.T, hub *fleet.Cluster) int32 {
+	t.Helper()
+	c := hub.Client(t)
+	ctx := t.Context()
+	role, err := rbac.GatewayClusterRole()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "fleetnet-system", Name: "fleetnet-gateway"}}
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fleetnet-system"}},
+		sa, role,
+		&rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "fleetnet-gateway"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: sa.Namespace, Name: sa.Name}},
+		},
+	} {
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatalf("creating %T: %v", obj, err)
+		}
+	}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
+	if err := c.SubResource("token").Create(ctx, sa, tr); err != nil {
+		t.Fatalf("requesting a token: %v", err)
+	}
+	asGateway := rest.CopyConfig(hub.Config)
+	asGateway.BearerToken = tr.Status.Token
+	asGateway.CertData, asGateway.KeyData, asGateway.CertFile, asGateway.KeyFile = nil, nil, "", ""
+
+	dir := t.TempDir()
+	ca, _ := pki.NewCA("fleet")
+	serving, _ := ca.ServingCert("gateway", []string{"127.0.0.1"})
+	edge, _ := ca.EdgeCert("edge-eu")
+	for name, kp := range map[string]*pki.KeyPair{"ca": ca, "gateway": serving, "edge": edge} {
+		if err := kp.Write(dir, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	edgeListen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	run(t, "gateway", func(ctx context.Context) error {
+		return gatewayapp.Run(ctx, asGateway, gatewayapp.Options{
+			ClusterID: "hub", Region: "eu", EdgeListen: edgeListen,
+			TLSCertFile: filepath.Join(dir, "gateway.crt"), TLSKeyFile: filepath.Join(dir, "gateway.key"), ClientCAFile: filepath.Join(dir, "ca.crt"),
+			Addresses: "127.0.0.1", MetricsAddr: "0", HealthAddr: "0", LeaderElect: true, LeaderElectionNS: "fleetnet-system",
+		}, log)
+	})
+	run(t, "edge", func(ctx context.Context) error {
+		return edgeapp.Run(ctx, edgeapp.Options{
+			Gateway: edgeListen, CAFile: filepath.Join(dir, "ca.crt"), CertFile: filepath.Join(dir, "edge.crt"), KeyFile: filepath.Join(dir, "edge.key"),
+			Region: "eu", StateDir: filepath.Join(dir, "edge-state"), ListenHost: "127.0.0.1",
+			MetricsAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), HealthAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		}, log)
+	})
+
+	return int32(freePort(t))
+}
+
 func importedSlice(name, cluster, host string, port int32) *discoveryv1.EndpointSlice {
 	return &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{
@@ -257,4 +298,128 @@ func get(port int32) (string, int, error) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	return string(body), resp.StatusCode, nil
+}
+
+// routeCondition waits until the route's condition for its first parent has
+// the status and reason.
+func routeCondition(t *testing.T, c client.Client, namespace, name, typ string, status metav1.ConditionStatus, reason string) {
+	t.Helper()
+	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+		route := &gwv1.HTTPRoute{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, route); err != nil {
+			return err
+		}
+		if len(route.Status.Parents) == 0 {
+			return fmt.Errorf("no parent status yet")
+		}
+		cond := meta.FindStatusCondition(route.Status.Parents[0].Conditions, typ)
+		if cond == nil || cond.Status != status || cond.Reason != reason || cond.ObservedGeneration != route.Generation {
+			return fmt.Errorf("%s %s = %+v, want %s/%s at generation %d", name, typ, cond, status, reason, route.Generation)
+		}
+		return nil
+	})
+}
+
+// Every status reason the controller writes, as the API server stores it:
+// cross-namespace backends without and with a ReferenceGrant, a backend of
+// an unsupported kind, a parentRef to a listener that does not exist, an
+// HTTPS listener whose Secret is missing, and a port two protocols claim.
+func TestStatusReasons(t *testing.T) {
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "hub", GatewayAPI: true}}})
+	hub := f.Cluster(t, "hub")
+	c := hub.Client(t)
+	ctx := t.Context()
+	listen := startGatewayAndEdge(t, hub)
+	importRef := func(namespace string) gwv1.HTTPBackendRef {
+		ref := gwv1.HTTPBackendRef{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{
+			Group: ptr.To(gwv1.Group(mcsv1beta1.GroupName)), Kind: ptr.To(gwv1.Kind("ServiceImport")), Name: "echo",
+		}}}
+		if namespace != "" {
+			ref.Namespace = ptr.To(gwv1.Namespace(namespace))
+		}
+		return ref
+	}
+	route := func(namespace, name string, parent gwv1.ParentReference, backends ...gwv1.HTTPBackendRef) *gwv1.HTTPRoute {
+		return &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}, Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{parent}},
+			Rules:           []gwv1.HTTPRouteRule{{BackendRefs: backends}},
+		}}
+	}
+	edge := gwv1.ParentReference{Namespace: ptr.To(gwv1.Namespace(ns)), Name: "edge"}
+	tlsPort := gwv1.PortNumber(freePort(t))
+	objs := []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}},
+		&gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "fleetnet"}, Spec: gwv1.GatewayClassSpec{ControllerName: keys.GatewayControllerName}},
+		&gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"}, Spec: gwv1.GatewaySpec{
+			GatewayClassName: "fleetnet",
+			Listeners: []gwv1.Listener{
+				{Name: "http", Port: gwv1.PortNumber(listen), Protocol: gwv1.HTTPProtocolType,
+					AllowedRoutes: &gwv1.AllowedRoutes{Namespaces: &gwv1.RouteNamespaces{From: ptr.To(gwv1.NamespacesFromAll)}}},
+				{Name: "https", Port: tlsPort, Protocol: gwv1.HTTPSProtocolType, Hostname: ptr.To(gwv1.Hostname("shop.example.com")),
+					TLS: &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: "missing"}}}},
+				{Name: "clash", Port: gwv1.PortNumber(listen), Protocol: gwv1.HTTPSProtocolType, Hostname: ptr.To(gwv1.Hostname("other.example.com")),
+					TLS: &gwv1.ListenerTLSConfig{CertificateRefs: []gwv1.SecretObjectReference{{Name: "missing"}}}},
+			},
+		}},
+		&mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}, Spec: mcsv1beta1.ServiceImportSpec{
+			Type: mcsv1beta1.ClusterSetIP, Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
+		}},
+		route("apps", "cross", edge, importRef(ns)),
+		route(ns, "kind", edge, gwv1.HTTPBackendRef{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{
+			Kind: ptr.To(gwv1.Kind("ConfigMap")), Name: "echo",
+		}}}),
+		route(ns, "section", gwv1.ParentReference{Name: "edge", SectionName: ptr.To(gwv1.SectionName("nope"))}, importRef("")),
+		route(ns, "port", edge, gwv1.HTTPBackendRef{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{
+			Group: ptr.To(gwv1.Group(mcsv1beta1.GroupName)), Kind: ptr.To(gwv1.Kind("ServiceImport")), Name: "echo", Port: ptr.To(gwv1.PortNumber(81)),
+		}}}),
+	}
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	routeCondition(t, c, "apps", "cross", string(gwv1.RouteConditionResolvedRefs), metav1.ConditionFalse, string(gwv1.RouteReasonRefNotPermitted))
+	routeCondition(t, c, ns, "kind", string(gwv1.RouteConditionResolvedRefs), metav1.ConditionFalse, string(gwv1.RouteReasonInvalidKind))
+	routeCondition(t, c, ns, "section", string(gwv1.RouteConditionAccepted), metav1.ConditionFalse, string(gwv1.RouteReasonNoMatchingParent))
+	routeCondition(t, c, ns, "port", string(gwv1.RouteConditionResolvedRefs), metav1.ConditionFalse, string(gwv1.RouteReasonBackendNotFound))
+
+	// A ReferenceGrant in the backend's namespace lets the route in.
+	grant := &gwv1.ReferenceGrant{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "apps-to-imports"}, Spec: gwv1.ReferenceGrantSpec{
+		From: []gwv1.ReferenceGrantFrom{{Group: gwv1.GroupName, Kind: "HTTPRoute", Namespace: "apps"}},
+		To:   []gwv1.ReferenceGrantTo{{Group: mcsv1beta1.GroupName, Kind: "ServiceImport"}},
+	}}
+	if err := c.Create(ctx, grant); err != nil {
+		t.Fatal(err)
+	}
+	routeCondition(t, c, "apps", "cross", string(gwv1.RouteConditionResolvedRefs), metav1.ConditionTrue, string(gwv1.RouteReasonResolvedRefs))
+
+	// Listeners: the HTTPS one's Secret is missing; two protocols claim
+	// the first port. The rest of the Gateway is still served.
+	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+		gw := &gwv1.Gateway{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "edge"}, gw); err != nil {
+			return err
+		}
+		want := map[string]struct{ typ, reason string }{
+			"https": {string(gwv1.ListenerConditionResolvedRefs), string(gwv1.ListenerReasonInvalidCertificateRef)},
+			"clash": {string(gwv1.ListenerConditionConflicted), string(gwv1.ListenerReasonProtocolConflict)},
+			"http":  {string(gwv1.ListenerConditionConflicted), string(gwv1.ListenerReasonProtocolConflict)},
+		}
+		for _, ls := range gw.Status.Listeners {
+			w, ok := want[string(ls.Name)]
+			if !ok {
+				continue
+			}
+			cond := meta.FindStatusCondition(ls.Conditions, w.typ)
+			if cond == nil || cond.Reason != w.reason {
+				return fmt.Errorf("listener %s %s = %+v, want reason %s", ls.Name, w.typ, cond, w.reason)
+			}
+			delete(want, string(ls.Name))
+		}
+		if len(want) > 0 {
+			return fmt.Errorf("no status for listeners %v: %+v", want, gw.Status.Listeners)
+		}
+		return nil
+	})
 }
