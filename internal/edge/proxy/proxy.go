@@ -54,6 +54,7 @@ type Proxy struct {
 	h2c     *http.Transport
 	metrics *metrics
 	health  *health
+	forward *httputil.ReverseProxy
 	// stopHealth ends the health checks.
 	stopHealth context.CancelFunc
 
@@ -63,6 +64,7 @@ type Proxy struct {
 
 type listener struct {
 	srv  *http.Server
+	ln   net.Listener
 	addr net.Addr
 	tls  bool
 }
@@ -89,6 +91,7 @@ func New(o Options) *Proxy {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Proxy{opts: o, log: log, http1: base, h2c: h2c, metrics: newMetrics(o.Registerer), servers: map[int32]*listener{}, health: newHealth(ho), stopHealth: cancel}
+	p.forward = p.newForwarder()
 	p.table.Store(&table{ports: map[int32]*port{}})
 	go p.health.run(ctx)
 	return p
@@ -175,7 +178,7 @@ func (p *Proxy) listen(num int32, useTLS bool) (*listener, error) {
 	} else {
 		go func() { p.served(num, srv.Serve(ln)) }()
 	}
-	return &listener{srv: srv, addr: ln.Addr(), tls: useTLS}, nil
+	return &listener{srv: srv, ln: ln, addr: ln.Addr(), tls: useTLS}, nil
 }
 
 func (p *Proxy) served(num int32, err error) {
@@ -189,6 +192,9 @@ func (p *Proxy) served(num int32, err error) {
 func (p *Proxy) stop(num int32) {
 	l := p.servers[num]
 	delete(p.servers, num)
+	// The port is free at once (a listener of the other protocol may take
+	// it next); the requests in flight finish in the background.
+	_ = l.ln.Close()
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -221,6 +227,8 @@ type picked struct {
 	backend  *backend
 	cluster  *cluster
 	endpoint model.Endpoint
+	rewrite  *model.Rewrite
+	respMods []*model.HeaderModifier
 }
 
 type pickedKey struct{}
@@ -280,30 +288,40 @@ func (p *Proxy) serve(num int32, w http.ResponseWriter, r *http.Request) {
 		ctx, cancel = context.WithTimeout(ctx, time.Duration(ms)*time.Millisecond)
 		defer cancel()
 	}
-	transport := http.RoundTripper(p.http1)
-	if b.AppProtocol == "kubernetes.io/h2c" || b.AppProtocol == "h2c" {
-		transport = p.h2c
-	}
-	rp := &httputil.ReverseProxy{
-		Transport: &retrying{next: transport, backendTimeout: time.Duration(rt.Timeouts.BackendRequestMillis) * time.Millisecond, health: p.health},
+	pk.rewrite, pk.respMods = rewrite, respMods
+	p.forward.ServeHTTP(rec, r.WithContext(ctx))
+}
+
+// newForwarder returns the one reverse proxy every request goes through;
+// what differs per request (endpoint, rewrite, response filters, transport)
+// comes from the request's picked value, so that a request allocates no
+// proxy and no closures, and copies through pooled buffers.
+func (p *Proxy) newForwarder() *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Transport:  &retrying{http1: p.http1, h2c: p.h2c, health: p.health},
+		BufferPool: bufferPool{},
 		Rewrite: func(pr *httputil.ProxyRequest) {
+			pk := pr.In.Context().Value(pickedKey{}).(*picked)
+			ep := pk.endpoint
 			pr.Out.URL.Scheme = "http"
 			pr.Out.URL.Host = net.JoinHostPort(ep.Address, strconv.Itoa(int(ep.Port)))
 			pr.Out.Host = pr.In.Host
-			if rewrite != nil {
-				if rewrite.Hostname != "" {
-					pr.Out.Host = rewrite.Hostname
+			if rw := pk.rewrite; rw != nil {
+				if rw.Hostname != "" {
+					pr.Out.Host = rw.Hostname
 				}
-				if rewrite.Path != nil {
-					pr.Out.URL.Path = rewritePath(pr.In.URL.Path, rt.Path, rewrite.Path)
+				if rw.Path != nil {
+					pr.Out.URL.Path = rewritePath(pr.In.URL.Path, pk.route.Path, rw.Path)
 					pr.Out.URL.RawPath = ""
 				}
 			}
 			pr.SetXForwarded()
 		},
 		ModifyResponse: func(resp *http.Response) error {
-			for _, m := range respMods {
-				modifyHeaders(resp.Header, m)
+			if pk, ok := resp.Request.Context().Value(pickedKey{}).(*picked); ok {
+				for _, m := range pk.respMods {
+					modifyHeaders(resp.Header, m)
+				}
 			}
 			return nil
 		},
@@ -312,12 +330,21 @@ func (p *Proxy) serve(num int32, w http.ResponseWriter, r *http.Request) {
 			if errors.Is(err, context.DeadlineExceeded) {
 				code = http.StatusGatewayTimeout
 			}
-			p.log.Info("backend request failed", "route", rt.name, "backend", b.name, "err", err)
+			pk := r.Context().Value(pickedKey{}).(*picked)
+			p.log.Info("backend request failed", "route", pk.route.name, "backend", pk.backend.name, "err", err)
 			http.Error(w, "backend request failed", code)
 		},
 	}
-	rp.ServeHTTP(rec, r.WithContext(ctx))
 }
+
+// bufferPool lends the reverse proxy its copy buffers, instead of a new
+// 32 KiB buffer per request.
+type bufferPool struct{}
+
+var buffers = sync.Pool{New: func() any { b := make([]byte, 32*1024); return &b }}
+
+func (bufferPool) Get() []byte  { return *buffers.Get().(*[]byte) }
+func (bufferPool) Put(b []byte) { buffers.Put(&b) }
 
 // applyFilters applies filters to the request (header modifiers, rewrite)
 // and collects response modifiers; it answers a redirect itself and then

@@ -501,3 +501,36 @@ func eventuallyT(t *testing.T, what string, cond func() error) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A port that turns from HTTP to HTTPS is served again at once.
+func TestPortChangesProtocol(t *testing.T) {
+	ca, err := pki.NewCA("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, _ := ca.ServingCert("shop", []string{"shop.example.com"})
+	cert, _ := kp.TLSCertificate()
+	ep := echo(t, "web")
+	port := freePort(t)
+	routes := []model.Route{{RouteName: "r", Path: model.PathMatch{Type: model.PathPrefix, Value: "/"}, Backends: []model.Backend{backend("web", 1, inCluster("east", 1, ep))}}}
+	p := start(t, oneListener(port, model.ProtocolHTTP, model.VirtualHost{Hostname: "*", Routes: routes}), nil)
+	if resp := get(t, port, "shop.example.com", "/", nil); resp.StatusCode != 200 {
+		t.Fatalf("HTTP: %d", resp.StatusCode)
+	}
+	https := oneListener(port, model.ProtocolHTTPS, model.VirtualHost{Hostname: "*", Routes: routes})
+	https.Gateways[0].Listeners[0].Certificates = []model.Certificate{{Name: "shop", Digest: "d"}}
+	if err := p.Apply(https, map[string]*tls.Certificate{"d": &cert}); err != nil {
+		t.Fatalf("switching to HTTPS: %v", err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.CertPEM)
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "shop.example.com"}}}
+	resp, err := c.Get(fmt.Sprintf("https://127.0.0.1:%d/", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Errorf("HTTPS: %d", resp.StatusCode)
+	}
+}

@@ -15,9 +15,8 @@ import (
 // sent again safely: an idempotent method without a body, or with one the
 // request can replay.
 type retrying struct {
-	next           http.RoundTripper
-	backendTimeout time.Duration
-	health         *health
+	http1, h2c http.RoundTripper
+	health     *health
 }
 
 func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -67,12 +66,22 @@ func connectFailed(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
+// attempt sends req once, over h2c when the backend's appProtocol says
+// so, within the route's backendRequest timeout.
 func (t *retrying) attempt(req *http.Request) (*http.Response, error) {
-	if t.backendTimeout <= 0 {
-		return t.next.RoundTrip(req)
+	next := t.http1
+	var timeout time.Duration
+	if pk, ok := req.Context().Value(pickedKey{}).(*picked); ok {
+		if ap := pk.backend.AppProtocol; ap == "kubernetes.io/h2c" || ap == "h2c" {
+			next = t.h2c
+		}
+		timeout = time.Duration(pk.route.Timeouts.BackendRequestMillis) * time.Millisecond
 	}
-	ctx, cancel := context.WithTimeout(req.Context(), t.backendTimeout)
-	resp, err := t.next.RoundTrip(req.WithContext(ctx))
+	if timeout <= 0 {
+		return next.RoundTrip(req)
+	}
+	ctx, cancel := context.WithTimeout(req.Context(), timeout)
+	resp, err := next.RoundTrip(req.WithContext(ctx))
 	if err != nil {
 		cancel()
 		return nil, err
