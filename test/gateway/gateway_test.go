@@ -40,7 +40,7 @@ import (
 
 const ns = "demo"
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -57,7 +57,7 @@ func freePort(t *testing.T) int {
 const backendAddress = "10.255.253.1"
 
 // localAddress adds backendAddress on a bridge of its own until the test ends.
-func localAddress(t *testing.T) {
+func localAddress(t testing.TB) {
 	t.Helper()
 	const link = "fleetnet-gwtest"
 	ip := func(args ...string) error {
@@ -80,7 +80,7 @@ func localAddress(t *testing.T) {
 }
 
 // backend answers with its name, on backendAddress.
-func backend(t *testing.T, name string) (string, int32) {
+func backend(t testing.TB, name string) (string, int32) {
 	t.Helper()
 	l, err := net.Listen("tcp", backendAddress+":0")
 	if err != nil {
@@ -95,7 +95,7 @@ func backend(t *testing.T, name string) (string, int32) {
 }
 
 // run starts fn in the background and waits for it when the test ends.
-func run(t *testing.T, name string, fn func(ctx context.Context) error) {
+func run(t testing.TB, name string, fn func(ctx context.Context) error) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -219,7 +219,7 @@ func TestGatewayProgramsTheEdge(t *testing.T) {
 // bound to nothing but its generated ClusterRole (config/rbac/gateway), with
 // leader election on, so a permission missing from the markers fails here;
 // and one fleetnet-edge. It returns a free port for a Gateway listener.
-func startGatewayAndEdge(t *testing.T, hub *fleet.Cluster) int32 {
+func startGatewayAndEdge(t testing.TB, hub *fleet.Cluster) int32 {
 	t.Helper()
 	c := hub.Client(t)
 	ctx := t.Context()
