@@ -13,6 +13,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/registry/server"
 	"github.com/fleetnet/fleetnet/test/fleet"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 func TestIdentity(t *testing.T) {
@@ -57,6 +58,22 @@ func TestIdentity(t *testing.T) {
 				t.Fatalf("Resolve = %v, %v; want id %s", got, err, tt.wantID)
 			}
 		})
+	}
+
+	// A bad value read from a ClusterProperty is reported under the
+	// property's name; the id flags, ignored with this source, are not.
+	prop := &aboutv1alpha1.ClusterProperty{}
+	if err := c.Get(ctx, client.ObjectKey{Name: aboutv1alpha1.ClusterIDPropertyName}, prop); err != nil {
+		t.Fatal(err)
+	}
+	prop.Spec.Value = "East_1"
+	if err := c.Update(ctx, prop); err != nil {
+		t.Fatal(err)
+	}
+	_, err = identity.Resolve(ctx, c, identity.Flags{Source: identity.SourceClusterProperty, ClusterID: "Flag_ID", Region: "eu-west-1"})
+	want := `--cluster-identity-source=clusterproperty: ClusterProperty ` + aboutv1alpha1.ClusterIDPropertyName + `="East_1": a lowercase RFC 1123 label`
+	if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "Flag_ID") {
+		t.Fatalf("bad ClusterProperty: err = %v, want one containing %s", err, want)
 	}
 
 	// The agent refuses to start with an invalid identity.
