@@ -213,6 +213,17 @@ func TestGatewayProgramsTheEdge(t *testing.T) {
 		}
 		return nil
 	})
+
+	// Only a deleted Gateway withdraws what is served: its port closes.
+	if err := c.Delete(ctx, &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"}}); err != nil {
+		t.Fatal(err)
+	}
+	fleet.Eventually(t, 30*time.Second, func(context.Context) error {
+		if _, code, err := get(listen); err == nil {
+			return fmt.Errorf("the edge still answers %d on the deleted Gateway's port", code)
+		}
+		return nil
+	})
 }
 
 // startGatewayAndEdge runs fleetnet-gateway against hub as a ServiceAccount
