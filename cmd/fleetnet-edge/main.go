@@ -25,6 +25,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "fleetnet-edge: %v\n", err)
 		os.Exit(2)
 	}
+	app.TuneGC()
 	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -30,6 +30,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	edgeapp "github.com/fleetnet/fleetnet/internal/edge/app"
 	"github.com/fleetnet/fleetnet/internal/edge/proxy"
 	"github.com/fleetnet/fleetnet/internal/gateway/model"
 	"github.com/fleetnet/fleetnet/internal/pki"
@@ -121,6 +122,8 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	edgePlain, edgeTLS, nginxPlain, nginxTLS := ports[0], ports[1], ports[2], ports[3]
+	// The same garbage collection setting as the fleetnet-edge binary.
+	edgeapp.TuneGC()
 	edge := proxy.New(proxy.Options{
 		ListenHost: "127.0.0.1",
 		Log:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
