@@ -14,3 +14,10 @@ const (
 	// FieldManagerGatewayStatus owns the status fleetnet-gateway writes.
 	FieldManagerGatewayStatus = "fleetnet-gateway-status"
 )
+
+// Event reasons of fleetnet-gateway.
+const (
+	// ReasonDeployFailed: the provider refused or failed to deploy the
+	// model; the previous configuration stays (Warning event on Gateways).
+	ReasonDeployFailed = "DeployFailed"
+)

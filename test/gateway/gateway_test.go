@@ -22,11 +22,14 @@ import (
 	"github.com/fleetnet/fleetnet/config/rbac"
 	edgeapp "github.com/fleetnet/fleetnet/internal/edge/app"
 	gatewayapp "github.com/fleetnet/fleetnet/internal/gateway/app"
+	"github.com/fleetnet/fleetnet/internal/gateway/model"
+	"github.com/fleetnet/fleetnet/internal/gateway/provider"
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/fleetnet/fleetnet/test/fleet"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -432,5 +435,76 @@ func TestStatusReasons(t *testing.T) {
 			return fmt.Errorf("no status for listeners %v: %+v", want, gw.Status.Listeners)
 		}
 		return nil
+	})
+}
+
+// failingProvider refuses every model, as a cloud API out of quota would.
+type failingProvider struct{}
+
+func (failingProvider) Deploy(context.Context, *model.Model) error {
+	return fmt.Errorf("quota exceeded for front door profiles")
+}
+
+func (failingProvider) Progress() provider.Progress {
+	return provider.Progress{Message: "nothing deployed"}
+}
+
+// A provider that fails leaves the Gateway Programmed=False with the cause,
+// and one Warning event tells it; nothing is withdrawn.
+func TestProviderFailureIsReported(t *testing.T) {
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "hub", GatewayAPI: true}}})
+	hub := f.Cluster(t, "hub")
+	c := hub.Client(t)
+	ctx := t.Context()
+	dir := t.TempDir()
+	ca, _ := pki.NewCA("fleet")
+	serving, _ := ca.ServingCert("gateway", []string{"127.0.0.1"})
+	for name, kp := range map[string]*pki.KeyPair{"ca": ca, "gateway": serving} {
+		if err := kp.Write(dir, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(t, "gateway", func(ctx context.Context) error {
+		return gatewayapp.Run(ctx, hub.Config, gatewayapp.Options{
+			ClusterID: "hub", EdgeListen: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+			TLSCertFile: filepath.Join(dir, "gateway.crt"), TLSKeyFile: filepath.Join(dir, "gateway.key"), ClientCAFile: filepath.Join(dir, "ca.crt"),
+			MetricsAddr: "0", HealthAddr: "0", Provider: failingProvider{},
+		}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	})
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "fleetnet"}, Spec: gwv1.GatewayClassSpec{ControllerName: keys.GatewayControllerName}},
+		&gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"}, Spec: gwv1.GatewaySpec{
+			GatewayClassName: "fleetnet",
+			Listeners:        []gwv1.Listener{{Name: "http", Port: 8080, Protocol: gwv1.HTTPProtocolType}},
+		}},
+	} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+		gw := &gwv1.Gateway{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "edge"}, gw); err != nil {
+			return err
+		}
+		prog := meta.FindStatusCondition(gw.Status.Conditions, string(gwv1.GatewayConditionProgrammed))
+		if prog == nil || prog.Status != metav1.ConditionFalse || prog.Reason != string(gwv1.GatewayReasonPending) ||
+			!strings.Contains(prog.Message, "deploying failed, the previous configuration stays: quota exceeded for front door profiles") {
+			return fmt.Errorf("Programmed = %+v", prog)
+		}
+		if !meta.IsStatusConditionTrue(gw.Status.Conditions, string(gwv1.GatewayConditionAccepted)) {
+			return fmt.Errorf("not Accepted: %+v", gw.Status.Conditions)
+		}
+		evs := &eventsv1.EventList{}
+		if err := c.List(ctx, evs, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.Name == "edge" && e.Type == corev1.EventTypeWarning && e.Reason == keys.ReasonDeployFailed {
+				return nil
+			}
+		}
+		return fmt.Errorf("no DeployFailed event among %d", len(evs.Items))
 	})
 }

@@ -53,6 +53,9 @@ type Options struct {
 	HealthAddr       string
 	LeaderElect      bool
 	LeaderElectionNS string
+	// Provider replaces the embedded edge provider (tests of the
+	// controller's behaviour when a provider fails); nil runs the edge's.
+	Provider provider.Provider
 }
 
 // BindFlags registers the options on fs.
@@ -129,13 +132,16 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 			addrs = append(addrs, a)
 		}
 	}
-	prov := &edgeprovider.Provider{Server: dist, Addresses: addrs}
+	var prov provider.Provider = &edgeprovider.Provider{Server: dist, Addresses: addrs}
+	if o.Provider != nil {
+		prov = o.Provider
+	}
 	events := make(chan event.GenericEvent, 1)
 	bundles, err := controller.BundleVersions(ctx, mgr.GetAPIReader())
 	if err != nil {
 		return err
 	}
-	rec := &controller.Reconciler{Client: mgr.GetClient(), CRDBundleVersions: bundles, Provider: prov, LocalCluster: o.ClusterID, LocalRegion: o.Region, Log: log, Events: events}
+	rec := &controller.Reconciler{Client: mgr.GetClient(), CRDBundleVersions: bundles, Provider: prov, Recorder: mgr.GetEventRecorder(keys.FieldManagerGateway), LocalCluster: o.ClusterID, LocalRegion: o.Region, Log: log, Events: events}
 	queue := &provider.Queue{Provider: prov, Log: log, OnChange: rec.Trigger}
 	rec.Queue = queue
 	if err := rec.SetupWithManager(mgr); err != nil {

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -52,6 +53,12 @@ type Reconciler struct {
 	// CRDBundleVersions are the installed Gateway API CRDs' bundle
 	// versions, read at start-up (see BundleVersions).
 	CRDBundleVersions []string
+	Recorder          events.EventRecorder
+
+	// warned is the model version and deploy error last told in events,
+	// so that a failure is told once per change, not per reconcile. One worker reconciles
+	// the one key, so it needs no lock.
+	warned string
 }
 
 // SetupWithManager watches every input and the trigger channel.
@@ -97,12 +104,29 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	} else if progress.Version != res.Model.Version {
 		msg = fmt.Sprintf("model %s is being deployed; %s", res.Model.Version, msg)
 	}
+	deployErr := ""
+	if err := r.Queue.LastError(); err != nil {
+		deployErr = err.Error()
+	}
+	// Told once per model and error, and only once there is a Gateway to
+	// tell it on.
+	told := res.Model.Version + "\x00" + deployErr
+	warn := deployErr != "" && told != r.warned && len(res.Status.Gateways) > 0
+	if deployErr == "" || len(res.Status.Gateways) > 0 {
+		r.warned = told
+	}
 	var errs []error
 	for _, st := range res.Status.GatewayClasses {
 		errs = append(errs, r.classStatus(ctx, st))
 	}
 	for _, st := range res.Status.Gateways {
 		errs = append(errs, r.gatewayStatus(ctx, st, programmed, msg, progress.Addresses))
+		if warn && r.Recorder != nil {
+			gw := &gwv1.Gateway{}
+			if err := r.Client.Get(ctx, types.NamespacedName{Namespace: st.Namespace, Name: st.Name}, gw); err == nil {
+				r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, keys.ReasonDeployFailed, "Deploy", "deploying the model failed, the previous configuration stays: %s", deployErr)
+			}
+		}
 	}
 	for _, st := range res.Status.HTTPRoutes {
 		errs = append(errs, r.routeStatus(ctx, st))
