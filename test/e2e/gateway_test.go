@@ -136,13 +136,15 @@ func TestGatewayThroughTheEdge(t *testing.T) {
 			total++
 			if err != nil {
 				fails++
+				t.Logf("failed request: %v", err)
 			} else {
-				body, _ := io.ReadAll(resp.Body)
+				body, rerr := io.ReadAll(resp.Body)
 				resp.Body.Close()
 				m := answeredBy.FindSubmatch(body)
 				switch {
 				case resp.StatusCode != 200 || m == nil:
 					fails++
+					t.Logf("failed request: %d %q (read error %v)", resp.StatusCode, body, rerr)
 				case string(m[1]) == "west":
 					lastWest = time.Now()
 				}

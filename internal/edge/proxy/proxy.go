@@ -43,6 +43,12 @@ type Options struct {
 	AccessLog bool
 	// Health sets the endpoints' health checks; DefaultHealth when zero.
 	Health HealthOptions
+	// ConnectTimeout bounds a connection attempt to an endpoint (default
+	// 1s). An endpoint that vanished without a reset (a stopped pod whose
+	// address no longer answers ARP) would otherwise hold an idempotent
+	// request for the dialer's whole timeout before it is retried on
+	// another cluster.
+	ConnectTimeout time.Duration
 }
 
 // Proxy serves models.
@@ -75,9 +81,13 @@ func New(o Options) *Proxy {
 	if log == nil {
 		log = slog.Default()
 	}
+	connect := o.ConnectTimeout
+	if connect <= 0 {
+		connect = time.Second
+	}
 	base := &http.Transport{
 		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         (&net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConns:        4096,
 		MaxIdleConnsPerHost: 256, // keep-alive pool per endpoint
 		IdleConnTimeout:     90 * time.Second,
