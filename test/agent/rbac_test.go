@@ -10,12 +10,8 @@ import (
 	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/internal/registry/server"
 	"github.com/fleetnet/fleetnet/test/fleet"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -33,27 +29,10 @@ func TestAgentRunsWithItsGeneratedRole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "fleetnet-system", Name: "fleetnet-agent"}}
-	for _, obj := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fleetnet-system"}},
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		sa, role,
-		&rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "fleetnet-agent"},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: sa.Namespace, Name: sa.Name}},
-		},
-	} {
-		if err := c.Create(ctx, obj); err != nil {
-			t.Fatalf("creating %T: %v", obj, err)
-		}
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
 	}
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
-	if err := c.SubResource("token").Create(ctx, sa, tr); err != nil {
-		t.Fatalf("requesting a token: %v", err)
-	}
-	asAgent := rest.CopyConfig(east.Config)
-	asAgent.BearerToken = tr.Status.Token
+	asAgent := east.AsServiceAccount(t, "fleetnet-system", "fleetnet-agent", role)
 	restricted := &fleet.Cluster{Name: east.Name, Config: asAgent}
 
 	reg := registrytest.Start(t, server.Config{})

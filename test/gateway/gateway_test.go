@@ -26,15 +26,12 @@ import (
 	"github.com/fleetnet/fleetnet/internal/gateway/provider"
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/fleetnet/fleetnet/test/fleet"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -235,33 +232,11 @@ func TestGatewayProgramsTheEdge(t *testing.T) {
 // and one fleetnet-edge. It returns a free port for a Gateway listener.
 func startGatewayAndEdge(t testing.TB, hub *fleet.Cluster) int32 {
 	t.Helper()
-	c := hub.Client(t)
-	ctx := t.Context()
 	role, err := rbac.GatewayClusterRole()
 	if err != nil {
 		t.Fatal(err)
 	}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "fleetnet-system", Name: "fleetnet-gateway"}}
-	for _, obj := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "fleetnet-system"}},
-		sa, role,
-		&rbacv1.ClusterRoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: "fleetnet-gateway"},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: sa.Namespace, Name: sa.Name}},
-		},
-	} {
-		if err := c.Create(ctx, obj); err != nil {
-			t.Fatalf("creating %T: %v", obj, err)
-		}
-	}
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}
-	if err := c.SubResource("token").Create(ctx, sa, tr); err != nil {
-		t.Fatalf("requesting a token: %v", err)
-	}
-	asGateway := rest.CopyConfig(hub.Config)
-	asGateway.BearerToken = tr.Status.Token
-	asGateway.CertData, asGateway.KeyData, asGateway.CertFile, asGateway.KeyFile = nil, nil, "", ""
+	asGateway := hub.AsServiceAccount(t, "fleetnet-system", "fleetnet-gateway", role)
 
 	dir := t.TempDir()
 	ca, _ := pki.NewCA("fleet")
