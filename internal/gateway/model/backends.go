@@ -35,7 +35,7 @@ func (b *builder) backend(r *gwv1.HTTPRoute, ref gwv1.BackendRef) Backend {
 	if ref.Namespace != nil {
 		ns = string(*ref.Namespace)
 	}
-	be := Backend{Kind: kind, Namespace: ns, Name: string(ref.Name), Weight: 1}
+	be := Backend{Kind: kind, Namespace: ns, Name: string(ref.Name), Weight: 1, Policy: DefaultBackendPolicy()}
 	if ref.Weight != nil {
 		be.Weight = *ref.Weight
 	}

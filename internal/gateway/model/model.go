@@ -243,6 +243,9 @@ type Backend struct {
 	AppProtocol string `json:"appProtocol,omitempty"`
 	// Clusters are sorted by cluster id.
 	Clusters []ClusterEndpoints `json:"clusters,omitempty"`
+	// Policy is how the entry point checks, retries and spreads traffic
+	// over the endpoints.
+	Policy BackendPolicy `json:"policy"`
 }
 
 // Invalid is a Gateway API reason and a message.
@@ -269,4 +272,89 @@ type Endpoint struct {
 	Port    int32  `json:"port"`
 	Ready   bool   `json:"ready"`
 	Serving bool   `json:"serving"`
+}
+
+// Health check types.
+const (
+	HealthCheckTCP  = "TCP"
+	HealthCheckHTTP = "HTTP"
+)
+
+// Locality modes.
+const (
+	// LocalityWeighted spreads traffic over every cluster by weight.
+	LocalityWeighted = "Weighted"
+	// LocalityLocalFirst sends traffic to the clusters of the serving
+	// edge's region while any of their endpoints is healthy, then to the
+	// others by weight.
+	LocalityLocalFirst = "LocalFirst"
+)
+
+// BackendPolicy is how the entry point treats a backend's endpoints: the
+// defaults, or those of the BackendTrafficPolicy that targets the backend.
+// Every field is set; a data plane that receives a zero BackendPolicy (from
+// a controller older than the field) uses DefaultBackendPolicy.
+type BackendPolicy struct {
+	// Source is the BackendTrafficPolicy's namespace/name, "" for the
+	// defaults.
+	Source      string             `json:"source,omitempty"`
+	HealthCheck HealthCheck        `json:"healthCheck"`
+	Passive     PassiveHealthCheck `json:"passive"`
+	Retry       Retry              `json:"retry"`
+	// ConnectTimeoutMillis bounds a connection attempt to an endpoint.
+	ConnectTimeoutMillis int64 `json:"connectTimeoutMillis"`
+	// BackendRequestMillis bounds each attempt when the route's rule sets
+	// no backendRequest timeout; 0 means none.
+	BackendRequestMillis int64 `json:"backendRequestMillis,omitempty"`
+	// Locality is LocalityWeighted or LocalityLocalFirst.
+	Locality string `json:"locality"`
+}
+
+// HealthCheck is the active check of every endpoint of a backend: a TCP
+// connect, or an HTTP GET of Path (healthy on 200–399) with Hostname as
+// the Host header (the endpoint's address when empty). UnhealthyThreshold
+// failures in a row take an endpoint out, HealthyThreshold successes bring
+// it back.
+type HealthCheck struct {
+	Type               string `json:"type"`
+	Path               string `json:"path,omitempty"`
+	Hostname           string `json:"hostname,omitempty"`
+	IntervalMillis     int64  `json:"intervalMillis"`
+	TimeoutMillis      int64  `json:"timeoutMillis"`
+	HealthyThreshold   int32  `json:"healthyThreshold"`
+	UnhealthyThreshold int32  `json:"unhealthyThreshold"`
+}
+
+// PassiveHealthCheck ejects endpoints on what forwarding sees: a failed
+// connection takes an endpoint out at once (the active check brings it
+// back); Consecutive5xx 5xx responses in a row (0: never) take it out for
+// at least EjectionMillis.
+type PassiveHealthCheck struct {
+	Consecutive5xx int32 `json:"consecutive5xx"`
+	EjectionMillis int64 `json:"ejectionMillis"`
+}
+
+// Retry sends an idempotent request again, up to Attempts more times, each
+// on an endpoint of a cluster not tried yet while one remains: when an
+// attempt fails before a response, or answers with one of Codes.
+type Retry struct {
+	Attempts int32   `json:"attempts"`
+	Codes    []int32 `json:"codes,omitempty"`
+}
+
+// DefaultBackendPolicy is the policy of a backend that no
+// BackendTrafficPolicy targets: a stopped endpoint is found within about
+// a second, well before a registry lease or a DNS TTL would, and a failed
+// attempt is tried once more on another cluster.
+func DefaultBackendPolicy() BackendPolicy {
+	return BackendPolicy{
+		HealthCheck: HealthCheck{
+			Type: HealthCheckTCP, IntervalMillis: 500, TimeoutMillis: 300,
+			HealthyThreshold: 1, UnhealthyThreshold: 2,
+		},
+		Passive:              PassiveHealthCheck{Consecutive5xx: 5, EjectionMillis: 10_000},
+		Retry:                Retry{Attempts: 1},
+		ConnectTimeoutMillis: 1000,
+		Locality:             LocalityWeighted,
+	}
 }
