@@ -87,7 +87,11 @@ generate: $(GEN_TOOLS) ## Regenerate CRDs, deepcopy, apply configurations, RBAC 
 	$(BIN)/controller-gen object:headerFile=hack/boilerplate.go.txt \
 		applyconfiguration:headerFile=hack/boilerplate.go.txt \
 		crd:crdVersions=v1 output:crd:artifacts:config=config/crd \
-		paths=./api/...
+		paths=./api/about/...
+	$(BIN)/controller-gen object:headerFile=hack/boilerplate.go.txt \
+		applyconfiguration:headerFile=hack/boilerplate.go.txt \
+		crd:crdVersions=v1 output:crd:artifacts:config=config/crd/networking \
+		paths=./api/networking/...
 	$(BIN)/controller-gen rbac:roleName=fleetnet-agent paths=./internal/agent/... output:rbac:artifacts:config=config/rbac
 	$(BIN)/controller-gen rbac:roleName=fleetnet-gateway paths=./internal/gateway/... output:rbac:artifacts:config=config/rbac/gateway
 	go run ./hack/copy-mcs-crds config/crd

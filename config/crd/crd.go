@@ -2,7 +2,8 @@
 // ClusterProperty (generated from api/about) and the mcs-api ServiceExport and
 // ServiceImport (copied from the sigs.k8s.io/mcs-api module) in this folder,
 // and the Gateway API's standard channel (copied from the
-// sigs.k8s.io/gateway-api module) in gateway-api/. `make generate` writes the
+// sigs.k8s.io/gateway-api module) in gateway-api/, and fleetnet's own
+// networking.fleetnet.dev group (generated from api/networking) in networking/. `make generate` writes the
 // YAML files; this package embeds them so that tests and the local fleet
 // install exactly what is here.
 package crd
@@ -17,7 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-//go:embed *.yaml gateway-api/*.yaml
+//go:embed *.yaml gateway-api/*.yaml networking/*.yaml
 var files embed.FS
 
 // All returns the CRDs every member cluster needs (the MCS API's and
@@ -30,6 +31,27 @@ func All() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 // cluster running fleetnet-gateway needs, sorted by name.
 func GatewayAPI() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	return read("gateway-api/*.yaml")
+}
+
+// Networking returns the CRDs of fleetnet's own networking.fleetnet.dev
+// group (generated from api/networking), which the cluster running
+// fleetnet-gateway needs, sorted by name.
+func Networking() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	return read("networking/*.yaml")
+}
+
+// GatewayCluster returns what the cluster running fleetnet-gateway needs
+// besides All: the Gateway API's CRDs, then Networking's.
+func GatewayCluster() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	gw, err := GatewayAPI()
+	if err != nil {
+		return nil, err
+	}
+	own, err := Networking()
+	if err != nil {
+		return nil, err
+	}
+	return append(gw, own...), nil
 }
 
 func read(pattern string) ([]*apiextensionsv1.CustomResourceDefinition, error) {

@@ -246,7 +246,7 @@ func (u *upper) run(ctx context.Context, fresh bool) error {
 	if err != nil {
 		return err
 	}
-	gatewayCRDs, err := crd.GatewayAPI()
+	gatewayCRDs, err := crd.GatewayCluster()
 	if err != nil {
 		return err
 	}

@@ -42,7 +42,8 @@ type ClusterOptions struct {
 	// scheduled and reach Running. Pod addresses come from the cluster's pod
 	// range and are not reachable.
 	Kwok bool
-	// GatewayAPI installs the Gateway API's standard-channel CRDs too (the
+	// GatewayAPI installs the Gateway API's standard-channel CRDs and
+	// fleetnet's networking.fleetnet.dev CRDs too (the
 	// cluster that runs fleetnet-gateway needs them; the others do not, and
 	// they take the API server a moment to serve).
 	GatewayAPI bool
@@ -128,7 +129,7 @@ func Start(t testing.TB, opts Options) *Fleet {
 	if err != nil {
 		t.Fatalf("reading CRDs: %v", err)
 	}
-	gatewayCRDs, err := crd.GatewayAPI()
+	gatewayCRDs, err := crd.GatewayCluster()
 	if err != nil {
 		t.Fatalf("reading the Gateway API CRDs: %v", err)
 	}

@@ -1,6 +1,7 @@
 // Package controller is fleetnet-gateway's Gateway API controller. Every
 // change of an input (GatewayClass, Gateway, HTTPRoute, ReferenceGrant,
-// Namespace, Service, ServiceImport, TLS Secret, EndpointSlice) and every
+// Namespace, Service, ServiceImport, TLS Secret, EndpointSlice,
+// BackendTrafficPolicy) and every
 // change of the provider's progress reconciles one key, the whole model:
 // it is built by a pure function from the cache, handed to the provider
 // queue (never deployed on the reconcile path), and the status it implies
@@ -15,6 +16,7 @@ import (
 	"slices"
 
 	"github.com/fleetnet/fleetnet/api/keys"
+	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
 	"github.com/fleetnet/fleetnet/internal/gateway/model"
 	"github.com/fleetnet/fleetnet/internal/gateway/provider"
 	corev1 "k8s.io/api/core/v1"
@@ -59,6 +61,9 @@ type Reconciler struct {
 	// so that a failure is told once per change, not per reconcile. One worker reconciles
 	// the one key, so it needs no lock.
 	warned string
+	// invalidTold is, per policy, the generation and message of the last
+	// Warning event about it, so that each problem is told once.
+	invalidTold map[types.NamespacedName]string
 }
 
 // SetupWithManager watches every input and the trigger channel.
@@ -74,6 +79,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&mcsv1beta1.ServiceImport{}, toModel).
 		Watches(&corev1.Secret{}, toModel).
 		Watches(&discoveryv1.EndpointSlice{}, toModel).
+		Watches(&networkingv1alpha1.BackendTrafficPolicy{}, toModel).
 		WatchesRawSource(source.Channel(r.Events, toModel))
 	return b.Complete(r)
 }
@@ -131,6 +137,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	for _, st := range res.Status.HTTPRoutes {
 		errs = append(errs, r.routeStatus(ctx, st))
 	}
+	for _, st := range res.Status.BackendTrafficPolicies {
+		errs = append(errs, r.policyStatus(ctx, st))
+	}
 	for _, err := range errs {
 		if err != nil {
 			return reconcile.Result{}, err
@@ -151,8 +160,9 @@ func (r *Reconciler) inputs(ctx context.Context) (model.Input, error) {
 		imports        mcsv1beta1.ServiceImportList
 		secrets        corev1.SecretList
 		endpointSlices discoveryv1.EndpointSliceList
+		policies       networkingv1alpha1.BackendTrafficPolicyList
 	)
-	for _, l := range []client.ObjectList{&classes, &gateways, &routes, &grants, &namespaces, &services, &imports, &secrets, &endpointSlices} {
+	for _, l := range []client.ObjectList{&classes, &gateways, &routes, &grants, &namespaces, &services, &imports, &secrets, &endpointSlices, &policies} {
 		if err := r.Client.List(ctx, l); err != nil {
 			return in, fmt.Errorf("listing %T: %w", l, err)
 		}
@@ -160,6 +170,7 @@ func (r *Reconciler) inputs(ctx context.Context) (model.Input, error) {
 	in.GatewayClasses, in.Gateways, in.HTTPRoutes, in.ReferenceGrants = classes.Items, gateways.Items, routes.Items, grants.Items
 	in.Namespaces, in.Services, in.ServiceImports = namespaces.Items, services.Items, imports.Items
 	in.Secrets, in.EndpointSlices = secrets.Items, endpointSlices.Items
+	in.BackendTrafficPolicies = policies.Items
 	in.CRDBundleVersions = r.CRDBundleVersions
 	return in, nil
 }
@@ -274,6 +285,45 @@ func (r *Reconciler) routeStatus(ctx context.Context, st model.HTTPRouteStatus) 
 	return r.patchStatus(ctx, route, patch)
 }
 
+// policyStatus writes a BackendTrafficPolicy's conditions and ancestors,
+// and tells an invalid policy's problems in one Warning event per
+// generation and message.
+func (r *Reconciler) policyStatus(ctx context.Context, st model.BackendTrafficPolicyStatus) error {
+	p := &networkingv1alpha1.BackendTrafficPolicy{}
+	name := types.NamespacedName{Namespace: st.Namespace, Name: st.Name}
+	if err := r.Client.Get(ctx, name, p); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if c := meta.FindStatusCondition(st.Conditions, string(gwv1.PolicyConditionAccepted)); c != nil && c.Reason == string(gwv1.PolicyReasonInvalid) && r.Recorder != nil {
+		told := fmt.Sprintf("%d\x00%s", p.Generation, c.Message)
+		if r.invalidTold == nil {
+			r.invalidTold = map[types.NamespacedName]string{}
+		}
+		if r.invalidTold[name] != told {
+			r.invalidTold[name] = told
+			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, c.Reason, "Validate", "%s", c.Message)
+		}
+	}
+	want := p.Status.DeepCopy()
+	want.Conditions = merge(p.Status.Conditions, st.Conditions)
+	want.Ancestors = nil
+	for _, a := range st.Ancestors {
+		for _, o := range p.Status.Ancestors {
+			if equality.Semantic.DeepEqual(o.AncestorRef, a.AncestorRef) && o.ControllerName == a.ControllerName {
+				a.Conditions = merge(o.Conditions, a.Conditions)
+			}
+		}
+		a.Conditions = merge(nil, a.Conditions)
+		want.Ancestors = append(want.Ancestors, a)
+	}
+	if conditionsEqual(p.Status.Conditions, want.Conditions) && ancestorsEqual(p.Status.Ancestors, want.Ancestors) {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(p.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	p.Status = *want
+	return r.patchStatus(ctx, p, patch)
+}
+
 func (r *Reconciler) patchStatus(ctx context.Context, obj client.Object, patch client.Patch) error {
 	if err := r.Client.Status().Patch(ctx, obj, patch, client.FieldOwner(keys.FieldManagerGatewayStatus)); err != nil {
 		if ctx.Err() != nil {
@@ -324,6 +374,18 @@ func statusEqual(a, b *gwv1.GatewayStatus) bool {
 	for i := range a.Listeners {
 		x, y := a.Listeners[i], b.Listeners[i]
 		if x.Name != y.Name || x.AttachedRoutes != y.AttachedRoutes || !equality.Semantic.DeepEqual(x.SupportedKinds, y.SupportedKinds) || !conditionsEqual(x.Conditions, y.Conditions) {
+			return false
+		}
+	}
+	return true
+}
+
+func ancestorsEqual(a, b []gwv1.PolicyAncestorStatus) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].ControllerName != b[i].ControllerName || !equality.Semantic.DeepEqual(a[i].AncestorRef, b[i].AncestorRef) || !conditionsEqual(a[i].Conditions, b[i].Conditions) {
 			return false
 		}
 	}

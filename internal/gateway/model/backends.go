@@ -36,6 +36,9 @@ func (b *builder) backend(r *gwv1.HTTPRoute, ref gwv1.BackendRef) Backend {
 		ns = string(*ref.Namespace)
 	}
 	be := Backend{Kind: kind, Namespace: ns, Name: string(ref.Name), Weight: 1, Policy: DefaultBackendPolicy()}
+	if group == "" && kind == KindService || group == mcsv1beta1.GroupName && kind == KindServiceImport {
+		be.Policy = b.backendPolicy(kind, ns, string(ref.Name))
+	}
 	if ref.Weight != nil {
 		be.Weight = *ref.Weight
 	}

@@ -33,6 +33,10 @@ type builder struct {
 	slices       []*discoveryv1.EndpointSlice // sorted by namespace/name
 	gateways     map[string]*gatewayState
 	gatewayOrder []*gatewayState
+	// policies are sorted oldest first; policyByTarget holds the one that
+	// applies to each backend.
+	policies       []*policyState
+	policyByTarget map[policyTarget]*policyState
 }
 
 type gatewayState struct {
@@ -95,11 +99,14 @@ func Build(in Input) Result {
 		return cmp.Or(cmp.Compare(x.Namespace, y.Namespace), cmp.Compare(x.Name, y.Name))
 	})
 
+	b.resolvePolicies()
+
 	var res Result
 	res.Status.GatewayClasses = b.buildClasses()
 	res.Status.Gateways = b.buildGateways()
 	res.Status.HTTPRoutes = b.buildRoutes()
 	res.Model = b.assemble()
+	res.Status.BackendTrafficPolicies = b.policyStatuses(res.Model)
 	// Attached routes are known only once every route was seen.
 	for i, gs := range b.gatewayOrder {
 		for j, ls := range gs.listeners {

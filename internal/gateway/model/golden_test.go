@@ -70,6 +70,9 @@ func loadInput(t *testing.T, path string) Input {
 		case "EndpointSlice":
 			in.EndpointSlices = append(in.EndpointSlices, zero(&in.EndpointSlices))
 			target = &in.EndpointSlices[len(in.EndpointSlices)-1]
+		case "BackendTrafficPolicy":
+			in.BackendTrafficPolicies = append(in.BackendTrafficPolicies, zero(&in.BackendTrafficPolicies))
+			target = &in.BackendTrafficPolicies[len(in.BackendTrafficPolicies)-1]
 		default:
 			t.Fatalf("%s document %d: unknown kind %q", path, i, tm.Kind)
 		}
@@ -118,6 +121,10 @@ func shuffle(in Input, rng *rand.Rand) Input {
 	out.EndpointSlices = append(out.EndpointSlices[:0:0], in.EndpointSlices...)
 	s(len(out.EndpointSlices), func(i, j int) {
 		out.EndpointSlices[i], out.EndpointSlices[j] = out.EndpointSlices[j], out.EndpointSlices[i]
+	})
+	out.BackendTrafficPolicies = append(out.BackendTrafficPolicies[:0:0], in.BackendTrafficPolicies...)
+	s(len(out.BackendTrafficPolicies), func(i, j int) {
+		out.BackendTrafficPolicies[i], out.BackendTrafficPolicies[j] = out.BackendTrafficPolicies[j], out.BackendTrafficPolicies[i]
 	})
 	// Endpoints inside a slice are unordered too.
 	for i := range out.EndpointSlices {

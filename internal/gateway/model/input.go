@@ -1,6 +1,7 @@
 package model
 
 import (
+	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,6 +36,9 @@ type Input struct {
 	// Secrets are the TLS Secrets listeners may reference.
 	Secrets        []corev1.Secret
 	EndpointSlices []discoveryv1.EndpointSlice
+	// BackendTrafficPolicies set how backends' endpoints are checked,
+	// retried and chosen.
+	BackendTrafficPolicies []networkingv1alpha1.BackendTrafficPolicy
 }
 
 // Result is the model and the status it implies.
@@ -49,6 +53,9 @@ type Status struct {
 	GatewayClasses []GatewayClassStatus `json:"gatewayClasses"`
 	Gateways       []GatewayStatus      `json:"gateways"`
 	HTTPRoutes     []HTTPRouteStatus    `json:"httpRoutes"`
+	// BackendTrafficPolicies are every policy's status, ours whatever
+	// Gateway uses it.
+	BackendTrafficPolicies []BackendTrafficPolicyStatus `json:"backendTrafficPolicies"`
 }
 
 // GatewayClassStatus is the status of one GatewayClass of ours.

@@ -1,0 +1,9 @@
+// Package v1alpha1 holds fleetnet's own networking API, the group
+// networking.fleetnet.dev: BackendTrafficPolicy, how the global entry point
+// checks, retries and spreads traffic over the endpoints of a Service or a
+// ServiceImport.
+//
+// +kubebuilder:object:generate=true
+// +kubebuilder:ac:generate=true
+// +groupName=networking.fleetnet.dev
+package v1alpha1
