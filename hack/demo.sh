@@ -2,7 +2,7 @@
 # The fleetnet demo (`make demo`): a local fleet of three clusters, a Service
 # served by real HTTP pods in two of them, exported, imported and called;
 # then a conflict, a cluster failure, and the global entry point (a Gateway
-# served by fleetnet-edge, a 90/10 split, failover). Every step is shown as kubectl shows
+# served by fleetnet-edge, a 90/10 split, a BackendTrafficPolicy, failover). Every step is shown as kubectl shows
 # it. The fleet keeps running afterwards; `bin/fleetnetctl dev down` stops it.
 set -euo pipefail
 
@@ -55,8 +55,9 @@ slices_from() { # CONTEXT CLUSTER: imported slices of CLUSTER exist in CONTEXT
 }
 no_slices_from() { ! slices_from "$@"; }
 GW_PORT=${DEMO_GATEWAY_PORT:-18080}
-gateway_ready() { # the Gateway is Programmed and the canary is imported in hub
+gateway_ready() { # the Gateway is Programmed, echo's policy accepted and the canary imported in hub
 	[[ $("$KUBECTL" --context hub get gateway edge -n "$NS" -o jsonpath='{.status.conditions[?(@.type=="Programmed")].status}') == True ]] &&
+		[[ $("$KUBECTL" --context hub get backendtrafficpolicy "$SVC" -n "$NS" -o jsonpath='{.status.conditions[?(@.type=="Accepted")].status}') == True ]] &&
 		[[ -n $("$KUBECTL" --context hub get serviceimport canary -n "$NS" -o name 2>/dev/null) ]] &&
 		curl -s --max-time 2 "http://127.0.0.1:$GW_PORT/split" | grep -q cluster=
 }
@@ -184,10 +185,20 @@ spec:
     - {group: multicluster.x-k8s.io, kind: ServiceImport, name: canary, weight: 10}
   - backendRefs:
     - {group: multicluster.x-k8s.io, kind: ServiceImport, name: $SVC}
+---
+# How the edge treats echo's endpoints: an HTTP check every 200 ms, and a
+# failed request tried again on up to two other endpoints.
+apiVersion: networking.fleetnet.dev/v1alpha1
+kind: BackendTrafficPolicy
+metadata: {name: $SVC, namespace: $NS}
+spec:
+  targetRefs: [{group: multicluster.x-k8s.io, kind: ServiceImport, name: $SVC}]
+  healthCheck: {type: HTTP, http: {path: /}, interval: 200ms, timeout: 100ms}
+  retry: {attempts: 2}
 EOF
-wait_for 60 "Gateway programmed and the canary imported" gateway_ready
+wait_for 60 "Gateway programmed, the policy accepted and the canary imported" gateway_ready
 T_GATEWAY=$(($(now_ms) - since))
-show "$KUBECTL" --context hub get gateway,httproute -n "$NS"
+show "$KUBECTL" --context hub get gateway,httproute,backendtrafficpolicy -n "$NS"
 echo "   100 requests to http://127.0.0.1:$GW_PORT/, by the cluster that answered:"
 for _ in $(seq 100); do curl -s --max-time 5 "http://127.0.0.1:$GW_PORT/"; done | grep -o 'cluster=[a-z]*' | sort | uniq -c
 echo "   100 requests to /split (90 echo, 10 canary), by the pod that answered:"
