@@ -1,0 +1,6 @@
+// hello is the binary the image tests package.
+package main
+
+import "fmt"
+
+func main() { fmt.Println("hello from an image") }
