@@ -10,6 +10,7 @@ export GOTOOLCHAIN := local
 KUBE_VERSION ?= v1.36.3
 ETCD_VERSION ?= v3.6.8
 KWOK_VERSION ?= v0.8.0
+HELM_VERSION ?= v3.22.0
 
 BIN := $(CURDIR)/bin
 comma := ,
@@ -40,7 +41,7 @@ build: ## Build every fleetnet binary into bin/.
 	go build -o $(BIN)/ ./cmd/...
 
 .PHONY: tools
-tools: $(KUBE_TOOLS) $(GEN_TOOLS) ## Build the pinned test and generator tools into bin/ (skips what is there).
+tools: $(KUBE_TOOLS) $(GEN_TOOLS) $(BIN)/helm-$(HELM_VERSION) ## Build the pinned test and generator tools into bin/ (skips what is there).
 
 $(BIN)/kube-%-$(KUBE_VERSION):
 	cd hack/tools/kube && $(GO_BUILD_TOOL) -o $@.tmp k8s.io/kubernetes/cmd/kube-$*
@@ -53,6 +54,10 @@ $(BIN)/kubectl-$(KUBE_VERSION):
 $(BIN)/etcd-$(ETCD_VERSION):
 	cd hack/tools/kube && $(GO_BUILD_TOOL) -o $@.tmp go.etcd.io/etcd/server/v3
 	mv $@.tmp $@ && ln -sf $(notdir $@) $(BIN)/etcd
+
+$(BIN)/helm-$(HELM_VERSION):
+	cd hack/tools/helm && $(GO_BUILD_TOOL) -o $@.tmp helm.sh/helm/v3/cmd/helm
+	mv $@.tmp $@ && ln -sf $(notdir $@) $(BIN)/helm
 
 $(BIN)/kwok-$(KWOK_VERSION):
 	cd hack/tools/kwok && $(GO_BUILD_TOOL) -o $@.tmp sigs.k8s.io/kwok/cmd/kwok
