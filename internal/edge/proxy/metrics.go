@@ -11,9 +11,10 @@ import (
 type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+	retries  *prometheus.CounterVec
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+func newMetrics(reg prometheus.Registerer, served func() *table) *metrics {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleetnet_edge_requests_total",
@@ -24,11 +25,57 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Time from a request's arrival to its response's end, by route and cluster.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"route", "cluster"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleetnet_edge_retries_total",
+			Help: "Attempts sent again by the backend's retry policy, by route and backend.",
+		}, []string{"route", "backend"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.duration)
+		reg.MustRegister(m.requests, m.duration, m.retries, endpointsCollector{served: served})
 	}
 	return m
+}
+
+// endpointsDesc is a gauge computed when scraped, from the table served
+// then, so that health changes cost the request path nothing.
+var endpointsDesc = prometheus.NewDesc("fleetnet_edge_backend_endpoints",
+	"Ready endpoints of a backend in a cluster, by the backend's health check: healthy, or ejected (by the active or the passive check).",
+	[]string{"backend", "cluster", "health"}, nil)
+
+type endpointsCollector struct{ served func() *table }
+
+func (endpointsCollector) Describe(ch chan<- *prometheus.Desc) { ch <- endpointsDesc }
+
+func (c endpointsCollector) Collect(ch chan<- prometheus.Metric) {
+	type group struct{ backend, cluster string }
+	type counts struct{ healthy, ejected int }
+	// A backend named by several routes is counted once per checked unit.
+	seen := map[group]map[*target]bool{}
+	byGroup := map[group]*counts{}
+	for b := range c.served().backends() {
+		for _, cl := range b.clusters {
+			g := group{b.name, cl.Cluster}
+			if seen[g] == nil {
+				seen[g], byGroup[g] = map[*target]bool{}, &counts{}
+			}
+			for i := range cl.ready {
+				tg := cl.ready[i].health
+				if tg == nil || seen[g][tg] {
+					continue
+				}
+				seen[g][tg] = true
+				if tg.healthy() {
+					byGroup[g].healthy++
+				} else {
+					byGroup[g].ejected++
+				}
+			}
+		}
+	}
+	for g, n := range byGroup {
+		ch <- prometheus.MustNewConstMetric(endpointsDesc, prometheus.GaugeValue, float64(n.healthy), g.backend, g.cluster, "healthy")
+		ch <- prometheus.MustNewConstMetric(endpointsDesc, prometheus.GaugeValue, float64(n.ejected), g.backend, g.cluster, "ejected")
+	}
 }
 
 // observe counts a request and writes its access log line.

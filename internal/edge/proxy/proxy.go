@@ -2,7 +2,9 @@
 // gateway controller as HTTP(S) listeners, routes each request by the
 // Gateway API's rules (the model is already in match precedence order),
 // applies the route's filters, splits traffic between backends and
-// clusters by weight and forwards to an endpoint.
+// clusters by weight and forwards to an endpoint. Each backend's policy in
+// the model says how its endpoints are checked (health.go), picked
+// (pick.go) and retried (retry.go).
 //
 // A model is compiled into an immutable table and swapped whole: a request
 // routes on the table it started with, so a swap drops nothing in flight.
@@ -14,7 +16,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -29,26 +30,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Options configure a Proxy.
+// Options configure a Proxy. How endpoints are checked, retried and
+// picked is each backend's model.BackendPolicy, from the model.
 type Options struct {
 	// ListenHost is the address listeners bind, e.g. 127.0.0.1 or "" for
 	// every interface.
 	ListenHost string
-	Region     string
-	Log        *slog.Logger
+	// Region is the edge's region: backends whose policy is LocalFirst
+	// prefer the clusters of this region. None when "".
+	Region string
+	Log    *slog.Logger
 	// Registerer receives the proxy's metrics; none when nil.
 	Registerer prometheus.Registerer
 	// AccessLog logs every request at info level (method, host, path,
 	// code, route, backend, cluster, duration).
 	AccessLog bool
-	// Health sets the endpoints' health checks; DefaultHealth when zero.
-	Health HealthOptions
-	// ConnectTimeout bounds a connection attempt to an endpoint (default
-	// 1s). An endpoint that vanished without a reset (a stopped pod whose
-	// address no longer answers ARP) would otherwise hold an idempotent
-	// request for the dialer's whole timeout before it is retried on
-	// another cluster.
-	ConnectTimeout time.Duration
 }
 
 // Proxy serves models.
@@ -81,13 +77,13 @@ func New(o Options) *Proxy {
 	if log == nil {
 		log = slog.Default()
 	}
-	connect := o.ConnectTimeout
-	if connect <= 0 {
-		connect = time.Second
-	}
 	base := &http.Transport{
-		Proxy:               nil,
-		DialContext:         (&net.Dialer{Timeout: connect, KeepAlive: 30 * time.Second}).DialContext,
+		Proxy: nil,
+		// Within the connect timeout of the request's backend: an endpoint
+		// that vanished without a reset (a stopped pod whose address no
+		// longer answers ARP) would otherwise hold an idempotent request
+		// for the dialer's whole timeout before it is retried elsewhere.
+		DialContext:         dial,
 		MaxIdleConns:        4096,
 		MaxIdleConnsPerHost: 256, // keep-alive pool per endpoint
 		IdleConnTimeout:     90 * time.Second,
@@ -95,15 +91,11 @@ func New(o Options) *Proxy {
 	h2c := base.Clone()
 	h2c.Protocols = new(http.Protocols)
 	h2c.Protocols.SetUnencryptedHTTP2(true)
-	ho := o.Health
-	if ho.Interval <= 0 {
-		ho = DefaultHealth
-	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Proxy{opts: o, log: log, http1: base, h2c: h2c, metrics: newMetrics(o.Registerer), servers: map[int32]*listener{}, health: newHealth(ho), stopHealth: cancel}
-	p.forward = p.newForwarder()
+	p := &Proxy{opts: o, log: log, http1: base, h2c: h2c, servers: map[int32]*listener{}, health: newHealth(ctx), stopHealth: cancel}
 	p.table.Store(&table{ports: map[int32]*port{}})
-	go p.health.run(ctx)
+	p.metrics = newMetrics(o.Registerer, p.table.Load)
+	p.forward = p.newForwarder()
 	return p
 }
 
@@ -111,7 +103,7 @@ func New(o Options) *Proxy {
 // pairs by their model digest. An error (a model the edge cannot serve, a
 // port it cannot bind) leaves what was served before in place.
 func (p *Proxy) Apply(m *model.Model, certs map[string]*tls.Certificate) error {
-	t, err := compile(m, certs)
+	t, err := compile(m, certs, p.opts.Region)
 	if err != nil {
 		return err
 	}
@@ -157,9 +149,12 @@ func (p *Proxy) Addr(port int32) net.Addr {
 	return nil
 }
 
-// Close stops every listener, letting requests in flight finish.
+// Close stops the health checks and every listener, letting requests in
+// flight finish.
 func (p *Proxy) Close(ctx context.Context) error {
 	p.stopHealth()
+	p.health.http1.CloseIdleConnections()
+	p.health.h2c.CloseIdleConnections()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var errs []error
@@ -179,13 +174,19 @@ func (p *Proxy) listen(num int32, useTLS bool) (*listener, error) {
 		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { p.serve(num, w, r) }),
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
+		Protocols:         new(http.Protocols),
 	}
+	// HTTP/1 always; HTTP/2 by ALPN over TLS, and with prior knowledge
+	// (h2c) over cleartext, as gRPC clients and other proxies speak it.
+	srv.Protocols.SetHTTP1(true)
 	if useTLS {
+		srv.Protocols.SetHTTP2(true)
 		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 			return p.certificate(num, hello.ServerName)
 		}}
 		go func() { p.served(num, srv.ServeTLS(ln, "", "")) }()
 	} else {
+		srv.Protocols.SetUnencryptedHTTP2(true)
 		go func() { p.served(num, srv.Serve(ln)) }()
 	}
 	return &listener{srv: srv, ln: ln, addr: ln.Addr(), tls: useTLS}, nil
@@ -236,7 +237,7 @@ type picked struct {
 	route    *route
 	backend  *backend
 	cluster  *cluster
-	endpoint model.Endpoint
+	endpoint *endpoint
 	rewrite  *model.Rewrite
 	respMods []*model.HeaderModifier
 }
@@ -290,7 +291,12 @@ func (p *Proxy) serve(num int32, w http.ResponseWriter, r *http.Request) {
 	if done := applyFilters(rec, r, b.Filters, &rt.Route, &respMods, &rewrite, pt.tls); done {
 		return
 	}
-	c, ep := b.pick("", p.health.healthy)
+	c, ep := b.pick(0, nil)
+	if c == nil {
+		// A model whose effective weights disagree with its weights.
+		http.Error(rec, "no endpoint to pick for "+b.name, http.StatusServiceUnavailable)
+		return
+	}
 	pk.cluster, pk.endpoint = c, ep
 	ctx := context.WithValue(r.Context(), pickedKey{}, pk)
 	if ms := rt.Timeouts.RequestMillis; ms > 0 {
@@ -308,13 +314,12 @@ func (p *Proxy) serve(num int32, w http.ResponseWriter, r *http.Request) {
 // proxy and no closures, and copies through pooled buffers.
 func (p *Proxy) newForwarder() *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
-		Transport:  &retrying{http1: p.http1, h2c: p.h2c, health: p.health},
+		Transport:  &retrying{http1: p.http1, h2c: p.h2c, health: p.health, metrics: p.metrics},
 		BufferPool: bufferPool{},
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pk := pr.In.Context().Value(pickedKey{}).(*picked)
-			ep := pk.endpoint
 			pr.Out.URL.Scheme = "http"
-			pr.Out.URL.Host = net.JoinHostPort(ep.Address, strconv.Itoa(int(ep.Port)))
+			pr.Out.URL.Host = pk.endpoint.hostport
 			pr.Out.Host = pr.In.Host
 			if rw := pk.rewrite; rw != nil {
 				if rw.Hostname != "" {
@@ -458,78 +463,6 @@ func hostOnly(hostport string) string {
 		return h
 	}
 	return hostport
-}
-
-// pick chooses a backend in proportion to its weight; nil when no backend
-// has a weight.
-func (rt *route) pick() *backend {
-	if rt.total == 0 {
-		return nil
-	}
-	n := rand.Int64N(rt.total)
-	for _, b := range rt.backends {
-		if n < b.cumWeight {
-			return b
-		}
-	}
-	return nil
-}
-
-// pick chooses a cluster in proportion to its weight times its healthy
-// ready endpoints, avoiding the cluster named avoid when another can serve,
-// and an endpoint of it uniformly among those. When health checks have
-// taken out every endpoint, it picks among the ready ones regardless: a
-// check that fails everywhere more likely says something about the edge
-// than about every backend.
-func (b *backend) pick(avoid string, healthy func(model.Endpoint) bool) (*cluster, model.Endpoint) {
-	if c, ep, ok := b.pickAmong(avoid, healthy); ok {
-		return c, ep
-	}
-	if c, ep, ok := b.pickAmong("", healthy); ok {
-		return c, ep
-	}
-	c, ep, _ := b.pickAmong("", func(model.Endpoint) bool { return true })
-	return c, ep
-}
-
-func (b *backend) pickAmong(avoid string, ok func(model.Endpoint) bool) (*cluster, model.Endpoint, bool) {
-	var stack [8]int64
-	weights := stack[:0]
-	var total int64
-	for _, c := range b.clusters {
-		var w int64
-		if c.Cluster != avoid && c.Weight > 0 {
-			n := 0
-			for _, e := range c.ready {
-				if ok(e) {
-					n++
-				}
-			}
-			w = int64(c.Weight) * int64(n)
-		}
-		weights = append(weights, w)
-		total += w
-	}
-	if total == 0 {
-		return nil, model.Endpoint{}, false
-	}
-	n := rand.Int64N(total)
-	for i, c := range b.clusters {
-		if n >= weights[i] {
-			n -= weights[i]
-			continue
-		}
-		k := rand.IntN(int(weights[i] / int64(c.Weight)))
-		for _, e := range c.ready {
-			if ok(e) {
-				if k == 0 {
-					return c, e, true
-				}
-				k--
-			}
-		}
-	}
-	return nil, model.Endpoint{}, false
 }
 
 // recorder remembers the status written, for logs and metrics.

@@ -56,8 +56,25 @@ func freePort(t *testing.T) int32 {
 	return deadEndpoint(t).Port
 }
 
+// backend is a ServiceImport backend with a zero policy, which the edge
+// reads as model.DefaultBackendPolicy, as from an older controller.
 func backend(name string, weight int32, clusters ...model.ClusterEndpoints) model.Backend {
 	return model.Backend{Kind: model.KindServiceImport, Namespace: "demo", Name: name, Weight: weight, Clusters: clusters}
+}
+
+func withPolicy(b model.Backend, p model.BackendPolicy) model.Backend {
+	b.Policy = p
+	return b
+}
+
+// fastChecks is the default policy with checks every 50 ms, for tests that
+// wait for a check to notice a change. The timeout is longer than the
+// interval (which the controller would refuse) so that a loaded test
+// machine does not fail a check of a live endpoint.
+func fastChecks() model.BackendPolicy {
+	p := model.DefaultBackendPolicy()
+	p.HealthCheck.IntervalMillis, p.HealthCheck.TimeoutMillis = 50, 1000
+	return p
 }
 
 func inCluster(id string, weight int32, eps ...model.Endpoint) model.ClusterEndpoints {
@@ -78,7 +95,18 @@ func oneListener(port int32, protocol string, hosts ...model.VirtualHost) *model
 
 func start(t *testing.T, m *model.Model, certs map[string]*tls.Certificate) *proxy.Proxy {
 	t.Helper()
-	p := proxy.New(proxy.Options{ListenHost: "127.0.0.1"})
+	return startWith(t, proxy.Options{}, m, certs)
+}
+
+// startWith starts a proxy with o on loopback, and before serving m runs
+// each of before on it.
+func startWith(t *testing.T, o proxy.Options, m *model.Model, certs map[string]*tls.Certificate, before ...func(*proxy.Proxy)) *proxy.Proxy {
+	t.Helper()
+	o.ListenHost = "127.0.0.1"
+	p := proxy.New(o)
+	for _, f := range before {
+		f(p)
+	}
 	if err := p.Apply(m, certs); err != nil {
 		t.Fatal(err)
 	}
@@ -416,15 +444,11 @@ func (f *flaky) endpoint() model.Endpoint {
 func TestFailoverAndRecovery(t *testing.T) {
 	east, west := newFlaky(t, "east"), newFlaky(t, "west")
 	port := freePort(t)
-	p := proxy.New(proxy.Options{ListenHost: "127.0.0.1", Health: proxy.HealthOptions{Interval: 100 * time.Millisecond, Timeout: 100 * time.Millisecond, UnhealthyAfter: 2, HealthyAfter: 1}})
-	t.Cleanup(func() { _ = p.Close(context.Background()) })
-	if err := p.Apply(oneListener(port, model.ProtocolHTTP, model.VirtualHost{Hostname: "*", Routes: []model.Route{
+	start(t, oneListener(port, model.ProtocolHTTP, model.VirtualHost{Hostname: "*", Routes: []model.Route{
 		{RouteName: "r", Path: model.PathMatch{Type: model.PathPrefix, Value: "/"}, Backends: []model.Backend{
-			backend("echo", 1, inCluster("east", 1, east.endpoint()), inCluster("west", 1, west.endpoint())),
+			withPolicy(backend("echo", 1, inCluster("east", 1, east.endpoint()), inCluster("west", 1, west.endpoint())), fastChecks()),
 		}},
-	}}), nil); err != nil {
-		t.Fatal(err)
-	}
+	}}), nil)
 
 	var mu sync.Mutex
 	var failed, total int

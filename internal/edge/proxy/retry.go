@@ -6,57 +6,81 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"time"
 )
 
-// retrying sends a request once more, to an endpoint of another cluster,
-// when the first attempt failed before any response and the request can be
-// sent again safely: an idempotent method without a body, or with one the
-// request can replay.
+// retrying is the forwarder's transport: it sends each attempt over the
+// backend's protocol within its timeout, feeds the outcome to the
+// endpoint's passive check, and sends an idempotent request again by the
+// backend's Retry policy: up to Attempts more times, when an attempt
+// fails before a response or answers with one of Codes, each time to an
+// endpoint of a cluster not tried yet while one remains, else to another
+// healthy endpoint.
 type retrying struct {
 	http1, h2c http.RoundTripper
 	health     *health
+	metrics    *metrics
 }
 
 func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.attempt(req)
-	if err == nil || req.Context().Err() != nil {
-		return resp, err
-	}
 	pk, _ := req.Context().Value(pickedKey{}).(*picked)
-	if pk == nil || pk.backend == nil {
-		return resp, err
+	if pk == nil || pk.endpoint == nil {
+		return nil, errors.New("request was not routed to an endpoint")
 	}
-	if connectFailed(err) {
-		t.health.failed(pk.endpoint) // passive ejection
+	b := pk.backend
+	retries := 0
+	if idempotent(req) {
+		retries = b.policy.attempts
 	}
-	if !idempotent(req) {
-		return resp, err
-	}
-	avoid := ""
-	if pk.cluster != nil {
-		avoid = pk.cluster.Cluster
-	}
-	c, ep := pk.backend.pick(avoid, t.health.healthy)
-	if c == nil {
-		return resp, err
-	}
-	retry := req.Clone(req.Context())
-	if req.Body != nil && req.Body != http.NoBody {
-		body, gerr := req.GetBody()
-		if gerr != nil {
+	tried := pk.cluster.bit
+	out := req
+	for {
+		resp, err := t.attempt(out, pk)
+		t.passive(req.Context(), pk, resp, err)
+		if retries == 0 || req.Context().Err() != nil || (err == nil && !b.policy.retriesOn(resp.StatusCode)) {
 			return resp, err
 		}
-		retry.Body = body
+		c, ep := b.pick(tried, pk.endpoint)
+		if c == nil {
+			return resp, err
+		}
+		next := req.Clone(req.Context())
+		if req.Body != nil && req.Body != http.NoBody {
+			body, gerr := req.GetBody()
+			if gerr != nil {
+				return resp, err
+			}
+			next.Body = body
+		}
+		if resp != nil {
+			// Read a little so that the connection can be reused; a
+			// longer body costs a new connection, not a long read.
+			_, _ = io.CopyN(io.Discard, resp.Body, 4<<10)
+			_ = resp.Body.Close()
+		}
+		next.URL.Host = ep.hostport
+		pk.cluster, pk.endpoint = c, ep
+		tried |= c.bit
+		retries--
+		t.metrics.retries.WithLabelValues(pk.route.name, b.name).Inc()
+		out = next
 	}
-	retry.URL.Host = net.JoinHostPort(ep.Address, strconv.Itoa(int(ep.Port)))
-	pk.cluster, pk.endpoint = c, ep
-	resp, err = t.attempt(retry)
-	if err != nil && connectFailed(err) {
-		t.health.failed(ep)
+}
+
+// passive feeds an attempt's outcome to its endpoint's passive check: a
+// failed connection ejects the endpoint at once; a 5xx answer, or a
+// failure after connecting that the client did not cause (a reset, the
+// backend request timeout), counts toward Consecutive5xx.
+func (t *retrying) passive(ctx context.Context, pk *picked, resp *http.Response, err error) {
+	h := pk.endpoint.health
+	switch {
+	case err == nil:
+		h.answered(resp.StatusCode >= 500, &pk.backend.policy, t.health.now)
+	case connectFailed(err):
+		h.failedToConnect()
+	case ctx.Err() == nil:
+		h.answered(true, &pk.backend.policy, t.health.now)
 	}
-	return resp, err
 }
 
 // connectFailed reports whether err is a failure to connect, which says
@@ -67,15 +91,16 @@ func connectFailed(err error) bool {
 }
 
 // attempt sends req once, over h2c when the backend's appProtocol says
-// so, within the route's backendRequest timeout.
-func (t *retrying) attempt(req *http.Request) (*http.Response, error) {
+// so, within the route's backendRequest timeout, or the backend policy's
+// when the route sets none.
+func (t *retrying) attempt(req *http.Request, pk *picked) (*http.Response, error) {
 	next := t.http1
-	var timeout time.Duration
-	if pk, ok := req.Context().Value(pickedKey{}).(*picked); ok {
-		if ap := pk.backend.AppProtocol; ap == "kubernetes.io/h2c" || ap == "h2c" {
-			next = t.h2c
-		}
-		timeout = time.Duration(pk.route.Timeouts.BackendRequestMillis) * time.Millisecond
+	if pk.backend.h2c {
+		next = t.h2c
+	}
+	timeout := millis(pk.route.Timeouts.BackendRequestMillis)
+	if timeout <= 0 {
+		timeout = pk.backend.policy.backendRequest
 	}
 	if timeout <= 0 {
 		return next.RoundTrip(req)
@@ -108,4 +133,18 @@ func (c *cancelOnClose) Close() error {
 	err := c.ReadCloser.Close()
 	c.cancel()
 	return err
+}
+
+// dial connects to an endpoint within the connect timeout of the backend
+// the request was routed to. The transport dials with a context that
+// keeps the request's values but not its cancellation (net/http's
+// Transport.getConn, checked in Go 1.26), so the picked backend is found
+// there. A connection dialed for one request may serve another later;
+// the timeout is that of the request that asked for it.
+func dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := net.Dialer{Timeout: defaultConnect, KeepAlive: 30 * time.Second}
+	if pk, ok := ctx.Value(pickedKey{}).(*picked); ok && pk.backend != nil {
+		d.Timeout = pk.backend.policy.connect
+	}
+	return d.DialContext(ctx, network, addr)
 }

@@ -3,9 +3,12 @@ package proxy
 import (
 	"crypto/tls"
 	"fmt"
+	"iter"
+	"net"
 	"net/http"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/fleetnet/fleetnet/internal/gateway/model"
@@ -69,18 +72,35 @@ type backend struct {
 	cumWeight int64
 	clusters  []*cluster
 	total     int64
+	policy    policy
+	// h2c: forward with HTTP/2 over cleartext, as the appProtocol says.
+	h2c bool
 }
 
 type cluster struct {
 	model.ClusterEndpoints
-	cumWeight int64
-	ready     []model.Endpoint
+	// bit marks the cluster in a retry's set of tried clusters; clusters
+	// past the 64th have none, and a retry may go back to one of them.
+	bit uint64
+	// local: the cluster is in the edge's region.
+	local bool
+	ready []endpoint
 }
 
-// compile checks and compiles a model. Its errors name what the edge
-// cannot serve; the edge then refuses the model (NACK) and keeps serving
-// the one before.
-func compile(m *model.Model, certs map[string]*tls.Certificate) (*table, error) {
+// endpoint is a ready endpoint of a backend's cluster.
+type endpoint struct {
+	model.Endpoint
+	// hostport is the address to forward to, computed once per model.
+	hostport string
+	// health is the state of the backend's check of this endpoint, set
+	// by health.track before the table is served.
+	health *target
+}
+
+// compile checks and compiles a model for an edge in region. Its errors
+// name what the edge cannot serve; the edge then refuses the model (NACK)
+// and keeps serving the one before.
+func compile(m *model.Model, certs map[string]*tls.Certificate, region string) (*table, error) {
 	t := &table{version: m.Version, ports: map[int32]*port{}}
 	for _, gw := range m.Gateways {
 		for _, l := range gw.Listeners {
@@ -105,7 +125,7 @@ func compile(m *model.Model, certs map[string]*tls.Certificate) (*table, error) 
 				}
 			}
 			for _, vh := range l.VirtualHosts {
-				if err := p.add(vh); err != nil {
+				if err := p.add(vh, region); err != nil {
 					return nil, fmt.Errorf("gateway %s/%s listener %s: %w", gw.Namespace, gw.Name, l.Name, err)
 				}
 			}
@@ -120,10 +140,10 @@ func compile(m *model.Model, certs map[string]*tls.Certificate) (*table, error) 
 	return t, nil
 }
 
-func (p *port) add(vh model.VirtualHost) error {
+func (p *port) add(vh model.VirtualHost, region string) error {
 	compiled := &vhost{hostname: vh.Hostname}
 	for _, r := range vh.Routes {
-		cr, err := compileRoute(r)
+		cr, err := compileRoute(r, region)
 		if err != nil {
 			return err
 		}
@@ -151,7 +171,7 @@ func (p *port) add(vh model.VirtualHost) error {
 	return nil
 }
 
-func compileRoute(r model.Route) (*route, error) {
+func compileRoute(r model.Route, region string) (*route, error) {
 	cr := &route{Route: r, name: fmt.Sprintf("%s/%s/%d", r.RouteNamespace, r.RouteName, r.Rule)}
 	for _, list := range []struct {
 		in  []model.ValueMatch
@@ -173,27 +193,48 @@ func compileRoute(r model.Route) (*route, error) {
 		}
 	}
 	for _, b := range r.Backends {
-		cb := &backend{Backend: b, name: fmt.Sprintf("%s/%s/%s", b.Kind, b.Namespace, b.Name)}
+		cb := &backend{Backend: b, name: fmt.Sprintf("%s/%s/%s", b.Kind, b.Namespace, b.Name), policy: compilePolicy(b.Policy),
+			h2c: b.AppProtocol == "kubernetes.io/h2c" || b.AppProtocol == "h2c"}
 		if b.Weight > 0 {
 			cr.total += int64(b.Weight)
 		}
 		cb.cumWeight = cr.total
-		for _, c := range b.Clusters {
-			cc := &cluster{ClusterEndpoints: c}
+		for i, c := range b.Clusters {
+			cc := &cluster{ClusterEndpoints: c, local: region != "" && c.Region == region}
+			if i < 64 {
+				cc.bit = 1 << i
+			}
 			for _, e := range c.Endpoints {
 				if e.Ready {
-					cc.ready = append(cc.ready, e)
+					cc.ready = append(cc.ready, endpoint{Endpoint: e, hostport: net.JoinHostPort(e.Address, strconv.Itoa(int(e.Port)))})
 				}
 			}
 			if c.EffectiveWeight > 0 && len(cc.ready) > 0 {
 				cb.total += c.EffectiveWeight
 			}
-			cc.cumWeight = cb.total
 			cb.clusters = append(cb.clusters, cc)
 		}
 		cr.backends = append(cr.backends, cb)
 	}
 	return cr, nil
+}
+
+// backends yields every backend of every route of the table, once per
+// route that names it.
+func (t *table) backends() iter.Seq[*backend] {
+	return func(yield func(*backend) bool) {
+		for _, p := range t.ports {
+			for _, vh := range p.allHosts() {
+				for _, r := range vh.routes {
+					for _, b := range r.backends {
+						if !yield(b) {
+							return
+						}
+					}
+				}
+			}
+		}
+	}
 }
 
 // allHosts returns every virtual host of the port.
