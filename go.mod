@@ -3,6 +3,7 @@ module github.com/fleetnet/fleetnet
 go 1.26.0
 
 require (
+	github.com/getkin/kin-openapi v0.153.0
 	github.com/go-logr/logr v1.4.4
 	github.com/google/go-cmp v0.7.0
 	github.com/prometheus/client_golang v1.23.2
@@ -31,8 +32,9 @@ require (
 )
 
 require (
-	github.com/getkin/kin-openapi v0.153.0 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
+	go.yaml.in/yaml/v4 v4.0.0 // indirect
 )
 
 require (

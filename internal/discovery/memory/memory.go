@@ -267,7 +267,11 @@ func (m *Memory) Expire() {
 			touched[store.Key{Namespace: l.reg.Namespace, Name: l.reg.Name}] = true
 		}
 	}
-	for k := range touched {
+	// In key order, so that the same leases expiring give the same
+	// revisions.
+	for _, k := range slices.SortedFunc(maps.Keys(touched), func(a, b store.Key) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	}) {
 		m.applyLocked(k)
 	}
 }

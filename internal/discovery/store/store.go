@@ -30,8 +30,9 @@ const (
 
 // Options configure a Store.
 type Options struct {
-	// History is how many changes are kept for resuming watches; a watch
-	// from an older revision gets a reset and a fresh snapshot.
+	// History is how many changes, at least, are kept for resuming
+	// watches (up to twice as many are, as history is trimmed in bulk); a
+	// watch from an older revision gets a reset and a fresh snapshot.
 	History int
 	// Buffer is how many events a watcher may have pending before it is
 	// cut off.
