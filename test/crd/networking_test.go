@@ -1,13 +1,21 @@
 package crd_test
 
 import (
+	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
+	networkingac "github.com/fleetnet/fleetnet/pkg/generated/applyconfiguration/networking/v1alpha1"
+	"github.com/fleetnet/fleetnet/pkg/generated/clientset/versioned"
+	"github.com/fleetnet/fleetnet/pkg/generated/informers/externalversions"
 	"github.com/fleetnet/fleetnet/test/fleet"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	gatewayac "sigs.k8s.io/gateway-api/applyconfiguration/apis/v1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
@@ -46,4 +54,69 @@ func TestBackendTrafficPolicyColumns(t *testing.T) {
 	wantColumns(t, table, "Name/0", "Locality/0", "Health check/0", "Accepted/0", "Age/0", "Reason/1")
 	wantRow(t, table, "echo", map[string]any{"Locality": "LocalFirst", "Health check": "HTTP", "Accepted": "False", "Reason": "Conflicted"})
 	wantRow(t, table, "plain", map[string]any{"Locality": "Weighted", "Health check": nil, "Accepted": nil})
+}
+
+// The generated typed clientset, apply configurations, informers and
+// listers work against a real API server: apply, apply status, Extract of
+// one manager's fields, and an informer's lister seeing the object.
+func TestGeneratedClient(t *testing.T) {
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "hub", GatewayAPI: true}}})
+	hub := f.Cluster(t, "hub")
+	cs, err := versioned.NewForConfig(hub.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	const ns = "generated"
+	if err := hub.Client(t).Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	policies := cs.NetworkingV1alpha1().BackendTrafficPolicies(ns)
+	want := networkingac.BackendTrafficPolicy("echo", ns).WithSpec(networkingac.BackendTrafficPolicySpec().
+		WithTargetRefs(gatewayac.LocalPolicyTargetReference().WithGroup(mcsv1beta1.GroupName).WithKind("ServiceImport").WithName("echo")).
+		WithLocality(networkingv1alpha1.LocalityLocalFirst))
+	const manager = "generated-client-test"
+	applied, err := policies.Apply(ctx, want, metav1.ApplyOptions{FieldManager: manager})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if applied.Spec.Locality != networkingv1alpha1.LocalityLocalFirst || len(applied.Spec.TargetRefs) != 1 {
+		t.Fatalf("applied spec = %+v", applied.Spec)
+	}
+	status := networkingac.BackendTrafficPolicy("echo", ns).WithStatus(networkingac.BackendTrafficPolicyStatus().
+		WithConditions(metav1ac.Condition().WithType("Accepted").WithStatus(metav1.ConditionTrue).WithReason("Accepted").
+			WithMessage("applied by the test").WithLastTransitionTime(metav1.Now())))
+	if _, err := policies.ApplyStatus(ctx, status, metav1.ApplyOptions{FieldManager: manager + "-status"}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The informer's lister sees the object with its status.
+	factory := externalversions.NewSharedInformerFactory(cs, 0)
+	lister := factory.Networking().V1alpha1().BackendTrafficPolicies().Lister()
+	factory.Start(ctx.Done())
+	t.Cleanup(factory.Shutdown)
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			t.Fatalf("cache of %v did not sync", typ)
+		}
+	}
+	fleet.Eventually(t, 10*time.Second, func(context.Context) error {
+		p, err := lister.BackendTrafficPolicies(ns).Get("echo")
+		if err != nil {
+			return err
+		}
+		if len(p.Status.Conditions) != 1 {
+			return fmt.Errorf("lister status = %+v", p.Status)
+		}
+		// Extract gives back what this manager owns: the spec it applied,
+		// not the status another manager wrote.
+		got, err := networkingac.ExtractBackendTrafficPolicy(p, manager)
+		if err != nil {
+			return err
+		}
+		if got.Spec == nil || got.Spec.Locality == nil || *got.Spec.Locality != networkingv1alpha1.LocalityLocalFirst || got.Status != nil {
+			return fmt.Errorf("extracted = %+v", got)
+		}
+		return nil
+	})
 }

@@ -7,6 +7,6 @@
 // with the api-approved.kubernetes.io annotation, which points at the KEP.
 //
 // +kubebuilder:object:generate=true
-// +kubebuilder:ac:generate=true
+// +k8s:openapi-gen=true
 // +groupName=about.k8s.io
 package v1alpha1

@@ -22,3 +22,9 @@ func addKnownTypes(s *runtime.Scheme) error {
 	metav1.AddToGroupVersion(s, SchemeGroupVersion)
 	return nil
 }
+
+// Resource returns the group and resource of a resource of this package,
+// as generated listers and clients need it for errors.
+func Resource(resource string) schema.GroupResource {
+	return SchemeGroupVersion.WithResource(resource).GroupResource()
+}

@@ -4,6 +4,6 @@
 // ServiceImport.
 //
 // +kubebuilder:object:generate=true
-// +kubebuilder:ac:generate=true
+// +k8s:openapi-gen=true
 // +groupName=networking.fleetnet.dev
 package v1alpha1
