@@ -126,13 +126,14 @@ generate: $(GEN_TOOLS) ## Regenerate CRDs, deepcopy, clientset, listers, informe
 	$(BIN)/controller-gen rbac:roleName=fleetnet-gateway paths=./internal/gateway/... output:rbac:artifacts:config=config/rbac/gateway
 	go run ./hack/copy-mcs-crds config/crd
 	hack/copy-gateway-crds.sh config/crd/gateway-api
+	hack/copy-chart-files.sh
 	hack/generate-proto.sh
 
 .PHONY: verify
 verify: generate ## Fail when generated files differ from what is committed.
-	@if [ -n "$$(git status --porcelain -- api config internal hack pkg)" ]; then \
+	@if [ -n "$$(git status --porcelain -- api config internal hack pkg charts)" ]; then \
 		echo "generated files drifted; run 'make generate' and commit:"; \
-		git status --porcelain -- api config internal hack pkg; git diff --stat; exit 1; \
+		git status --porcelain -- api config internal hack pkg charts; git diff --stat; exit 1; \
 	fi
 
 ##@ Check
@@ -144,6 +145,10 @@ lint: $(BIN)/staticcheck ## gofmt, go vet and staticcheck.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
 	$(BIN)/staticcheck $$(go list ./... | grep -v /pkg/generated/)
+
+.PHONY: charts-verify
+charts-verify: $(BIN)/helm-$(HELM_VERSION) ## helm lint --strict and helm template on every chart, with its defaults and each examples/*.yaml; wrong values must fail naming them.
+	go test -count=1 -v -run '^(TestEveryChartIsTested|TestRender|TestWrongValues)$$' ./test/charts/
 
 .PHONY: test
 test: tools ## Build what the tests need, then run every test.

@@ -1,0 +1,116 @@
+// Package charts tests the Helm charts under charts/: they lint, render
+// with their default values and every documented example, refuse wrong
+// values naming them (render_test.go), install into a real API server and
+// give the agent exactly the permissions it needs (install_test.go).
+//
+// helm comes from bin/, built by `make tools`.
+package charts
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fleetnet/fleetnet/internal/controlplane"
+)
+
+// chart describes one chart under charts/.
+type chart struct {
+	name string
+	// required are the values without a usable default: with the default
+	// values the chart fails to render, naming each. The other charts
+	// render with their defaults.
+	required []string
+	// base is an example that gives the required values, under which the
+	// wrong-value cases of charts with required values are rendered.
+	base string
+}
+
+var charts = []chart{
+	{name: "fleetnet-registry"},
+	{name: "fleetnet-agent", required: []string{"identity.clusterID", "identity.clustersetID", "registry.address"}, base: "examples/member.yaml"},
+	{name: "fleetnet-gateway", required: []string{"clusterID"}, base: "examples/hub.yaml"},
+	{name: "fleetnet-edge"},
+}
+
+// repoRoot is the checkout's root: tests run in test/charts.
+func repoRoot(t testing.TB) string {
+	t.Helper()
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("test/charts must run from its own folder: %v", err)
+	}
+	return root
+}
+
+func chartDir(t testing.TB, name string) string {
+	return filepath.Join(repoRoot(t), "charts", name)
+}
+
+// examples lists a chart's example values files.
+func examples(t testing.TB, c chart) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(chartDir(t, c.name), "examples", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// helm runs bin/helm with a configuration of its own (no user's
+// repositories or plugins) and returns its combined output.
+type helm struct {
+	path string
+	home string
+}
+
+func newHelm(t testing.TB) *helm {
+	t.Helper()
+	bins, err := controlplane.FindBinaries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, err := bins.Path("helm")
+	if err != nil {
+		t.Fatal(err) // says to run `make tools`
+	}
+	return &helm{path: path, home: t.TempDir()}
+}
+
+func (h *helm) run(t testing.TB, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(h.path, args...)
+	cmd.Env = append(os.Environ(),
+		"HELM_CACHE_HOME="+filepath.Join(h.home, "cache"),
+		"HELM_CONFIG_HOME="+filepath.Join(h.home, "config"),
+		"HELM_DATA_HOME="+filepath.Join(h.home, "data"),
+	)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	t.Logf("helm %s: %v", strings.Join(args, " "), errString(err))
+	return out.String(), err
+}
+
+// must runs helm and fails the test when it fails.
+func (h *helm) must(t testing.TB, args ...string) string {
+	t.Helper()
+	out, err := h.run(t, args...)
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func errString(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	return err.Error()
+}
