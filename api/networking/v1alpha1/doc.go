@@ -1,7 +1,8 @@
 // Package v1alpha1 holds fleetnet's own networking API, the group
 // networking.fleetnet.dev: BackendTrafficPolicy, how the global entry point
 // checks, retries and spreads traffic over the endpoints of a Service or a
-// ServiceImport.
+// ServiceImport, and MultiClusterLoadBalancer, one global L4 entry point
+// for an imported service.
 //
 // +kubebuilder:object:generate=true
 // +k8s:openapi-gen=true

@@ -21,7 +21,8 @@ var (
 )
 
 func addKnownTypes(s *runtime.Scheme) error {
-	s.AddKnownTypes(SchemeGroupVersion, &BackendTrafficPolicy{}, &BackendTrafficPolicyList{})
+	s.AddKnownTypes(SchemeGroupVersion, &BackendTrafficPolicy{}, &BackendTrafficPolicyList{},
+		&MultiClusterLoadBalancer{}, &MultiClusterLoadBalancerList{})
 	metav1.AddToGroupVersion(s, SchemeGroupVersion)
 	return nil
 }

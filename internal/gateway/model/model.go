@@ -18,6 +18,49 @@ type Model struct {
 	Version string `json:"version"`
 	// Gateways are sorted by namespace and name.
 	Gateways []Gateway `json:"gateways"`
+	// LoadBalancers are the MultiClusterLoadBalancers of class edge, sorted
+	// by namespace and name.
+	LoadBalancers []LoadBalancer `json:"loadBalancers,omitempty"`
+}
+
+// LoadBalancer is one MultiClusterLoadBalancer: L4 listeners in front of
+// the endpoints of an imported service in every cluster.
+type LoadBalancer struct {
+	Namespace  string `json:"namespace"`
+	Name       string `json:"name"`
+	Generation int64  `json:"generation"`
+	// Ports are sorted by port then protocol.
+	Ports []LoadBalancerPort `json:"ports"`
+	// HealthCheck is a TCP connect check (Type is always TCP).
+	HealthCheck          HealthCheck `json:"healthCheck"`
+	ConnectTimeoutMillis int64       `json:"connectTimeoutMillis"`
+	// TCPIdleMillis closes a TCP connection idle both ways this long.
+	TCPIdleMillis int64 `json:"tcpIdleMillis"`
+	// UDPIdleMillis ends a UDP flow without a datagram this long.
+	UDPIdleMillis int64 `json:"udpIdleMillis"`
+	// DrainMillis is how long established connections to a draining
+	// cluster, or to a port no longer served, may continue.
+	DrainMillis int64 `json:"drainMillis"`
+}
+
+// L4 protocols of a LoadBalancerPort.
+const (
+	ProtocolTCP = "TCP"
+	ProtocolUDP = "UDP"
+)
+
+// LoadBalancerPort is one exposed port and the endpoints behind it. A
+// connection (TCP) or flow (UDP) goes to a cluster chosen in proportion to
+// its EffectiveWeight (weight × ready endpoints, 0 when draining), then to
+// one of its healthy endpoints, as for an HTTP backend.
+type LoadBalancerPort struct {
+	Port     int32  `json:"port"`
+	Protocol string `json:"protocol"`
+	// TargetPort is the ServiceImport's port; the endpoints listen on the
+	// port their EndpointSlices give it.
+	TargetPort int32 `json:"targetPort"`
+	// Clusters are sorted by cluster id.
+	Clusters []ClusterEndpoints `json:"clusters"`
 }
 
 // Gateway is one accepted Gateway and its programmable listeners.
@@ -262,6 +305,9 @@ type ClusterEndpoints struct {
 	Weight int32 `json:"weight"`
 	// EffectiveWeight is Weight × ready endpoints (distinct addresses).
 	EffectiveWeight int64 `json:"effectiveWeight"`
+	// Draining (load balancers only): no new connections; established
+	// ones may continue until the load balancer's DrainMillis.
+	Draining bool `json:"draining,omitempty"`
 	// Endpoints are sorted by address then port.
 	Endpoints []Endpoint `json:"endpoints"`
 }

@@ -46,10 +46,26 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &applyconfigurationnetworkingv1alpha1.BackendTrafficPolicySpecApplyConfiguration{}
 	case networkingv1alpha1.SchemeGroupVersion.WithKind("BackendTrafficPolicyStatus"):
 		return &applyconfigurationnetworkingv1alpha1.BackendTrafficPolicyStatusApplyConfiguration{}
+	case networkingv1alpha1.SchemeGroupVersion.WithKind("ClusterBackendStatus"):
+		return &applyconfigurationnetworkingv1alpha1.ClusterBackendStatusApplyConfiguration{}
+	case networkingv1alpha1.SchemeGroupVersion.WithKind("ClusterOverride"):
+		return &applyconfigurationnetworkingv1alpha1.ClusterOverrideApplyConfiguration{}
 	case networkingv1alpha1.SchemeGroupVersion.WithKind("HealthCheck"):
 		return &applyconfigurationnetworkingv1alpha1.HealthCheckApplyConfiguration{}
 	case networkingv1alpha1.SchemeGroupVersion.WithKind("HTTPHealthCheck"):
 		return &applyconfigurationnetworkingv1alpha1.HTTPHealthCheckApplyConfiguration{}
+	case networkingv1alpha1.SchemeGroupVersion.WithKind("L4HealthCheck"):
+		return &applyconfigurationnetworkingv1alpha1.L4HealthCheckApplyConfiguration{}
+	case networkingv1alpha1.SchemeGroupVersion.WithKind("L4Timeouts"):
+		return &applyconfigurationnetworkingv1alpha1.L4TimeoutsApplyConfiguration{}
+	case networkingv1alpha1.SchemeGroupVersion.WithKind("LoadBalancerPort"):
+		return &applyconfigurationnetworkingv1alpha1.LoadBalancerPortApplyConfiguration{}
+	case networkingv1alpha1.SchemeGroupVersion.WithKind("MultiClusterLoadBalancer"):
+		return &applyconfigurationnetworkingv1alpha1.MultiClusterLoadBalancerApplyConfiguration{}
+	case networkingv1alpha1.SchemeGroupVersion.WithKind("MultiClusterLoadBalancerSpec"):
+		return &applyconfigurationnetworkingv1alpha1.MultiClusterLoadBalancerSpecApplyConfiguration{}
+	case networkingv1alpha1.SchemeGroupVersion.WithKind("MultiClusterLoadBalancerStatus"):
+		return &applyconfigurationnetworkingv1alpha1.MultiClusterLoadBalancerStatusApplyConfiguration{}
 	case networkingv1alpha1.SchemeGroupVersion.WithKind("PassiveHealthCheck"):
 		return &applyconfigurationnetworkingv1alpha1.PassiveHealthCheckApplyConfiguration{}
 	case networkingv1alpha1.SchemeGroupVersion.WithKind("Retry"):

@@ -31,72 +31,81 @@ import (
 
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
-		"github.com/fleetnet/fleetnet/api/about/v1alpha1.ClusterProperty":                 schema_fleetnet_api_about_v1alpha1_ClusterProperty(ref),
-		"github.com/fleetnet/fleetnet/api/about/v1alpha1.ClusterPropertyList":             schema_fleetnet_api_about_v1alpha1_ClusterPropertyList(ref),
-		"github.com/fleetnet/fleetnet/api/about/v1alpha1.ClusterPropertySpec":             schema_fleetnet_api_about_v1alpha1_ClusterPropertySpec(ref),
-		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.BackendTrafficPolicy":       schema_fleetnet_api_networking_v1alpha1_BackendTrafficPolicy(ref),
-		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.BackendTrafficPolicyList":   schema_fleetnet_api_networking_v1alpha1_BackendTrafficPolicyList(ref),
-		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.BackendTrafficPolicySpec":   schema_fleetnet_api_networking_v1alpha1_BackendTrafficPolicySpec(ref),
-		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.BackendTrafficPolicyStatus": schema_fleetnet_api_networking_v1alpha1_BackendTrafficPolicyStatus(ref),
-		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.HTTPHealthCheck":            schema_fleetnet_api_networking_v1alpha1_HTTPHealthCheck(ref),
-		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.HealthCheck":                schema_fleetnet_api_networking_v1alpha1_HealthCheck(ref),
-		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.PassiveHealthCheck":         schema_fleetnet_api_networking_v1alpha1_PassiveHealthCheck(ref),
-		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.Retry":                      schema_fleetnet_api_networking_v1alpha1_Retry(ref),
-		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.Timeouts":                   schema_fleetnet_api_networking_v1alpha1_Timeouts(ref),
-		v1.APIGroup{}.OpenAPIModelName():                                                  schema_pkg_apis_meta_v1_APIGroup(ref),
-		v1.APIGroupList{}.OpenAPIModelName():                                              schema_pkg_apis_meta_v1_APIGroupList(ref),
-		v1.APIResource{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_APIResource(ref),
-		v1.APIResourceList{}.OpenAPIModelName():                                           schema_pkg_apis_meta_v1_APIResourceList(ref),
-		v1.APIVersions{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_APIVersions(ref),
-		v1.ApplyOptions{}.OpenAPIModelName():                                              schema_pkg_apis_meta_v1_ApplyOptions(ref),
-		v1.Condition{}.OpenAPIModelName():                                                 schema_pkg_apis_meta_v1_Condition(ref),
-		v1.CreateOptions{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_CreateOptions(ref),
-		v1.DeleteOptions{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_DeleteOptions(ref),
-		v1.Duration{}.OpenAPIModelName():                                                  schema_pkg_apis_meta_v1_Duration(ref),
-		v1.FieldSelectorRequirement{}.OpenAPIModelName():                                  schema_pkg_apis_meta_v1_FieldSelectorRequirement(ref),
-		v1.FieldsV1{}.OpenAPIModelName():                                                  schema_pkg_apis_meta_v1_FieldsV1(ref),
-		v1.GetOptions{}.OpenAPIModelName():                                                schema_pkg_apis_meta_v1_GetOptions(ref),
-		v1.GroupKind{}.OpenAPIModelName():                                                 schema_pkg_apis_meta_v1_GroupKind(ref),
-		v1.GroupResource{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_GroupResource(ref),
-		v1.GroupVersion{}.OpenAPIModelName():                                              schema_pkg_apis_meta_v1_GroupVersion(ref),
-		v1.GroupVersionForDiscovery{}.OpenAPIModelName():                                  schema_pkg_apis_meta_v1_GroupVersionForDiscovery(ref),
-		v1.GroupVersionKind{}.OpenAPIModelName():                                          schema_pkg_apis_meta_v1_GroupVersionKind(ref),
-		v1.GroupVersionResource{}.OpenAPIModelName():                                      schema_pkg_apis_meta_v1_GroupVersionResource(ref),
-		v1.InternalEvent{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_InternalEvent(ref),
-		v1.LabelSelector{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_LabelSelector(ref),
-		v1.LabelSelectorRequirement{}.OpenAPIModelName():                                  schema_pkg_apis_meta_v1_LabelSelectorRequirement(ref),
-		v1.List{}.OpenAPIModelName():                                                      schema_pkg_apis_meta_v1_List(ref),
-		v1.ListMeta{}.OpenAPIModelName():                                                  schema_pkg_apis_meta_v1_ListMeta(ref),
-		v1.ListOptions{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_ListOptions(ref),
-		v1.ManagedFieldsEntry{}.OpenAPIModelName():                                        schema_pkg_apis_meta_v1_ManagedFieldsEntry(ref),
-		v1.MicroTime{}.OpenAPIModelName():                                                 schema_pkg_apis_meta_v1_MicroTime(ref),
-		v1.ObjectMeta{}.OpenAPIModelName():                                                schema_pkg_apis_meta_v1_ObjectMeta(ref),
-		v1.OwnerReference{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_OwnerReference(ref),
-		v1.PartialObjectMetadata{}.OpenAPIModelName():                                     schema_pkg_apis_meta_v1_PartialObjectMetadata(ref),
-		v1.PartialObjectMetadataList{}.OpenAPIModelName():                                 schema_pkg_apis_meta_v1_PartialObjectMetadataList(ref),
-		v1.Patch{}.OpenAPIModelName():                                                     schema_pkg_apis_meta_v1_Patch(ref),
-		v1.PatchOptions{}.OpenAPIModelName():                                              schema_pkg_apis_meta_v1_PatchOptions(ref),
-		v1.Preconditions{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_Preconditions(ref),
-		v1.RootPaths{}.OpenAPIModelName():                                                 schema_pkg_apis_meta_v1_RootPaths(ref),
-		v1.ServerAddressByClientCIDR{}.OpenAPIModelName():                                 schema_pkg_apis_meta_v1_ServerAddressByClientCIDR(ref),
-		v1.ShardInfo{}.OpenAPIModelName():                                                 schema_pkg_apis_meta_v1_ShardInfo(ref),
-		v1.Status{}.OpenAPIModelName():                                                    schema_pkg_apis_meta_v1_Status(ref),
-		v1.StatusCause{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_StatusCause(ref),
-		v1.StatusDetails{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_StatusDetails(ref),
-		v1.Table{}.OpenAPIModelName():                                                     schema_pkg_apis_meta_v1_Table(ref),
-		v1.TableColumnDefinition{}.OpenAPIModelName():                                     schema_pkg_apis_meta_v1_TableColumnDefinition(ref),
-		v1.TableOptions{}.OpenAPIModelName():                                              schema_pkg_apis_meta_v1_TableOptions(ref),
-		v1.TableRow{}.OpenAPIModelName():                                                  schema_pkg_apis_meta_v1_TableRow(ref),
-		v1.TableRowCondition{}.OpenAPIModelName():                                         schema_pkg_apis_meta_v1_TableRowCondition(ref),
-		v1.Time{}.OpenAPIModelName():                                                      schema_pkg_apis_meta_v1_Time(ref),
-		v1.Timestamp{}.OpenAPIModelName():                                                 schema_pkg_apis_meta_v1_Timestamp(ref),
-		v1.TypeMeta{}.OpenAPIModelName():                                                  schema_pkg_apis_meta_v1_TypeMeta(ref),
-		v1.UpdateOptions{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_UpdateOptions(ref),
-		v1.WatchEvent{}.OpenAPIModelName():                                                schema_pkg_apis_meta_v1_WatchEvent(ref),
-		runtime.RawExtension{}.OpenAPIModelName():                                         schema_k8sio_apimachinery_pkg_runtime_RawExtension(ref),
-		runtime.TypeMeta{}.OpenAPIModelName():                                             schema_k8sio_apimachinery_pkg_runtime_TypeMeta(ref),
-		runtime.Unknown{}.OpenAPIModelName():                                              schema_k8sio_apimachinery_pkg_runtime_Unknown(ref),
-		version.Info{}.OpenAPIModelName():                                                 schema_k8sio_apimachinery_pkg_version_Info(ref),
+		"github.com/fleetnet/fleetnet/api/about/v1alpha1.ClusterProperty":                     schema_fleetnet_api_about_v1alpha1_ClusterProperty(ref),
+		"github.com/fleetnet/fleetnet/api/about/v1alpha1.ClusterPropertyList":                 schema_fleetnet_api_about_v1alpha1_ClusterPropertyList(ref),
+		"github.com/fleetnet/fleetnet/api/about/v1alpha1.ClusterPropertySpec":                 schema_fleetnet_api_about_v1alpha1_ClusterPropertySpec(ref),
+		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.BackendTrafficPolicy":           schema_fleetnet_api_networking_v1alpha1_BackendTrafficPolicy(ref),
+		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.BackendTrafficPolicyList":       schema_fleetnet_api_networking_v1alpha1_BackendTrafficPolicyList(ref),
+		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.BackendTrafficPolicySpec":       schema_fleetnet_api_networking_v1alpha1_BackendTrafficPolicySpec(ref),
+		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.BackendTrafficPolicyStatus":     schema_fleetnet_api_networking_v1alpha1_BackendTrafficPolicyStatus(ref),
+		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.ClusterBackendStatus":           schema_fleetnet_api_networking_v1alpha1_ClusterBackendStatus(ref),
+		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.ClusterOverride":                schema_fleetnet_api_networking_v1alpha1_ClusterOverride(ref),
+		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.HTTPHealthCheck":                schema_fleetnet_api_networking_v1alpha1_HTTPHealthCheck(ref),
+		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.HealthCheck":                    schema_fleetnet_api_networking_v1alpha1_HealthCheck(ref),
+		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.L4HealthCheck":                  schema_fleetnet_api_networking_v1alpha1_L4HealthCheck(ref),
+		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.L4Timeouts":                     schema_fleetnet_api_networking_v1alpha1_L4Timeouts(ref),
+		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.LoadBalancerPort":               schema_fleetnet_api_networking_v1alpha1_LoadBalancerPort(ref),
+		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.MultiClusterLoadBalancer":       schema_fleetnet_api_networking_v1alpha1_MultiClusterLoadBalancer(ref),
+		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.MultiClusterLoadBalancerList":   schema_fleetnet_api_networking_v1alpha1_MultiClusterLoadBalancerList(ref),
+		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.MultiClusterLoadBalancerSpec":   schema_fleetnet_api_networking_v1alpha1_MultiClusterLoadBalancerSpec(ref),
+		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.MultiClusterLoadBalancerStatus": schema_fleetnet_api_networking_v1alpha1_MultiClusterLoadBalancerStatus(ref),
+		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.PassiveHealthCheck":             schema_fleetnet_api_networking_v1alpha1_PassiveHealthCheck(ref),
+		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.Retry":                          schema_fleetnet_api_networking_v1alpha1_Retry(ref),
+		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.Timeouts":                       schema_fleetnet_api_networking_v1alpha1_Timeouts(ref),
+		v1.APIGroup{}.OpenAPIModelName():                                                      schema_pkg_apis_meta_v1_APIGroup(ref),
+		v1.APIGroupList{}.OpenAPIModelName():                                                  schema_pkg_apis_meta_v1_APIGroupList(ref),
+		v1.APIResource{}.OpenAPIModelName():                                                   schema_pkg_apis_meta_v1_APIResource(ref),
+		v1.APIResourceList{}.OpenAPIModelName():                                               schema_pkg_apis_meta_v1_APIResourceList(ref),
+		v1.APIVersions{}.OpenAPIModelName():                                                   schema_pkg_apis_meta_v1_APIVersions(ref),
+		v1.ApplyOptions{}.OpenAPIModelName():                                                  schema_pkg_apis_meta_v1_ApplyOptions(ref),
+		v1.Condition{}.OpenAPIModelName():                                                     schema_pkg_apis_meta_v1_Condition(ref),
+		v1.CreateOptions{}.OpenAPIModelName():                                                 schema_pkg_apis_meta_v1_CreateOptions(ref),
+		v1.DeleteOptions{}.OpenAPIModelName():                                                 schema_pkg_apis_meta_v1_DeleteOptions(ref),
+		v1.Duration{}.OpenAPIModelName():                                                      schema_pkg_apis_meta_v1_Duration(ref),
+		v1.FieldSelectorRequirement{}.OpenAPIModelName():                                      schema_pkg_apis_meta_v1_FieldSelectorRequirement(ref),
+		v1.FieldsV1{}.OpenAPIModelName():                                                      schema_pkg_apis_meta_v1_FieldsV1(ref),
+		v1.GetOptions{}.OpenAPIModelName():                                                    schema_pkg_apis_meta_v1_GetOptions(ref),
+		v1.GroupKind{}.OpenAPIModelName():                                                     schema_pkg_apis_meta_v1_GroupKind(ref),
+		v1.GroupResource{}.OpenAPIModelName():                                                 schema_pkg_apis_meta_v1_GroupResource(ref),
+		v1.GroupVersion{}.OpenAPIModelName():                                                  schema_pkg_apis_meta_v1_GroupVersion(ref),
+		v1.GroupVersionForDiscovery{}.OpenAPIModelName():                                      schema_pkg_apis_meta_v1_GroupVersionForDiscovery(ref),
+		v1.GroupVersionKind{}.OpenAPIModelName():                                              schema_pkg_apis_meta_v1_GroupVersionKind(ref),
+		v1.GroupVersionResource{}.OpenAPIModelName():                                          schema_pkg_apis_meta_v1_GroupVersionResource(ref),
+		v1.InternalEvent{}.OpenAPIModelName():                                                 schema_pkg_apis_meta_v1_InternalEvent(ref),
+		v1.LabelSelector{}.OpenAPIModelName():                                                 schema_pkg_apis_meta_v1_LabelSelector(ref),
+		v1.LabelSelectorRequirement{}.OpenAPIModelName():                                      schema_pkg_apis_meta_v1_LabelSelectorRequirement(ref),
+		v1.List{}.OpenAPIModelName():                                                          schema_pkg_apis_meta_v1_List(ref),
+		v1.ListMeta{}.OpenAPIModelName():                                                      schema_pkg_apis_meta_v1_ListMeta(ref),
+		v1.ListOptions{}.OpenAPIModelName():                                                   schema_pkg_apis_meta_v1_ListOptions(ref),
+		v1.ManagedFieldsEntry{}.OpenAPIModelName():                                            schema_pkg_apis_meta_v1_ManagedFieldsEntry(ref),
+		v1.MicroTime{}.OpenAPIModelName():                                                     schema_pkg_apis_meta_v1_MicroTime(ref),
+		v1.ObjectMeta{}.OpenAPIModelName():                                                    schema_pkg_apis_meta_v1_ObjectMeta(ref),
+		v1.OwnerReference{}.OpenAPIModelName():                                                schema_pkg_apis_meta_v1_OwnerReference(ref),
+		v1.PartialObjectMetadata{}.OpenAPIModelName():                                         schema_pkg_apis_meta_v1_PartialObjectMetadata(ref),
+		v1.PartialObjectMetadataList{}.OpenAPIModelName():                                     schema_pkg_apis_meta_v1_PartialObjectMetadataList(ref),
+		v1.Patch{}.OpenAPIModelName():                                                         schema_pkg_apis_meta_v1_Patch(ref),
+		v1.PatchOptions{}.OpenAPIModelName():                                                  schema_pkg_apis_meta_v1_PatchOptions(ref),
+		v1.Preconditions{}.OpenAPIModelName():                                                 schema_pkg_apis_meta_v1_Preconditions(ref),
+		v1.RootPaths{}.OpenAPIModelName():                                                     schema_pkg_apis_meta_v1_RootPaths(ref),
+		v1.ServerAddressByClientCIDR{}.OpenAPIModelName():                                     schema_pkg_apis_meta_v1_ServerAddressByClientCIDR(ref),
+		v1.ShardInfo{}.OpenAPIModelName():                                                     schema_pkg_apis_meta_v1_ShardInfo(ref),
+		v1.Status{}.OpenAPIModelName():                                                        schema_pkg_apis_meta_v1_Status(ref),
+		v1.StatusCause{}.OpenAPIModelName():                                                   schema_pkg_apis_meta_v1_StatusCause(ref),
+		v1.StatusDetails{}.OpenAPIModelName():                                                 schema_pkg_apis_meta_v1_StatusDetails(ref),
+		v1.Table{}.OpenAPIModelName():                                                         schema_pkg_apis_meta_v1_Table(ref),
+		v1.TableColumnDefinition{}.OpenAPIModelName():                                         schema_pkg_apis_meta_v1_TableColumnDefinition(ref),
+		v1.TableOptions{}.OpenAPIModelName():                                                  schema_pkg_apis_meta_v1_TableOptions(ref),
+		v1.TableRow{}.OpenAPIModelName():                                                      schema_pkg_apis_meta_v1_TableRow(ref),
+		v1.TableRowCondition{}.OpenAPIModelName():                                             schema_pkg_apis_meta_v1_TableRowCondition(ref),
+		v1.Time{}.OpenAPIModelName():                                                          schema_pkg_apis_meta_v1_Time(ref),
+		v1.Timestamp{}.OpenAPIModelName():                                                     schema_pkg_apis_meta_v1_Timestamp(ref),
+		v1.TypeMeta{}.OpenAPIModelName():                                                      schema_pkg_apis_meta_v1_TypeMeta(ref),
+		v1.UpdateOptions{}.OpenAPIModelName():                                                 schema_pkg_apis_meta_v1_UpdateOptions(ref),
+		v1.WatchEvent{}.OpenAPIModelName():                                                    schema_pkg_apis_meta_v1_WatchEvent(ref),
+		runtime.RawExtension{}.OpenAPIModelName():                                             schema_k8sio_apimachinery_pkg_runtime_RawExtension(ref),
+		runtime.TypeMeta{}.OpenAPIModelName():                                                 schema_k8sio_apimachinery_pkg_runtime_TypeMeta(ref),
+		runtime.Unknown{}.OpenAPIModelName():                                                  schema_k8sio_apimachinery_pkg_runtime_Unknown(ref),
+		version.Info{}.OpenAPIModelName():                                                     schema_k8sio_apimachinery_pkg_version_Info(ref),
 	}
 }
 
@@ -433,6 +442,88 @@ func schema_fleetnet_api_networking_v1alpha1_BackendTrafficPolicyStatus(ref comm
 	}
 }
 
+func schema_fleetnet_api_networking_v1alpha1_ClusterBackendStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ClusterBackendStatus is how one cluster serves the load balancer.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is the cluster's id.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"state": {
+						SchemaProps: spec.SchemaProps{
+							Description: "State is Healthy, Draining or Missing.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"weight": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Weight is the cluster's weight in use.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"readyEndpoints": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ReadyEndpoints is how many ready endpoint addresses it exports.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+				},
+				Required: []string{"name", "state", "weight", "readyEndpoints"},
+			},
+		},
+	}
+}
+
+func schema_fleetnet_api_networking_v1alpha1_ClusterOverride(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ClusterOverride changes how one exporting cluster is used.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Name is the cluster's id.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"weight": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Weight replaces the cluster's fleetnet.dev/weight, 0 to 1000.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"drain": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Drain stops new connections to the cluster; established ones may finish until the drain timeout.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"name"},
+			},
+		},
+	}
+}
+
 func schema_fleetnet_api_networking_v1alpha1_HTTPHealthCheck(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -515,6 +606,389 @@ func schema_fleetnet_api_networking_v1alpha1_HealthCheck(ref common.ReferenceCal
 		},
 		Dependencies: []string{
 			"github.com/fleetnet/fleetnet/api/networking/v1alpha1.HTTPHealthCheck"},
+	}
+}
+
+func schema_fleetnet_api_networking_v1alpha1_L4HealthCheck(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "L4HealthCheck is a TCP connect check of every endpoint.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"interval": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Interval between two checks of an endpoint, from 100ms to 5m.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"timeout": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Timeout of one check, at least 10ms and shorter than the interval.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"healthyThreshold": {
+						SchemaProps: spec.SchemaProps{
+							Description: "HealthyThreshold is the successes in a row that bring an endpoint back.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"unhealthyThreshold": {
+						SchemaProps: spec.SchemaProps{
+							Description: "UnhealthyThreshold is the failures in a row that take an endpoint out.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+func schema_fleetnet_api_networking_v1alpha1_L4Timeouts(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "L4Timeouts bound connections and flows.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"tcpIdle": {
+						SchemaProps: spec.SchemaProps{
+							Description: "TCPIdle closes a TCP connection idle in both directions this long, from 1s to 24h.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"udpIdle": {
+						SchemaProps: spec.SchemaProps{
+							Description: "UDPIdle ends a UDP flow (a client address and port) without a datagram this long, from 1s to 1h.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"drain": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Drain is how long established connections to a draining cluster, or to a port no longer served, may continue, from 0s to 1h.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"connect": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Connect bounds a connection attempt to an endpoint, from 10ms to 1m; a failed attempt is tried on an endpoint of another cluster.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+func schema_fleetnet_api_networking_v1alpha1_LoadBalancerPort(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "LoadBalancerPort is one exposed port.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"port": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Port is the port at the global address.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"protocol": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Protocol is TCP or UDP.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"targetPort": {
+						SchemaProps: spec.SchemaProps{
+							Description: "TargetPort is the ServiceImport's port this port maps to; the same as Port when unset.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+				},
+				Required: []string{"port", "protocol"},
+			},
+		},
+	}
+}
+
+func schema_fleetnet_api_networking_v1alpha1_MultiClusterLoadBalancer(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MultiClusterLoadBalancer gives an imported service one global L4 (TCP or UDP) entry point: connections are spread over the healthy endpoints of every cluster that exports it, by weight, on the embedded edge or on an Azure cross-region load balancer.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"spec": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref("github.com/fleetnet/fleetnet/api/networking/v1alpha1.MultiClusterLoadBalancerSpec"),
+						},
+					},
+					"status": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref("github.com/fleetnet/fleetnet/api/networking/v1alpha1.MultiClusterLoadBalancerStatus"),
+						},
+					},
+				},
+				Required: []string{"spec"},
+			},
+		},
+		Dependencies: []string{
+			"github.com/fleetnet/fleetnet/api/networking/v1alpha1.MultiClusterLoadBalancerSpec", "github.com/fleetnet/fleetnet/api/networking/v1alpha1.MultiClusterLoadBalancerStatus", v1.ObjectMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_fleetnet_api_networking_v1alpha1_MultiClusterLoadBalancerList(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MultiClusterLoadBalancerList is a list of MultiClusterLoadBalancer.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Default: map[string]interface{}{},
+							Ref:     ref(v1.ListMeta{}.OpenAPIModelName()),
+						},
+					},
+					"items": {
+						SchemaProps: spec.SchemaProps{
+							Type: []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Default: map[string]interface{}{},
+										Ref:     ref("github.com/fleetnet/fleetnet/api/networking/v1alpha1.MultiClusterLoadBalancer"),
+									},
+								},
+							},
+						},
+					},
+				},
+				Required: []string{"items"},
+			},
+		},
+		Dependencies: []string{
+			"github.com/fleetnet/fleetnet/api/networking/v1alpha1.MultiClusterLoadBalancer", v1.ListMeta{}.OpenAPIModelName()},
+	}
+}
+
+func schema_fleetnet_api_networking_v1alpha1_MultiClusterLoadBalancerSpec(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MultiClusterLoadBalancerSpec is what to expose and how.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"serviceImportName": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ServiceImportName names the ServiceImport, in the load balancer's namespace, whose endpoints serve it.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"ports": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"port",
+									"protocol",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Ports are exposed at the global address, each mapped to a port of the ServiceImport.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Default: map[string]interface{}{},
+										Ref:     ref("github.com/fleetnet/fleetnet/api/networking/v1alpha1.LoadBalancerPort"),
+									},
+								},
+							},
+						},
+					},
+					"class": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Class is the provider: edge (default) or azure-cross-region.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"clusters": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"name",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Clusters override what the exporting clusters say, per cluster: another weight, or draining (no new connections; established ones may finish until the drain timeout).",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Default: map[string]interface{}{},
+										Ref:     ref("github.com/fleetnet/fleetnet/api/networking/v1alpha1.ClusterOverride"),
+									},
+								},
+							},
+						},
+					},
+					"healthCheck": {
+						SchemaProps: spec.SchemaProps{
+							Description: "HealthCheck is the TCP connect check of every endpoint.",
+							Ref:         ref("github.com/fleetnet/fleetnet/api/networking/v1alpha1.L4HealthCheck"),
+						},
+					},
+					"timeouts": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Timeouts of connections and flows.",
+							Ref:         ref("github.com/fleetnet/fleetnet/api/networking/v1alpha1.L4Timeouts"),
+						},
+					},
+				},
+				Required: []string{"serviceImportName", "ports"},
+			},
+		},
+		Dependencies: []string{
+			"github.com/fleetnet/fleetnet/api/networking/v1alpha1.ClusterOverride", "github.com/fleetnet/fleetnet/api/networking/v1alpha1.L4HealthCheck", "github.com/fleetnet/fleetnet/api/networking/v1alpha1.L4Timeouts", "github.com/fleetnet/fleetnet/api/networking/v1alpha1.LoadBalancerPort"},
+	}
+}
+
+func schema_fleetnet_api_networking_v1alpha1_MultiClusterLoadBalancerStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "MultiClusterLoadBalancerStatus is what fleetnet-gateway made of it.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"conditions": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"type",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Conditions: Accepted, ResolvedRefs and Programmed, with observedGeneration.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Default: map[string]interface{}{},
+										Ref:     ref(v1.Condition{}.OpenAPIModelName()),
+									},
+								},
+							},
+						},
+					},
+					"addresses": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Addresses are the global addresses the ports are served on.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Default: "",
+										Type:    []string{"string"},
+										Format:  "",
+									},
+								},
+							},
+						},
+					},
+					"clusters": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-map-keys": []interface{}{
+									"name",
+								},
+								"x-kubernetes-list-type": "map",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Clusters are the backend clusters, sorted by name.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Default: map[string]interface{}{},
+										Ref:     ref("github.com/fleetnet/fleetnet/api/networking/v1alpha1.ClusterBackendStatus"),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			"github.com/fleetnet/fleetnet/api/networking/v1alpha1.ClusterBackendStatus", v1.Condition{}.OpenAPIModelName()},
 	}
 }
 

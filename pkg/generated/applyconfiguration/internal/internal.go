@@ -125,6 +125,38 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - type
+- name: com.github.fleetnet.fleetnet.api.networking.v1alpha1.ClusterBackendStatus
+  map:
+    fields:
+    - name: name
+      type:
+        scalar: string
+      default: ""
+    - name: readyEndpoints
+      type:
+        scalar: numeric
+      default: 0
+    - name: state
+      type:
+        scalar: string
+      default: ""
+    - name: weight
+      type:
+        scalar: numeric
+      default: 0
+- name: com.github.fleetnet.fleetnet.api.networking.v1alpha1.ClusterOverride
+  map:
+    fields:
+    - name: drain
+      type:
+        scalar: boolean
+    - name: name
+      type:
+        scalar: string
+      default: ""
+    - name: weight
+      type:
+        scalar: numeric
 - name: com.github.fleetnet.fleetnet.api.networking.v1alpha1.HTTPHealthCheck
   map:
     fields:
@@ -156,6 +188,129 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: unhealthyThreshold
       type:
         scalar: numeric
+- name: com.github.fleetnet.fleetnet.api.networking.v1alpha1.L4HealthCheck
+  map:
+    fields:
+    - name: healthyThreshold
+      type:
+        scalar: numeric
+    - name: interval
+      type:
+        scalar: string
+    - name: timeout
+      type:
+        scalar: string
+    - name: unhealthyThreshold
+      type:
+        scalar: numeric
+- name: com.github.fleetnet.fleetnet.api.networking.v1alpha1.L4Timeouts
+  map:
+    fields:
+    - name: connect
+      type:
+        scalar: string
+    - name: drain
+      type:
+        scalar: string
+    - name: tcpIdle
+      type:
+        scalar: string
+    - name: udpIdle
+      type:
+        scalar: string
+- name: com.github.fleetnet.fleetnet.api.networking.v1alpha1.LoadBalancerPort
+  map:
+    fields:
+    - name: port
+      type:
+        scalar: numeric
+      default: 0
+    - name: protocol
+      type:
+        scalar: string
+      default: ""
+    - name: targetPort
+      type:
+        scalar: numeric
+- name: com.github.fleetnet.fleetnet.api.networking.v1alpha1.MultiClusterLoadBalancer
+  map:
+    fields:
+    - name: apiVersion
+      type:
+        scalar: string
+    - name: kind
+      type:
+        scalar: string
+    - name: metadata
+      type:
+        namedType: v1.meta.apis.pkg.apimachinery.k8s.io.ObjectMeta
+      default: {}
+    - name: spec
+      type:
+        namedType: com.github.fleetnet.fleetnet.api.networking.v1alpha1.MultiClusterLoadBalancerSpec
+      default: {}
+    - name: status
+      type:
+        namedType: com.github.fleetnet.fleetnet.api.networking.v1alpha1.MultiClusterLoadBalancerStatus
+      default: {}
+- name: com.github.fleetnet.fleetnet.api.networking.v1alpha1.MultiClusterLoadBalancerSpec
+  map:
+    fields:
+    - name: class
+      type:
+        scalar: string
+    - name: clusters
+      type:
+        list:
+          elementType:
+            namedType: com.github.fleetnet.fleetnet.api.networking.v1alpha1.ClusterOverride
+          elementRelationship: associative
+          keys:
+          - name
+    - name: healthCheck
+      type:
+        namedType: com.github.fleetnet.fleetnet.api.networking.v1alpha1.L4HealthCheck
+    - name: ports
+      type:
+        list:
+          elementType:
+            namedType: com.github.fleetnet.fleetnet.api.networking.v1alpha1.LoadBalancerPort
+          elementRelationship: associative
+          keys:
+          - port
+          - protocol
+    - name: serviceImportName
+      type:
+        scalar: string
+      default: ""
+    - name: timeouts
+      type:
+        namedType: com.github.fleetnet.fleetnet.api.networking.v1alpha1.L4Timeouts
+- name: com.github.fleetnet.fleetnet.api.networking.v1alpha1.MultiClusterLoadBalancerStatus
+  map:
+    fields:
+    - name: addresses
+      type:
+        list:
+          elementType:
+            scalar: string
+          elementRelationship: atomic
+    - name: clusters
+      type:
+        list:
+          elementType:
+            namedType: com.github.fleetnet.fleetnet.api.networking.v1alpha1.ClusterBackendStatus
+          elementRelationship: associative
+          keys:
+          - name
+    - name: conditions
+      type:
+        list:
+          elementType:
+            namedType: v1.meta.apis.pkg.apimachinery.k8s.io.Condition
+          elementRelationship: associative
+          keys:
+          - type
 - name: com.github.fleetnet.fleetnet.api.networking.v1alpha1.PassiveHealthCheck
   map:
     fields:

@@ -60,6 +60,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		// Group=networking.fleetnet.dev, Version=v1alpha1
 	case networkingv1alpha1.SchemeGroupVersion.WithResource("backendtrafficpolicies"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Networking().V1alpha1().BackendTrafficPolicies().Informer()}, nil
+	case networkingv1alpha1.SchemeGroupVersion.WithResource("multiclusterloadbalancers"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Networking().V1alpha1().MultiClusterLoadBalancers().Informer()}, nil
 
 	}
 

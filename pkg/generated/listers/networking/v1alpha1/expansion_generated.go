@@ -25,3 +25,11 @@ type BackendTrafficPolicyListerExpansion interface{}
 // BackendTrafficPolicyNamespaceListerExpansion allows custom methods to be added to
 // BackendTrafficPolicyNamespaceLister.
 type BackendTrafficPolicyNamespaceListerExpansion interface{}
+
+// MultiClusterLoadBalancerListerExpansion allows custom methods to be added to
+// MultiClusterLoadBalancerLister.
+type MultiClusterLoadBalancerListerExpansion interface{}
+
+// MultiClusterLoadBalancerNamespaceListerExpansion allows custom methods to be added to
+// MultiClusterLoadBalancerNamespaceLister.
+type MultiClusterLoadBalancerNamespaceListerExpansion interface{}

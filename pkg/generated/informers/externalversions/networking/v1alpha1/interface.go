@@ -26,6 +26,8 @@ import (
 type Interface interface {
 	// BackendTrafficPolicies returns a BackendTrafficPolicyInformer.
 	BackendTrafficPolicies() BackendTrafficPolicyInformer
+	// MultiClusterLoadBalancers returns a MultiClusterLoadBalancerInformer.
+	MultiClusterLoadBalancers() MultiClusterLoadBalancerInformer
 }
 
 type version struct {
@@ -42,4 +44,9 @@ func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakList
 // BackendTrafficPolicies returns a BackendTrafficPolicyInformer.
 func (v *version) BackendTrafficPolicies() BackendTrafficPolicyInformer {
 	return &backendTrafficPolicyInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
+}
+
+// MultiClusterLoadBalancers returns a MultiClusterLoadBalancerInformer.
+func (v *version) MultiClusterLoadBalancers() MultiClusterLoadBalancerInformer {
+	return &multiClusterLoadBalancerInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }

@@ -29,6 +29,7 @@ import (
 type NetworkingV1alpha1Interface interface {
 	RESTClient() rest.Interface
 	BackendTrafficPoliciesGetter
+	MultiClusterLoadBalancersGetter
 }
 
 // NetworkingV1alpha1Client is used to interact with features provided by the networking.fleetnet.dev group.
@@ -38,6 +39,10 @@ type NetworkingV1alpha1Client struct {
 
 func (c *NetworkingV1alpha1Client) BackendTrafficPolicies(namespace string) BackendTrafficPolicyInterface {
 	return newBackendTrafficPolicies(c, namespace)
+}
+
+func (c *NetworkingV1alpha1Client) MultiClusterLoadBalancers(namespace string) MultiClusterLoadBalancerInterface {
+	return newMultiClusterLoadBalancers(c, namespace)
 }
 
 // NewForConfig creates a new NetworkingV1alpha1Client for the given config.

@@ -32,6 +32,10 @@ func (c *FakeNetworkingV1alpha1) BackendTrafficPolicies(namespace string) v1alph
 	return newFakeBackendTrafficPolicies(c, namespace)
 }
 
+func (c *FakeNetworkingV1alpha1) MultiClusterLoadBalancers(namespace string) v1alpha1.MultiClusterLoadBalancerInterface {
+	return newFakeMultiClusterLoadBalancers(c, namespace)
+}
+
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
 func (c *FakeNetworkingV1alpha1) RESTClient() rest.Interface {
