@@ -214,6 +214,36 @@ type L4Timeouts struct {
 	Connect gwv1.Duration `json:"connect,omitempty"`
 }
 
+// Finalizer and condition types and reasons of a MultiClusterLoadBalancer.
+const (
+	// LoadBalancerFinalizer holds a load balancer until its provider has
+	// withdrawn it.
+	LoadBalancerFinalizer = "networking.fleetnet.dev/load-balancer-cleanup"
+
+	LoadBalancerConditionAccepted     = "Accepted"
+	LoadBalancerConditionResolvedRefs = "ResolvedRefs"
+	LoadBalancerConditionProgrammed   = "Programmed"
+
+	LoadBalancerReasonAccepted = "Accepted"
+	// LoadBalancerReasonInvalid: a field has a value the controller
+	// refuses; the message names it.
+	LoadBalancerReasonInvalid = "Invalid"
+	// LoadBalancerReasonUnsupportedClass: no provider of the class runs.
+	LoadBalancerReasonUnsupportedClass = "UnsupportedClass"
+	// LoadBalancerReasonPortConflict: an older load balancer or a Gateway
+	// listener of the same provider has the port.
+	LoadBalancerReasonPortConflict = "PortConflict"
+	LoadBalancerReasonResolvedRefs = "ResolvedRefs"
+	// LoadBalancerReasonBackendNotFound: the ServiceImport, or a port of
+	// it, does not exist.
+	LoadBalancerReasonBackendNotFound = "BackendNotFound"
+	// LoadBalancerReasonProtocolMismatch: the ServiceImport's port has
+	// another protocol.
+	LoadBalancerReasonProtocolMismatch = "ProtocolMismatch"
+	LoadBalancerReasonProgrammed       = "Programmed"
+	LoadBalancerReasonPending          = "Pending"
+)
+
 // Backend states of a cluster.
 const (
 	// ClusterStateHealthy: the cluster has endpoints that take

@@ -116,7 +116,7 @@ func (b *builder) backend(r *gwv1.HTTPRoute, ref gwv1.BackendRef) Backend {
 			}
 		}
 	}
-	be.Clusters = b.clusters(sel, ports)
+	be.Clusters = b.clusters(sel, ports, corev1.ProtocolTCP)
 	var total int64
 	for _, c := range be.Clusters {
 		total += c.EffectiveWeight
@@ -141,10 +141,11 @@ func importPorts(ps []mcsv1beta1.ServicePort) string {
 	return strings.Join(s, ", ")
 }
 
-// clusters groups the endpoints of ss, on the named ports, by cluster.
+// clusters groups the endpoints of ss, on the named ports of protocol, by
+// cluster.
 // Imported slices name their cluster, region and weight; a local
 // Service's slices are the hub's.
-func (b *builder) clusters(ss []*discoveryv1.EndpointSlice, ports []string) []ClusterEndpoints {
+func (b *builder) clusters(ss []*discoveryv1.EndpointSlice, ports []string, protocol corev1.Protocol) []ClusterEndpoints {
 	byCluster := map[string]*ClusterEndpoints{}
 	type epKey struct {
 		addr string
@@ -182,7 +183,11 @@ func (b *builder) clusters(ss []*discoveryv1.EndpointSlice, ports []string) []Cl
 			if p.Name != nil {
 				name = *p.Name
 			}
-			if p.Port == nil || (p.Protocol != nil && *p.Protocol != corev1.ProtocolTCP) || !slices.Contains(ports, name) {
+			proto := corev1.ProtocolTCP
+			if p.Protocol != nil {
+				proto = *p.Protocol
+			}
+			if p.Port == nil || proto != protocol || !slices.Contains(ports, name) {
 				continue
 			}
 			numbers = append(numbers, *p.Port)

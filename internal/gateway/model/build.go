@@ -106,6 +106,8 @@ func Build(in Input) Result {
 	res.Status.Gateways = b.buildGateways()
 	res.Status.HTTPRoutes = b.buildRoutes()
 	res.Model = b.assemble()
+	res.Model.LoadBalancers, res.Status.LoadBalancers = b.loadBalancers(res.Model.Gateways)
+	res.Model.Version = versionOf(res.Model)
 	res.Status.BackendTrafficPolicies = b.policyStatuses(res.Model)
 	// Attached routes are known only once every route was seen.
 	for i, gs := range b.gatewayOrder {
@@ -446,12 +448,12 @@ func (b *builder) assemble() Model {
 		})
 		m.Gateways = append(m.Gateways, g)
 	}
-	m.Version = versionOf(m.Gateways)
 	return m
 }
 
-func versionOf(gws []Gateway) string {
-	data, err := json.Marshal(gws)
+func versionOf(m Model) string {
+	m.Version = ""
+	data, err := json.Marshal(m)
 	if err != nil {
 		// Plain structs of strings and numbers always marshal.
 		panic(err)

@@ -28,10 +28,11 @@ func loadInput(t *testing.T, path string) Input {
 		t.Fatal(err)
 	}
 	in := Input{
-		ControllerName:    keys.GatewayControllerName,
-		LocalCluster:      "hub",
-		LocalRegion:       "eu-west",
-		CRDBundleVersions: []string{SupportedBundleVersion},
+		ControllerName:      keys.GatewayControllerName,
+		LocalCluster:        "hub",
+		LocalRegion:         "eu-west",
+		CRDBundleVersions:   []string{SupportedBundleVersion},
+		LoadBalancerClasses: []string{"edge"},
 	}
 	for i, doc := range strings.Split(string(data), "\n---\n") {
 		if strings.TrimSpace(doc) == "" {
@@ -73,6 +74,9 @@ func loadInput(t *testing.T, path string) Input {
 		case "BackendTrafficPolicy":
 			in.BackendTrafficPolicies = append(in.BackendTrafficPolicies, zero(&in.BackendTrafficPolicies))
 			target = &in.BackendTrafficPolicies[len(in.BackendTrafficPolicies)-1]
+		case "MultiClusterLoadBalancer":
+			in.MultiClusterLoadBalancers = append(in.MultiClusterLoadBalancers, zero(&in.MultiClusterLoadBalancers))
+			target = &in.MultiClusterLoadBalancers[len(in.MultiClusterLoadBalancers)-1]
 		default:
 			t.Fatalf("%s document %d: unknown kind %q", path, i, tm.Kind)
 		}
@@ -125,6 +129,10 @@ func shuffle(in Input, rng *rand.Rand) Input {
 	out.BackendTrafficPolicies = append(out.BackendTrafficPolicies[:0:0], in.BackendTrafficPolicies...)
 	s(len(out.BackendTrafficPolicies), func(i, j int) {
 		out.BackendTrafficPolicies[i], out.BackendTrafficPolicies[j] = out.BackendTrafficPolicies[j], out.BackendTrafficPolicies[i]
+	})
+	out.MultiClusterLoadBalancers = append(out.MultiClusterLoadBalancers[:0:0], in.MultiClusterLoadBalancers...)
+	s(len(out.MultiClusterLoadBalancers), func(i, j int) {
+		out.MultiClusterLoadBalancers[i], out.MultiClusterLoadBalancers[j] = out.MultiClusterLoadBalancers[j], out.MultiClusterLoadBalancers[i]
 	})
 	// Endpoints inside a slice are unordered too.
 	for i := range out.EndpointSlices {

@@ -39,6 +39,10 @@ type Input struct {
 	// BackendTrafficPolicies set how backends' endpoints are checked,
 	// retried and chosen.
 	BackendTrafficPolicies []networkingv1alpha1.BackendTrafficPolicy
+	// MultiClusterLoadBalancers are served when their class is one of
+	// LoadBalancerClasses, the classes this controller's provider serves.
+	MultiClusterLoadBalancers []networkingv1alpha1.MultiClusterLoadBalancer
+	LoadBalancerClasses       []string
 }
 
 // Result is the model and the status it implies.
@@ -56,6 +60,7 @@ type Status struct {
 	// BackendTrafficPolicies are every policy's status, ours whatever
 	// Gateway uses it.
 	BackendTrafficPolicies []BackendTrafficPolicyStatus `json:"backendTrafficPolicies"`
+	LoadBalancers          []LoadBalancerStatus         `json:"loadBalancers"`
 }
 
 // GatewayClassStatus is the status of one GatewayClass of ours.

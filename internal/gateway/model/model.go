@@ -14,7 +14,8 @@ package model
 // Model is everything the entry point serves, for every Gateway of
 // fleetnet's GatewayClasses.
 type Model struct {
-	// Version is a hash of Gateways' JSON; equal versions serve the same.
+	// Version is a hash of the rest of the model's JSON; equal versions
+	// serve the same.
 	Version string `json:"version"`
 	// Gateways are sorted by namespace and name.
 	Gateways []Gateway `json:"gateways"`

@@ -170,34 +170,8 @@ func (b *builder) policyStatuses(m Model) []BackendTrafficPolicyStatus {
 func translatePolicy(p *networkingv1alpha1.BackendTrafficPolicy) (BackendPolicy, []string) {
 	out := DefaultBackendPolicy()
 	out.Source = key(p.Namespace, p.Name)
-	var probs []string
-	bad := func(format string, args ...any) { probs = append(probs, fmt.Sprintf(format, args...)) }
-	// duration parses an optional duration within [lo, hi] (hi 0: none).
-	duration := func(field string, d gwv1.Duration, lo, hi time.Duration, def int64) int64 {
-		if d == "" {
-			return def
-		}
-		v, err := time.ParseDuration(string(d))
-		switch {
-		case err != nil:
-			bad("%s: %q is not a duration", field, d)
-		case v < lo || (hi > 0 && v > hi):
-			if hi > 0 {
-				bad("%s: %q is not from %s to %s", field, d, lo, hi)
-			} else {
-				bad("%s: %q is shorter than %s", field, d, lo)
-			}
-		default:
-			return v.Milliseconds()
-		}
-		return def
-	}
-	between := func(field string, v, lo, hi int32) {
-		if v < lo || v > hi {
-			bad("%s: %d is not from %d to %d", field, v, lo, hi)
-		}
-	}
-
+	v := newValidator()
+	bad, between, duration := v.bad, v.between, v.duration
 	seen := map[gwv1.LocalPolicyTargetReference]bool{}
 	if len(p.Spec.TargetRefs) == 0 {
 		bad("spec.targetRefs: at least one is required")
@@ -243,7 +217,7 @@ func translatePolicy(p *networkingv1alpha1.BackendTrafficPolicy) (BackendPolicy,
 		h.IntervalMillis = duration("spec.healthCheck.interval", hc.Interval, 100*time.Millisecond, 5*time.Minute, h.IntervalMillis)
 		h.TimeoutMillis = duration("spec.healthCheck.timeout", hc.Timeout, 10*time.Millisecond, 0, h.TimeoutMillis)
 		if h.TimeoutMillis >= h.IntervalMillis {
-			bad("spec.healthCheck.timeout: %s must be shorter than spec.healthCheck.interval %s", time.Duration(h.TimeoutMillis)*time.Millisecond, time.Duration(h.IntervalMillis)*time.Millisecond)
+			bad("spec.healthCheck.timeout: %s must be shorter than spec.healthCheck.interval %s", millisString(h.TimeoutMillis), millisString(h.IntervalMillis))
 		}
 		if hc.HealthyThreshold != 0 {
 			between("spec.healthCheck.healthyThreshold", hc.HealthyThreshold, 1, 10)
@@ -286,5 +260,5 @@ func translatePolicy(p *networkingv1alpha1.BackendTrafficPolicy) (BackendPolicy,
 	default:
 		bad("spec.locality: %q is not Weighted or LocalFirst", p.Spec.Locality)
 	}
-	return out, probs
+	return out, v.problems
 }

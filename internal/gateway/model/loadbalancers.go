@@ -1,0 +1,298 @@
+package model
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// LoadBalancerStatus is the status of one MultiClusterLoadBalancer, without
+// Programmed and addresses, which depend on the provider.
+type LoadBalancerStatus struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Served: the load balancer is in the model (accepted, of a class this
+	// controller serves).
+	Served     bool                                      `json:"served"`
+	Conditions []metav1.Condition                        `json:"conditions"`
+	Clusters   []networkingv1alpha1.ClusterBackendStatus `json:"clusters"`
+}
+
+// Defaults of a load balancer's timeouts.
+const (
+	DefaultTCPIdleMillis = int64(time.Hour / time.Millisecond)
+	DefaultUDPIdleMillis = int64(time.Minute / time.Millisecond)
+	DefaultDrainMillis   = int64(30 * time.Second / time.Millisecond)
+)
+
+// loadBalancers translates the MultiClusterLoadBalancers: those of a class
+// in.LoadBalancerClasses names, valid, and whose ports no older load
+// balancer and no Gateway listener of gws holds, are served. A load
+// balancer whose ServiceImport or port is missing is still served, with no
+// endpoints: a missing input never withdraws a port (fail static).
+func (b *builder) loadBalancers(gws []Gateway) ([]LoadBalancer, []LoadBalancerStatus) {
+	lbs := make([]*networkingv1alpha1.MultiClusterLoadBalancer, 0, len(b.in.MultiClusterLoadBalancers))
+	for i := range b.in.MultiClusterLoadBalancers {
+		lb := &b.in.MultiClusterLoadBalancers[i]
+		if lb.DeletionTimestamp == nil {
+			lbs = append(lbs, lb)
+		}
+	}
+	slices.SortFunc(lbs, func(x, y *networkingv1alpha1.MultiClusterLoadBalancer) int {
+		return cmp.Or(x.CreationTimestamp.Compare(y.CreationTimestamp.Time), cmp.Compare(x.Namespace, y.Namespace), cmp.Compare(x.Name, y.Name))
+	})
+	// Ports taken, by "port/protocol": Gateway listeners are TCP.
+	taken := map[string]string{}
+	for _, gw := range gws {
+		for _, l := range gw.Listeners {
+			taken[fmt.Sprintf("%d/%s", l.Port, ProtocolTCP)] = fmt.Sprintf("listener %s of Gateway %s", l.Name, key(gw.Namespace, gw.Name))
+		}
+	}
+	models := []LoadBalancer{}
+	statuses := []LoadBalancerStatus{}
+	for _, lb := range lbs {
+		m, st := b.loadBalancer(lb, taken)
+		if st.Served {
+			models = append(models, m)
+		}
+		statuses = append(statuses, st)
+	}
+	slices.SortFunc(models, func(x, y LoadBalancer) int {
+		return cmp.Or(cmp.Compare(x.Namespace, y.Namespace), cmp.Compare(x.Name, y.Name))
+	})
+	slices.SortFunc(statuses, func(x, y LoadBalancerStatus) int {
+		return cmp.Or(cmp.Compare(x.Namespace, y.Namespace), cmp.Compare(x.Name, y.Name))
+	})
+	return models, statuses
+}
+
+func (b *builder) loadBalancer(lb *networkingv1alpha1.MultiClusterLoadBalancer, taken map[string]string) (LoadBalancer, LoadBalancerStatus) {
+	gen := lb.Generation
+	st := LoadBalancerStatus{Namespace: lb.Namespace, Name: lb.Name, Clusters: []networkingv1alpha1.ClusterBackendStatus{}}
+	m, problems := translateLoadBalancer(lb)
+	class := string(lb.Spec.Class)
+	if class == "" {
+		class = string(networkingv1alpha1.LoadBalancerClassEdge)
+	}
+	refused := func(reason, msg string) (LoadBalancer, LoadBalancerStatus) {
+		st.Conditions = []metav1.Condition{
+			cond(networkingv1alpha1.LoadBalancerConditionAccepted, false, reason, msg, gen),
+		}
+		return m, st
+	}
+	switch {
+	case len(problems) > 0:
+		return refused(networkingv1alpha1.LoadBalancerReasonInvalid, strings.Join(problems, "; "))
+	case !slices.Contains(b.in.LoadBalancerClasses, class):
+		return refused(networkingv1alpha1.LoadBalancerReasonUnsupportedClass,
+			fmt.Sprintf("class %s has no provider in this fleetnet-gateway (it serves: %s)", class, strings.Join(b.in.LoadBalancerClasses, ", ")))
+	}
+	var conflicts []string
+	for _, p := range m.Ports {
+		k := fmt.Sprintf("%d/%s", p.Port, p.Protocol)
+		if holder, ok := taken[k]; ok {
+			conflicts = append(conflicts, fmt.Sprintf("port %s is held by %s", k, holder))
+		}
+	}
+	if len(conflicts) > 0 {
+		return refused(networkingv1alpha1.LoadBalancerReasonPortConflict, strings.Join(conflicts, "; "))
+	}
+	for _, p := range m.Ports {
+		taken[fmt.Sprintf("%d/%s", p.Port, p.Protocol)] = "MultiClusterLoadBalancer " + key(lb.Namespace, lb.Name)
+	}
+	st.Served = true
+	accepted := cond(networkingv1alpha1.LoadBalancerConditionAccepted, true, networkingv1alpha1.LoadBalancerReasonAccepted, "", gen)
+
+	resolved := cond(networkingv1alpha1.LoadBalancerConditionResolvedRefs, true, networkingv1alpha1.LoadBalancerReasonResolvedRefs, "", gen)
+	si := b.imports[key(lb.Namespace, lb.Spec.ServiceImportName)]
+	var refProblems []string
+	refReason := networkingv1alpha1.LoadBalancerReasonBackendNotFound
+	if si == nil {
+		refProblems = append(refProblems, fmt.Sprintf("ServiceImport %s not found", key(lb.Namespace, lb.Spec.ServiceImportName)))
+	}
+	var sel []*discoveryv1.EndpointSlice
+	if si != nil {
+		for _, s := range b.slices {
+			if s.Namespace == lb.Namespace && s.Labels[mcsv1beta1.LabelServiceName] == si.Name && s.Labels[mcsv1beta1.LabelSourceCluster] != "" {
+				sel = append(sel, s)
+			}
+		}
+	}
+	overrides := map[string]networkingv1alpha1.ClusterOverride{}
+	for _, o := range lb.Spec.Clusters {
+		overrides[o.Name] = o
+	}
+	ready := map[string]int32{}
+	weights := map[string]int32{}
+	for i := range m.Ports {
+		p := &m.Ports[i]
+		p.Clusters = []ClusterEndpoints{}
+		if si == nil {
+			continue
+		}
+		j := slices.IndexFunc(si.Spec.Ports, func(sp mcsv1beta1.ServicePort) bool { return sp.Port == p.TargetPort })
+		if j < 0 {
+			refProblems = append(refProblems, fmt.Sprintf("spec.ports: ServiceImport %s has no port %d (ports: %s)", key(si.Namespace, si.Name), p.TargetPort, importPorts(si.Spec.Ports)))
+			continue
+		}
+		sp := si.Spec.Ports[j]
+		proto := sp.Protocol
+		if proto == "" {
+			proto = corev1.ProtocolTCP
+		}
+		if string(proto) != p.Protocol {
+			refReason = networkingv1alpha1.LoadBalancerReasonProtocolMismatch
+			refProblems = append(refProblems, fmt.Sprintf("spec.ports: port %d/%s maps to port %d of ServiceImport %s, which is %s", p.Port, p.Protocol, p.TargetPort, key(si.Namespace, si.Name), proto))
+			continue
+		}
+		p.Clusters = b.clusters(sel, []string{sp.Name}, proto)
+		for k := range p.Clusters {
+			c := &p.Clusters[k]
+			readyAddrs := int64(0)
+			if c.Weight > 0 {
+				readyAddrs = c.EffectiveWeight / int64(c.Weight)
+			} else {
+				seen := map[string]bool{}
+				for _, e := range c.Endpoints {
+					if e.Ready {
+						seen[e.Address] = true
+					}
+				}
+				readyAddrs = int64(len(seen))
+			}
+			if o, ok := overrides[c.Cluster]; ok {
+				if o.Weight != nil {
+					c.Weight = *o.Weight
+				}
+				c.Draining = o.Drain
+			}
+			c.EffectiveWeight = int64(c.Weight) * readyAddrs
+			if c.Draining {
+				c.EffectiveWeight = 0
+			}
+			ready[c.Cluster] = max(ready[c.Cluster], int32(readyAddrs))
+			weights[c.Cluster] = c.Weight
+		}
+	}
+	if len(refProblems) > 0 {
+		resolved = cond(networkingv1alpha1.LoadBalancerConditionResolvedRefs, false, refReason, strings.Join(refProblems, "; "), gen)
+	}
+	st.Conditions = []metav1.Condition{accepted, resolved}
+
+	names := map[string]bool{}
+	for n := range weights {
+		names[n] = true
+	}
+	for n := range overrides {
+		names[n] = true
+	}
+	for _, n := range slices.Sorted(func(yield func(string) bool) {
+		for n := range names {
+			if !yield(n) {
+				return
+			}
+		}
+	}) {
+		cs := networkingv1alpha1.ClusterBackendStatus{Name: n, Weight: weights[n], ReadyEndpoints: ready[n], State: networkingv1alpha1.ClusterStateHealthy}
+		o, overridden := overrides[n]
+		switch {
+		case overridden && o.Drain:
+			cs.State = networkingv1alpha1.ClusterStateDraining
+		case ready[n] == 0:
+			cs.State = networkingv1alpha1.ClusterStateMissing
+		}
+		if _, ok := weights[n]; !ok && overridden && o.Weight != nil {
+			cs.Weight = *o.Weight
+		}
+		st.Clusters = append(st.Clusters, cs)
+	}
+	return m, st
+}
+
+// translateLoadBalancer fills in defaults and checks what the CRD's schema
+// also checks, naming each field: an object stored before a schema change
+// must not reach a provider.
+func translateLoadBalancer(lb *networkingv1alpha1.MultiClusterLoadBalancer) (LoadBalancer, []string) {
+	def := DefaultBackendPolicy()
+	m := LoadBalancer{
+		Namespace: lb.Namespace, Name: lb.Name, Generation: lb.Generation,
+		HealthCheck:          HealthCheck{Type: HealthCheckTCP, IntervalMillis: def.HealthCheck.IntervalMillis, TimeoutMillis: def.HealthCheck.TimeoutMillis, HealthyThreshold: def.HealthCheck.HealthyThreshold, UnhealthyThreshold: def.HealthCheck.UnhealthyThreshold},
+		ConnectTimeoutMillis: def.ConnectTimeoutMillis,
+		TCPIdleMillis:        DefaultTCPIdleMillis, UDPIdleMillis: DefaultUDPIdleMillis, DrainMillis: DefaultDrainMillis,
+	}
+	v := newValidator()
+	if lb.Spec.ServiceImportName == "" {
+		v.bad("spec.serviceImportName: required")
+	}
+	if len(lb.Spec.Ports) == 0 {
+		v.bad("spec.ports: at least one is required")
+	}
+	seen := map[string]bool{}
+	for i, p := range lb.Spec.Ports {
+		proto := string(p.Protocol)
+		if proto == "" {
+			proto = ProtocolTCP
+		}
+		if proto != ProtocolTCP && proto != ProtocolUDP {
+			v.bad("spec.ports[%d].protocol: %q is not TCP or UDP", i, p.Protocol)
+		}
+		v.between(fmt.Sprintf("spec.ports[%d].port", i), p.Port, 1, 65535)
+		target := p.Port
+		if p.TargetPort != nil {
+			target = *p.TargetPort
+			v.between(fmt.Sprintf("spec.ports[%d].targetPort", i), target, 1, 65535)
+		}
+		k := fmt.Sprintf("%d/%s", p.Port, proto)
+		if seen[k] {
+			v.bad("spec.ports[%d]: %s is listed twice", i, k)
+		}
+		seen[k] = true
+		m.Ports = append(m.Ports, LoadBalancerPort{Port: p.Port, Protocol: proto, TargetPort: target})
+	}
+	slices.SortFunc(m.Ports, func(x, y LoadBalancerPort) int {
+		return cmp.Or(cmp.Compare(x.Port, y.Port), cmp.Compare(x.Protocol, y.Protocol))
+	})
+	names := map[string]bool{}
+	for i, o := range lb.Spec.Clusters {
+		if names[o.Name] {
+			v.bad("spec.clusters[%d].name: %q is listed twice", i, o.Name)
+		}
+		names[o.Name] = true
+		if o.Weight != nil {
+			v.between(fmt.Sprintf("spec.clusters[%d].weight", i), *o.Weight, 0, MaxClusterWeight)
+		}
+	}
+	if hc := lb.Spec.HealthCheck; hc != nil {
+		h := &m.HealthCheck
+		h.IntervalMillis = v.duration("spec.healthCheck.interval", hc.Interval, 100*time.Millisecond, 5*time.Minute, h.IntervalMillis)
+		h.TimeoutMillis = v.duration("spec.healthCheck.timeout", hc.Timeout, 10*time.Millisecond, 0, h.TimeoutMillis)
+		if h.TimeoutMillis >= h.IntervalMillis {
+			v.bad("spec.healthCheck.timeout: %s must be shorter than spec.healthCheck.interval %s", millisString(h.TimeoutMillis), millisString(h.IntervalMillis))
+		}
+		if hc.HealthyThreshold != 0 {
+			v.between("spec.healthCheck.healthyThreshold", hc.HealthyThreshold, 1, 10)
+			h.HealthyThreshold = hc.HealthyThreshold
+		}
+		if hc.UnhealthyThreshold != 0 {
+			v.between("spec.healthCheck.unhealthyThreshold", hc.UnhealthyThreshold, 1, 10)
+			h.UnhealthyThreshold = hc.UnhealthyThreshold
+		}
+	}
+	if t := lb.Spec.Timeouts; t != nil {
+		m.TCPIdleMillis = v.duration("spec.timeouts.tcpIdle", t.TCPIdle, time.Second, 24*time.Hour, m.TCPIdleMillis)
+		m.UDPIdleMillis = v.duration("spec.timeouts.udpIdle", t.UDPIdle, time.Second, time.Hour, m.UDPIdleMillis)
+		m.DrainMillis = v.duration("spec.timeouts.drain", t.Drain, 0, time.Hour, m.DrainMillis)
+		m.ConnectTimeoutMillis = v.duration("spec.timeouts.connect", t.Connect, 10*time.Millisecond, time.Minute, m.ConnectTimeoutMillis)
+	}
+	return m, v.problems
+}
+
+func millisString(ms int64) string { return (time.Duration(ms) * time.Millisecond).String() }
