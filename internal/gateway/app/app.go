@@ -8,6 +8,8 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
+	"github.com/fleetnet/fleetnet/pkg/generated/clientset/versioned"
 	"log/slog"
 	"net"
 	"os"
@@ -141,7 +143,11 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	if err != nil {
 		return err
 	}
-	rec := &controller.Reconciler{Client: mgr.GetClient(), CRDBundleVersions: bundles, Provider: prov, Recorder: mgr.GetEventRecorder(keys.FieldManagerGateway), LocalCluster: o.ClusterID, LocalRegion: o.Region, Log: log, Events: events}
+	cs, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("creating the networking.fleetnet.dev client: %w", err)
+	}
+	rec := &controller.Reconciler{Client: mgr.GetClient(), Clientset: cs, LoadBalancerClasses: []string{string(networkingv1alpha1.LoadBalancerClassEdge)}, CRDBundleVersions: bundles, Provider: prov, Recorder: mgr.GetEventRecorder(keys.FieldManagerGateway), LocalCluster: o.ClusterID, LocalRegion: o.Region, Log: log, Events: events}
 	queue := &provider.Queue{Provider: prov, Log: log, OnChange: rec.Trigger}
 	rec.Queue = queue
 	if err := rec.SetupWithManager(mgr); err != nil {

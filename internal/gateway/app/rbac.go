@@ -7,6 +7,8 @@ package app
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses/status;gateways/status;httproutes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=networking.fleetnet.dev,resources=backendtrafficpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.fleetnet.dev,resources=backendtrafficpolicies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=networking.fleetnet.dev,resources=multiclusterloadbalancers,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=networking.fleetnet.dev,resources=multiclusterloadbalancers/status,verbs=get;patch
 // +kubebuilder:rbac:groups=multicluster.x-k8s.io,resources=serviceimports,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces;services;secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=discovery.k8s.io,resources=endpointslices,verbs=get;list;watch

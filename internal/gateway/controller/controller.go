@@ -1,7 +1,7 @@
 // Package controller is fleetnet-gateway's Gateway API controller. Every
 // change of an input (GatewayClass, Gateway, HTTPRoute, ReferenceGrant,
 // Namespace, Service, ServiceImport, TLS Secret, EndpointSlice,
-// BackendTrafficPolicy) and every
+// BackendTrafficPolicy, MultiClusterLoadBalancer) and every
 // change of the provider's progress reconciles one key, the whole model:
 // it is built by a pure function from the cache, handed to the provider
 // queue (never deployed on the reconcile path), and the status it implies
@@ -19,6 +19,7 @@ import (
 	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
 	"github.com/fleetnet/fleetnet/internal/gateway/model"
 	"github.com/fleetnet/fleetnet/internal/gateway/provider"
+	"github.com/fleetnet/fleetnet/pkg/generated/clientset/versioned"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -44,9 +45,15 @@ var modelKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: "mod
 // Reconciler builds the model and writes status.
 
 type Reconciler struct {
-	Client   client.Client
-	Queue    *provider.Queue
-	Provider provider.Provider
+	Client client.Client
+	// Clientset applies MultiClusterLoadBalancers' finalizer and status
+	// (typed, with apply configurations).
+	Clientset versioned.Interface
+	// LoadBalancerClasses are the MultiClusterLoadBalancer classes the
+	// provider serves.
+	LoadBalancerClasses []string
+	Queue               *provider.Queue
+	Provider            provider.Provider
 	// LocalCluster and LocalRegion are the hub's cluster id and region.
 	LocalCluster, LocalRegion string
 	Log                       *slog.Logger
@@ -80,6 +87,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Secret{}, toModel).
 		Watches(&discoveryv1.EndpointSlice{}, toModel).
 		Watches(&networkingv1alpha1.BackendTrafficPolicy{}, toModel).
+		Watches(&networkingv1alpha1.MultiClusterLoadBalancer{}, toModel).
 		WatchesRawSource(source.Channel(r.Events, toModel))
 	return b.Complete(r)
 }
@@ -140,6 +148,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	for _, st := range res.Status.BackendTrafficPolicies {
 		errs = append(errs, r.policyStatus(ctx, st))
 	}
+	errs = append(errs, r.loadBalancers(ctx, res, progress, deployErr)...)
 	for _, err := range errs {
 		if err != nil {
 			return reconcile.Result{}, err
@@ -161,8 +170,9 @@ func (r *Reconciler) inputs(ctx context.Context) (model.Input, error) {
 		secrets        corev1.SecretList
 		endpointSlices discoveryv1.EndpointSliceList
 		policies       networkingv1alpha1.BackendTrafficPolicyList
+		loadBalancers  networkingv1alpha1.MultiClusterLoadBalancerList
 	)
-	for _, l := range []client.ObjectList{&classes, &gateways, &routes, &grants, &namespaces, &services, &imports, &secrets, &endpointSlices, &policies} {
+	for _, l := range []client.ObjectList{&classes, &gateways, &routes, &grants, &namespaces, &services, &imports, &secrets, &endpointSlices, &policies, &loadBalancers} {
 		if err := r.Client.List(ctx, l); err != nil {
 			return in, fmt.Errorf("listing %T: %w", l, err)
 		}
@@ -171,6 +181,7 @@ func (r *Reconciler) inputs(ctx context.Context) (model.Input, error) {
 	in.Namespaces, in.Services, in.ServiceImports = namespaces.Items, services.Items, imports.Items
 	in.Secrets, in.EndpointSlices = secrets.Items, endpointSlices.Items
 	in.BackendTrafficPolicies = policies.Items
+	in.MultiClusterLoadBalancers, in.LoadBalancerClasses = loadBalancers.Items, r.LoadBalancerClasses
 	in.CRDBundleVersions = r.CRDBundleVersions
 	return in, nil
 }

@@ -10,6 +10,7 @@ import (
 	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -46,8 +47,18 @@ func (b *builder) loadBalancers(gws []Gateway) ([]LoadBalancer, []LoadBalancerSt
 			lbs = append(lbs, lb)
 		}
 	}
+	// The older load balancer keeps a port; creation times have whole
+	// seconds, so between two of the same second the one already accepted
+	// keeps it: a new object never takes a port from a served one.
+	notAccepted := func(lb *networkingv1alpha1.MultiClusterLoadBalancer) int {
+		if meta.IsStatusConditionTrue(lb.Status.Conditions, networkingv1alpha1.LoadBalancerConditionAccepted) {
+			return 0
+		}
+		return 1
+	}
 	slices.SortFunc(lbs, func(x, y *networkingv1alpha1.MultiClusterLoadBalancer) int {
-		return cmp.Or(x.CreationTimestamp.Compare(y.CreationTimestamp.Time), cmp.Compare(x.Namespace, y.Namespace), cmp.Compare(x.Name, y.Name))
+		return cmp.Or(x.CreationTimestamp.Compare(y.CreationTimestamp.Time), cmp.Compare(notAccepted(x), notAccepted(y)),
+			cmp.Compare(x.Namespace, y.Namespace), cmp.Compare(x.Name, y.Name))
 	})
 	// Ports taken, by "port/protocol": Gateway listeners are TCP.
 	taken := map[string]string{}
