@@ -120,3 +120,36 @@ func TestGeneratedClient(t *testing.T) {
 		return nil
 	})
 }
+
+// What `kubectl get mclb` shows.
+func TestMultiClusterLoadBalancerColumns(t *testing.T) {
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "hub", GatewayAPI: true}}})
+	hub := f.Cluster(t, "hub")
+	cs, err := versioned.NewForConfig(hub.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	const ns = "printer"
+	if err := hub.Client(t).Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	lbs := cs.NetworkingV1alpha1().MultiClusterLoadBalancers(ns)
+	ac := networkingac.MultiClusterLoadBalancer("db", ns).WithSpec(networkingac.MultiClusterLoadBalancerSpec().WithServiceImportName("db").
+		WithPorts(networkingac.LoadBalancerPort().WithPort(5432).WithProtocol(networkingv1alpha1.ProtocolTCP),
+			networkingac.LoadBalancerPort().WithPort(5433).WithProtocol(networkingv1alpha1.ProtocolTCP)))
+	if _, err := lbs.Apply(ctx, ac, metav1.ApplyOptions{FieldManager: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	status := networkingac.MultiClusterLoadBalancer("db", ns).WithStatus(networkingac.MultiClusterLoadBalancerStatus().
+		WithAddresses("203.0.113.7").WithPorts("5432/TCP,5433/TCP").WithHealthyClusters(1).
+		WithConditions(metav1ac.Condition().WithType("Programmed").WithStatus(metav1.ConditionTrue).WithReason("Programmed").WithMessage("").WithLastTransitionTime(metav1.Now())).
+		WithClusters(networkingac.ClusterBackendStatus().WithName("east").WithState("Healthy").WithWeight(1).WithReadyEndpoints(2),
+			networkingac.ClusterBackendStatus().WithName("west").WithState("Draining").WithWeight(1).WithReadyEndpoints(1)))
+	if _, err := lbs.ApplyStatus(ctx, status, metav1.ApplyOptions{FieldManager: "test-status"}); err != nil {
+		t.Fatal(err)
+	}
+	table := getTable(t, hub.Config, networkingv1alpha1.SchemeGroupVersion, ns, "multiclusterloadbalancers")
+	wantColumns(t, table, "Name/0", "Address/0", "Ports/0", "Clusters/0", "Programmed/0", "Class/1", "Age/0")
+	wantRow(t, table, "db", map[string]any{"Address": "203.0.113.7", "Ports": "5432/TCP,5433/TCP", "Clusters": float64(1), "Programmed": "True", "Class": "edge"})
+}

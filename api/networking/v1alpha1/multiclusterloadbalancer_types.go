@@ -15,8 +15,8 @@ import (
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=mclb,categories=fleetnet
 // +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.status.addresses[0]`
-// +kubebuilder:printcolumn:name="Ports",type=string,JSONPath=`.spec.ports[*].port`
-// +kubebuilder:printcolumn:name="Clusters",type=string,JSONPath=`.status.clusters[*].name`
+// +kubebuilder:printcolumn:name="Ports",type=string,JSONPath=`.status.ports`
+// +kubebuilder:printcolumn:name="Clusters",type=integer,JSONPath=`.status.healthyClusters`
 // +kubebuilder:printcolumn:name="Programmed",type=string,JSONPath=`.status.conditions[?(@.type=="Programmed")].status`
 // +kubebuilder:printcolumn:name="Class",type=string,JSONPath=`.spec.class`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -285,6 +285,15 @@ type MultiClusterLoadBalancerStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=16
 	Addresses []string `json:"addresses,omitempty"`
+
+	// Ports are the served ports as kubectl shows them, e.g.
+	// "5432/TCP,53/UDP" (a printer column shows one value of a list only).
+	// +optional
+	Ports string `json:"ports,omitempty"`
+
+	// HealthyClusters is how many clusters are Healthy.
+	// +optional
+	HealthyClusters int32 `json:"healthyClusters,omitempty"`
 
 	// Clusters are the backend clusters, sorted by name.
 	//

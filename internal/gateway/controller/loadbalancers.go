@@ -93,10 +93,14 @@ func (r *Reconciler) loadBalancerStatus(ctx context.Context, lb *networkingv1alp
 		addresses = progress.Addresses
 	}
 	conds := merge(lb.Status.Conditions, append(slices.Clone(st.Conditions), prog))
-	if conditionsEqual(lb.Status.Conditions, conds) && slices.Equal(lb.Status.Addresses, addresses) && slices.Equal(lb.Status.Clusters, st.Clusters) {
+	if conditionsEqual(lb.Status.Conditions, conds) && slices.Equal(lb.Status.Addresses, addresses) && slices.Equal(lb.Status.Clusters, st.Clusters) &&
+		lb.Status.Ports == st.Ports && lb.Status.HealthyClusters == st.HealthyClusters {
 		return nil
 	}
-	status := networkingac.MultiClusterLoadBalancerStatus().WithAddresses(addresses...)
+	status := networkingac.MultiClusterLoadBalancerStatus().WithAddresses(addresses...).WithHealthyClusters(st.HealthyClusters)
+	if st.Ports != "" {
+		status.WithPorts(st.Ports)
+	}
 	for _, c := range conds {
 		status.WithConditions(metav1ac.Condition().WithType(c.Type).WithStatus(c.Status).WithReason(c.Reason).
 			WithMessage(c.Message).WithObservedGeneration(c.ObservedGeneration).WithLastTransitionTime(c.LastTransitionTime))

@@ -25,6 +25,10 @@ type LoadBalancerStatus struct {
 	Served     bool                                      `json:"served"`
 	Conditions []metav1.Condition                        `json:"conditions"`
 	Clusters   []networkingv1alpha1.ClusterBackendStatus `json:"clusters"`
+	// Ports lists the served ports, e.g. "5432/TCP,53/UDP"; "" when not
+	// served.
+	Ports           string `json:"ports,omitempty"`
+	HealthyClusters int32  `json:"healthyClusters"`
 }
 
 // Defaults of a load balancer's timeouts.
@@ -120,6 +124,11 @@ func (b *builder) loadBalancer(lb *networkingv1alpha1.MultiClusterLoadBalancer, 
 		taken[fmt.Sprintf("%d/%s", p.Port, p.Protocol)] = "MultiClusterLoadBalancer " + key(lb.Namespace, lb.Name)
 	}
 	st.Served = true
+	var ports []string
+	for _, p := range m.Ports {
+		ports = append(ports, fmt.Sprintf("%d/%s", p.Port, p.Protocol))
+	}
+	st.Ports = strings.Join(ports, ",")
 	accepted := cond(networkingv1alpha1.LoadBalancerConditionAccepted, true, networkingv1alpha1.LoadBalancerReasonAccepted, "", gen)
 
 	resolved := cond(networkingv1alpha1.LoadBalancerConditionResolvedRefs, true, networkingv1alpha1.LoadBalancerReasonResolvedRefs, "", gen)
@@ -224,6 +233,9 @@ func (b *builder) loadBalancer(lb *networkingv1alpha1.MultiClusterLoadBalancer, 
 			cs.Weight = *o.Weight
 		}
 		st.Clusters = append(st.Clusters, cs)
+		if cs.State == networkingv1alpha1.ClusterStateHealthy {
+			st.HealthyClusters++
+		}
 	}
 	return m, st
 }

@@ -962,6 +962,20 @@ func schema_fleetnet_api_networking_v1alpha1_MultiClusterLoadBalancerStatus(ref 
 							},
 						},
 					},
+					"ports": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Ports are the served ports as kubectl shows them, e.g. \"5432/TCP,53/UDP\" (a printer column shows one value of a list only).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"healthyClusters": {
+						SchemaProps: spec.SchemaProps{
+							Description: "HealthyClusters is how many clusters are Healthy.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
 					"clusters": {
 						VendorExtensible: spec.VendorExtensible{
 							Extensions: spec.Extensions{

@@ -311,6 +311,12 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - type
+    - name: healthyClusters
+      type:
+        scalar: numeric
+    - name: ports
+      type:
+        scalar: string
 - name: com.github.fleetnet.fleetnet.api.networking.v1alpha1.PassiveHealthCheck
   map:
     fields:

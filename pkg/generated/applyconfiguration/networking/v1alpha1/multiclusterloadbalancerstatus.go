@@ -32,6 +32,11 @@ type MultiClusterLoadBalancerStatusApplyConfiguration struct {
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 	// Addresses are the global addresses the ports are served on.
 	Addresses []string `json:"addresses,omitempty"`
+	// Ports are the served ports as kubectl shows them, e.g.
+	// "5432/TCP,53/UDP" (a printer column shows one value of a list only).
+	Ports *string `json:"ports,omitempty"`
+	// HealthyClusters is how many clusters are Healthy.
+	HealthyClusters *int32 `json:"healthyClusters,omitempty"`
 	// Clusters are the backend clusters, sorted by name.
 	Clusters []ClusterBackendStatusApplyConfiguration `json:"clusters,omitempty"`
 }
@@ -62,6 +67,22 @@ func (b *MultiClusterLoadBalancerStatusApplyConfiguration) WithAddresses(values 
 	for i := range values {
 		b.Addresses = append(b.Addresses, values[i])
 	}
+	return b
+}
+
+// WithPorts sets the Ports field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Ports field is set to the value of the last call.
+func (b *MultiClusterLoadBalancerStatusApplyConfiguration) WithPorts(value string) *MultiClusterLoadBalancerStatusApplyConfiguration {
+	b.Ports = &value
+	return b
+}
+
+// WithHealthyClusters sets the HealthyClusters field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the HealthyClusters field is set to the value of the last call.
+func (b *MultiClusterLoadBalancerStatusApplyConfiguration) WithHealthyClusters(value int32) *MultiClusterLoadBalancerStatusApplyConfiguration {
+	b.HealthyClusters = &value
 	return b
 }
 
