@@ -1,0 +1,37 @@
+// Command fleetnet-discovery is the fleet's discovery API for client-side
+// routers: every pool of endpoints across the fleet, by cluster and region,
+// the router replicas, and a resumable watch. See internal/discovery.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/fleetnet/fleetnet/internal/discovery/app"
+	"github.com/spf13/pflag"
+)
+
+func main() {
+	var opts app.Options
+	opts.BindFlags(pflag.CommandLine)
+	// Flags that libraries register on the Go flag set are accepted too, as
+	// in Kubernetes components.
+	pflag.CommandLine.AddGoFlagSet(flag.CommandLine)
+	pflag.Parse()
+	if err := opts.Validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "fleetnet-discovery: %v\n", err)
+		os.Exit(2)
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := app.Run(ctx, opts, log); err != nil {
+		fmt.Fprintf(os.Stderr, "fleetnet-discovery: %v\n", err)
+		os.Exit(1)
+	}
+}

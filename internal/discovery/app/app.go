@@ -1,0 +1,260 @@
+// Package app assembles the fleetnet-discovery process: flags, the pool
+// source, the store, the HTTP API with TLS and authentication, metrics,
+// probes and graceful shutdown.
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fleetnet/fleetnet/internal/discovery/memory"
+	"github.com/fleetnet/fleetnet/internal/discovery/server"
+	"github.com/fleetnet/fleetnet/internal/discovery/store"
+	"github.com/fleetnet/fleetnet/internal/pki"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/pflag"
+)
+
+// Options are fleetnet-discovery's flags.
+type Options struct {
+	Listen     string
+	PoolSource string
+
+	LeaseTTL          time.Duration
+	RegistrationGrace time.Duration
+	Routers           []string
+
+	History          int
+	WatchBuffer      int
+	BookmarkInterval time.Duration
+
+	TokensFile   string
+	TLSCertFile  string
+	TLSKeyFile   string
+	ClientCAFile string
+
+	MetricsAddr string
+	HealthAddr  string
+}
+
+// BindFlags registers the options on fs.
+func (o *Options) BindFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Listen, "listen", ":7480", "address of the HTTP API (/v1/); HTTPS with --tls-cert-file")
+	fs.StringVar(&o.PoolSource, "pool-source", "memory", "where pools come from: "+strings.Join(sourceNames(), ", ")+" (memory: leased registrations through the API)")
+	fs.DurationVar(&o.LeaseTTL, "lease-ttl", 30*time.Second, "memory: how long a registration lives without a renewal, unless it names its own ttlSeconds")
+	fs.DurationVar(&o.RegistrationGrace, "registration-grace", 30*time.Second, "memory: after a start, how long readiness (and watches) wait for a first registration before serving an empty set; keep it at least --lease-ttl so that registrants are back")
+	fs.StringSliceVar(&o.Routers, "routers", nil, "memory: the router replicas, each INSTANCE=ADDRESS:PORT[?cluster=C&region=R&zone=Z&port-name=N&protocol=P] (port name default http, protocol TCP)")
+	fs.IntVar(&o.History, "history", store.DefaultHistory, "how many changes, at least, are kept for watches to resume from; an older revision gets a fresh snapshot")
+	fs.IntVar(&o.WatchBuffer, "watch-buffer", store.DefaultBuffer, "how many changes a watcher may lag behind before it is disconnected (it then resumes from its last revision)")
+	fs.DurationVar(&o.BookmarkInterval, "watch-bookmark-interval", 30*time.Second, "how long a watch stays silent before it gets a bookmark (a keepalive carrying the revision)")
+	fs.StringVar(&o.TokensFile, "tokens-file", "", "CSV of token,name,role (role: read or register); bearer tokens are accepted when set")
+	fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "serving certificate; empty serves plain HTTP (for loopback only)")
+	fs.StringVar(&o.TLSKeyFile, "tls-key-file", "", "serving key")
+	fs.StringVar(&o.ClientCAFile, "client-ca-file", "", "the fleet CA: client certificates it signed are accepted, the role coming from their organization (needs --tls-cert-file)")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":9090", "address of /metrics; empty disables")
+	fs.StringVar(&o.HealthAddr, "health-addr", ":9091", "address of /healthz and /readyz (ready once the pool source is synced); empty disables")
+}
+
+// Validate checks the flags before anything starts; every error names its
+// flag and value.
+func (o *Options) Validate() error {
+	var errs []error
+	for _, a := range []struct{ flag, value string }{{"--listen", o.Listen}, {"--metrics-addr", o.MetricsAddr}, {"--health-addr", o.HealthAddr}} {
+		if a.value == "" && a.flag != "--listen" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(a.value); err != nil {
+			errs = append(errs, fmt.Errorf("%s=%q: %w", a.flag, a.value, err))
+		}
+	}
+	if _, ok := sources[o.PoolSource]; !ok {
+		errs = append(errs, fmt.Errorf("--pool-source=%q: unknown; one of %s", o.PoolSource, strings.Join(sourceNames(), ", ")))
+	}
+	if o.LeaseTTL < time.Second || o.LeaseTTL > memory.MaxTTL {
+		errs = append(errs, fmt.Errorf("--lease-ttl=%s: must be from 1s to %s", o.LeaseTTL, memory.MaxTTL))
+	}
+	if o.RegistrationGrace < 0 {
+		errs = append(errs, fmt.Errorf("--registration-grace=%s: must not be negative", o.RegistrationGrace))
+	}
+	if _, err := ParseRouters(o.Routers); err != nil {
+		errs = append(errs, err)
+	}
+	if len(o.Routers) > 0 && o.PoolSource != "memory" {
+		errs = append(errs, fmt.Errorf("--routers: a static list is for --pool-source=memory; %q finds router replicas itself", o.PoolSource))
+	}
+	if o.History < 1 {
+		errs = append(errs, fmt.Errorf("--history=%d: must be at least 1", o.History))
+	}
+	if o.WatchBuffer < 16 {
+		errs = append(errs, fmt.Errorf("--watch-buffer=%d: must be at least 16", o.WatchBuffer))
+	}
+	if o.BookmarkInterval < time.Second {
+		errs = append(errs, fmt.Errorf("--watch-bookmark-interval=%s: must be at least 1s", o.BookmarkInterval))
+	}
+	if (o.TLSCertFile == "") != (o.TLSKeyFile == "") {
+		errs = append(errs, fmt.Errorf("--tls-cert-file=%q and --tls-key-file=%q: give both or neither", o.TLSCertFile, o.TLSKeyFile))
+	}
+	if o.ClientCAFile != "" && o.TLSCertFile == "" {
+		errs = append(errs, fmt.Errorf("--client-ca-file=%q: client certificates need TLS: set --tls-cert-file and --tls-key-file", o.ClientCAFile))
+	}
+	if o.TokensFile == "" && o.ClientCAFile == "" {
+		errs = append(errs, errors.New("no authentication: set --tokens-file, --client-ca-file or both"))
+	}
+	return errors.Join(errs...)
+}
+
+// Run serves until ctx ends, then shuts down: watches are ended (clients
+// resume from their last revision elsewhere or after the restart) and
+// requests in flight finish.
+func Run(ctx context.Context, o Options, log *slog.Logger) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	tlsConfig, authn, err := o.security()
+	if err != nil {
+		return err
+	}
+	if tlsConfig == nil {
+		log.Warn("serving plain HTTP: bearer tokens cross the network in clear; set --tls-cert-file outside loopback")
+	}
+	promReg := prometheus.NewRegistry()
+	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Revisions start at the start time, so that a client resuming across
+	// a restart (which starts from empty) is told to reset; see
+	// store.Options.Base.
+	st := store.New(store.Options{History: o.History, Buffer: o.WatchBuffer, Base: time.Now().UnixMicro()})
+	routers, _ := ParseRouters(o.Routers)
+	src, err := sources[o.PoolSource](SourceEnv{Options: &o, Store: st, Log: log, Registerer: promReg, Routers: routers})
+	if err != nil {
+		return fmt.Errorf("--pool-source=%s: %w", o.PoolSource, err)
+	}
+	cfg := server.Config{
+		Store: st, Backend: src, SourceName: o.PoolSource, Auth: authn, Log: log, Registerer: promReg,
+		BookmarkInterval: o.BookmarkInterval,
+	}
+	if r, ok := src.(server.Registrar); ok {
+		cfg.Registrar = r
+	}
+	api := server.New(cfg)
+
+	type listener struct {
+		srv *http.Server
+		ln  net.Listener
+	}
+	var listeners []listener
+	closeAll := func() {
+		for _, l := range listeners {
+			l.ln.Close()
+		}
+	}
+	for _, l := range []struct {
+		flag, addr string
+		handler    http.Handler
+		tls        *tls.Config
+	}{
+		{"--listen", o.Listen, api.Handler(), tlsConfig},
+		{"--metrics-addr", o.MetricsAddr, promhttp.HandlerFor(promReg, promhttp.HandlerOpts{}), nil},
+		{"--health-addr", o.HealthAddr, api.Probes(), nil},
+	} {
+		if l.addr == "" {
+			continue
+		}
+		ln, err := net.Listen("tcp", l.addr)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("%s=%s: %w", l.flag, l.addr, err)
+		}
+		if l.tls != nil {
+			ln = tls.NewListener(ln, l.tls)
+		}
+		// No write timeout: watches are long-lived; the watch bounds each
+		// of its writes itself.
+		listeners = append(listeners, listener{srv: &http.Server{Handler: l.handler, ReadHeaderTimeout: 10 * time.Second}, ln: ln})
+	}
+	log.Info("discovery serving", "address", listeners[0].ln.Addr().String(), "pool-source", o.PoolSource, "tls", tlsConfig != nil, "tokens", o.TokensFile != "", "client-certificates", o.ClientCAFile != "")
+
+	errc := make(chan error, len(listeners)+1)
+	for _, l := range listeners {
+		go func() {
+			if err := l.srv.Serve(l.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("serving %s: %w", l.ln.Addr(), err)
+			}
+		}()
+	}
+	srcCtx, stopSource := context.WithCancel(context.Background())
+	srcDone := make(chan struct{})
+	go func() {
+		defer close(srcDone)
+		if err := src.Run(srcCtx); err != nil {
+			errc <- fmt.Errorf("pool source %s: %w", o.PoolSource, err)
+		}
+	}()
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+	}
+	log.Info("discovery shutting down")
+	api.Stop()
+	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, l := range listeners {
+		if err := l.srv.Shutdown(shutdown); err != nil {
+			l.srv.Close()
+		}
+	}
+	stopSource()
+	<-srcDone
+	return runErr
+}
+
+// security loads TLS and authentication from the flags.
+func (o *Options) security() (*tls.Config, *server.Authenticator, error) {
+	authn := &server.Authenticator{}
+	if o.TokensFile != "" {
+		tokens, err := server.LoadTokens(o.TokensFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--tokens-file=%s: %w", o.TokensFile, err)
+		}
+		authn.Tokens = tokens
+	}
+	if o.TLSCertFile == "" {
+		return nil, authn, nil
+	}
+	serving, err := tls.LoadX509KeyPair(o.TLSCertFile, o.TLSKeyFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--tls-cert-file=%s/--tls-key-file=%s: %w", o.TLSCertFile, o.TLSKeyFile, err)
+	}
+	if o.ClientCAFile == "" {
+		return &tls.Config{Certificates: []tls.Certificate{serving}, MinVersion: tls.VersionTLS12}, authn, nil
+	}
+	caPEM, err := os.ReadFile(o.ClientCAFile)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--client-ca-file: %w", err)
+	}
+	// Without tokens a client certificate is the only way in, so the
+	// handshake demands one.
+	cfg, err := pki.ServerTLS(serving, caPEM, o.TokensFile == "")
+	if err != nil {
+		return nil, nil, fmt.Errorf("--client-ca-file=%s: %w", o.ClientCAFile, err)
+	}
+	return cfg, authn, nil
+}
+
+func sourceNames() []string { return slices.Sorted(maps.Keys(sources)) }
