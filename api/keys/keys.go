@@ -47,6 +47,15 @@ const (
 	// agent copies it onto the EndpointSlices it imports from that cluster.
 	AnnotationWeight = "fleetnet.dev/weight"
 
+	// AnnotationRegionalFrontend is the cloud resource id of the regional
+	// load balancer frontend that serves an exported Service of type
+	// LoadBalancer in its cluster (on Azure, the frontend IP configuration
+	// of the cluster's public Standard load balancer), which a cross-region
+	// load balancer uses as a backend. On a ServiceExport it overrides
+	// what the agent discovers; the agent copies it onto the EndpointSlices
+	// it imports from that cluster.
+	AnnotationRegionalFrontend = "fleetnet.dev/regional-frontend"
+
 	// EndpointSliceManagedBy is the endpointslice.kubernetes.io/managed-by
 	// value of the EndpointSlices the agent imports.
 	EndpointSliceManagedBy = "agent.fleetnet.dev"

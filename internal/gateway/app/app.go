@@ -8,7 +8,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
 	"github.com/fleetnet/fleetnet/pkg/generated/clientset/versioned"
 	"log/slog"
 	"net"
@@ -58,6 +57,9 @@ type Options struct {
 	// Provider replaces the embedded edge provider (tests of the
 	// controller's behaviour when a provider fails); nil runs the edge's.
 	Provider provider.Provider
+	// Clouds are the providers of load balancer classes other than edge,
+	// by class (e.g. azure-cross-region).
+	Clouds map[string]provider.Provider
 }
 
 // BindFlags registers the options on fs.
@@ -147,14 +149,15 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	if err != nil {
 		return fmt.Errorf("creating the networking.fleetnet.dev client: %w", err)
 	}
-	rec := &controller.Reconciler{Client: mgr.GetClient(), Clientset: cs, LoadBalancerClasses: []string{string(networkingv1alpha1.LoadBalancerClassEdge)}, CRDBundleVersions: bundles, Provider: prov, Recorder: mgr.GetEventRecorder(keys.FieldManagerGateway), LocalCluster: o.ClusterID, LocalRegion: o.Region, Log: log, Events: events}
-	queue := &provider.Queue{Provider: prov, Log: log, OnChange: rec.Trigger}
-	rec.Queue = queue
+	split := &provider.Split{Edge: prov, Clouds: o.Clouds, Log: log}
+	rec := &controller.Reconciler{Client: mgr.GetClient(), Clientset: cs, LoadBalancerClasses: split.Classes(), CRDBundleVersions: bundles,
+		Queue: split, Provider: split, Recorder: mgr.GetEventRecorder(keys.FieldManagerGateway), LocalCluster: o.ClusterID, LocalRegion: o.Region, Log: log, Events: events}
+	split.OnChange = rec.Trigger
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	// The queue and the distribution server run only on the leader.
-	if err := mgr.Add(leaderRunnable(func(ctx context.Context) error { queue.Run(ctx); return nil })); err != nil {
+	// The queues and the distribution server run only on the leader.
+	if err := mgr.Add(leaderRunnable(func(ctx context.Context) error { split.Run(ctx); return nil })); err != nil {
 		return err
 	}
 	if err := mgr.Add(leaderRunnable(func(ctx context.Context) error {

@@ -44,6 +44,13 @@ var modelKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: "mod
 
 // Reconciler builds the model and writes status.
 
+// Deployer takes models off the reconcile path (provider.Queue,
+// provider.Split).
+type Deployer interface {
+	Set(m *model.Model)
+	LastError() error
+}
+
 type Reconciler struct {
 	Client client.Client
 	// Clientset applies MultiClusterLoadBalancers' finalizer and status
@@ -52,8 +59,10 @@ type Reconciler struct {
 	// LoadBalancerClasses are the MultiClusterLoadBalancer classes the
 	// provider serves.
 	LoadBalancerClasses []string
-	Queue               *provider.Queue
-	Provider            provider.Provider
+	// Queue takes the models; Provider tells their progress (both
+	// provider.Split in fleetnet-gateway).
+	Queue    Deployer
+	Provider interface{ Progress() provider.Progress }
 	// LocalCluster and LocalRegion are the hub's cluster id and region.
 	LocalCluster, LocalRegion string
 	Log                       *slog.Logger

@@ -20,12 +20,12 @@ import (
 
 // loadBalancers writes every MultiClusterLoadBalancer's finalizer and
 // status. The finalizer (field manager fleetnet-gateway) is held while the
-// load balancer is, or may still be, served: it goes once the provider
+// load balancer is, or may still be, served: it goes once its provider
 // serves a model without it, so that deleting one withdraws it first. The
 // status goes with the status field manager, so that neither apply
 // removes the other's fields.
 func (r *Reconciler) loadBalancers(ctx context.Context, res model.Result, progress provider.Progress, deployErr string) []error {
-	current := progress.Served && progress.Version == res.Model.Version
+	edgeCurrent := progress.Served && progress.Version == res.Model.Version
 	statuses := map[types.NamespacedName]model.LoadBalancerStatus{}
 	for _, st := range res.Status.LoadBalancers {
 		statuses[types.NamespacedName{Namespace: st.Namespace, Name: st.Name}] = st
@@ -40,14 +40,32 @@ func (r *Reconciler) loadBalancers(ctx context.Context, res model.Result, progre
 		name := types.NamespacedName{Namespace: lb.Namespace, Name: lb.Name}
 		st, ok := statuses[name]
 		served := ok && st.Served
+		key := lb.Namespace + "/" + lb.Name
+		// Withdrawn: the load balancer's provider serves a model without
+		// it. The edge's progress covers the whole model; a cloud's says
+		// per load balancer and class.
+		withdrawn := edgeCurrent
+		lp, lpOK := progress.LoadBalancers[key]
+		class := string(lb.Spec.Class)
+		if class != "" && class != provider.ClassEdge {
+			withdrawn = progress.ClassVersions[class] == res.Model.Version && !lpOK
+		}
 		has := slices.Contains(lb.Finalizers, networkingv1alpha1.LoadBalancerFinalizer)
-		if want := served || (has && !current); want != has {
+		if want := served || (has && !withdrawn); want != has {
 			errs = append(errs, r.applyFinalizer(ctx, lb, want))
 		}
 		if !ok || lb.DeletionTimestamp != nil {
 			continue
 		}
-		errs = append(errs, r.loadBalancerStatus(ctx, lb, st, current, progress, deployErr))
+		lbProgress := provider.LoadBalancerProgress{Served: edgeCurrent, Message: progress.Message, Addresses: progress.Addresses}
+		if class != "" && class != provider.ClassEdge {
+			lbProgress = provider.LoadBalancerProgress{Message: "waiting for the " + class + " provider to deploy it"}
+			if lpOK {
+				lbProgress = lp
+				lbProgress.Served = lp.Served && progress.ClassVersions[class] == res.Model.Version
+			}
+		}
+		errs = append(errs, r.loadBalancerStatus(ctx, lb, st, lbProgress, deployErr))
 	}
 	return errs
 }
@@ -77,7 +95,7 @@ func (r *Reconciler) applyFinalizer(ctx context.Context, lb *networkingv1alpha1.
 // loadBalancerStatus applies the conditions (Programmed from the
 // provider's progress), addresses and clusters, when they differ from
 // what is stored.
-func (r *Reconciler) loadBalancerStatus(ctx context.Context, lb *networkingv1alpha1.MultiClusterLoadBalancer, st model.LoadBalancerStatus, current bool, progress provider.Progress, deployErr string) error {
+func (r *Reconciler) loadBalancerStatus(ctx context.Context, lb *networkingv1alpha1.MultiClusterLoadBalancer, st model.LoadBalancerStatus, progress provider.LoadBalancerProgress, deployErr string) error {
 	prog := metav1.Condition{Type: networkingv1alpha1.LoadBalancerConditionProgrammed, Status: metav1.ConditionTrue,
 		Reason: networkingv1alpha1.LoadBalancerReasonProgrammed, Message: progress.Message, ObservedGeneration: lb.Generation}
 	var addresses []string
@@ -87,7 +105,7 @@ func (r *Reconciler) loadBalancerStatus(ctx context.Context, lb *networkingv1alp
 	case deployErr != "":
 		prog.Status, prog.Reason = metav1.ConditionFalse, networkingv1alpha1.LoadBalancerReasonPending
 		prog.Message = "deploying failed, the previous configuration stays: " + deployErr
-	case !current:
+	case !progress.Served:
 		prog.Status, prog.Reason = metav1.ConditionFalse, networkingv1alpha1.LoadBalancerReasonPending
 	default:
 		addresses = progress.Addresses

@@ -166,7 +166,7 @@ func (b *builder) clusters(ss []*discoveryv1.EndpointSlice, ports []string, prot
 		weight := sliceWeight(s)
 		c := byCluster[cluster]
 		if c == nil {
-			c = &ClusterEndpoints{Cluster: cluster, Region: region, Weight: weight}
+			c = &ClusterEndpoints{Cluster: cluster, Region: region, Weight: weight, RegionalFrontend: s.Annotations[keys.AnnotationRegionalFrontend]}
 			byCluster[cluster] = c
 			eps[cluster] = map[epKey]*Endpoint{}
 		}
@@ -176,6 +176,9 @@ func (b *builder) clusters(ss []*discoveryv1.EndpointSlice, ports []string, prot
 		c.Weight = min(c.Weight, weight)
 		if c.Region == "" || (region != "" && region < c.Region) {
 			c.Region = region
+		}
+		if f := s.Annotations[keys.AnnotationRegionalFrontend]; c.RegionalFrontend == "" || (f != "" && f < c.RegionalFrontend) {
+			c.RegionalFrontend = f
 		}
 		var numbers []int32
 		for _, p := range s.Ports {

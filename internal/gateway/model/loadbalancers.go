@@ -124,6 +124,7 @@ func (b *builder) loadBalancer(lb *networkingv1alpha1.MultiClusterLoadBalancer, 
 		taken[fmt.Sprintf("%d/%s", p.Port, p.Protocol)] = "MultiClusterLoadBalancer " + key(lb.Namespace, lb.Name)
 	}
 	st.Served = true
+	m.Class = class
 	var ports []string
 	for _, p := range m.Ports {
 		ports = append(ports, fmt.Sprintf("%d/%s", p.Port, p.Protocol))

@@ -19,8 +19,8 @@ type Model struct {
 	Version string `json:"version"`
 	// Gateways are sorted by namespace and name.
 	Gateways []Gateway `json:"gateways"`
-	// LoadBalancers are the MultiClusterLoadBalancers of class edge, sorted
-	// by namespace and name.
+	// LoadBalancers are the accepted MultiClusterLoadBalancers of the
+	// classes the providers serve, sorted by namespace and name.
 	LoadBalancers []LoadBalancer `json:"loadBalancers,omitempty"`
 }
 
@@ -30,6 +30,8 @@ type LoadBalancer struct {
 	Namespace  string `json:"namespace"`
 	Name       string `json:"name"`
 	Generation int64  `json:"generation"`
+	// Class is the provider's: edge or azure-cross-region.
+	Class string `json:"class"`
 	// Ports are sorted by port then protocol.
 	Ports []LoadBalancerPort `json:"ports"`
 	// HealthCheck is a TCP connect check (Type is always TCP).
@@ -309,6 +311,10 @@ type ClusterEndpoints struct {
 	// Draining (load balancers only): no new connections; established
 	// ones may continue until the load balancer's DrainMillis.
 	Draining bool `json:"draining,omitempty"`
+	// RegionalFrontend (load balancers only) is the cloud resource id of
+	// the cluster's regional load balancer frontend for the service
+	// (keys.AnnotationRegionalFrontend), "" when the cluster has none.
+	RegionalFrontend string `json:"regionalFrontend,omitempty"`
 	// Endpoints are sorted by address then port.
 	Endpoints []Endpoint `json:"endpoints"`
 }

@@ -31,4 +31,25 @@ type Progress struct {
 	Message string
 	// Addresses are where the Gateways are reached.
 	Addresses []string
+	// LoadBalancers is the progress of each load balancer
+	// ("namespace/name") that a provider serves with resources of its own
+	// (a cloud's), where it differs from the whole model's: present while
+	// the provider holds resources for it, deleting ones included.
+	LoadBalancers map[string]LoadBalancerProgress
+	// ClassVersions is, per load balancer class served by such a
+	// provider, the model version it finished deploying ("" none). A
+	// deleted load balancer of that class is withdrawn once this is the
+	// current version and LoadBalancers has no entry for it.
+	ClassVersions map[string]string
+}
+
+// LoadBalancerProgress is where one load balancer stands at its provider.
+type LoadBalancerProgress struct {
+	// Served: the provider serves the load balancer as the model of
+	// ClassVersions[its class] describes it.
+	Served bool
+	// Message says where it stands, for the Programmed condition.
+	Message string
+	// Addresses are its global addresses.
+	Addresses []string
 }

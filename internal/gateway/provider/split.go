@@ -1,0 +1,103 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/fleetnet/fleetnet/internal/gateway/model"
+)
+
+// ClassEdge is the load balancer class the embedded edge serves.
+const ClassEdge = "edge"
+
+// Split hands each provider the part of the model it serves: the edge
+// gets the Gateways and the load balancers of class edge, each cloud
+// provider the load balancers of its class. Each provider deploys from a
+// Queue of its own, so that a cloud's long-running operations never hold
+// the edge back, and each reports its own progress. Split is what the
+// controller sets models on and reads progress from.
+type Split struct {
+	Edge Provider
+	// Clouds are the providers of other load balancer classes, by class.
+	Clouds map[string]Provider
+	Log    *slog.Logger
+	// OnChange is called after any provider's deploy attempt.
+	OnChange func()
+
+	once   sync.Once
+	queues map[string]*Queue
+}
+
+func (s *Split) init() {
+	s.once.Do(func() {
+		s.queues = map[string]*Queue{ClassEdge: {Provider: s.Edge, Log: s.Log, OnChange: s.OnChange}}
+		for class, p := range s.Clouds {
+			s.queues[class] = &Queue{Provider: p, Log: s.Log.With("class", class), OnChange: s.OnChange}
+		}
+	})
+}
+
+// Classes are the load balancer classes served: edge, then the clouds'
+// sorted.
+func (s *Split) Classes() []string {
+	return append([]string{ClassEdge}, slices.Sorted(maps.Keys(s.Clouds))...)
+}
+
+// Run runs every provider's queue until ctx ends.
+func (s *Split) Run(ctx context.Context) {
+	s.init()
+	var wg sync.WaitGroup
+	for _, q := range s.queues {
+		wg.Go(func() { q.Run(ctx) })
+	}
+	wg.Wait()
+}
+
+// Set hands each provider's queue its part of m; it never waits.
+func (s *Split) Set(m *model.Model) {
+	s.init()
+	for class, q := range s.queues {
+		part := *m
+		part.LoadBalancers = nil
+		if class != ClassEdge {
+			part.Gateways = nil
+		}
+		for _, lb := range m.LoadBalancers {
+			if lb.Class == class || (lb.Class == "" && class == ClassEdge) {
+				part.LoadBalancers = append(part.LoadBalancers, lb)
+			}
+		}
+		q.Set(&part)
+	}
+}
+
+// Progress is the edge's, with every cloud provider's load balancers and
+// class versions.
+func (s *Split) Progress() Progress {
+	p := s.Edge.Progress()
+	p.LoadBalancers, p.ClassVersions = map[string]LoadBalancerProgress{}, map[string]string{}
+	for class, c := range s.Clouds {
+		cp := c.Progress()
+		maps.Copy(p.LoadBalancers, cp.LoadBalancers)
+		p.ClassVersions[class] = cp.ClassVersions[class]
+	}
+	return p
+}
+
+// LastError joins the providers' last deploy errors, a cloud's with its
+// class.
+func (s *Split) LastError() error {
+	s.init()
+	errs := []error{s.queues[ClassEdge].LastError()}
+	for _, class := range slices.Sorted(maps.Keys(s.Clouds)) {
+		if err := s.queues[class].LastError(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", class, err))
+		}
+	}
+	return errors.Join(errs...)
+}

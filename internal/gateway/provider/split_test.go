@@ -1,0 +1,100 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleetnet/fleetnet/internal/gateway/model"
+)
+
+// recorder keeps the models it was given; it fails with err when set.
+type recorder struct {
+	mu       sync.Mutex
+	got      []*model.Model
+	err      error
+	progress Progress
+}
+
+func (r *recorder) Deploy(_ context.Context, m *model.Model) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, m)
+	return r.err
+}
+
+func (r *recorder) Progress() Progress { return r.progress }
+
+func (r *recorder) last() *model.Model {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.got) == 0 {
+		return nil
+	}
+	return r.got[len(r.got)-1]
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Each provider gets its part: the edge the Gateways and edge load
+// balancers, a cloud its class's load balancers only; progress and errors
+// come back per provider.
+func TestSplit(t *testing.T) {
+	edge := &recorder{progress: Progress{Version: "v1", Served: true, Message: "served by 1 of 1 edges", Addresses: []string{"127.0.0.1"}}}
+	cloud := &recorder{err: errors.New("quota exceeded"), progress: Progress{
+		LoadBalancers: map[string]LoadBalancerProgress{"demo/db": {Message: "creating"}},
+		ClassVersions: map[string]string{"azure-cross-region": "v0"},
+	}}
+	changed := make(chan struct{}, 16)
+	s := &Split{Edge: edge, Clouds: map[string]Provider{"azure-cross-region": cloud}, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		OnChange: func() { changed <- struct{}{} }}
+	if got := s.Classes(); len(got) != 2 || got[0] != "edge" || got[1] != "azure-cross-region" {
+		t.Errorf("Classes = %v", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	m := &model.Model{Version: "v1",
+		Gateways: []model.Gateway{{Namespace: "demo", Name: "gw"}},
+		LoadBalancers: []model.LoadBalancer{
+			{Namespace: "demo", Name: "tcp", Class: "edge"},
+			{Namespace: "demo", Name: "db", Class: "azure-cross-region"},
+			{Namespace: "demo", Name: "old", Class: ""}, // from a controller before Class
+		}}
+	s.Set(m)
+	waitFor(t, "both providers", func() bool { return edge.last() != nil && cloud.last() != nil })
+	e, c := edge.last(), cloud.last()
+	if e.Version != "v1" || len(e.Gateways) != 1 || len(e.LoadBalancers) != 2 || e.LoadBalancers[0].Name != "tcp" || e.LoadBalancers[1].Name != "old" {
+		t.Errorf("edge got %+v", e)
+	}
+	if c.Version != "v1" || len(c.Gateways) != 0 || len(c.LoadBalancers) != 1 || c.LoadBalancers[0].Name != "db" {
+		t.Errorf("cloud got %+v", c)
+	}
+	if len(m.LoadBalancers) != 3 {
+		t.Errorf("the controller's model was changed: %+v", m.LoadBalancers)
+	}
+
+	p := s.Progress()
+	if p.Version != "v1" || !p.Served || p.LoadBalancers["demo/db"].Message != "creating" || p.ClassVersions["azure-cross-region"] != "v0" {
+		t.Errorf("Progress = %+v", p)
+	}
+	waitFor(t, "the cloud's error", func() bool { return s.LastError() != nil })
+	if err := s.LastError(); err.Error() != "azure-cross-region: quota exceeded" {
+		t.Errorf("LastError = %q", err)
+	}
+}
