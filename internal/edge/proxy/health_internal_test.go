@@ -1,12 +1,12 @@
 package proxy
 
 import (
-	"context"
 	"reflect"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/fleetnet/fleetnet/internal/edge/health"
 	"github.com/fleetnet/fleetnet/internal/gateway/model"
 )
 
@@ -55,68 +55,6 @@ func TestCompilePolicy(t *testing.T) {
 	}
 }
 
-// The health of a unit through a script of active check results and
-// passive events, with HealthyThreshold 2 and UnhealthyThreshold 2.
-func TestTargetStates(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	type step struct {
-		at  time.Duration // since t0
-		do  string        // ok, fail, connect (failed to connect), 5xx, 2xx
-		up  bool          // healthy after the step
-		why string
-	}
-	tests := []struct {
-		name  string
-		steps []step
-	}{
-		{"active check out and back", []step{
-			{0, "fail", true, "one failure is not enough"},
-			{1, "ok", true, "a success resets the failures"},
-			{2, "fail", true, ""},
-			{3, "fail", false, "two in a row"},
-			{4, "ok", false, "one success is not enough"},
-			{5, "ok", true, "two in a row"},
-		}},
-		{"a failed connection ejects at once; successes after it bring back", []step{
-			{0, "ok", true, ""},
-			{1, "connect", false, ""},
-			{2, "ok", false, ""},
-			{3, "ok", true, ""},
-		}},
-		{"5xx in a row eject for the ejection time", []step{
-			{0, "5xx", true, ""},
-			{0, "2xx", true, "an answer below 500 resets the count"},
-			{0, "5xx", true, ""},
-			{0, "5xx", true, ""},
-			{0, "5xx", false, "three in a row"},
-			{5 * time.Second, "ok", false, "within the ejection time"},
-			{9 * time.Second, "ok", false, ""},
-			{10 * time.Second, "ok", false, "the first success after it"},
-			{11 * time.Second, "ok", true, "the second"},
-		}},
-	}
-	p := &policy{consecutive5xx: 3, ejection: 10 * time.Second}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			tg := &target{key: checkKey{check: model.HealthCheck{HealthyThreshold: 2, UnhealthyThreshold: 2}}, wake: make(chan struct{}, 1)}
-			for i, s := range tt.steps {
-				now := t0.Add(s.at)
-				switch s.do {
-				case "ok", "fail":
-					tg.observe(s.do == "ok", now)
-				case "connect":
-					tg.failedToConnect()
-				case "5xx", "2xx":
-					tg.answered(s.do == "5xx", p, func() time.Time { return now })
-				}
-				if tg.healthy() != s.up {
-					t.Errorf("step %d (%s at %s, %s): healthy %v, want %v", i, s.do, s.at, s.why, tg.healthy(), s.up)
-				}
-			}
-		})
-	}
-}
-
 // The pick's rules, on a backend whose clusters each have one endpoint,
 // with the health and tries each case sets.
 func TestPickRules(t *testing.T) {
@@ -145,8 +83,10 @@ func TestPickRules(t *testing.T) {
 			var last *endpoint
 			for i, name := range []string{"eu1", "eu2", "us"} {
 				c := &cluster{ClusterEndpoints: model.ClusterEndpoints{Cluster: name, Weight: 1}, bit: 1 << i, local: name != "us"}
-				c.ready = []endpoint{{health: &target{}}}
-				c.ready[0].health.down.Store(slices.Contains(tt.down, name))
+				c.ready = []endpoint{{health: &health.Target{}}}
+				if slices.Contains(tt.down, name) {
+					c.ready[0].health.Eject(time.Time{})
+				}
 				if slices.Contains(tt.tried, name) {
 					tried |= c.bit
 				}
@@ -180,9 +120,9 @@ func TestPickRules(t *testing.T) {
 // healthy and forgets the others; a backend with another check on the
 // same endpoint has a unit of its own.
 func TestTrackAcrossModels(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel() // no probes: the test sets the states
-	h := newHealth(ctx)
+	h := health.New()
+	h.Close() // no probes: the test sets the states
+	set := h.NewSet()
 	httpCheck := model.DefaultBackendPolicy()
 	httpCheck.HealthCheck.Type, httpCheck.HealthCheck.Path = model.HealthCheckHTTP, "/healthz"
 	ep := func(addr string) model.Endpoint { return model.Endpoint{Address: addr, Port: 80, Ready: true} }
@@ -202,12 +142,12 @@ func TestTrackAcrossModels(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h.track(tb)
+		track(set, tb)
 		return tb
 	}
 	// units returns the units of the /tcp and /http backends by address.
-	units := func(tb *table) (tcp, checked map[string]*target) {
-		tcp, checked = map[string]*target{}, map[string]*target{}
+	units := func(tb *table) (tcp, checked map[string]*health.Target) {
+		tcp, checked = map[string]*health.Target{}, map[string]*health.Target{}
 		for b := range tb.backends() {
 			into := checked
 			if b.Name == "tcp" {
@@ -221,19 +161,19 @@ func TestTrackAcrossModels(t *testing.T) {
 	}
 
 	tcp1, http1 := units(tableOf("10.0.0.1", "10.0.0.2"))
-	if len(h.targets) != 4 || tcp1["10.0.0.1"] == http1["10.0.0.1"] {
-		t.Fatalf("%d units, want one per endpoint and check", len(h.targets))
+	if h.Units() != 4 || tcp1["10.0.0.1"] == http1["10.0.0.1"] {
+		t.Fatalf("%d units, want one per endpoint and check", h.Units())
 	}
-	http1["10.0.0.1"].eject(time.Time{})
+	http1["10.0.0.1"].Eject(time.Time{})
 	tcp2, http2 := units(tableOf("10.0.0.1", "10.0.0.3"))
 	switch {
-	case http2["10.0.0.1"] != http1["10.0.0.1"] || http2["10.0.0.1"].healthy():
+	case http2["10.0.0.1"] != http1["10.0.0.1"] || http2["10.0.0.1"].Healthy():
 		t.Errorf("10.0.0.1's HTTP check lost its state across the swap")
-	case tcp2["10.0.0.1"] != tcp1["10.0.0.1"] || !tcp2["10.0.0.1"].healthy():
+	case tcp2["10.0.0.1"] != tcp1["10.0.0.1"] || !tcp2["10.0.0.1"].Healthy():
 		t.Errorf("10.0.0.1's TCP check changed with the HTTP one")
-	case !tcp2["10.0.0.3"].healthy() || !http2["10.0.0.3"].healthy():
+	case !tcp2["10.0.0.3"].Healthy() || !http2["10.0.0.3"].Healthy():
 		t.Errorf("a new endpoint does not start healthy")
-	case len(h.targets) != 4:
-		t.Errorf("%d units, want 4 (10.0.0.2's forgotten)", len(h.targets))
+	case h.Units() != 4:
+		t.Errorf("%d units, want 4 (10.0.0.2's forgotten)", h.Units())
 	}
 }

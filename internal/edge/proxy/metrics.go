@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/fleetnet/fleetnet/internal/edge/health"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -50,13 +51,13 @@ func (c endpointsCollector) Collect(ch chan<- prometheus.Metric) {
 	type group struct{ backend, cluster string }
 	type counts struct{ healthy, ejected int }
 	// A backend named by several routes is counted once per checked unit.
-	seen := map[group]map[*target]bool{}
+	seen := map[group]map[*health.Target]bool{}
 	byGroup := map[group]*counts{}
 	for b := range c.served().backends() {
 		for _, cl := range b.clusters {
 			g := group{b.name, cl.Cluster}
 			if seen[g] == nil {
-				seen[g], byGroup[g] = map[*target]bool{}, &counts{}
+				seen[g], byGroup[g] = map[*health.Target]bool{}, &counts{}
 			}
 			for i := range cl.ready {
 				tg := cl.ready[i].health
@@ -64,7 +65,7 @@ func (c endpointsCollector) Collect(ch chan<- prometheus.Metric) {
 					continue
 				}
 				seen[g][tg] = true
-				if tg.healthy() {
+				if tg.Healthy() {
 					byGroup[g].healthy++
 				} else {
 					byGroup[g].ejected++

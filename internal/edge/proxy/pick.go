@@ -59,7 +59,7 @@ type filter struct {
 }
 
 func (f filter) admits(e *endpoint) bool {
-	return e != f.exclude && (f.anyReady || e.health.healthy())
+	return e != f.exclude && (f.anyReady || e.health.Healthy())
 }
 
 func (b *backend) pickAmong(f filter) (*cluster, *endpoint) {

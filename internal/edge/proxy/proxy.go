@@ -26,6 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fleetnet/fleetnet/internal/edge/health"
 	"github.com/fleetnet/fleetnet/internal/gateway/model"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -45,6 +46,10 @@ type Options struct {
 	// AccessLog logs every request at info level (method, host, path,
 	// code, route, backend, cluster, duration).
 	AccessLog bool
+	// Health checks the endpoints; a checker shared with the edge's
+	// other data planes (an endpoint checked alike by both is probed
+	// once). The proxy runs its own when nil.
+	Health *health.Checker
 }
 
 // Proxy serves models.
@@ -55,10 +60,12 @@ type Proxy struct {
 	http1   *http.Transport
 	h2c     *http.Transport
 	metrics *metrics
-	health  *health
+	health  *health.Checker
+	// ownHealth: the proxy started health and closes it.
+	ownHealth bool
+	// checks are the units of the served table.
+	checks  *health.Set
 	forward *httputil.ReverseProxy
-	// stopHealth ends the health checks.
-	stopHealth context.CancelFunc
 
 	mu      sync.Mutex
 	servers map[int32]*listener
@@ -91,8 +98,11 @@ func New(o Options) *Proxy {
 	h2c := base.Clone()
 	h2c.Protocols = new(http.Protocols)
 	h2c.Protocols.SetUnencryptedHTTP2(true)
-	ctx, cancel := context.WithCancel(context.Background())
-	p := &Proxy{opts: o, log: log, http1: base, h2c: h2c, servers: map[int32]*listener{}, health: newHealth(ctx), stopHealth: cancel}
+	p := &Proxy{opts: o, log: log, http1: base, h2c: h2c, servers: map[int32]*listener{}, health: o.Health}
+	if p.health == nil {
+		p.health, p.ownHealth = health.New(), true
+	}
+	p.checks = p.health.NewSet()
 	p.table.Store(&table{ports: map[int32]*port{}})
 	p.metrics = newMetrics(o.Registerer, p.table.Load)
 	p.forward = p.newForwarder()
@@ -128,7 +138,7 @@ func (p *Proxy) Apply(m *model.Model, certs map[string]*tls.Certificate) error {
 		p.servers[num] = l
 		opened = append(opened, num)
 	}
-	p.health.track(t)
+	track(p.checks, t)
 	p.table.Store(t)
 	for num := range p.servers {
 		if _, ok := t.ports[num]; !ok {
@@ -149,12 +159,15 @@ func (p *Proxy) Addr(port int32) net.Addr {
 	return nil
 }
 
-// Close stops the health checks and every listener, letting requests in
+// Close stops the health checks of the proxy's endpoints (all of them
+// when it runs its own checker) and every listener, letting requests in
 // flight finish.
 func (p *Proxy) Close(ctx context.Context) error {
-	p.stopHealth()
-	p.health.http1.CloseIdleConnections()
-	p.health.h2c.CloseIdleConnections()
+	if p.ownHealth {
+		p.health.Close()
+	} else {
+		p.checks.Release()
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var errs []error
@@ -314,7 +327,7 @@ func (p *Proxy) serve(num int32, w http.ResponseWriter, r *http.Request) {
 // proxy and no closures, and copies through pooled buffers.
 func (p *Proxy) newForwarder() *httputil.ReverseProxy {
 	return &httputil.ReverseProxy{
-		Transport:  &retrying{http1: p.http1, h2c: p.h2c, health: p.health, metrics: p.metrics},
+		Transport:  &retrying{http1: p.http1, h2c: p.h2c, metrics: p.metrics},
 		BufferPool: bufferPool{},
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pk := pr.In.Context().Value(pickedKey{}).(*picked)

@@ -18,7 +18,6 @@ import (
 // healthy endpoint.
 type retrying struct {
 	http1, h2c http.RoundTripper
-	health     *health
 	metrics    *metrics
 }
 
@@ -72,14 +71,14 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 // failure after connecting that the client did not cause (a reset, the
 // backend request timeout), counts toward Consecutive5xx.
 func (t *retrying) passive(ctx context.Context, pk *picked, resp *http.Response, err error) {
-	h := pk.endpoint.health
+	h, pol := pk.endpoint.health, &pk.backend.policy
 	switch {
 	case err == nil:
-		h.answered(resp.StatusCode >= 500, &pk.backend.policy, t.health.now)
+		h.Answered(resp.StatusCode >= 500, pol.consecutive5xx, pol.ejection)
 	case connectFailed(err):
-		h.failedToConnect()
+		h.FailedToConnect()
 	case ctx.Err() == nil:
-		h.answered(true, &pk.backend.policy, t.health.now)
+		h.Answered(true, pol.consecutive5xx, pol.ejection)
 	}
 }
 

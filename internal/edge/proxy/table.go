@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/fleetnet/fleetnet/internal/edge/health"
 	"github.com/fleetnet/fleetnet/internal/gateway/model"
 )
 
@@ -93,8 +94,23 @@ type endpoint struct {
 	// hostport is the address to forward to, computed once per model.
 	hostport string
 	// health is the state of the backend's check of this endpoint, set
-	// by health.track before the table is served.
-	health *target
+	// by track before the table is served.
+	health *health.Target
+}
+
+// track makes the units of t the ones s holds and points every ready
+// endpoint of t at its unit's state.
+func track(s *health.Set, t *table) {
+	s.Track(func(unit func(health.Key) *health.Target) {
+		for b := range t.backends() {
+			for _, c := range b.clusters {
+				for i := range c.ready {
+					e := &c.ready[i]
+					e.health = unit(health.Key{Address: e.Address, Port: e.Port, Check: b.policy.check, H2C: b.h2c && b.policy.check.Type == model.HealthCheckHTTP})
+				}
+			}
+		}
+	})
 }
 
 // compile checks and compiles a model for an edge in region. Its errors
