@@ -311,4 +311,3 @@ func secretFile(v corev1.Volume, name string, hasKey func(secret, key string) er
 	}
 	return fmt.Errorf("volume %s holds no file %s (Secrets %s)", v.Name, name, strings.Join(tried, ", "))
 }
-
