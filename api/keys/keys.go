@@ -66,6 +66,9 @@ const (
 
 // Condition reasons of ServiceExport that the mcs-api does not define.
 const (
+	// ReasonInvalidRegionalFrontend: the fleetnet.dev/regional-frontend
+	// annotation is not a resource id.
+	ReasonInvalidRegionalFrontend = "InvalidRegionalFrontend"
 	// ReasonInvalidWeight: the fleetnet.dev/weight annotation is not an
 	// integer from 0 to 1000 (Valid=False).
 	ReasonInvalidWeight = "InvalidWeight"

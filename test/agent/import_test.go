@@ -645,9 +645,12 @@ func TestReconcilerRepairsDriftWhenCalledDirectly(t *testing.T) {
 }
 
 // Imported slices carry their source cluster's weight (fleetnet.dev/weight
-// on its ServiceExport), so a gateway in the importing cluster can split
-// traffic by cluster; a weight change relabels the slices in place.
+// on its ServiceExport) and regional frontend (fleetnet.dev/regional-frontend),
+// so a gateway in the importing cluster can split traffic by cluster and
+// program a cross-region load balancer; a weight change relabels the
+// slices in place.
 func TestImportedSlicesCarryTheClusterWeight(t *testing.T) {
+	const frontend = "/subscriptions/0000/resourceGroups/mc-east/providers/Microsoft.Network/loadBalancers/kubernetes/frontendIPConfigurations/aecho"
 	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "east"}, {Name: "west"}}})
 	east, west := f.Cluster(t, "east"), f.Cluster(t, "west")
 	r := registrytest.Start(t, server.Config{})
@@ -658,7 +661,9 @@ func TestImportedSlicesCarryTheClusterWeight(t *testing.T) {
 	for _, obj := range []client.Object{
 		service(ns, "echo"),
 		endpointSlice(ns, "echo", "echo-1", "10.244.0.1"),
-		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo", Annotations: map[string]string{keys.AnnotationWeight: "5"}}},
+		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo", Annotations: map[string]string{
+			keys.AnnotationWeight: "5", keys.AnnotationRegionalFrontend: frontend,
+		}}},
 	} {
 		if err := ec.Create(ctx, obj); err != nil {
 			t.Fatal(err)
@@ -678,6 +683,9 @@ func TestImportedSlicesCarryTheClusterWeight(t *testing.T) {
 			for _, s := range ss {
 				if got := s.Annotations[keys.AnnotationWeight]; got != want {
 					return errorf("slice %s has weight %q, want %q", s.Name, got, want)
+				}
+				if got := s.Annotations[keys.AnnotationRegionalFrontend]; got != frontend {
+					return errorf("slice %s has regional frontend %q, want %q", s.Name, got, frontend)
 				}
 			}
 			return nil

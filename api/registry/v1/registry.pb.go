@@ -271,9 +271,14 @@ type Export struct {
 	Weight uint32 `protobuf:"varint,12,opt,name=weight,proto3" json:"weight,omitempty"`
 	// revision at which the registry last wrote this export (output only); a
 	// conditional delete names it.
-	Revision      int64 `protobuf:"varint,13,opt,name=revision,proto3" json:"revision,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Revision int64 `protobuf:"varint,13,opt,name=revision,proto3" json:"revision,omitempty"`
+	// regional_frontend is the cloud resource id of the regional load
+	// balancer frontend serving the Service in its cluster (on Azure, a
+	// frontend IP configuration of a public Standard load balancer), which a
+	// cross-region load balancer uses as a backend; empty when none.
+	RegionalFrontend string `protobuf:"bytes,14,opt,name=regional_frontend,json=regionalFrontend,proto3" json:"regional_frontend,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Export) Reset() {
@@ -395,6 +400,13 @@ func (x *Export) GetRevision() int64 {
 		return x.Revision
 	}
 	return 0
+}
+
+func (x *Export) GetRegionalFrontend() string {
+	if x != nil {
+		return x.RegionalFrontend
+	}
+	return ""
 }
 
 type Conflict struct {
@@ -928,12 +940,14 @@ func (x *ImportKey) GetName() string {
 }
 
 type ImportCluster struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ClusterId     string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	Region        string                 `protobuf:"bytes,2,opt,name=region,proto3" json:"region,omitempty"`
-	Weight        uint32                 `protobuf:"varint,3,opt,name=weight,proto3" json:"weight,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Region    string                 `protobuf:"bytes,2,opt,name=region,proto3" json:"region,omitempty"`
+	Weight    uint32                 `protobuf:"varint,3,opt,name=weight,proto3" json:"weight,omitempty"`
+	// regional_frontend is the cluster's export's (see Export).
+	RegionalFrontend string `protobuf:"bytes,4,opt,name=regional_frontend,json=regionalFrontend,proto3" json:"regional_frontend,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ImportCluster) Reset() {
@@ -985,6 +999,13 @@ func (x *ImportCluster) GetWeight() uint32 {
 		return x.Weight
 	}
 	return 0
+}
+
+func (x *ImportCluster) GetRegionalFrontend() string {
+	if x != nil {
+		return x.RegionalFrontend
+	}
+	return ""
 }
 
 // Import is the merge of every participating export of one Service.
@@ -2493,7 +2514,7 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x03 \x01(\tR\tclusterId\"\x8d\x06\n" +
+	"cluster_id\x18\x03 \x01(\tR\tclusterId\"\xba\x06\n" +
 	"\x06Export\x121\n" +
 	"\x03key\x18\x01 \x01(\v2\x1f.fleetnet.registry.v1.ExportKeyR\x03key\x12A\n" +
 	"\x0eexported_since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\rexportedSince\x12\x12\n" +
@@ -2509,7 +2530,8 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	" \x03(\v2(.fleetnet.registry.v1.Export.LabelsEntryR\x06labels\x12O\n" +
 	"\vannotations\x18\v \x03(\v2-.fleetnet.registry.v1.Export.AnnotationsEntryR\vannotations\x12\x16\n" +
 	"\x06weight\x18\f \x01(\rR\x06weight\x12\x1a\n" +
-	"\brevision\x18\r \x01(\x03R\brevision\x1a9\n" +
+	"\brevision\x18\r \x01(\x03R\brevision\x12+\n" +
+	"\x11regional_frontend\x18\x0e \x01(\tR\x10regionalFrontend\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
@@ -2555,12 +2577,13 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\tendpoints\x18\x04 \x03(\v2\x1e.fleetnet.registry.v1.EndpointR\tendpoints\"=\n" +
 	"\tImportKey\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"^\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\x8b\x01\n" +
 	"\rImportCluster\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x16\n" +
 	"\x06region\x18\x02 \x01(\tR\x06region\x12\x16\n" +
-	"\x06weight\x18\x03 \x01(\rR\x06weight\"\x9b\x06\n" +
+	"\x06weight\x18\x03 \x01(\rR\x06weight\x12+\n" +
+	"\x11regional_frontend\x18\x04 \x01(\tR\x10regionalFrontend\"\x9b\x06\n" +
 	"\x06Import\x121\n" +
 	"\x03key\x18\x01 \x01(\v2\x1f.fleetnet.registry.v1.ImportKeyR\x03key\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x127\n" +

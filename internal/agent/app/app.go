@@ -50,6 +50,9 @@ type Options struct {
 	ImportResyncPeriod time.Duration
 	EndpointsPerSlice  int
 	ImportWorkers      int
+	// AzureLoadBalancerID is the cluster's public Azure load balancer,
+	// whose frontends exported Services of type LoadBalancer publish.
+	AzureLoadBalancerID string
 	// Registerer receives the agent's own metrics; controller-runtime's
 	// registry (served on --metrics-bind-address) when nil.
 	Registerer prometheus.Registerer
@@ -72,6 +75,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "elect a leader (a Lease in --leader-election-namespace); only the leader registers and writes")
 	fs.StringVar(&o.LeaderElectionNS, "leader-election-namespace", "fleetnet-system", "namespace of the leader election Lease")
 	fs.StringVar(&o.WatchNamespaces, "watch-namespaces", "", "comma-separated namespaces to export from; empty means all")
+	fs.StringVar(&o.AzureLoadBalancerID, "azure-load-balancer-id", "", "resource id of this cluster's public Azure load balancer (AKS: loadBalancers/kubernetes in the node resource group); exported Services of type LoadBalancer then publish their frontend for cross-region load balancers")
 	fs.DurationVar(&o.ExportResyncPeriod, "export-resync-period", 10*time.Minute, "how often every export is compared with the registry")
 	fs.DurationVar(&o.ImportResyncPeriod, "import-resync-period", 10*time.Minute, "how often every import is compared with the cluster, bounding repair when an event is missed")
 	fs.IntVar(&o.EndpointsPerSlice, "endpoints-per-slice", 100, "most endpoints in one imported EndpointSlice (1 to 1000)")
@@ -100,6 +104,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ImportWorkers < 1 || o.ImportWorkers > 64 {
 		errs = append(errs, fmt.Errorf("--import-workers=%d: must be between 1 and 64", o.ImportWorkers))
+	}
+	if err := export.ValidateAzureLoadBalancerID(o.AzureLoadBalancerID); err != nil {
+		errs = append(errs, err)
 	}
 	if o.EndpointsPerSlice < 1 || o.EndpointsPerSlice > 1000 {
 		errs = append(errs, fmt.Errorf("--endpoints-per-slice=%d: must be between 1 and 1000", o.EndpointsPerSlice))
@@ -192,6 +199,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	rec := &export.Reconciler{
 		Client: mgr.GetClient(), Cluster: cluster.GetId(), Publisher: pub, Status: statusWatcher,
 		Recorder: mgr.GetEventRecorder("fleetnet-agent"), Log: log, InScope: inScope, Registered: registrar.Registered,
+		AzureLoadBalancerID: o.AzureLoadBalancerID,
 	}
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return err

@@ -54,7 +54,7 @@ func TestBuildExport(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e, invalid := BuildExport("east", tt.se, tt.svc())
+			e, invalid := BuildExport("east", tt.se, tt.svc(), "")
 			if tt.wantReason != "" {
 				if invalid == nil || invalid.Reason != tt.wantReason {
 					t.Fatalf("invalid = %v, want reason %s", invalid, tt.wantReason)
@@ -77,7 +77,7 @@ func TestBuildExport(t *testing.T) {
 			}
 		})
 	}
-	if e, _ := BuildExport("east", se(nil), base); e.GetWeight() != 1 {
+	if e, _ := BuildExport("east", se(nil), base, ""); e.GetWeight() != 1 {
 		t.Errorf("default weight = %d, want 1", e.GetWeight())
 	}
 }

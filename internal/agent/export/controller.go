@@ -43,6 +43,9 @@ type Reconciler struct {
 	InScope func(namespace string) bool
 	// Registered reports whether the cluster holds a lease.
 	Registered func() bool
+	// AzureLoadBalancerID is the cluster's public Azure load balancer
+	// (--azure-load-balancer-id), for exports' regional frontends.
+	AzureLoadBalancerID string
 
 	retryOnce sync.Once
 	retry     workqueue.TypedRateLimiter[reconcile.Request]
@@ -127,7 +130,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 	} else if err != nil {
 		return reconcile.Result{}, err
 	}
-	exp, invalid := BuildExport(r.Cluster, se, svc)
+	exp, invalid := BuildExport(r.Cluster, se, svc, r.AzureLoadBalancerID)
 	if invalid != nil {
 		setCondition(se, mcsv1beta1.ServiceExportConditionValid, metav1.ConditionFalse, invalid.Reason, invalid.Message)
 		setCondition(se, mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonPending), "not exported: "+invalid.Message)

@@ -178,11 +178,17 @@ func Groups(cluster string, chunks map[string]*registryv1.EndpointChunk, familie
 }
 
 // SliceAnnotations are the annotations of an imported EndpointSlice: the
-// source cluster's weight (fleetnet.dev/weight, from its ServiceExport), so
-// that a gateway in this cluster can split traffic by cluster without a
-// registry connection of its own.
-func SliceAnnotations(weight uint32) map[string]string {
-	return map[string]string{keys.AnnotationWeight: strconv.FormatUint(uint64(weight), 10)}
+// source cluster's weight (fleetnet.dev/weight, from its ServiceExport) and
+// regional load balancer frontend (fleetnet.dev/regional-frontend, when it
+// has one), so that a gateway in this cluster can split traffic by cluster
+// and program a cross-region load balancer without a registry connection
+// of its own.
+func SliceAnnotations(c *registryv1.ImportCluster) map[string]string {
+	a := map[string]string{keys.AnnotationWeight: strconv.FormatUint(uint64(c.GetWeight()), 10)}
+	if f := c.GetRegionalFrontend(); f != "" {
+		a[keys.AnnotationRegionalFrontend] = f
+	}
+	return a
 }
 
 // SliceLabels are the labels of an imported EndpointSlice. The region is

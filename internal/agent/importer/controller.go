@@ -316,12 +316,10 @@ func (r *Reconciler) applySlices(ctx context.Context, si *mcsv1beta1.ServiceImpo
 		existing[k] = append(existing[k], Slice{Name: s.Name, Endpoints: s.Endpoints, Ports: s.Ports})
 	}
 	regions := map[string]string{}
-	weights := map[string]uint32{}
-	participating := map[string]bool{}
+	byCluster := map[string]*registryv1.ImportCluster{}
 	for _, c := range desired.Import.GetClusters() {
 		regions[c.GetClusterId()] = c.GetRegion()
-		weights[c.GetClusterId()] = c.GetWeight()
-		participating[c.GetClusterId()] = true
+		byCluster[c.GetClusterId()] = c
 	}
 	var errs []error
 	handled := map[groupKey]bool{}
@@ -331,7 +329,7 @@ func (r *Reconciler) applySlices(ctx context.Context, si *mcsv1beta1.ServiceImpo
 	}
 	sort.Strings(clusters)
 	for _, cluster := range clusters {
-		if !participating[cluster] {
+		if byCluster[cluster] == nil {
 			continue
 		}
 		for _, g := range Groups(cluster, desired.Chunks[cluster], families) {
@@ -340,7 +338,7 @@ func (r *Reconciler) applySlices(ctx context.Context, si *mcsv1beta1.ServiceImpo
 			prefix := derived + "-" + cluster
 			plan := PlanSlices(prefix, g.AddressType, g.Ports, g.Endpoints, existing[k], r.EndpointsPerSlice)
 			labels := SliceLabels(si.Name, derived, cluster, regions[cluster])
-			annotations := SliceAnnotations(weights[cluster])
+			annotations := SliceAnnotations(byCluster[cluster])
 			for _, s := range plan.Apply {
 				if err := r.applySlice(ctx, si, s, g.AddressType, labels, annotations); err != nil {
 					errs = append(errs, &stepError{fmt.Sprintf("applying EndpointSlice %s of cluster %s", s.Name, cluster), err})

@@ -391,7 +391,7 @@ func TestMerge(t *testing.T) {
 				t.Errorf("type = %s, want %s", imp.GetType(), tt.wantType)
 			}
 			var ids []string
-			for _, c := range imp.GetClusters() {
+			for _, c := range res.Import.GetClusters() {
 				ids = append(ids, c.GetClusterId())
 				if c.GetRegion() != tt.clusters[c.GetClusterId()].Region {
 					t.Errorf("region of %s = %q", c.GetClusterId(), c.GetRegion())
@@ -517,5 +517,26 @@ func TestConflictMessages(t *testing.T) {
 				t.Errorf("messages (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// Each cluster's weight and regional frontend travel to the import's
+// clusters, whatever the other clusters export.
+func TestImportClustersCarryPerClusterValues(t *testing.T) {
+	const fe = "/subscriptions/s/resourceGroups/mc-east/providers/Microsoft.Network/loadBalancers/kubernetes/frontendIPConfigurations/a1"
+	ports := []*registryv1.ServicePort{port("http", 80)}
+	res := Merge(key, []*registryv1.Export{
+		export("east", 0, ports, func(e *registryv1.Export) { e.Weight, e.RegionalFrontend = 3, fe }),
+		export("west", 1, ports),
+	}, live("east", "west"))
+	got := map[string]*registryv1.ImportCluster{}
+	for _, c := range res.Import.GetClusters() {
+		got[c.GetClusterId()] = c
+	}
+	if c := got["east"]; c.GetWeight() != 3 || c.GetRegionalFrontend() != fe || c.GetRegion() != "region-east" {
+		t.Errorf("east = %v", c)
+	}
+	if c := got["west"]; c.GetWeight() != 1 || c.GetRegionalFrontend() != "" {
+		t.Errorf("west = %v", c)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/fleetnet/fleetnet/api/keys"
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
@@ -153,7 +154,34 @@ func Export(e *registryv1.Export, path *field.Path) field.ErrorList {
 	if e.GetWeight() > MaxWeight {
 		errs = append(errs, field.Invalid(path.Child("weight"), e.GetWeight(), fmt.Sprintf("must be between 0 and %d", MaxWeight)))
 	}
+	if f := e.GetRegionalFrontend(); f != "" {
+		if msg := RegionalFrontend(f); msg != "" {
+			errs = append(errs, field.Invalid(path.Child("regionalFrontend"), f, msg))
+		}
+	}
 	return errs
+}
+
+// MaxRegionalFrontendLength bounds a regional frontend's resource id (an
+// Azure resource id is at most a few hundred characters).
+const MaxRegionalFrontendLength = 1024
+
+// RegionalFrontend checks a regional load balancer frontend's cloud
+// resource id: an absolute path of printable characters without spaces.
+// It returns what is wrong, or "".
+func RegionalFrontend(id string) string {
+	if len(id) > MaxRegionalFrontendLength {
+		return fmt.Sprintf("must be at most %d characters", MaxRegionalFrontendLength)
+	}
+	if !strings.HasPrefix(id, "/") {
+		return "must be a resource id starting with /"
+	}
+	for _, r := range id {
+		if r <= ' ' || r == 0x7f {
+			return "must not contain spaces or control characters"
+		}
+	}
+	return ""
 }
 
 // reservedKeys refuses exported keys that would overwrite the agent's, the

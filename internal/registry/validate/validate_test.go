@@ -71,6 +71,11 @@ func TestExport(t *testing.T) {
 		{"bad name", func(e *registryv1.Export) { e.Key.Name = "1echo" }, `export.key.name: Invalid value: "1echo"`},
 		{"bad family", func(e *registryv1.Export) { e.IpFamilies = []string{"IPv5"} }, `export.ipFamilies[0]: Unsupported value: "IPv5"`},
 		{"weight too high", func(e *registryv1.Export) { e.Weight = 1001 }, "export.weight: Invalid value: 1001"},
+		{"regional frontend", func(e *registryv1.Export) {
+			e.RegionalFrontend = "/subscriptions/s/resourceGroups/mc/providers/Microsoft.Network/loadBalancers/kubernetes/frontendIPConfigurations/a1"
+		}, ""},
+		{"relative regional frontend", func(e *registryv1.Export) { e.RegionalFrontend = "loadBalancers/kubernetes" }, `export.regionalFrontend: Invalid value: "loadBalancers/kubernetes": must be a resource id starting with /`},
+		{"regional frontend with a space", func(e *registryv1.Export) { e.RegionalFrontend = "/a b" }, "must not contain spaces"},
 		{"bad label", func(e *registryv1.Export) { e.Labels = map[string]string{"a": "b c"} }, `export.labels: Invalid value: "b c"`},
 		{"reserved label", func(e *registryv1.Export) { e.Labels = map[string]string{"fleetnet.dev/export": "true"} }, `export.labels[fleetnet.dev/export]: Invalid value: "fleetnet.dev/export": the prefix fleetnet.dev/ is reserved`},
 		{"the agent's own label", func(e *registryv1.Export) { e.Labels = map[string]string{"app.kubernetes.io/managed-by": "me"} }, `export.labels[app.kubernetes.io/managed-by]`},
