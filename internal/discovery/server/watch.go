@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bufio"
 	"net/http"
 	"strconv"
 	"strings"
@@ -70,7 +69,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	s.metrics.watchers.Inc()
 	defer s.metrics.watchers.Dec()
 
-	st := &stream{w: bufio.NewWriterSize(w, 32<<10), rc: rc, sse: sse, last: from, timeout: s.cfg.WriteTimeout,
+	st := &stream{w: w, rc: rc, sse: sse, last: from, timeout: s.cfg.WriteTimeout,
 		filter: newWatchFilter(f.namespace, f.selector, from > 0)}
 	st.arm()
 	for _, e := range initial {
@@ -158,9 +157,10 @@ func acceptsSSE(accept string) bool {
 	return false
 }
 
-// stream writes one watch's events.
+// stream writes one watch's events. The ResponseWriter buffers small writes
+// itself; no buffer of our own, as a thousand watchers would each hold one.
 type stream struct {
-	w       *bufio.Writer
+	w       http.ResponseWriter
 	rc      *http.ResponseController
 	sse     bool
 	filter  *watchFilter
@@ -188,23 +188,31 @@ func (st *stream) send(e *store.Event) {
 		st.delivered = append(st.delivered, e.At)
 	}
 	if !st.sse {
-		st.w.Write(e.JSON())
-		st.w.WriteByte('\n')
+		st.write(e.JSON())
+		st.write(newline)
 		return
 	}
 	switch e.Type {
 	case discoveryv1.EventUpsert, discoveryv1.EventDelete, discoveryv1.EventSynced, discoveryv1.EventBookmark:
 		// Only where resuming from this event's revision is safe: not in
 		// the middle of a snapshot.
-		st.w.WriteString("id: ")
-		st.w.WriteString(strconv.FormatInt(e.Revision, 10))
-		st.w.WriteByte('\n')
+		st.write([]byte("id: " + strconv.FormatInt(e.Revision, 10) + "\n"))
 	}
-	st.w.WriteString("event: ")
-	st.w.WriteString(string(e.Type))
-	st.w.WriteString("\ndata: ")
-	st.w.Write(e.JSON())
-	st.w.WriteString("\n\n")
+	st.write([]byte("event: " + string(e.Type) + "\ndata: "))
+	st.write(e.JSON())
+	st.write(blankLine)
+}
+
+var (
+	newline   = []byte("\n")
+	blankLine = []byte("\n\n")
+)
+
+// write keeps the first error; later writes are skipped.
+func (st *stream) write(b []byte) {
+	if st.err == nil {
+		_, st.err = st.w.Write(b)
+	}
 }
 
 // arm starts the write timeout of the batch of events that follows (the
@@ -219,10 +227,6 @@ func (st *stream) arm() {
 func (st *stream) flush() error {
 	if st.err != nil {
 		return st.err
-	}
-	if err := st.w.Flush(); err != nil {
-		st.err = err
-		return err
 	}
 	if err := st.rc.Flush(); err != nil {
 		st.err = err
