@@ -106,10 +106,15 @@ func TestChartsOnAFleet(t *testing.T) {
 				out := h.must(t, args...)
 				// Warnings the API server sent back: a Pod template that
 				// restricted pod security would refuse, or a field it dropped.
-				for _, bad := range []string{"would violate PodSecurity", "unknown field", "Warning"} {
+				// and a NOTES.txt that printed a missing value.
+				for _, bad := range []string{"would violate PodSecurity", "unknown field", "Warning", "<no value>"} {
 					if strings.Contains(out, bad) {
 						t.Errorf("helm install printed %q:\n%s", bad, out)
 					}
+				}
+				if r.secrets {
+					_, notes, _ := strings.Cut(out, "NOTES:")
+					t.Logf("NOTES of %s:%s", r.name, notes)
 				}
 				manifest := h.must(t, "get", "manifest", r.name, "--namespace", r.namespace, "--kubeconfig", c.KubeconfigPath)
 				objs := c.checkManifest(t, manifest)
