@@ -82,10 +82,6 @@ func testAgentRBAC(t *testing.T, h *helm, binary string, reg *registrytest.Regis
 	t.Logf("echo exported from hub and member and imported in both in %s", time.Since(exported).Round(time.Millisecond))
 	for _, a := range agents {
 		for _, line := range a.logLines(t, regexp.MustCompile(`(?i)forbidden`)) {
-			if gap := knownGap(line); gap != "" {
-				t.Logf("agent of %s: known gap of the generated role (%s):\n%s", a.cluster, gap, line)
-				continue
-			}
 			t.Errorf("agent of %s logged a forbidden request with the chart's role:\n%s", a.cluster, line)
 		}
 	}
@@ -145,36 +141,12 @@ func testAgentRBAC(t *testing.T, h *helm, binary string, reg *registrytest.Regis
 	})
 	// The log says it too (not asserted beyond "forbidden": wording is the
 	// agent's own business).
-	var lines []string
-	for _, line := range agents["member"].logLines(t, regexp.MustCompile(`(?i)forbidden`)) {
-		if knownGap(line) == "" {
-			lines = append(lines, line)
-		}
-	}
+	lines := agents["member"].logLines(t, regexp.MustCompile(`(?i)forbidden`))
 	if len(lines) == 0 {
 		t.Errorf("member's agent logged nothing forbidden")
 	} else {
 		t.Logf("member's agent logged %d forbidden lines; the first:\n%s", len(lines), lines[0])
 	}
-}
-
-// knownGaps are requests the agent makes that its generated role
-// (config/rbac/role.yaml) does not allow, each with what fixes it. They are
-// reported, not failed, because the role is not this package's to change;
-// once the fix lands its line no longer appears and the entry can go.
-var knownGaps = map[string]string{
-	// controller-runtime's leader election records "became leader" as a
-	// core/v1 Event; the agent's markers grant only events.k8s.io.
-	`cannot create resource \"events\" in API group \"\"`: `add "+kubebuilder:rbac:groups="",resources=events,verbs=create;patch" to internal/agent/app/rbac.go, as the gateway has`,
-}
-
-func knownGap(line string) string {
-	for k, fix := range knownGaps {
-		if strings.Contains(line, k) {
-			return fix
-		}
-	}
-	return ""
 }
 
 // agentProcess is fleetnet-agent running as a local process.
