@@ -1,0 +1,147 @@
+package l4_test
+
+import (
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetnet/fleetnet/internal/gateway/model"
+)
+
+// Models the edge cannot serve are refused with an error naming what
+// conflicts, and the model served before goes on.
+func TestApplyRefuses(t *testing.T) {
+	east := startTCP(t, "east-1")
+	served, other := freePort(t), freePort(t)
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = busy.Close() })
+	busyPort := int32(busy.Addr().(*net.TCPAddr).Port)
+	ep := cluster("east", 1, east.endpoint())
+	withListener := func(port int32, lbs ...model.LoadBalancer) *model.Model {
+		m := modelOf("bad", lbs...)
+		m.Gateways = []model.Gateway{{Namespace: "web", Name: "edge", Listeners: []model.Listener{{Name: "http", Port: port, Protocol: model.ProtocolHTTP}}}}
+		return m
+	}
+	tests := []struct {
+		name  string
+		model *model.Model
+		want  []string
+	}{
+		{"a TCP port of a Gateway listener", withListener(other, lb("db", other, model.ProtocolTCP, ep)),
+			[]string{"MultiClusterLoadBalancer demo/db", "listener http of Gateway web/edge", "both serve it"}},
+		{"two load balancers on one port", modelOf("bad", lb("a", other, model.ProtocolTCP, ep), lb("b", other, model.ProtocolTCP, ep)),
+			[]string{"demo/a and demo/b both serve it"}},
+		{"a port out of range", modelOf("bad", lb("db", 70000, model.ProtocolTCP, ep)), []string{"port 70000 is not between 1 and 65535"}},
+		{"a port another process holds", modelOf("bad", lb("db", busyPort, model.ProtocolTCP, ep), lb("other", other, model.ProtocolTCP, ep)),
+			[]string{"MultiClusterLoadBalancer demo/db", "address already in use"}},
+	}
+	p, _ := newProxy(t, nil)
+	if err := p.Apply(modelOf("1", lb("served", served, model.ProtocolTCP, ep))); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := p.Apply(tt.model)
+			if err == nil {
+				t.Fatal("applied")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+			if name, err := once(served); err != nil || name != "east-1" {
+				t.Errorf("the model served before: %q %v", name, err)
+			}
+			if p.Addr(other, model.ProtocolTCP) != nil {
+				t.Errorf("port %d of the refused model is bound", other)
+			}
+		})
+	}
+	// A UDP port beside a Gateway listener's TCP port is no conflict.
+	if err := p.Apply(withListener(other, lb("dns", other, model.ProtocolUDP, ep))); err != nil {
+		t.Errorf("UDP beside a TCP listener: %v", err)
+	}
+}
+
+// Load balancers of another class are left to their provider; a port of
+// a protocol this edge does not know is left out, not a refusal.
+func TestApplyLeavesOut(t *testing.T) {
+	east := startTCP(t, "east-1")
+	a, b, c := freePort(t), freePort(t), freePort(t)
+	azure := lb("azure", a, model.ProtocolTCP, cluster("east", 1, east.endpoint()))
+	azure.Class = "azure-cross-region"
+	sctp := lb("sctp", b, "SCTP", cluster("east", 1, east.endpoint()))
+	tcp := lb("db", c, model.ProtocolTCP, cluster("east", 1, east.endpoint()))
+	p, _ := newProxy(t, nil)
+	if err := p.Apply(modelOf("1", azure, tcp, sctp)); err != nil {
+		t.Fatal(err)
+	}
+	if p.Addr(a, model.ProtocolTCP) != nil || p.Addr(b, "SCTP") != nil {
+		t.Error("a port of another class or protocol is bound")
+	}
+	if name, err := once(c); err != nil || name != "east-1" {
+		t.Errorf("%q %v", name, err)
+	}
+}
+
+// Prepare leaves traffic alone until Commit: a port handed over by the
+// HTTP proxy is bound by Commit, a port handed to it stops accepting in
+// Prepare, and Abort puts it back.
+func TestPrepareHandOver(t *testing.T) {
+	east := startTCP(t, "east-1")
+	mine, theirs := freePort(t), freePort(t)
+	p, _ := newProxy(t, nil)
+	ep := cluster("east", 1, east.endpoint())
+	if err := p.Apply(modelOf("1", lb("db", mine, model.ProtocolTCP, ep))); err != nil {
+		t.Fatal(err)
+	}
+	// The HTTP proxy holds theirs; the next model gives mine to a Gateway
+	// listener and theirs to the load balancer.
+	httpLn, err := net.Listen("tcp", addr(theirs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := modelOf("2", lb("db", theirs, model.ProtocolTCP, ep))
+	next.Gateways = []model.Gateway{{Namespace: "web", Name: "edge", Listeners: []model.Listener{{Name: "http", Port: mine, Protocol: model.ProtocolHTTP}}}}
+	held := func(port int32) bool { return port == theirs }
+
+	change, err := p.Prepare(next, held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Prepare(next, held); err == nil {
+		t.Error("a second change while one is pending")
+	}
+	if _, err := net.DialTimeout("tcp", addr(mine), time.Second); err == nil {
+		t.Error("the port given to HTTP still accepts after Prepare")
+	}
+	change.Abort()
+	if name, err := once(mine); err != nil || name != "east-1" {
+		t.Fatalf("after Abort: %q %v", name, err)
+	}
+
+	change, err = p.Prepare(next, held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := change.Commit(); err == nil {
+		t.Fatal("Commit bound a port the HTTP proxy still holds")
+	}
+	_ = httpLn.Close() // the HTTP proxy applies the model
+	if err := change.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if name, err := once(theirs); err != nil || name != "east-1" {
+		t.Fatalf("the port handed over: %q %v", name, err)
+	}
+	ln, err := net.Listen("tcp", addr(mine))
+	if err != nil {
+		t.Fatalf("the port handed to HTTP is not free: %v", err)
+	}
+	_ = ln.Close()
+}

@@ -1,0 +1,151 @@
+package l4
+
+import (
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/fleetnet/fleetnet/internal/edge/health"
+	"github.com/fleetnet/fleetnet/internal/gateway/model"
+)
+
+// The pick's rules, on a service whose clusters each have one endpoint,
+// with the health, drains and tries each case sets.
+func TestPickRules(t *testing.T) {
+	tests := []struct {
+		name     string
+		down     []string // clusters whose endpoint is ejected
+		draining []string
+		tried    []string
+		last     string // the cluster of the attempt before
+		want     []string
+	}{
+		{"weighted over every cluster", nil, nil, nil, "", []string{"eu1", "eu2", "us"}},
+		{"healthy ones only", []string{"eu1"}, nil, nil, "", []string{"eu2", "us"}},
+		{"draining clusters take nothing", nil, []string{"eu1", "eu2"}, nil, "", []string{"us"}},
+		{"another attempt avoids tried clusters", nil, nil, []string{"eu1", "us"}, "us", []string{"eu2"}},
+		{"every cluster tried: another healthy endpoint", nil, nil, []string{"eu1", "eu2", "us"}, "us", []string{"eu1", "eu2"}},
+		{"every endpoint out: any ready one", []string{"eu1", "eu2", "us"}, nil, nil, "", []string{"eu1", "eu2", "us"}},
+		{"every endpoint out, another attempt: any ready one but the last", []string{"eu1", "eu2", "us"}, nil, []string{"us"}, "us", []string{"eu1", "eu2"}},
+		{"every endpoint out: still not a draining cluster", []string{"eu1", "eu2", "us"}, []string{"us"}, nil, "", []string{"eu1", "eu2"}},
+		{"everything draining: nothing", nil, []string{"eu1", "eu2", "us"}, nil, "", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &service{}
+			var tried uint64
+			var last *endpoint
+			for i, name := range []string{"eu1", "eu2", "us"} {
+				c := &cluster{name: name, weight: 1, bit: 1 << i, draining: slices.Contains(tt.draining, name)}
+				c.ready = []endpoint{{health: &health.Target{}}}
+				if slices.Contains(tt.down, name) {
+					c.ready[0].health.Eject(time.Time{})
+				}
+				if slices.Contains(tt.tried, name) {
+					tried |= c.bit
+				}
+				if tt.last == name {
+					last = &c.ready[0]
+				}
+				s.clusters = append(s.clusters, c)
+			}
+			seen := map[string]bool{}
+			for range 200 {
+				c, _ := s.pick(tried, last, 0)
+				if c == nil {
+					break
+				}
+				seen[c.name] = true
+			}
+			var got []string
+			for name := range seen {
+				got = append(got, name)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("picked %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// A UDP endpoint is out of picks while a refusal's ejection runs.
+func TestUDPEndpointRefused(t *testing.T) {
+	e := &endpoint{}
+	if !e.healthy(0) {
+		t.Fatal("a new endpoint is not healthy")
+	}
+	e.refuse(100)
+	if e.healthy(100+int64(udpEjection)-1) || !e.healthy(100+int64(udpEjection)) {
+		t.Error("the ejection does not last udpEjection")
+	}
+}
+
+// Zero fields of a load balancer take the defaults, except DrainMillis,
+// whose zero closes at once; the check is always a TCP connect.
+func TestCompileDefaults(t *testing.T) {
+	def := model.DefaultBackendPolicy().HealthCheck
+	type settings struct {
+		check                            model.HealthCheck
+		connect, tcpIdle, udpIdle, drain time.Duration
+	}
+	tests := []struct {
+		name string
+		in   model.LoadBalancer
+		want settings
+	}{
+		{"zero", model.LoadBalancer{}, settings{
+			check:   model.HealthCheck{Type: model.HealthCheckTCP, IntervalMillis: def.IntervalMillis, TimeoutMillis: def.TimeoutMillis, HealthyThreshold: def.HealthyThreshold, UnhealthyThreshold: def.UnhealthyThreshold},
+			connect: time.Second, tcpIdle: time.Hour, udpIdle: time.Minute, drain: 0,
+		}},
+		{"set", model.LoadBalancer{
+			HealthCheck:          model.HealthCheck{Type: "HTTP", Path: "/x", IntervalMillis: 2000, TimeoutMillis: 100, HealthyThreshold: 3, UnhealthyThreshold: 4},
+			ConnectTimeoutMillis: 50, TCPIdleMillis: 5000, UDPIdleMillis: 6000, DrainMillis: 7000,
+		}, settings{
+			check:   model.HealthCheck{Type: model.HealthCheckTCP, IntervalMillis: 2000, TimeoutMillis: 100, HealthyThreshold: 3, UnhealthyThreshold: 4},
+			connect: 50 * time.Millisecond, tcpIdle: 5 * time.Second, udpIdle: 6 * time.Second, drain: 7 * time.Second,
+		}},
+	}
+	met := newMetrics(nil, nil, nil)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := compileService("demo/x", &tt.in, model.LoadBalancerPort{Port: 1, Protocol: model.ProtocolTCP}, met)
+			got := settings{check: s.check, connect: s.connect, tcpIdle: s.tcpIdle, udpIdle: s.udpIdle, drain: s.drain}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("got  %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// An endpoint that an HTTP backend and a load balancer check alike is
+// one unit of the shared checker.
+func TestTrackSharesUnits(t *testing.T) {
+	c := health.New()
+	c.Close()
+	ep := model.Endpoint{Address: "10.0.0.1", Port: 5432, Ready: true}
+	m := &model.Model{LoadBalancers: []model.LoadBalancer{{Namespace: "d", Name: "db", Ports: []model.LoadBalancerPort{
+		{Port: 5432, Protocol: model.ProtocolTCP, Clusters: []model.ClusterEndpoints{{Cluster: "east", Weight: 1, Endpoints: []model.Endpoint{ep}}}},
+		{Port: 5432, Protocol: model.ProtocolUDP, Clusters: []model.ClusterEndpoints{{Cluster: "east", Weight: 1, Endpoints: []model.Endpoint{ep}}}},
+	}}}}
+	tb, _, err := compile(m, newMetrics(nil, nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	track(c.NewSet(), tb)
+	var httpUnit *health.Target
+	c.NewSet().Track(func(unit func(health.Key) *health.Target) {
+		httpUnit = unit(health.Key{Address: "10.0.0.1", Port: 5432, Check: model.DefaultBackendPolicy().HealthCheck})
+	})
+	tcp := tb.services[sockKey{5432, model.ProtocolTCP}].clusters[0].ready[0].health
+	udp := tb.services[sockKey{5432, model.ProtocolUDP}].clusters[0].ready[0].health
+	switch {
+	case tcp != httpUnit:
+		t.Error("the load balancer's default check and the HTTP default check are two units")
+	case udp != nil:
+		t.Error("a UDP endpoint has an active check")
+	case c.Units() != 1:
+		t.Errorf("%d units, want 1", c.Units())
+	}
+}

@@ -1,0 +1,294 @@
+package l4
+
+import (
+	"errors"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// tcpListener accepts the connections of a TCP port.
+type tcpListener struct {
+	p      *Proxy
+	key    sockKey
+	ln     *net.TCPListener
+	closed atomic.Bool
+}
+
+func (l *tcpListener) addr() net.Addr { return l.ln.Addr() }
+
+func (l *tcpListener) close() {
+	l.closed.Store(true)
+	_ = l.ln.Close()
+}
+
+func (l *tcpListener) serve() {
+	defer l.p.loops.Done()
+	var backoff time.Duration
+	for {
+		conn, err := l.ln.AcceptTCP()
+		if err != nil {
+			if l.closed.Load() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Out of file descriptors and the like: wait a little, as
+			// net/http's server does, instead of spinning.
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			l.p.log.Error("accepting a connection failed", "port", l.key.String(), "err", err, "retryIn", backoff)
+			time.Sleep(backoff)
+			continue
+		}
+		backoff = 0
+		l.p.conns.Add(1)
+		go l.p.serveTCP(l.key, conn)
+	}
+}
+
+// serveTCP forwards one accepted connection, on the table served when it
+// was accepted.
+func (p *Proxy) serveTCP(key sockKey, client *net.TCPConn) {
+	defer p.conns.Done()
+	t := p.table.Load()
+	svc := t.services[key]
+	if svc == nil {
+		// The port is going away.
+		_ = client.Close()
+		return
+	}
+	cl, backend := p.dial(svc)
+	if backend == nil {
+		svc.unserved.conns.Inc()
+		// A reset tells the client at once that nothing answers here.
+		_ = client.SetLinger(0)
+		_ = client.Close()
+		return
+	}
+	c := &tcpConn{p: p, client: client, backend: backend, key: key, lb: svc.lb, cluster: cl.name,
+		drainGone: svc.drain, idle: svc.tcpIdle, m: cl.m}
+	cl.m.conns.Inc()
+	cl.m.active.Inc()
+	defer cl.m.active.Dec()
+	p.connMu.Lock()
+	if p.forced {
+		p.connMu.Unlock()
+		c.close()
+		return
+	}
+	p.tcpConn[c] = struct{}{}
+	// A model served since this connection was accepted may already
+	// drain its cluster or port: the swap's pass over the connections
+	// came before this one registered.
+	if cur := p.table.Load(); cur != t {
+		c.rebind(cur)
+	}
+	p.connMu.Unlock()
+	c.run()
+	p.connMu.Lock()
+	delete(p.tcpConn, c)
+	p.connMu.Unlock()
+}
+
+// dial connects to an endpoint of svc: up to maxAttempts endpoints, each
+// of a cluster not tried yet while one remains (pick's rules). An endpoint
+// that fails is ejected until its check passes again.
+func (p *Proxy) dial(svc *service) (*cluster, *net.TCPConn) {
+	var tried uint64
+	var last *endpoint
+	for range maxAttempts {
+		cl, ep := svc.pick(tried, last, p.now())
+		if ep == nil {
+			break
+		}
+		d := net.Dialer{Timeout: svc.connect}
+		conn, err := d.DialContext(p.dials, "tcp", ep.hostport)
+		if err == nil {
+			return cl, conn.(*net.TCPConn)
+		}
+		if p.dials.Err() != nil {
+			return nil, nil
+		}
+		cl.m.dialFailures.Inc()
+		// Logged when it ejects the endpoint: once per failure of an
+		// endpoint, not once per connection while every one is down.
+		if ep.health.Healthy() {
+			p.log.Warn("connecting to an endpoint failed: ejected until its health check passes", "loadBalancer", svc.lb, "port", svc.key.String(),
+				"cluster", cl.name, "endpoint", ep.hostport, "err", err)
+		}
+		ep.health.FailedToConnect()
+		tried |= cl.bit
+		last = ep
+	}
+	if svc.warned.CompareAndSwap(false, true) {
+		p.log.Warn("a connection found no endpoint to connect to and was reset (logged once per model)", "loadBalancer", svc.lb, "port", svc.key.String())
+	}
+	return nil, nil
+}
+
+// tcpConn is a connection being forwarded.
+type tcpConn struct {
+	p               *Proxy
+	client, backend *net.TCPConn
+	key             sockKey
+	lb, cluster     string
+	// drainGone is the drain of the load balancer the connection was
+	// accepted for, for when its port goes away.
+	drainGone time.Duration
+	idle      time.Duration
+	m         *clusterMetrics
+	// last is when a byte last moved, either way (the proxy's clock).
+	last atomic.Int64
+
+	mu                    sync.Mutex
+	idleTimer, drainTimer *time.Timer
+	closed                bool
+}
+
+// run copies both ways until both sides have closed their writing half,
+// either side fails, or the connection is closed (idle, drained).
+func (c *tcpConn) run() {
+	c.last.Store(c.p.now())
+	c.mu.Lock()
+	if !c.closed {
+		c.idleTimer = time.AfterFunc(c.idle, c.checkIdle)
+	}
+	c.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.copy(c.backend, c.client, c.m.bytesIn)
+	}()
+	c.copy(c.client, c.backend, c.m.bytesOut)
+	<-done
+	c.close()
+}
+
+// copy forwards what src sends to dst. The end of src's stream is passed
+// on as a half-close (dst's writing half closes; the other direction goes
+// on); a reset is passed on as a reset of both sides.
+func (c *tcpConn) copy(dst, src *net.TCPConn, bytes prometheus.Counter) {
+	r, err := newReader(src)
+	if err != nil {
+		c.closeWith(false)
+		return
+	}
+	for {
+		buf, n, err := r.read(&tcpBuffers)
+		if err != nil {
+			c.closeWith(isReset(err))
+			return
+		}
+		if n == 0 {
+			if err := dst.CloseWrite(); err != nil {
+				c.closeWith(false)
+			}
+			return
+		}
+		c.last.Store(c.p.now())
+		bytes.Add(float64(n))
+		_, err = dst.Write((*buf)[:n])
+		tcpBuffers.Put(buf)
+		if err != nil {
+			c.closeWith(isReset(err))
+			return
+		}
+	}
+}
+
+// checkIdle closes the connection when no byte moved for its idle time,
+// and otherwise looks again when that time will have passed.
+func (c *tcpConn) checkIdle() {
+	quiet := time.Duration(c.p.now() - c.last.Load())
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	if quiet >= c.idle {
+		c.closeLocked(false)
+		return
+	}
+	c.idleTimer.Reset(c.idle - quiet)
+}
+
+// rebind applies a new table to an established connection: it may go on
+// while its load balancer still serves its port and its cluster is there
+// and not draining; otherwise it is closed after the drain time. Callers
+// hold p.connMu.
+func (c *tcpConn) rebind(t *table) {
+	svc := t.services[c.key]
+	switch {
+	case svc == nil || svc.lb != c.lb:
+		c.drainWithin(c.drainGone)
+	case svc.byName[c.cluster] == nil || svc.byName[c.cluster].draining:
+		c.drainWithin(svc.drain)
+	default:
+		c.undrain()
+	}
+}
+
+// drainWithin closes the connection after d, unless a drain already
+// runs (the first drain's deadline holds).
+func (c *tcpConn) drainWithin(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || c.drainTimer != nil {
+		return
+	}
+	if d <= 0 {
+		c.closeLocked(false)
+		return
+	}
+	c.drainTimer = time.AfterFunc(d, c.close)
+}
+
+// undrain cancels a drain: the cluster serves again.
+func (c *tcpConn) undrain() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.drainTimer != nil {
+		c.drainTimer.Stop()
+		c.drainTimer = nil
+	}
+}
+
+func (c *tcpConn) close() { c.closeWith(false) }
+
+func (c *tcpConn) closeWith(reset bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closeLocked(reset)
+}
+
+func (c *tcpConn) closeLocked(reset bool) {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	if c.idleTimer != nil {
+		c.idleTimer.Stop()
+	}
+	if c.drainTimer != nil {
+		c.drainTimer.Stop()
+	}
+	if reset {
+		_ = c.client.SetLinger(0)
+		_ = c.backend.SetLinger(0)
+	}
+	_ = c.client.Close()
+	_ = c.backend.Close()
+}
+
+// rebindConns applies a new table to every established connection.
+func (p *Proxy) rebindConns(t *table) {
+	p.connMu.Lock()
+	defer p.connMu.Unlock()
+	for c := range p.tcpConn {
+		c.rebind(t)
+	}
+}
+
+// tcpBuffers lend the copies their buffers, only while data moves.
+var tcpBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
