@@ -1,6 +1,7 @@
 // Package app assembles the fleetnet-edge process: the subscription to
-// fleetnet-gateway's models, the data plane that serves them, metrics and
-// probes.
+// fleetnet-gateway's models, the data planes that serve them (the HTTP
+// proxy for Gateways, the L4 proxy for MultiClusterLoadBalancers, one
+// health checker for both), metrics and probes.
 package app
 
 import (
@@ -13,12 +14,16 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"github.com/fleetnet/fleetnet/internal/edge/health"
+	"github.com/fleetnet/fleetnet/internal/edge/l4"
 	"github.com/fleetnet/fleetnet/internal/edge/proxy"
 	"github.com/fleetnet/fleetnet/internal/edge/subscribe"
 	"github.com/fleetnet/fleetnet/internal/edge/wire"
+	"github.com/fleetnet/fleetnet/internal/gateway/model"
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -51,7 +56,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.KeyFile, "key-file", "", "this edge's client key")
 	fs.StringVar(&o.Region, "region", "", "this edge's region, a valid label value (local-first routing prefers its endpoints)")
 	fs.StringVar(&o.StateDir, "state-dir", "", "where the last good model is kept, so that a restarted edge serves it before the gateway answers; empty keeps nothing")
-	fs.StringVar(&o.ListenHost, "listen-host", "", "address the Gateways' listeners bind; empty means every interface")
+	fs.StringVar(&o.ListenHost, "listen-host", "", "address the Gateways' listeners and the MultiClusterLoadBalancers' ports bind; empty means every interface")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":9090", "address of /metrics")
 	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", ":9091", "address of /healthz and /readyz (ready once a model is served)")
 	fs.BoolVar(&o.AccessLog, "access-log", false, "log every request at info level")
@@ -104,7 +109,14 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	p := proxy.New(proxy.Options{ListenHost: o.ListenHost, Region: o.Region, Log: log, Registerer: reg, AccessLog: o.AccessLog})
+	checker := health.New()
+	defer checker.Close()
+	planes := &dataPlanes{
+		http:   proxy.New(proxy.Options{ListenHost: o.ListenHost, Region: o.Region, Log: log, Registerer: reg, AccessLog: o.AccessLog, Health: checker}),
+		l4:     l4.New(l4.Options{ListenHost: o.ListenHost, Log: log, Registerer: reg, Health: checker}),
+		log:    log,
+		served: &model.Model{},
+	}
 	client := &subscribe.Client{
 		Conn: conn, Region: o.Region, StateDir: o.StateDir, Log: log,
 		Apply: func(_ context.Context, u *edgev1.ModelUpdate) error {
@@ -112,7 +124,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			if err != nil {
 				return err
 			}
-			return p.Apply(m, certs)
+			return planes.apply(m, certs)
 		},
 	}
 	if _, err := client.Restore(ctx); err != nil {
@@ -149,7 +161,57 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	for _, s := range servers {
 		_ = s.Shutdown(shutdown)
 	}
-	return errors.Join(err, p.Close(shutdown))
+	return errors.Join(err, planes.close(shutdown))
+}
+
+// dataPlanes serves each model with the HTTP proxy and the L4 proxy as
+// one: both serve it, or neither changes and the model is refused (NACK),
+// as the gateway expects of an edge.
+type dataPlanes struct {
+	http *proxy.Proxy
+	l4   *l4.Proxy
+	log  *slog.Logger
+
+	mu sync.Mutex
+	// served is the model the HTTP proxy serves and its certificates, to
+	// put back if the L4 proxy cannot complete a model.
+	served      *model.Model
+	servedCerts map[string]*tls.Certificate
+}
+
+// apply checks m's load balancers (a TCP port of a Gateway listener is a
+// conflict) and binds their new ports first, then serves m's Gateways,
+// then the load balancers. A port handed from a Gateway listener to a
+// load balancer is bound once the HTTP proxy let it go; should that bind
+// fail, the HTTP proxy goes back to the model before.
+func (d *dataPlanes) apply(m *model.Model, certs map[string]*tls.Certificate) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	change, err := d.l4.Prepare(m, func(port int32) bool { return d.http.Addr(port) != nil })
+	if err != nil {
+		return err
+	}
+	if err := d.http.Apply(m, certs); err != nil {
+		change.Abort()
+		return err
+	}
+	if err := change.Commit(); err != nil {
+		if rerr := d.http.Apply(d.served, d.servedCerts); rerr != nil {
+			d.log.Error("the Gateways' listeners of the model before could not be served again", "version", d.served.Version, "err", rerr)
+		}
+		change.Abort()
+		return err
+	}
+	d.served, d.servedCerts = m, certs
+	return nil
+}
+
+// close stops both data planes at once, letting what is in flight finish
+// until ctx ends.
+func (d *dataPlanes) close(ctx context.Context) error {
+	l4Err := make(chan error, 1)
+	go func() { l4Err <- d.l4.Close(ctx) }()
+	return errors.Join(d.http.Close(ctx), <-l4Err)
 }
 
 func probes(c *subscribe.Client) http.Handler {
