@@ -93,11 +93,21 @@ func (w *Watcher) Start(onSynced func()) {
 		w.mcs.Start(w.stop)
 		go func() {
 			start := time.Now()
-			if cache.WaitForCacheSync(w.stop, w.importsSync, w.slicesSync) {
-				w.log.Info("serviceimport and endpointslice caches synced", "after", time.Since(start).Round(time.Millisecond).String())
-				w.ix.Synced()
-				onSynced()
+			// Polled every 10 ms rather than cache.WaitForCacheSync's
+			// 100 ms: readiness, and the end of SERVFAIL, follow the sync
+			// closely, which a rollout of fleetnet-dns waits for.
+			tick := time.NewTicker(10 * time.Millisecond)
+			defer tick.Stop()
+			for !w.importsSync() || !w.slicesSync() {
+				select {
+				case <-w.stop:
+					return
+				case <-tick.C:
+				}
 			}
+			w.log.Info("serviceimport and endpointslice caches synced", "after", time.Since(start).Round(time.Millisecond).String())
+			w.ix.Synced()
+			onSynced()
 		}()
 	})
 }

@@ -17,6 +17,10 @@ type Zone struct {
 	TTL uint32
 }
 
+// maxLabels is the most labels a name of the zone has below the zone:
+// <host>.<cluster>.<svc>.<ns>.svc and _<port>._<proto>.<svc>.<ns>.svc.
+const maxLabels = 5
+
 // Lookup is what answering needs from the index of imports.
 type Lookup interface {
 	// Service returns the records of the import namespace/name, nil when
@@ -57,13 +61,14 @@ func (z Zone) Answer(qname string, qtype uint16, l Lookup) Reply {
 	if !dns.IsSubDomain(z.Name, lower) {
 		return Reply{Rcode: dns.RcodeRefused}
 	}
-	rel := strings.TrimSuffix(strings.TrimSuffix(lower, z.Name), ".")
-	var r []string // labels from the zone down: svc, ns, name, …
-	if rel != "" {
-		labels := strings.Split(rel, ".")
-		for i := len(labels) - 1; i >= 0; i-- {
-			r = append(r, labels[i])
-		}
+	// The labels below the zone, from the zone down (svc, ns, name, …),
+	// in an array: a query allocates only its answer.
+	var labels [maxLabels + 1]string
+	r := labels[:0]
+	for rel := strings.TrimSuffix(strings.TrimSuffix(lower, z.Name), "."); rel != "" && len(r) <= maxLabels; {
+		i := strings.LastIndexByte(rel, '.')
+		r = append(r, rel[i+1:])
+		rel = rel[:max(i, 0)]
 	}
 	switch {
 	case len(r) == 0:
@@ -71,7 +76,7 @@ func (z Zone) Answer(qname string, qtype uint16, l Lookup) Reply {
 			return Reply{Rcode: dns.RcodeSuccess, Answer: []dns.RR{z.soa(l)}}
 		}
 		return z.noData(l)
-	case r[0] != "svc" || len(r) > 5:
+	case r[0] != "svc" || len(r) > maxLabels:
 		return z.nxDomain(l)
 	case len(r) == 1:
 		return z.noData(l)
@@ -85,7 +90,6 @@ func (z Zone) Answer(qname string, qtype uint16, l Lookup) Reply {
 	if svc == nil {
 		return z.nxDomain(l)
 	}
-	service := r[2] + "." + r[1] + ".svc." + z.Name
 	switch len(r) {
 	case 3:
 		return z.addresses(qname, qtype, svc.Addrs, l)
@@ -104,7 +108,7 @@ func (z Zone) Answer(qname string, qtype uint16, l Lookup) Reply {
 		if qtype != dns.TypeSRV || len(targets) == 0 {
 			return z.noData(l)
 		}
-		return z.srv(qname, service, svc, targets)
+		return z.srv(qname, r[2]+"."+r[1]+".svc."+z.Name, svc, targets)
 	}
 	host, ok := svc.Hosts[r[4]+"."+r[3]]
 	if !ok {
