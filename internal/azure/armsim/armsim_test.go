@@ -100,11 +100,11 @@ func itoa(p int32) string {
 
 func seedRegions(t *testing.T, s *armsim.Sim) []string {
 	t.Helper()
-	east, err := s.SeedRegionalLoadBalancer(sub, "MC_east", "kubernetes", "eastus", armsim.RegionalFrontend{Name: "a1", Protocol: armnetwork.TransportProtocolTCP, Ports: []int32{5432}})
+	east, err := s.SeedRegionalLoadBalancer(sub, "MC_east", "kubernetes", "eastus", armsim.RegionalFrontend{Name: "a1", TCP: []int32{5432}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	west, err := s.SeedRegionalLoadBalancer(sub, "MC_west", "kubernetes", "westus", armsim.RegionalFrontend{Name: "b2", Protocol: armnetwork.TransportProtocolTCP, Ports: []int32{5432}})
+	west, err := s.SeedRegionalLoadBalancer(sub, "MC_west", "kubernetes", "westus", armsim.RegionalFrontend{Name: "b2", TCP: []int32{5432}})
 	if err != nil {
 		t.Fatal(err)
 	}

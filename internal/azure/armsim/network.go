@@ -557,8 +557,7 @@ func deref[T any](p *T) T {
 // Kubernetes Service of type LoadBalancer gets from the cloud provider).
 type RegionalFrontend struct {
 	Name     string
-	Protocol armnetwork.TransportProtocol
-	Ports    []int32
+	TCP, UDP []int32
 }
 
 // SeedRegionalLoadBalancer stores a regional Standard public load balancer
@@ -584,12 +583,17 @@ func (s *Sim) SeedRegionalLoadBalancer(subscription, resourceGroup, name, locati
 		ids = append(ids, feID)
 		lb.Properties.FrontendIPConfigurations = append(lb.Properties.FrontendIPConfigurations, &armnetwork.FrontendIPConfiguration{Name: to.Ptr(f.Name),
 			Properties: &armnetwork.FrontendIPConfigurationPropertiesFormat{PublicIPAddress: &armnetwork.PublicIPAddress{ID: to.Ptr(pipID.String())}}})
-		for _, port := range f.Ports {
-			lb.Properties.LoadBalancingRules = append(lb.Properties.LoadBalancingRules, &armnetwork.LoadBalancingRule{
-				Name: to.Ptr(fmt.Sprintf("%s-%s-%d", f.Name, strings.ToLower(string(f.Protocol)), port)),
-				Properties: &armnetwork.LoadBalancingRulePropertiesFormat{Protocol: to.Ptr(f.Protocol), FrontendPort: to.Ptr(port), BackendPort: to.Ptr(port),
-					FrontendIPConfiguration: &armnetwork.SubResource{ID: to.Ptr(feID)},
-					BackendAddressPool:      &armnetwork.SubResource{ID: to.Ptr(lbID.Child("backendAddressPools", name).String())}}})
+		for _, r := range []struct {
+			proto armnetwork.TransportProtocol
+			ports []int32
+		}{{armnetwork.TransportProtocolTCP, f.TCP}, {armnetwork.TransportProtocolUDP, f.UDP}} {
+			for _, port := range r.ports {
+				lb.Properties.LoadBalancingRules = append(lb.Properties.LoadBalancingRules, &armnetwork.LoadBalancingRule{
+					Name: to.Ptr(fmt.Sprintf("%s-%s-%d", f.Name, strings.ToLower(string(r.proto)), port)),
+					Properties: &armnetwork.LoadBalancingRulePropertiesFormat{Protocol: to.Ptr(r.proto), FrontendPort: to.Ptr(port), BackendPort: to.Ptr(port),
+						FrontendIPConfiguration: &armnetwork.SubResource{ID: to.Ptr(feID)},
+						BackendAddressPool:      &armnetwork.SubResource{ID: to.Ptr(lbID.Child("backendAddressPools", name).String())}}})
+			}
 		}
 	}
 	fillLoadBalancer(lbID, &lb)

@@ -1,0 +1,769 @@
+// Package crossregion is the azure-cross-region load balancer provider:
+// each MultiClusterLoadBalancer of that class becomes, in one resource
+// group, a Global-tier Standard static public IP and a cross-region
+// (Global tier) Standard load balancer with one frontend on it, one
+// backend pool whose addresses are the member clusters' regional load
+// balancer frontends, and a load-balancing rule per port
+// (github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6).
+// plan.go says what Azure cannot express and how that is reported.
+//
+// The provider is level-based and keeps no state of its own: each Deploy
+// lists the resource group's load balancers and public IPs, recognises
+// its own by tags (TagOwner = Config.Owner, TagNamespace, TagName), waits
+// for operations already running on them (a previous process's: their
+// provisioningState says so), writes only what differs from the model,
+// and deletes its resources of load balancers that left the model, the
+// load balancer before its public IP. A resource without its owner tag is
+// never changed or deleted, and nothing is deleted when a list failed.
+// Long-running operations are polled to their end within Deploy, and
+// Progress says, per load balancer, which operation runs; Served once
+// every resource is Succeeded as the model wants. Throttling (429 with
+// Retry-After) and transient 5xx are retried by azcore's retry policy;
+// a write refused with 409 AnotherOperationInProgress waits for the
+// running operation and is tried once more; what persists is returned,
+// wrapped with the ARM error's status, code and message.
+package crossregion
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6"
+
+	"github.com/fleetnet/fleetnet/internal/gateway/model"
+	"github.com/fleetnet/fleetnet/internal/gateway/provider"
+)
+
+// Class is the load balancer class this provider serves.
+const Class = "azure-cross-region"
+
+// Config configures the provider.
+type Config struct {
+	// SubscriptionID and ResourceGroup hold the provider's resources; the
+	// resource group must exist.
+	SubscriptionID string
+	ResourceGroup  string
+	// Location is the resources' home region, one where Azure deploys
+	// Global-tier load balancers (e.g. westeurope, eastus2).
+	Location string
+	// Owner is written in TagOwner on every resource and selects which
+	// resources the provider may change or delete: one per fleet (or per
+	// gateway installation) sharing the resource group. At most 256
+	// characters.
+	Owner string
+	// Credential authenticates to ARM (azidentity in production; see
+	// NewCredential).
+	Credential azcore.TokenCredential
+	// ClientOptions are the ARM clients' options; nil is Azure's public
+	// cloud with the default retry options below. Tests set Transport.
+	// A zero Retry gets MaxRetries 5 and MaxRetryDelay 2m, so that ARM's
+	// Retry-After on throttling (often tens of seconds) is honoured.
+	ClientOptions *arm.ClientOptions
+	// PollInterval is how often a long-running operation is polled when
+	// ARM gives no Retry-After (default 10s; at least 1s outside tests).
+	PollInterval time.Duration
+	// Parallelism is how many load balancers are deployed at once
+	// (default 4).
+	Parallelism int
+	// Resync is how often Run deploys the last model again to repair
+	// drift (default 10m).
+	Resync time.Duration
+	Log    *slog.Logger
+}
+
+// Validate checks what New needs.
+func (c Config) Validate() error {
+	var errs []error
+	for _, f := range []struct{ name, value string }{{"subscription id", c.SubscriptionID}, {"resource group", c.ResourceGroup}, {"location", c.Location}, {"owner", c.Owner}} {
+		if strings.TrimSpace(f.value) == "" {
+			errs = append(errs, fmt.Errorf("azure-cross-region: the %s is required", f.name))
+		}
+	}
+	if len(c.Owner) > 256 {
+		errs = append(errs, fmt.Errorf("azure-cross-region: the owner %q is longer than an Azure tag value (256 characters)", c.Owner))
+	}
+	if c.Credential == nil {
+		errs = append(errs, errors.New("azure-cross-region: a credential is required"))
+	}
+	return errors.Join(errs...)
+}
+
+// Provider implements provider.Provider for the azure-cross-region class.
+type Provider struct {
+	cfg    Config
+	target target
+	log    *slog.Logger
+	lbs    *armnetwork.LoadBalancersClient
+	pips   *armnetwork.PublicIPAddressesClient
+
+	deployMu sync.Mutex // one deployment (Deploy or a resync) at a time
+
+	mu           sync.Mutex
+	entries      map[string]provider.LoadBalancerProgress
+	version      string       // the model version deployed completely
+	last         *model.Model // the last model given
+	onProgress   func()
+	cancelResync context.CancelFunc
+}
+
+var _ provider.Provider = (*Provider)(nil)
+
+// New builds the provider and its ARM clients; it makes no request.
+func New(cfg Config) (*Provider, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	opts := arm.ClientOptions{}
+	if cfg.ClientOptions != nil {
+		opts = *cfg.ClientOptions
+	}
+	if opts.Retry.MaxRetries == 0 && opts.Retry.MaxRetryDelay == 0 && opts.Retry.RetryDelay == 0 {
+		opts.Retry.MaxRetries, opts.Retry.MaxRetryDelay = 5, 2*time.Minute
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 10 * time.Second
+	}
+	if cfg.Parallelism <= 0 {
+		cfg.Parallelism = 4
+	}
+	if cfg.Resync <= 0 {
+		cfg.Resync = 10 * time.Minute
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	f, err := armnetwork.NewClientFactory(cfg.SubscriptionID, cfg.Credential, &opts)
+	if err != nil {
+		return nil, fmt.Errorf("azure-cross-region: creating the network clients: %w", err)
+	}
+	return &Provider{cfg: cfg, log: cfg.Log.With("provider", Class),
+		target: target{subscription: cfg.SubscriptionID, resourceGroup: cfg.ResourceGroup, location: cfg.Location, owner: cfg.Owner},
+		lbs:    f.NewLoadBalancersClient(), pips: f.NewPublicIPAddressesClient(), entries: map[string]provider.LoadBalancerProgress{}}, nil
+}
+
+// SetOnProgress sets a function called whenever Progress changes during
+// a deployment (the controller's trigger), so that status follows long
+// operations rather than only their end.
+func (p *Provider) SetOnProgress(f func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.onProgress = f
+}
+
+// Progress is where each load balancer of the class stands: an entry per
+// load balancer for which the provider holds (or is creating) resources,
+// withdrawn ones included until their resources are gone.
+func (p *Provider) Progress() provider.Progress {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	entries := make(map[string]provider.LoadBalancerProgress, len(p.entries))
+	served := 0
+	for k, e := range p.entries {
+		e.Addresses = slices.Clone(e.Addresses)
+		entries[k] = e
+		if e.Served {
+			served++
+		}
+	}
+	current := p.last != nil && p.version == p.last.Version
+	return provider.Progress{
+		Version:       p.version,
+		Served:        current && served == len(entries),
+		Message:       fmt.Sprintf("%d of %d cross-region load balancers served", served, len(entries)),
+		LoadBalancers: entries,
+		ClassVersions: map[string]string{Class: p.version},
+	}
+}
+
+// Deploy makes Azure match the load balancers of m of class Class, and
+// returns once every operation it started or found running has ended.
+func (p *Provider) Deploy(ctx context.Context, m *model.Model) error {
+	p.mu.Lock()
+	p.last = m
+	if p.cancelResync != nil {
+		p.cancelResync() // a newer model supersedes a resync of the last
+	}
+	p.mu.Unlock()
+	p.deployMu.Lock()
+	defer p.deployMu.Unlock()
+	err := p.deploy(ctx, m)
+	if err == nil {
+		p.mu.Lock()
+		p.version = m.Version
+		p.mu.Unlock()
+		p.notify()
+	}
+	return err
+}
+
+// Run deploys the last model again every Config.Resync until ctx ends, so
+// that changes made to the resources outside fleetnet are repaired and
+// operations that failed are tried again. Run it on the leader only.
+func (p *Provider) Run(ctx context.Context) {
+	t := time.NewTicker(p.cfg.Resync)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			p.resync(ctx)
+		}
+	}
+}
+
+func (p *Provider) resync(ctx context.Context) {
+	if !p.deployMu.TryLock() {
+		return // a deployment runs: it is as good as a resync
+	}
+	defer p.deployMu.Unlock()
+	p.mu.Lock()
+	m := p.last
+	rctx, cancel := context.WithCancel(ctx)
+	p.cancelResync = cancel
+	p.mu.Unlock()
+	defer func() {
+		cancel()
+		p.mu.Lock()
+		p.cancelResync = nil
+		p.mu.Unlock()
+	}()
+	if m == nil {
+		return
+	}
+	if err := p.deploy(rctx, m); err != nil && rctx.Err() == nil {
+		p.log.Error("resync failed", "version", m.Version, "err", err)
+	}
+}
+
+func (p *Provider) notify() {
+	p.mu.Lock()
+	f := p.onProgress
+	p.mu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+func (p *Provider) set(key string, e provider.LoadBalancerProgress) {
+	p.mu.Lock()
+	p.entries[key] = e
+	p.mu.Unlock()
+	p.notify()
+}
+
+// message sets key's message, keeping its address, not served.
+func (p *Provider) message(key, msg string) {
+	p.mu.Lock()
+	e := p.entries[key]
+	e.Served, e.Message = false, msg
+	p.entries[key] = e
+	p.mu.Unlock()
+	p.notify()
+}
+
+func (p *Provider) drop(key string) {
+	p.mu.Lock()
+	delete(p.entries, key)
+	p.mu.Unlock()
+	p.notify()
+}
+
+// observed is what the resource group holds, by lowercase name.
+type observed struct {
+	lbs  map[string]*armnetwork.LoadBalancer
+	pips map[string]*armnetwork.PublicIPAddress
+}
+
+// observe lists the resource group's load balancers and public IPs, every
+// page; any error fails it as a whole, so that nothing is decided on part
+// of the resource group.
+func (p *Provider) observe(ctx context.Context) (observed, error) {
+	o := observed{lbs: map[string]*armnetwork.LoadBalancer{}, pips: map[string]*armnetwork.PublicIPAddress{}}
+	lbPager := p.lbs.NewListPager(p.cfg.ResourceGroup, nil)
+	for lbPager.More() {
+		page, err := lbPager.NextPage(ctx)
+		if err != nil {
+			return o, fmt.Errorf("listing the load balancers of resource group %s: %w", p.cfg.ResourceGroup, describe(err))
+		}
+		for _, v := range page.Value {
+			o.lbs[strings.ToLower(deref(v.Name))] = v
+		}
+	}
+	pipPager := p.pips.NewListPager(p.cfg.ResourceGroup, nil)
+	for pipPager.More() {
+		page, err := pipPager.NextPage(ctx)
+		if err != nil {
+			return o, fmt.Errorf("listing the public IP addresses of resource group %s: %w", p.cfg.ResourceGroup, describe(err))
+		}
+		for _, v := range page.Value {
+			o.pips[strings.ToLower(deref(v.Name))] = v
+		}
+	}
+	return o, nil
+}
+
+// ownedKey is the load balancer key of a resource the provider owns, ""
+// for any other.
+func (p *Provider) ownedKey(tags map[string]*string) string {
+	if tags == nil || deref(tags[TagOwner]) != p.cfg.Owner || deref(tags[TagNamespace]) == "" || deref(tags[TagName]) == "" {
+		return ""
+	}
+	return deref(tags[TagNamespace]) + "/" + deref(tags[TagName])
+}
+
+func (p *Provider) deploy(ctx context.Context, m *model.Model) error {
+	plans := map[string]plan{}
+	for _, lb := range m.LoadBalancers {
+		if lb.Class == Class {
+			pl := planFor(p.target, lb)
+			plans[pl.key] = pl
+		}
+	}
+	obs, err := p.observe(ctx)
+	if err != nil {
+		// Fail static: nothing is written or deleted on an unknown state.
+		err = fmt.Errorf("nothing changed: %w", err)
+		p.mu.Lock()
+		for key := range plans {
+			if _, ok := p.entries[key]; !ok {
+				p.entries[key] = provider.LoadBalancerProgress{Message: err.Error()}
+			}
+		}
+		p.mu.Unlock()
+		p.notify()
+		return err
+	}
+	held := map[string]bool{}
+	for _, v := range obs.lbs {
+		if k := p.ownedKey(v.Tags); k != "" {
+			held[k] = true
+		}
+	}
+	for _, v := range obs.pips {
+		if k := p.ownedKey(v.Tags); k != "" {
+			held[k] = true
+		}
+	}
+	p.mu.Lock()
+	for key := range p.entries {
+		if _, planned := plans[key]; !planned && !held[key] {
+			delete(p.entries, key)
+		}
+	}
+	for key := range plans {
+		if _, ok := p.entries[key]; !ok {
+			p.entries[key] = provider.LoadBalancerProgress{Message: "deploying"}
+		}
+	}
+	p.mu.Unlock()
+	p.notify()
+
+	var (
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, p.cfg.Parallelism)
+		emu  sync.Mutex
+		errs []error
+	)
+	work := func(key string, f func() error) {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if err := f(); err != nil {
+				emu.Lock()
+				errs = append(errs, fmt.Errorf("load balancer %s: %w", key, err))
+				emu.Unlock()
+			}
+		})
+	}
+	for _, key := range sortedKeys(plans) {
+		pl := plans[key]
+		work(key, func() error { return p.ensure(ctx, pl, obs) })
+	}
+	for _, key := range sortedKeys(held) {
+		if _, planned := plans[key]; !planned {
+			work(key, func() error { return p.withdraw(ctx, key, obs, "") })
+		}
+	}
+	wg.Wait()
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errors.Join(errs...)
+}
+
+// ensure makes the public IP and load balancer of pl match it, then
+// removes the key's resources of other names (left by an older naming).
+func (p *Provider) ensure(ctx context.Context, pl plan, obs observed) error {
+	fail := func(err error) error {
+		p.message(pl.key, err.Error())
+		return err
+	}
+	curIP := obs.pips[strings.ToLower(pl.name)]
+	if curIP != nil && p.ownedKey(curIP.Tags) != pl.key {
+		return fail(fmt.Errorf("public IP address %s exists without fleetnet's tags for this load balancer (%s=%s): it is not touched", pl.name, TagOwner, p.cfg.Owner))
+	}
+	curLB := obs.lbs[strings.ToLower(pl.name)]
+	if curLB != nil && p.ownedKey(curLB.Tags) != pl.key {
+		return fail(fmt.Errorf("load balancer %s exists without fleetnet's tags for this load balancer (%s=%s): it is not touched", pl.name, TagOwner, p.cfg.Owner))
+	}
+	ip, err := apply(ctx, p, p.publicIPKind(), pl.key, pl.name, pl.pip, curIP, publicIPDiff)
+	if err != nil {
+		return fail(err)
+	}
+	address := deref(deref(ip.Properties).IPAddress)
+	if address != "" {
+		p.mu.Lock()
+		e := p.entries[pl.key]
+		e.Addresses = []string{address}
+		p.entries[pl.key] = e
+		p.mu.Unlock()
+	}
+	if _, err := apply(ctx, p, p.loadBalancerKind(), pl.key, pl.name, pl.lb, curLB, loadBalancerDiff); err != nil {
+		return fail(err)
+	}
+	if err := p.withdraw(ctx, pl.key, obs, pl.name); err != nil {
+		return fail(err)
+	}
+	if address == "" {
+		return fail(fmt.Errorf("public IP address %s has no address although provisioned", pl.name))
+	}
+	p.set(pl.key, provider.LoadBalancerProgress{Served: len(pl.refused) == 0, Message: pl.servedMessage(address), Addresses: []string{address}})
+	return nil
+}
+
+// withdraw deletes the key's load balancers, then its public IPs, except
+// those named keep (the current ones of a load balancer still in the
+// model); with keep "", the key's entry goes once all are gone.
+func (p *Provider) withdraw(ctx context.Context, key string, obs observed, keep string) error {
+	var lbs, pips []string
+	for name, v := range obs.lbs {
+		if p.ownedKey(v.Tags) == key && name != strings.ToLower(keep) {
+			lbs = append(lbs, deref(v.Name))
+		}
+	}
+	for name, v := range obs.pips {
+		if p.ownedKey(v.Tags) == key && name != strings.ToLower(keep) {
+			pips = append(pips, deref(v.Name))
+		}
+	}
+	slices.Sort(lbs)
+	slices.Sort(pips)
+	if keep == "" && len(lbs)+len(pips) > 0 {
+		p.message(key, "withdrawing: deleting its cross-region load balancer and public IP")
+	}
+	for _, name := range lbs {
+		if err := remove(ctx, p, p.loadBalancerKind(), key, name, obs.lbs[strings.ToLower(name)]); err != nil {
+			if keep == "" {
+				p.message(key, "withdrawing: "+err.Error())
+			}
+			return err
+		}
+	}
+	for _, name := range pips {
+		if err := remove(ctx, p, p.publicIPKind(), key, name, obs.pips[strings.ToLower(name)]); err != nil {
+			if keep == "" {
+				p.message(key, "withdrawing: "+err.Error())
+			}
+			return err
+		}
+	}
+	if keep == "" {
+		p.drop(key)
+	}
+	return nil
+}
+
+// kind is what apply and remove need of one resource type.
+type kind[T any] struct {
+	what  string
+	state func(*T) armnetwork.ProvisioningState
+	tags  func(*T) map[string]*string
+	// withTags sets a resource's tags.
+	withTags func(T, map[string]*string) T
+	// get is the resource, nil when it does not exist.
+	get func(ctx context.Context, name string) (*T, error)
+	// put creates or updates it and polls the operation to its end.
+	put func(ctx context.Context, name string, v T) (*T, error)
+	// del deletes it and polls the operation to its end.
+	del func(ctx context.Context, name string) error
+}
+
+func (p *Provider) poll() *runtime.PollUntilDoneOptions {
+	return &runtime.PollUntilDoneOptions{Frequency: p.cfg.PollInterval}
+}
+
+func (p *Provider) publicIPKind() kind[armnetwork.PublicIPAddress] {
+	return kind[armnetwork.PublicIPAddress]{
+		what: "public IP address",
+		state: func(v *armnetwork.PublicIPAddress) armnetwork.ProvisioningState {
+			return deref(deref(v.Properties).ProvisioningState)
+		},
+		tags: func(v *armnetwork.PublicIPAddress) map[string]*string { return v.Tags },
+		withTags: func(v armnetwork.PublicIPAddress, t map[string]*string) armnetwork.PublicIPAddress {
+			v.Tags = t
+			return v
+		},
+		get: func(ctx context.Context, name string) (*armnetwork.PublicIPAddress, error) {
+			r, err := p.pips.Get(ctx, p.cfg.ResourceGroup, name, nil)
+			if err != nil {
+				return nil, err
+			}
+			return &r.PublicIPAddress, nil
+		},
+		put: func(ctx context.Context, name string, v armnetwork.PublicIPAddress) (*armnetwork.PublicIPAddress, error) {
+			poller, err := p.pips.BeginCreateOrUpdate(ctx, p.cfg.ResourceGroup, name, v, nil)
+			if err != nil {
+				return nil, err
+			}
+			r, err := poller.PollUntilDone(ctx, p.poll())
+			if err != nil {
+				return nil, err
+			}
+			return &r.PublicIPAddress, nil
+		},
+		del: func(ctx context.Context, name string) error {
+			poller, err := p.pips.BeginDelete(ctx, p.cfg.ResourceGroup, name, nil)
+			if err != nil {
+				return err
+			}
+			_, err = poller.PollUntilDone(ctx, p.poll())
+			return err
+		},
+	}
+}
+
+func (p *Provider) loadBalancerKind() kind[armnetwork.LoadBalancer] {
+	return kind[armnetwork.LoadBalancer]{
+		what: "load balancer",
+		state: func(v *armnetwork.LoadBalancer) armnetwork.ProvisioningState {
+			return deref(deref(v.Properties).ProvisioningState)
+		},
+		tags: func(v *armnetwork.LoadBalancer) map[string]*string { return v.Tags },
+		withTags: func(v armnetwork.LoadBalancer, t map[string]*string) armnetwork.LoadBalancer {
+			v.Tags = t
+			return v
+		},
+		get: func(ctx context.Context, name string) (*armnetwork.LoadBalancer, error) {
+			r, err := p.lbs.Get(ctx, p.cfg.ResourceGroup, name, nil)
+			if err != nil {
+				return nil, err
+			}
+			return &r.LoadBalancer, nil
+		},
+		put: func(ctx context.Context, name string, v armnetwork.LoadBalancer) (*armnetwork.LoadBalancer, error) {
+			poller, err := p.lbs.BeginCreateOrUpdate(ctx, p.cfg.ResourceGroup, name, v, nil)
+			if err != nil {
+				return nil, err
+			}
+			r, err := poller.PollUntilDone(ctx, p.poll())
+			if err != nil {
+				return nil, err
+			}
+			return &r.LoadBalancer, nil
+		},
+		del: func(ctx context.Context, name string) error {
+			poller, err := p.lbs.BeginDelete(ctx, p.cfg.ResourceGroup, name, nil)
+			if err != nil {
+				return err
+			}
+			_, err = poller.PollUntilDone(ctx, p.poll())
+			return err
+		},
+	}
+}
+
+// running is true for a provisioningState of an operation in progress.
+func running(s armnetwork.ProvisioningState) bool {
+	return s == armnetwork.ProvisioningStateUpdating || s == armnetwork.ProvisioningStateDeleting || s == "Creating" || s == "Accepted"
+}
+
+// settle waits, polling the resource, until no operation runs on it; nil
+// when it is gone.
+func settle[T any](ctx context.Context, p *Provider, k kind[T], key, name string, cur *T) (*T, error) {
+	for cur != nil && running(k.state(cur)) {
+		p.message(key, fmt.Sprintf("waiting for %s %s: provisioningState %s (an operation already running)", k.what, name, k.state(cur)))
+		if err := sleep(ctx, p.cfg.PollInterval); err != nil {
+			return nil, err
+		}
+		v, err := k.get(ctx, name)
+		if isNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading %s %s: %w", k.what, name, describe(err))
+		}
+		cur = v
+	}
+	return cur, nil
+}
+
+// apply waits for an operation running on cur, then writes want when cur
+// differs from it (or does not exist, or its last operation failed), and
+// polls the write to its end. It returns the resource as Azure has it.
+func apply[T any](ctx context.Context, p *Provider, k kind[T], key, name string, want T, cur *T, diff func(T, *T) []string) (*T, error) {
+	cur, err := settle(ctx, p, k, key, name, cur)
+	if err != nil {
+		return nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		verb, changes := "creating", []string{}
+		if cur != nil {
+			verb = "updating"
+			if k.state(cur) != armnetwork.ProvisioningStateSucceeded {
+				changes = append(changes, fmt.Sprintf("its provisioningState is %s", k.state(cur)))
+			}
+			changes = append(changes, diff(want, cur)...)
+			if len(changes) == 0 {
+				return cur, nil
+			}
+			want = k.withTags(want, withTags(k.tags(&want), k.tags(cur)))
+		}
+		msg := fmt.Sprintf("%s %s %s (provisioningState Updating)", verb, k.what, name)
+		if len(changes) > 0 {
+			msg += ": " + strings.Join(changes, ", ")
+		}
+		p.message(key, msg)
+		p.log.Info(verb, "loadBalancer", key, "resource", k.what, "name", name, "changes", changes)
+		got, err := k.put(ctx, name, want)
+		if err == nil {
+			if s := k.state(got); s != armnetwork.ProvisioningStateSucceeded {
+				return nil, fmt.Errorf("%s %s %s: the operation ended with provisioningState %s", verb, k.what, name, s)
+			}
+			return got, nil
+		}
+		if attempt == 0 && isConflict(err) {
+			// Someone else's operation runs: wait for it, then look again.
+			v, gerr := k.get(ctx, name)
+			if gerr != nil && !isNotFound(gerr) {
+				return nil, fmt.Errorf("reading %s %s: %w", k.what, name, describe(gerr))
+			}
+			if cur, err = settle(ctx, p, k, key, name, v); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		return nil, fmt.Errorf("%s %s %s: %w", verb, k.what, name, describe(err))
+	}
+}
+
+// remove waits for an operation running on cur, deletes the resource and
+// polls the deletion to its end.
+func remove[T any](ctx context.Context, p *Provider, k kind[T], key, name string, cur *T) error {
+	cur, err := settle(ctx, p, k, key, name, cur)
+	if err != nil || cur == nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		p.message(key, fmt.Sprintf("deleting %s %s (provisioningState Deleting)", k.what, name))
+		p.log.Info("deleting", "loadBalancer", key, "resource", k.what, "name", name)
+		err := k.del(ctx, name)
+		if err == nil {
+			return nil
+		}
+		if attempt == 0 && isConflict(err) {
+			v, gerr := k.get(ctx, name)
+			if isNotFound(gerr) {
+				return nil
+			}
+			if gerr != nil {
+				return fmt.Errorf("reading %s %s: %w", k.what, name, describe(gerr))
+			}
+			if v, err = settle(ctx, p, k, key, name, v); err != nil || v == nil {
+				return err
+			}
+			continue
+		}
+		return fmt.Errorf("deleting %s %s: %w", k.what, name, describe(err))
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func isNotFound(err error) bool {
+	var re *azcore.ResponseError
+	return errors.As(err, &re) && re.StatusCode == http.StatusNotFound
+}
+
+func isConflict(err error) bool {
+	var re *azcore.ResponseError
+	return errors.As(err, &re) && re.StatusCode == http.StatusConflict
+}
+
+// ARMError is an ARM error response in one line: status, code and
+// message (azcore's ResponseError prints the whole response).
+type ARMError struct {
+	// Status is the HTTP status; 0 for an operation that ended Failed.
+	Status  int
+	Code    string
+	Message string
+	Err     *azcore.ResponseError
+}
+
+func (e *ARMError) Error() string {
+	if e.Status == 0 {
+		return fmt.Sprintf("the operation ended Failed: %s: %s", e.Code, e.Message)
+	}
+	return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message)
+}
+
+func (e *ARMError) Unwrap() error { return e.Err }
+
+// describe turns an *azcore.ResponseError into an *ARMError; other errors
+// stay.
+func describe(err error) error {
+	var re *azcore.ResponseError
+	if !errors.As(err, &re) {
+		return err
+	}
+	e := &ARMError{Status: re.StatusCode, Code: re.ErrorCode, Err: re}
+	if re.RawResponse != nil {
+		if body, rerr := runtime.Payload(re.RawResponse); rerr == nil {
+			var env struct {
+				Status string `json:"status"`
+				Error  struct {
+					Code    string `json:"code"`
+					Message string `json:"message"`
+					Details []struct {
+						Code    string `json:"code"`
+						Message string `json:"message"`
+					} `json:"details"`
+				} `json:"error"`
+			}
+			if json.Unmarshal(body, &env) == nil {
+				e.Message = env.Error.Message
+				for _, d := range env.Error.Details {
+					e.Message += " (" + d.Code + ": " + d.Message + ")"
+				}
+				if env.Status == "Failed" {
+					e.Status = 0
+				}
+			}
+		}
+	}
+	if e.Message == "" {
+		e.Message = http.StatusText(re.StatusCode)
+	}
+	if e.Status == http.StatusOK {
+		e.Status = 0
+	}
+	return e
+}
