@@ -61,6 +61,36 @@ func TestFleetnetctlCertsRegistryCommandsMetricsAndTokens(t *testing.T) {
 		t.Fatalf("b renewing a's lease: %v, want PermissionDenied", err)
 	}
 
+	// The same token from a file, read at each call: a rotated file is
+	// used at once, and an emptied one fails the call with its cause.
+	bTokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(bTokenFile, []byte("wrong-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bf, fconn, err := client.Dial(client.Options{Address: addr, CAFile: filepath.Join(dir, "ca.crt"), TokenFile: bTokenFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fconn.Close()
+	if _, err := bf.RenewLease(ctx, &registryv1.RenewLeaseRequest{ClusterId: "b"}); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("renewing with a wrong token from a file: %v, want Unauthenticated", err)
+	}
+	if err := os.WriteFile(bTokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bf.RenewLease(ctx, &registryv1.RenewLeaseRequest{ClusterId: "b"}); err != nil {
+		t.Fatalf("renewing with the rotated token file: %v", err)
+	}
+	if err := os.WriteFile(bTokenFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bf.RenewLease(ctx, &registryv1.RenewLeaseRequest{ClusterId: "b"}); err == nil || !strings.Contains(err.Error(), "is empty") {
+		t.Fatalf("renewing with an empty token file: %v", err)
+	}
+	if _, _, err := client.Dial(client.Options{Address: addr, CAFile: filepath.Join(dir, "ca.crt"), TokenFile: bTokenFile, Token: token}); err == nil {
+		t.Fatal("a token and a token file were both accepted")
+	}
+
 	common := []string{"--registry", addr, "--ca-file", filepath.Join(dir, "ca.crt")}
 	admin := append(common, "--cert-file", filepath.Join(dir, "ops.crt"), "--key-file", filepath.Join(dir, "ops.key"))
 	out, err := fleetnetctl(t, append([]string{"registry", "clusters"}, admin...)...)

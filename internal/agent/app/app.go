@@ -69,7 +69,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Registry.CAFile, "registry-ca-file", "", "CA bundle that signed the registry's certificate")
 	fs.StringVar(&o.Registry.CertFile, "registry-cert-file", "", "this cluster's client certificate")
 	fs.StringVar(&o.Registry.KeyFile, "registry-key-file", "", "this cluster's client key")
-	fs.StringVar(&o.Registry.Token, "registry-token", "", "bearer token, instead of a client certificate")
+	fs.StringVar(&o.Registry.Token, "registry-token", "", "bearer token, instead of a client certificate (visible to anyone who can list processes: prefer --registry-token-file)")
+	fs.StringVar(&o.Registry.TokenFile, "registry-token-file", "", "file holding a bearer token, instead of a client certificate; read at each call, so a rotated token is used at once")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address of /metrics")
 	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "elect a leader (a Lease in --leader-election-namespace); only the leader registers and writes")
@@ -95,6 +96,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Registry.CAFile == "" {
 		errs = append(errs, errors.New("--registry-ca-file is required"))
+	}
+	if o.Registry.Token != "" && o.Registry.TokenFile != "" {
+		errs = append(errs, errors.New("--registry-token and --registry-token-file: give one"))
 	}
 	if o.ExportResyncPeriod < time.Second {
 		errs = append(errs, fmt.Errorf("--export-resync-period=%s: must be at least 1s", o.ExportResyncPeriod))

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
@@ -50,6 +51,9 @@ type Options struct {
 	CertFile, KeyFile string
 	// Token is a bearer token, the alternative to a client certificate.
 	Token string
+	// TokenFile holds a bearer token instead of Token; it is read at each
+	// call, so that a rotated token (a Secret's file) is used at once.
+	TokenFile string
 	// DialOptions are added to the connection's options.
 	DialOptions []grpc.DialOption
 }
@@ -84,14 +88,47 @@ func Dial(o Options) (registryv1.RegistryClient, *grpc.ClientConn, error) {
 		// in the dev fleet). A connection attempt is cheap; keep them close.
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: ReconnectBackoff, MinConnectTimeout: 5 * time.Second}),
 	}, o.DialOptions...)
-	if o.Token != "" {
+	switch {
+	case o.Token != "" && o.TokenFile != "":
+		return nil, nil, fmt.Errorf("a token and a token file are given; give one")
+	case o.Token != "":
 		opts = append(opts, grpc.WithPerRPCCredentials(bearer(o.Token)))
+	case o.TokenFile != "":
+		if _, err := readToken(o.TokenFile); err != nil {
+			return nil, nil, err
+		}
+		opts = append(opts, grpc.WithPerRPCCredentials(tokenFile(o.TokenFile)))
 	}
 	conn, err := grpc.NewClient(o.Address, opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("registry %s: %w", o.Address, err)
 	}
 	return registryv1.NewRegistryClient(conn), conn, nil
+}
+
+// tokenFile is a bearer token read from a file at each call.
+type tokenFile string
+
+func (f tokenFile) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	t, err := readToken(string(f))
+	if err != nil {
+		return nil, err
+	}
+	return map[string]string{"authorization": "Bearer " + t}, nil
+}
+
+func (tokenFile) RequireTransportSecurity() bool { return true }
+
+func readToken(path string) (string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading the registry token: %w", err)
+	}
+	t := strings.TrimSpace(string(data))
+	if t == "" {
+		return "", fmt.Errorf("registry token file %s is empty", path)
+	}
+	return t, nil
 }
 
 type bearer string
