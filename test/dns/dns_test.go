@@ -13,13 +13,17 @@ package dns_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -377,4 +381,106 @@ func TestChangesAreAnsweredWithinTheTTL(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// TestBinary runs the fleetnet-dns command as the dev fleet will: flags for
+// every address and a kubeconfig. A wrong flag exits 2 naming it; the
+// server answers, logs JSON lines with the import's key, and exits 0 on
+// SIGTERM.
+func TestBinary(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "fleetnet-dns")
+	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/fleetnet-dns").CombinedOutput(); err != nil {
+		t.Fatalf("building fleetnet-dns: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "--ttl", "1500ms").CombinedOutput()
+	if code := exitCode(err); code != 2 || !strings.Contains(string(out), "--ttl=1.5s") {
+		t.Fatalf("--ttl=1500ms: exit %d, %s; want 2 naming the flag", code, out)
+	}
+
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "hub"}}})
+	hub := f.Cluster(t, "hub")
+	c := hub.Client(t)
+	create(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		serviceImport("web", mcsv1beta1.ClusterSetIP, []string{"10.96.200.10"}, mcsv1beta1.ServicePort{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}))
+	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t)) }
+	srv := server{dns: addr()}
+	ready := addr()
+	cmd := exec.Command(bin, "--kubeconfig", hub.KubeconfigPath, "--context", hub.Name, "--listen", srv.dns,
+		"--metrics-addr", addr(), "--health-addr", addr(), "--ready-addr", ready)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	})
+	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+		resp, err := http.Get("http://" + ready + "/ready")
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("/ready: %s", resp.Status)
+		}
+		return nil
+	})
+	if got := summary(ask(t, srv, "udp", "web.demo.svc."+zone, dns.TypeA)); got != "NOERROR 10.96.200.10" {
+		t.Fatalf("web: %q", got)
+	}
+	create(t, c, serviceImport("late", mcsv1beta1.ClusterSetIP, []string{"10.96.200.13"}, mcsv1beta1.ServicePort{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}))
+	fleet.Eventually(t, 10*time.Second, func(ctx context.Context) error {
+		if !strings.Contains(stderr.String(), `"serviceimport":"demo/late"`) {
+			return fmt.Errorf("no JSON log line with serviceimport demo/late in:\n%s", stderr.String())
+		}
+		return nil
+	})
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v\n%s", err, stderr.String())
+		}
+		t.Logf("fleetnet-dns' log:\n%s", stderr.String())
+	case <-time.After(15 * time.Second):
+		t.Fatalf("still running 15s after SIGTERM\n%s", stderr.String())
+	}
+}
+
+// syncBuffer is a buffer that the command's output goroutine writes while
+// the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		return -1
+	}
+	return 0
 }
