@@ -291,4 +291,4 @@ func (p *Proxy) rebindConns(t *table) {
 }
 
 // tcpBuffers lend the copies their buffers, only while data moves.
-var tcpBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+var tcpBuffers = sync.Pool{New: func() any { b := make([]byte, 64<<10); return &b }}

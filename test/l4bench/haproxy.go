@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"text/template"
+	"time"
+)
+
+// haproxyConfig balances TCP connections like the edge does: round robin
+// over the same backends, each checked by a TCP connect every 500 ms (the
+// edge's default), 1 s to connect, long idle timeouts; no logs.
+var haproxyConfig = template.Must(template.New("haproxy").Parse(`# written by test/l4bench
+global
+	maxconn 9000
+	pidfile {{.Dir}}/haproxy.pid
+{{- if .Threads}}
+	nbthread {{.Threads}}
+{{- end}}
+
+defaults
+	mode tcp
+	timeout connect 1s
+	timeout client 1h
+	timeout server 1h
+
+frontend l4bench
+	bind {{.Listen}}
+	default_backend echo
+
+backend echo
+	balance roundrobin
+{{- range $i, $b := .Backends}}
+	server s{{$i}} {{$b}} check inter 500ms
+{{- end}}
+`))
+
+type haproxy struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// startHAProxy writes the configuration into dir, starts haproxy in the
+// foreground on it and waits until its port accepts.
+func startHAProxy(bin, dir, listen string, threads int, upstreams []string) (*haproxy, error) {
+	var conf bytes.Buffer
+	if err := haproxyConfig.Execute(&conf, map[string]any{"Dir": dir, "Listen": listen, "Threads": threads, "Backends": upstreams}); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, "haproxy.cfg")
+	if err := os.WriteFile(path, conf.Bytes(), 0o644); err != nil {
+		return nil, err
+	}
+	if out, err := exec.Command(bin, "-c", "-q", "-f", path).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("haproxy -c: %w: %s", err, out)
+	}
+	cmd := exec.Command(bin, "-db", "-f", path)
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	cmd.SysProcAttr = childAttr()
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting haproxy: %w", err)
+	}
+	h := &haproxy{cmd: cmd, done: make(chan struct{})}
+	go func() { h.err = cmd.Wait(); close(h.done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		select {
+		case <-h.done:
+			return nil, fmt.Errorf("haproxy exited: %v", h.err)
+		default:
+		}
+		if c, err := net.DialTimeout("tcp", listen, 200*time.Millisecond); err == nil {
+			_ = c.Close()
+			return h, nil
+		}
+		if time.Now().After(deadline) {
+			h.stop()
+			return nil, errors.New("haproxy does not accept on " + listen)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (h *haproxy) stop() {
+	_ = h.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-h.done:
+	case <-time.After(5 * time.Second):
+		_ = h.cmd.Process.Kill()
+		<-h.done
+	}
+}
+
+func haproxyPath() (string, error) {
+	for _, p := range []string{"haproxy", "/usr/sbin/haproxy"} {
+		if path, err := exec.LookPath(p); err == nil {
+			return path, nil
+		}
+	}
+	return "", errors.New("haproxy not found: apt-get install haproxy")
+}
+
+func haproxyVersion(bin string) string {
+	out, err := exec.Command(bin, "-v").Output()
+	if err != nil {
+		return "unknown"
+	}
+	first, _, _ := strings.Cut(string(out), "\n")
+	if f := strings.Fields(first); len(f) >= 3 {
+		return f[2] // "HAProxy version 2.6.12-1 ..."
+	}
+	return "unknown"
+}

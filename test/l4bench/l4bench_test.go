@@ -1,0 +1,44 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestMedian(t *testing.T) {
+	rs := []result{{Ops: 30, Seconds: 1}, {Ops: 10, Seconds: 1}, {Ops: 40, Seconds: 2}}
+	if got := median(rs, opsOf); got.Ops != 40 { // rates 30, 10, 20
+		t.Errorf("median %+v, want the one of rate 20", got)
+	}
+	if median(nil, opsOf) != nil {
+		t.Error("median of nothing")
+	}
+}
+
+// The haproxy configuration names every backend and passes haproxy's own
+// check when haproxy is installed.
+func TestHAProxyConfig(t *testing.T) {
+	var sb strings.Builder
+	if err := haproxyConfig.Execute(&sb, map[string]any{"Dir": t.TempDir(), "Listen": "127.0.0.1:1", "Threads": 2, "Backends": []string{"127.0.0.1:2", "127.0.0.1:3"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"mode tcp", "nbthread 2", "bind 127.0.0.1:1", "server s0 127.0.0.1:2 check", "server s1 127.0.0.1:3 check"} {
+		if !strings.Contains(sb.String(), want) {
+			t.Errorf("configuration lacks %q:\n%s", want, sb.String())
+		}
+	}
+	bin, err := haproxyPath()
+	if err != nil {
+		t.Skip(err)
+	}
+	path := filepath.Join(t.TempDir(), "haproxy.cfg")
+	if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(bin, "-c", "-q", "-f", path).CombinedOutput(); err != nil {
+		t.Errorf("haproxy -c: %v: %s", err, out)
+	}
+}

@@ -1,0 +1,303 @@
+// Command l4bench measures fleetnet-edge's L4 data plane beside haproxy in
+// TCP mode in one run (issue 13, "Benchmarks"): both balance the same
+// loopback backends; a few long connections measure throughput (MB/s
+// the backends stream to the clients), short connections (connect, one
+// 64-byte exchange, close) the connection rate, and UDP clients (one
+// 64-byte datagram in flight each) the datagrams per second through the
+// edge (haproxy does not proxy UDP). The backends without a proxy are the
+// baseline.
+//
+//	go run ./test/l4bench -duration 5s
+//
+// The backends and each load generator run in child processes; the edge
+// runs in this one, so a -cpuprofile holds the edge's work only. It needs
+// haproxy from Debian: apt-get install haproxy.
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	edgeapp "github.com/fleetnet/fleetnet/internal/edge/app"
+	"github.com/fleetnet/fleetnet/internal/edge/l4"
+	"github.com/fleetnet/fleetnet/internal/gateway/model"
+)
+
+func main() {
+	switch os.Getenv(roleEnv) {
+	case "backends":
+		n, err := strconv.Atoi(os.Getenv(argEnv))
+		if err == nil {
+			err = serveBackends(n)
+		}
+		exitOn("l4bench backends", err)
+		return
+	case "load":
+		exitOn("l4bench load", generate(os.Getenv(argEnv)))
+		return
+	}
+	var o options
+	flag.DurationVar(&o.duration, "duration", 5*time.Second, "measured time of each load")
+	flag.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured time before each load")
+	flag.IntVar(&o.streams, "streams", 4, "long connections of the throughput load")
+	flag.IntVar(&o.connectors, "connectors", 32, "clients of the connection-rate load, each opening one connection after the other")
+	flag.IntVar(&o.udpClients, "udp-clients", 32, "UDP client sockets (flows), each with one datagram in flight")
+	flag.IntVar(&o.backends, "backends", 4, "backends behind both proxies")
+	flag.IntVar(&o.rounds, "rounds", 3, "rounds over every target and load, interleaved so that a noisy neighbour hits all alike; the table shows medians")
+	flag.IntVar(&o.threads, "haproxy-threads", 0, "haproxy's nbthread; 0 leaves haproxy's default (one per CPU)")
+	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of this process (the edge) over the whole run to `file`")
+	flag.Parse()
+	exitOn("l4bench", run(o, os.Stdout))
+}
+
+func exitOn(what string, err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, what+":", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	duration, warmup                time.Duration
+	streams, connectors, udpClients int
+	backends, threads, rounds       int
+	cpuprofile                      string
+}
+
+// target is one address the loads run against.
+type target struct {
+	name, tcp, udp string
+}
+
+func run(o options, out io.Writer) error {
+	if o.backends < 1 || o.streams < 1 || o.connectors < 1 || o.udpClients < 1 || o.rounds < 1 || o.duration < 100*time.Millisecond {
+		return errors.New("need -backends, -streams, -connectors, -udp-clients and -rounds of at least 1 and -duration of at least 100ms")
+	}
+	haproxyBin, err := haproxyPath()
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "l4bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	be, err := startBackends(o.backends)
+	if err != nil {
+		return err
+	}
+	defer be.stop()
+
+	ports, err := freePorts(3)
+	if err != nil {
+		return err
+	}
+	edgeTCP, edgeUDP, haproxyPort := ports[0], ports[1], ports[2]
+	// The same garbage collection setting as the fleetnet-edge binary.
+	edgeapp.TuneGC()
+	edge := l4.New(l4.Options{
+		ListenHost: "127.0.0.1",
+		Log:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err := edge.Apply(benchModel(be.tcp, be.udp, edgeTCP, edgeUDP)); err != nil {
+		return fmt.Errorf("applying the edge's model: %w", err)
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = edge.Close(ctx)
+	}()
+	hp, err := startHAProxy(haproxyBin, dir, addr(haproxyPort), o.threads, be.tcp)
+	if err != nil {
+		return err
+	}
+	defer hp.stop()
+
+	if o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+
+	threads := "default"
+	if o.threads > 0 {
+		threads = strconv.Itoa(o.threads)
+	}
+	fmt.Fprintf(out, "l4bench: %d CPUs, %s, haproxy %s (nbthread %s), %d backends; %d rounds, per load %s after %s of warm-up: %d streams, %d connectors, %d UDP clients\n",
+		runtime.NumCPU(), runtime.Version(), haproxyVersion(haproxyBin), threads, o.backends, o.rounds, o.duration, o.warmup, o.streams, o.connectors, o.udpClients)
+	targets := []target{
+		{name: "direct (backend 1)", tcp: be.tcp[0], udp: be.udp[0]},
+		{name: "fleetnet-edge", tcp: addr(edgeTCP), udp: addr(edgeUDP)},
+		{name: "haproxy", tcp: addr(haproxyPort)},
+	}
+	// runs[target][mode] are the rounds' results.
+	runs := map[string]map[string][]result{}
+	for round := range o.rounds {
+		for _, t := range targets {
+			if runs[t.name] == nil {
+				runs[t.name] = map[string][]result{}
+			}
+			loads := []struct {
+				mode, addr string
+				conns      int
+			}{
+				{loadStream, t.tcp, o.streams},
+				{loadConnect, t.tcp, o.connectors},
+				{loadUDP, t.udp, o.udpClients},
+			}
+			for _, l := range loads {
+				if l.addr == "" {
+					continue
+				}
+				res, err := runLoad(load{Mode: l.mode, Addr: l.addr, Conns: l.conns, Warmup: o.warmup, Duration: o.duration})
+				if err != nil {
+					return err
+				}
+				runs[t.name][l.mode] = append(runs[t.name][l.mode], res)
+			}
+			fmt.Fprintf(out, "  round %d: %-20s MB/s %.0f, conn/s %.0f\n", round+1, t.name,
+				perSecond(last(runs[t.name][loadStream]), bytesOf)/1e6, perSecond(last(runs[t.name][loadConnect]), opsOf))
+		}
+	}
+	type row struct{ stream, connect, udp *result }
+	rows := map[string]*row{}
+	for _, t := range targets {
+		rows[t.name] = &row{
+			stream:  median(runs[t.name][loadStream], bytesOf),
+			connect: median(runs[t.name][loadConnect], opsOf),
+			udp:     median(runs[t.name][loadUDP], opsOf),
+		}
+	}
+
+	fmt.Fprintln(out)
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "target\tTCP MB/s\terrors\tTCP conn/s\terrors\tUDP datagrams/s\tlost\t")
+	for _, t := range targets {
+		r := rows[t.name]
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", t.name,
+			rate(r.stream, func(x *result) float64 { return float64(x.Bytes) / 1e6 }), errs(r.stream),
+			rate(r.connect, func(x *result) float64 { return float64(x.Ops) }), errs(r.connect),
+			rate(r.udp, func(x *result) float64 { return float64(x.Ops) }), errs(r.udp))
+	}
+	_ = w.Flush()
+	e, h := rows["fleetnet-edge"], rows["haproxy"]
+	fmt.Fprintf(out, "\nedge/haproxy (medians): throughput %.2f, connection rate %.2f. MB are 10^6 bytes; UDP datagrams/s are round trips answered (haproxy does not proxy UDP).\n",
+		perSecond(e.stream, bytesOf)/perSecond(h.stream, bytesOf), perSecond(e.connect, opsOf)/perSecond(h.connect, opsOf))
+	return nil
+}
+
+// median returns the result of the median rate by f (the lower middle
+// one of an even count); nil for none.
+func median(rs []result, f func(*result) float64) *result {
+	if len(rs) == 0 {
+		return nil
+	}
+	sorted := slices.Clone(rs)
+	slices.SortFunc(sorted, func(a, b result) int { return cmp.Compare(perSecond(&a, f), perSecond(&b, f)) })
+	return &sorted[(len(sorted)-1)/2]
+}
+
+func last(rs []result) *result {
+	if len(rs) == 0 {
+		return nil
+	}
+	return &rs[len(rs)-1]
+}
+
+func bytesOf(r *result) float64 { return float64(r.Bytes) }
+func opsOf(r *result) float64   { return float64(r.Ops) }
+
+func perSecond(r *result, f func(*result) float64) float64 {
+	if r == nil || r.Seconds == 0 {
+		return 0
+	}
+	return f(r) / r.Seconds
+}
+
+func rate(r *result, f func(*result) float64) string {
+	if r == nil {
+		return "-"
+	}
+	return strconv.FormatFloat(f(r)/r.Seconds, 'f', 0, 64)
+}
+
+func errs(r *result) string {
+	if r == nil {
+		return "-"
+	}
+	return strconv.FormatInt(r.Errors, 10)
+}
+
+// benchModel is one load balancer with a TCP and a UDP port whose
+// endpoints are the backends, in one cluster.
+func benchModel(tcp, udp []string, tcpPort, udpPort int) *model.Model {
+	endpoints := func(addrs []string) []model.Endpoint {
+		var eps []model.Endpoint
+		for _, a := range addrs {
+			host, p, _ := net.SplitHostPort(a)
+			port, _ := strconv.Atoi(p)
+			eps = append(eps, model.Endpoint{Address: host, Port: int32(port), Ready: true, Serving: true})
+		}
+		return eps
+	}
+	clusters := func(eps []model.Endpoint) []model.ClusterEndpoints {
+		return []model.ClusterEndpoints{{Cluster: "local", Weight: 1, EffectiveWeight: int64(len(eps)), Endpoints: eps}}
+	}
+	return &model.Model{Version: "l4bench", LoadBalancers: []model.LoadBalancer{{
+		Namespace: "bench", Name: "echo", Generation: 1, Class: l4.ClassEdge,
+		Ports: []model.LoadBalancerPort{
+			{Port: int32(tcpPort), Protocol: model.ProtocolTCP, TargetPort: 7000, Clusters: clusters(endpoints(tcp))},
+			{Port: int32(udpPort), Protocol: model.ProtocolUDP, TargetPort: 7000, Clusters: clusters(endpoints(udp))},
+		},
+		HealthCheck:          model.DefaultBackendPolicy().HealthCheck,
+		ConnectTimeoutMillis: 1000, TCPIdleMillis: model.DefaultTCPIdleMillis, UDPIdleMillis: model.DefaultUDPIdleMillis, DrainMillis: model.DefaultDrainMillis,
+	}}}
+}
+
+// freePorts returns n loopback ports free for both TCP and UDP.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var closers []io.Closer
+	defer func() {
+		for _, c := range closers {
+			_ = c.Close()
+		}
+	}()
+	for len(ports) < n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		closers = append(closers, l)
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port})
+		if err != nil {
+			continue
+		}
+		closers = append(closers, u)
+		ports = append(ports, port)
+	}
+	return ports, nil
+}
+
+func addr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
