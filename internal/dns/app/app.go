@@ -19,7 +19,11 @@
 //
 // Pods then resolve <svc>.<ns>.svc.clusterset.local through the resolver
 // they already use. The cache's 5 seconds should not exceed fleetnet-dns'
-// --ttl: a withdrawn import would otherwise be answered for longer.
+// --ttl: a withdrawn import would otherwise be answered for longer. In the
+// Deployment, give --lameduck=5s (as CoreDNS's own Deployment does), probe
+// /health for liveness and /ready for readiness, and bind the role that
+// this package's RBAC markers describe (list and watch of serviceimports
+// and endpointslices).
 //
 // # One per cluster on one machine
 //
@@ -80,6 +84,9 @@ type Options struct {
 	MetricsAddr string
 	HealthAddr  string
 	ReadyAddr   string
+	// Lameduck is how long the server keeps answering after it is told to
+	// stop (the health plugin's lameduck).
+	Lameduck time.Duration
 	// LogQueries logs every query (CoreDNS's log plugin).
 	LogQueries bool
 	// Corefile, when set, is the path of a Corefile run instead of the one
@@ -111,13 +118,14 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", DefaultMetricsAddr, "address of /metrics (Prometheus)")
 	fs.StringVar(&o.HealthAddr, "health-addr", DefaultHealthAddr, "address of /health (liveness)")
 	fs.StringVar(&o.ReadyAddr, "ready-addr", DefaultReadyAddr, "address of /ready (readiness: 200 once the ServiceImport and EndpointSlice caches have synced)")
+	fs.DurationVar(&o.Lameduck, "lameduck", 0, "how long to keep answering after SIGTERM, so that the Pod leaves its Service's endpoints before it stops answering (5s in a Deployment, as CoreDNS's own); 0s stops at once")
 	fs.BoolVar(&o.LogQueries, "log-queries", false, "log every query and its answer to standard output")
 	fs.StringVar(&o.Corefile, "corefile", "", "run this Corefile instead of the one the other flags describe (it may use bind, errors, log, health, ready, prometheus, cache and fleetnet)")
 	o.changed = func(name string) bool { return fs.Changed(name) }
 }
 
 // corefileFlags are the flags that a Corefile replaces.
-var corefileFlags = []string{"listen", "zone", "ttl", "kubeconfig", "context", "metrics-addr", "health-addr", "ready-addr", "log-queries"}
+var corefileFlags = []string{"listen", "zone", "ttl", "kubeconfig", "context", "metrics-addr", "health-addr", "ready-addr", "lameduck", "log-queries"}
 
 // Validate checks the options before anything starts; every error names its
 // flag and value.
@@ -143,6 +151,9 @@ func (o *Options) Validate() error {
 	}
 	if o.TTL < 0 || o.TTL > time.Hour || o.TTL%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("--ttl=%s: must be whole seconds from 0s to 1h", o.TTL))
+	}
+	if o.Lameduck < 0 || o.Lameduck > time.Minute {
+		errs = append(errs, fmt.Errorf("--lameduck=%s: must be from 0s to 1m", o.Lameduck))
 	}
 	if strings.ContainsAny(o.Kubeconfig, "\"\n") {
 		errs = append(errs, fmt.Errorf("--kubeconfig=%q: must not hold a double quote or a newline", o.Kubeconfig))
@@ -198,7 +209,11 @@ func (o *Options) BuildCorefile() string {
 	if o.LogQueries {
 		b.WriteString("    log\n")
 	}
-	fmt.Fprintf(&b, "    health %s\n", o.HealthAddr)
+	if o.Lameduck > 0 {
+		fmt.Fprintf(&b, "    health %s {\n        lameduck %s\n    }\n", o.HealthAddr, o.Lameduck)
+	} else {
+		fmt.Fprintf(&b, "    health %s\n", o.HealthAddr)
+	}
 	fmt.Fprintf(&b, "    ready %s\n", o.ReadyAddr)
 	fmt.Fprintf(&b, "    prometheus %s\n", o.MetricsAddr)
 	if ttl > 0 {
@@ -256,8 +271,9 @@ func Start(o Options, log *slog.Logger) (*Server, error) {
 	return &Server{inst: inst, log: log}, nil
 }
 
-// Stop runs the plugins' shutdown (the informers stop) and closes the
-// listeners.
+// Stop runs the plugins' shutdown (the informers stop, then the health
+// plugin's lameduck passes while the listeners still answer from the
+// index as it was) and closes the listeners.
 func (s *Server) Stop() error {
 	errs := s.inst.ShutdownCallbacks()
 	if err := s.inst.Stop(); err != nil {

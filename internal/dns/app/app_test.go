@@ -49,6 +49,7 @@ func TestValidate(t *testing.T) {
 		{args: []string{"--ttl", "1500ms"}, want: []string{"--ttl=1.5s: must be whole seconds"}},
 		{args: []string{"--ttl", "2h"}, want: []string{"--ttl=2h0m0s"}},
 		{args: []string{"--kubeconfig", "/a\"b"}, want: []string{"--kubeconfig="}},
+		{args: []string{"--lameduck", "2m"}, want: []string{"--lameduck=2m0s: must be from 0s to 1m"}},
 		{args: []string{"--context", "a b"}, want: []string{`--context="a b"`}},
 		{args: []string{"--health-addr", ":9153"}, want: []string{`--health-addr=":9153": --metrics-addr has the same address`}},
 		{args: []string{"--ready-addr", "nope"}, want: []string{`--ready-addr="nope"`}},
@@ -78,12 +79,15 @@ func TestValidate(t *testing.T) {
 
 func TestBuildCorefile(t *testing.T) {
 	o := parseFlags(t, "--listen", "127.0.0.1:17453", "--zone", "ClusterSet.Local.", "--ttl", "7s", "--kubeconfig", "/dev fleet/east/kubeconfig",
-		"--context", "east", "--metrics-addr", "127.0.0.1:17454", "--health-addr", "127.0.0.1:17455", "--ready-addr", "127.0.0.1:17456", "--log-queries")
+		"--context", "east", "--metrics-addr", "127.0.0.1:17454", "--health-addr", "127.0.0.1:17455", "--ready-addr", "127.0.0.1:17456", "--log-queries",
+		"--lameduck", "5s")
 	want := `clusterset.local.:17453 {
     bind 127.0.0.1
     errors
     log
-    health 127.0.0.1:17455
+    health 127.0.0.1:17455 {
+        lameduck 5s
+    }
     ready 127.0.0.1:17456
     prometheus 127.0.0.1:17454
     cache 7
@@ -131,14 +135,15 @@ current-context: c
 	ports := freePorts(t, 4)
 	o := parseFlags(t, "--listen", fmt.Sprintf("127.0.0.1:%d", ports[0]), "--kubeconfig", kubeconfig,
 		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", ports[1]), "--health-addr", fmt.Sprintf("127.0.0.1:%d", ports[2]),
-		"--ready-addr", fmt.Sprintf("127.0.0.1:%d", ports[3]))
+		"--ready-addr", fmt.Sprintf("127.0.0.1:%d", ports[3]), "--lameduck", "1s")
 	s, err := Start(o, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
+	stopped := false
 	defer func() {
-		if err := s.Stop(); err != nil {
-			t.Errorf("stop: %v", err)
+		if !stopped {
+			_ = s.Stop()
 		}
 	}()
 
@@ -168,6 +173,24 @@ current-context: c
 		if r.Rcode != dns.RcodeServerFailure {
 			t.Errorf("%s: %s before the caches synced, want SERVFAIL", network, dns.RcodeToString[r.Rcode])
 		}
+	}
+
+	// Stopping: the lameduck second still answers, then the listeners close.
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- s.Stop() }()
+	stopped = true
+	time.Sleep(300 * time.Millisecond)
+	m := new(dns.Msg)
+	m.SetQuestion("web.demo.svc.clusterset.local.", dns.TypeA)
+	if _, _, err := (&dns.Client{Timeout: time.Second}).Exchange(m, fmt.Sprintf("127.0.0.1:%d", ports[0])); err != nil {
+		t.Errorf("no answer during the lameduck period: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("stop: %v", err)
+	}
+	if d := time.Since(start); d < time.Second {
+		t.Errorf("stopped after %s, before the lameduck second", d)
 	}
 }
 
