@@ -2,6 +2,7 @@ package armsim_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6/fake"
 
 	"github.com/fleetnet/fleetnet/internal/azure/armsim"
 )
@@ -374,5 +376,95 @@ func TestListPages(t *testing.T) {
 	}
 	if strings.Join(names, ",") != "a,b,c" || pages != 2 {
 		t.Errorf("names %v in %d pages", names, pages)
+	}
+}
+
+// How another provider extends the simulation: a Kind for a child type
+// (here the load balancers' backendAddressPools, as separate resources),
+// its fake server set on the mounted factory, a state that moves on each
+// read (Observed), parents required and children deleted with them.
+func TestExtension(t *testing.T) {
+	s := armsim.New(armsim.Options{})
+	const poolType = "Microsoft.Network/loadBalancers/backendAddressPools"
+	s.Register(armsim.Kind{Type: poolType,
+		Prepare: func(_ *armsim.View, _ armsim.ID, body, _ []byte) ([]byte, error) { return body, nil },
+		Observed: func(_ *armsim.View, _ armsim.ID, body []byte) []byte {
+			var bp armnetwork.BackendAddressPool
+			_ = json.Unmarshal(body, &bp)
+			bp.Properties.DrainPeriodInSeconds = to.Ptr(*bp.Properties.DrainPeriodInSeconds + 1) // counts reads
+			out, _ := json.Marshal(bp)
+			return out
+		}})
+	s.NetworkServerFactory().LoadBalancerBackendAddressPoolsServer = fake.LoadBalancerBackendAddressPoolsServer{
+		BeginCreateOrUpdate: func(ctx context.Context, _, _, _ string, bp armnetwork.BackendAddressPool, _ *armnetwork.LoadBalancerBackendAddressPoolsClientBeginCreateOrUpdateOptions) (azfake.PollerResponder[armnetwork.LoadBalancerBackendAddressPoolsClientCreateOrUpdateResponse], azfake.ErrorResponder) {
+			return armsim.PutLRO(ctx, s, bp, func(v armnetwork.BackendAddressPool) armnetwork.LoadBalancerBackendAddressPoolsClientCreateOrUpdateResponse {
+				return armnetwork.LoadBalancerBackendAddressPoolsClientCreateOrUpdateResponse{BackendAddressPool: v}
+			})
+		},
+		Get: func(_ context.Context, _, _, _ string, _ *armnetwork.LoadBalancerBackendAddressPoolsClientGetOptions) (azfake.Responder[armnetwork.LoadBalancerBackendAddressPoolsClientGetResponse], azfake.ErrorResponder) {
+			return armsim.GetResource(s, func(v armnetwork.BackendAddressPool) armnetwork.LoadBalancerBackendAddressPoolsClientGetResponse {
+				return armnetwork.LoadBalancerBackendAddressPoolsClientGetResponse{BackendAddressPool: v}
+			})
+		},
+		NewListPager: func(_, _ string, _ *armnetwork.LoadBalancerBackendAddressPoolsClientListOptions) azfake.PagerResponder[armnetwork.LoadBalancerBackendAddressPoolsClientListResponse] {
+			return armsim.ListPager(s, func(v []*armnetwork.BackendAddressPool) armnetwork.LoadBalancerBackendAddressPoolsClientListResponse {
+				return armnetwork.LoadBalancerBackendAddressPoolsClientListResponse{LoadBalancerBackendAddressPoolListResult: armnetwork.LoadBalancerBackendAddressPoolListResult{Value: v}}
+			})
+		},
+	}
+	opts := &arm.ClientOptions{ClientOptions: policy.ClientOptions{Transport: s.Transport()}}
+	f, err := armnetwork.NewClientFactory(sub, &azfake.TokenCredential{}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pools, c := f.NewLoadBalancerBackendAddressPoolsClient(), newClients(t, s)
+	ctx := context.Background()
+	pool := armnetwork.BackendAddressPool{Properties: &armnetwork.BackendAddressPoolPropertiesFormat{DrainPeriodInSeconds: to.Ptr[int32](0)}}
+
+	_, err = pools.BeginCreateOrUpdate(ctx, rg, "global", "extra", pool, nil)
+	if re := respErr(t, err); re.StatusCode != http.StatusNotFound || re.ErrorCode != "ParentResourceNotFound" {
+		t.Fatalf("child without parent: %d %s", re.StatusCode, re.ErrorCode)
+	}
+	regions := seedRegions(t, s)
+	ip := createIP(t, c, "global-ip")
+	p, err := c.lbs.BeginCreateOrUpdate(ctx, rg, "global", globalLB(*ip.ID, regions, 5432), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.PollUntilDone(ctx, poll); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"extra", "more"} {
+		pp, err := pools.BeginCreateOrUpdate(ctx, rg, "global", name, pool, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pp.PollUntilDone(ctx, poll); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for want := int32(1); want <= 2; want++ {
+		g, err := pools.Get(ctx, rg, "global", "extra", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := *g.Properties.DrainPeriodInSeconds; got != want {
+			t.Errorf("read %d: Observed ran %d times", want, got)
+		}
+	}
+	pager := pools.NewListPager(rg, "global", nil)
+	page, err := pager.NextPage(ctx)
+	if err != nil || len(page.Value) != 2 {
+		t.Fatalf("list of children: %v, %v", page.Value, err)
+	}
+	d, err := c.lbs.BeginDelete(ctx, rg, "global", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.PollUntilDone(ctx, poll); err != nil {
+		t.Fatal(err)
+	}
+	if left := s.Resources(poolType); len(left) != 0 {
+		t.Errorf("children left after their parent's deletion: %v", left)
 	}
 }

@@ -47,8 +47,17 @@ func (s *Sim) registerNetwork() {
 	s.kinds[strings.ToLower(TypeLoadBalancer)] = &Kind{Type: TypeLoadBalancer, Prepare: prepareLoadBalancer}
 	s.kinds[strings.ToLower(TypePublicIPAddress)] = &Kind{Type: TypePublicIPAddress, Prepare: preparePublicIP,
 		Settle: settlePublicIP, CheckDelete: checkDeletePublicIP}
-	s.mounts["microsoft.network"] = fake.NewServerFactoryTransport(s.networkServers())
+	s.network = s.networkServers()
+	s.mounts["microsoft.network"] = fake.NewServerFactoryTransport(s.network)
 }
+
+// NetworkServerFactory is the fake server factory mounted for
+// Microsoft.Network, with LoadBalancersServer and PublicIPAddressesServer
+// set. Set further servers on it (e.g. PrivateLinkServicesServer, built
+// with PutLRO, GetResource...) before the first request of their client:
+// the factory's transport takes a client's server when it first serves
+// that client.
+func (s *Sim) NetworkServerFactory() *fake.ServerFactory { return s.network }
 
 func (s *Sim) networkServers() *fake.ServerFactory {
 	return &fake.ServerFactory{

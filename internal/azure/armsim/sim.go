@@ -27,9 +27,13 @@
 // server for its method.
 //
 // Network (load balancers and public IP addresses) is built in (see
-// network.go); other resource providers add a Kind per type with
-// Register, their fake servers (built with PutLRO, DeleteLRO, GetResource
-// and ListPager) with Mount, and reuse the rest.
+// network.go). Other resource types add a Kind with Register (validation,
+// what the service fills in, state that moves on by itself with
+// Observed), and their fake servers, built with PutLRO, DeleteLRO,
+// GetResource and ListPager, either on NetworkServerFactory (for
+// Microsoft.Network types) or on their own module's fake.ServerFactory
+// given to Mount; child resources need their parent and are deleted with
+// it. TestExtension shows the whole of it.
 package armsim
 
 import (
@@ -43,6 +47,7 @@ import (
 	"sync"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6/fake"
 )
 
 // Provisioning states.
@@ -79,6 +84,12 @@ type Kind struct {
 	// Settle, when set, is applied to the stored JSON when a PUT's
 	// operation succeeds (e.g. to allocate an address).
 	Settle func(v *View, id ID, body []byte) []byte
+	// Observed, when set, is applied to the stored JSON each time a client
+	// reads the resource (a GET, or a poll of its operation), after the
+	// operation advanced: for state that moves on by itself, such as
+	// Front Door's deploymentStatus long after provisioningState is
+	// Succeeded.
+	Observed func(v *View, id ID, body []byte) []byte
 	// CheckDelete, when set, may refuse a DELETE with an *Error (e.g. a
 	// resource that another one uses).
 	CheckDelete func(v *View, id ID) error
@@ -94,9 +105,11 @@ type Sim struct {
 	held      map[string]bool       // lowercase types whose operations do not advance; "" all
 	faults    []*Injected
 	calls     []Call
-	mounts    map[string]policy.Transporter // by lowercase provider namespace
+	mounts    map[string]policy.Transporter // by lowercase type prefix (see Mount)
 	etag      int
 	addresses int
+
+	network *fake.ServerFactory
 
 	dispatchMu sync.Mutex
 	current    string // the path being dispatched, under dispatchMu
@@ -132,12 +145,32 @@ func (s *Sim) Register(k Kind) {
 	s.kinds[strings.ToLower(k.Type)] = &k
 }
 
-// Mount routes the requests for a provider namespace (e.g.
-// Microsoft.Network) to t, usually a fake.NewServerFactoryTransport.
-func (s *Sim) Mount(namespace string, t policy.Transporter) {
+// Mount routes the requests for resources whose type starts with prefix
+// (a provider namespace such as Microsoft.Cdn, or a namespace and type
+// such as Microsoft.Network/FrontDoorWebApplicationFirewallPolicies) to
+// t, usually a fake.NewServerFactoryTransport; the longest prefix wins.
+// Microsoft.Network is mounted by New (see NetworkServerFactory).
+func (s *Sim) Mount(prefix string, t policy.Transporter) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.mounts[strings.ToLower(namespace)] = t
+	s.mounts[strings.ToLower(prefix)] = t
+}
+
+// mountFor is the transport of the longest mounted prefix of path's
+// type; s.mu held.
+func (s *Sim) mountFor(path string) policy.Transporter {
+	typ := namespaceOf(path)
+	if id, err := ParseID(path); err == nil && id.Namespace != "" {
+		typ = id.Type()
+	}
+	typ = strings.ToLower(typ)
+	best, bestLen := policy.Transporter(nil), -1
+	for prefix, t := range s.mounts {
+		if (typ == prefix || strings.HasPrefix(typ, prefix+"/")) && len(prefix) > bestLen {
+			best, bestLen = t, len(prefix)
+		}
+	}
+	return best
 }
 
 // SetPolls changes Options.Polls for operations started from now on.
@@ -303,6 +336,17 @@ func (s *Sim) advance(id ID) {
 	}
 }
 
+// observed applies the kind's Observed hook to a resource a client reads.
+func (s *Sim) observed(id ID) {
+	r := s.resources[id.Key()]
+	if r == nil {
+		return
+	}
+	if k := s.kinds[strings.ToLower(id.Type())]; k != nil && k.Observed != nil {
+		r.body = k.Observed(&View{s}, id, r.body)
+	}
+}
+
 func (s *Sim) finish(id ID, op *operation) {
 	r := s.resources[id.Key()]
 	switch {
@@ -313,7 +357,12 @@ func (s *Sim) finish(id ID, op *operation) {
 		}
 	case op.delete:
 		op.state = StateSucceeded
-		delete(s.resources, id.Key())
+		// ARM deletes a resource's child resources with it.
+		for key := range s.resources {
+			if key == id.Key() || strings.HasPrefix(key, id.Key()+"/") {
+				delete(s.resources, key)
+			}
+		}
 	default:
 		op.state = StateSucceeded
 		if r == nil {
@@ -415,6 +464,7 @@ func (s *Sim) Read(id ID) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.advance(id)
+	s.observed(id)
 	r, ok := s.resources[id.Key()]
 	if !ok {
 		return nil, NotFound(id)
@@ -465,6 +515,7 @@ func (s *Sim) poll(req *http.Request, id ID) *http.Response {
 		return NotFound(id).response(req)
 	}
 	s.advance(id)
+	s.observed(id)
 	h := http.Header{}
 	h.Set("Fake-Poller-Status", op.state)
 	switch op.state {

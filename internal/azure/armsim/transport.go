@@ -174,7 +174,7 @@ func (t transport) Do(req *http.Request) (*http.Response, error) {
 
 	s.mu.Lock()
 	fault := s.requestFault(api, req.Method, path, poll)
-	inner := s.mounts[strings.ToLower(namespaceOf(path))]
+	inner := s.mountFor(path)
 	s.mu.Unlock()
 
 	var resp *http.Response
