@@ -5,8 +5,8 @@
 // EndpointSlice. fleetnet-dns answers <svc>.<ns>.svc.clusterset.local, the
 // kubernetes plugin <svc>.<ns>.svc.cluster.local, each in a process of its
 // own, and a load generator in this process asks A questions for random
-// names over UDP on loopback: queries per second, latency percentiles and
-// resident memory of each server, with CoreDNS's cache in front (as
+// names over UDP on loopback: queries per second, latency percentiles, the
+// server's CPU time per query and resident memory of each server, with CoreDNS's cache in front (as
 // deployed) and without it (the plugin alone).
 //
 //	flock -o /tmp/fleetnet-fleet.lock go run ./test/dnsbench -duration 10s
@@ -75,8 +75,9 @@ type config struct {
 type outcome struct {
 	ready         time.Duration // from start to /ready
 	load          loadResult
-	rssIdle       int64 // kB, after the caches synced and every name was asked once
-	rssAfter, hwm int64 // kB, after the load; peak
+	cpu           time.Duration // the server's CPU time during the load
+	rssIdle       int64         // kB, after the caches synced and every name was asked once
+	rssAfter, hwm int64         // kB, after the load; peak
 }
 
 func run(ctx context.Context, o options, out io.Writer) error {
@@ -127,15 +128,19 @@ func run(ctx context.Context, o options, out io.Writer) error {
 
 func printTable(out io.Writer, configs []config, results []outcome) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "server\tzone\tcache\tqueries/s\tp50\tp99\tp99.9\terrors\ttimeouts\tready after\tRSS idle\tRSS after load\tpeak RSS\t")
+	fmt.Fprintln(tw, "server\tzone\tcache\tqueries/s\tp50\tp99\tp99.9\tCPU/query\terrors\ttimeouts\tready after\tRSS idle\tRSS after load\tpeak RSS\t")
 	for i, c := range configs {
 		r := results[i]
 		cache := "none"
 		if c.cache {
 			cache = "yes"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t\n", c.name, c.zone, cache, r.load.qps(),
-			us(r.load.hist.percentile(0.50)), us(r.load.hist.percentile(0.99)), us(r.load.hist.percentile(0.999)),
+		perQuery := "-"
+		if r.load.queries > 0 {
+			perQuery = fmt.Sprintf("%.1fµs", float64(r.cpu.Microseconds())/float64(r.load.queries))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.0f\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t\n", c.name, c.zone, cache, r.load.qps(),
+			us(r.load.hist.percentile(0.50)), us(r.load.hist.percentile(0.99)), us(r.load.hist.percentile(0.999)), perQuery,
 			r.load.errors, r.load.timeouts, r.ready.Round(time.Millisecond), mib(r.rssIdle), mib(r.rssAfter), mib(r.hwm))
 	}
 	tw.Flush()

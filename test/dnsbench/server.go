@@ -159,9 +159,18 @@ func measure(ctx context.Context, dir, kubeconfig string, c config, svcs []servi
 			return fail(err)
 		}
 	}
+	cpu0, err := cpuTime(cmd.Process.Pid)
+	if err != nil {
+		return res, err
+	}
 	if res.load, err = load(ctx, dnsAddr, queries, o.concurrency, o.duration); err != nil {
 		return fail(err)
 	}
+	cpu1, err := cpuTime(cmd.Process.Pid)
+	if err != nil {
+		return res, err
+	}
+	res.cpu = cpu1 - cpu0
 	if res.rssAfter, res.hwm, err = memory(cmd.Process.Pid); err != nil {
 		return res, err
 	}
@@ -226,6 +235,33 @@ func memory(pid int) (rss, hwm int64, err error) {
 		}
 	}
 	return rss, hwm, sc.Err()
+}
+
+// userHZ is the unit of /proc/<pid>/stat's CPU times: always 100 per
+// second in what Linux shows user space (proc(5)).
+const userHZ = 100
+
+// cpuTime returns the CPU time a process has used, user and system, from
+// /proc/<pid>/stat. The server's CPU per query does not depend on how
+// much of the machine the load generator takes, which its rate does.
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("reading the server's CPU time: %w", err)
+	}
+	// The command name, in parentheses, may hold spaces: fields count from
+	// after its closing parenthesis (field 3, state, first).
+	i := strings.LastIndexByte(string(b), ')')
+	fields := strings.Fields(string(b[i+1:]))
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the name", pid, len(fields))
+	}
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64) // field 14
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64) // field 15
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: utime %q, stime %q", pid, fields[11], fields[12])
+	}
+	return time.Duration(utime+stime) * time.Second / userHZ, nil
 }
 
 func tail(path string, n int) string {
