@@ -2,7 +2,8 @@
 # The fleetnet demo (`make demo`): a local fleet of three clusters, a Service
 # served by real HTTP pods in two of them, exported, imported and called;
 # then a conflict, a cluster failure, and the global entry point (a Gateway
-# served by fleetnet-edge, a 90/10 split, a BackendTrafficPolicy, failover). Every step is shown as kubectl shows
+# served by fleetnet-edge, a 90/10 split, a BackendTrafficPolicy, failover,
+# and a MultiClusterLoadBalancer with a drained cluster). Every step is shown as kubectl shows
 # it. The fleet keeps running afterwards; `bin/fleetnetctl dev down` stops it.
 set -euo pipefail
 
@@ -55,6 +56,23 @@ slices_from() { # CONTEXT CLUSTER: imported slices of CLUSTER exist in CONTEXT
 }
 no_slices_from() { ! slices_from "$@"; }
 GW_PORT=${DEMO_GATEWAY_PORT:-18080}
+LB_PORT=${DEMO_LB_PORT:-18090}
+lb_ready() { # the MultiClusterLoadBalancer is Programmed and answers
+	[[ $("$KUBECTL" --context hub get mclb "$SVC" -n "$NS" -o jsonpath='{.status.conditions[?(@.type=="Programmed")].status}') == True ]] &&
+		curl -s --max-time 2 "http://127.0.0.1:$LB_PORT/" | grep -q cluster=
+}
+lb_draining() { # hub shows as Draining, and the edge serves that generation
+	local got
+	got=$("$KUBECTL" --context hub get mclb "$SVC" -n "$NS" -o jsonpath='{.status.clusters[?(@.name=="hub")].state} {.metadata.generation} {.status.conditions[?(@.type=="Programmed")].observedGeneration} {.status.conditions[?(@.type=="Programmed")].status}')
+	read -r state gen observed programmed <<<"$got"
+	[[ $state == Draining && $gen == "$observed" && $programmed == True ]]
+}
+# count_connections N: N new TCP connections through the load balancer,
+# counted by the cluster that answered.
+count_connections() {
+	for _ in $(seq "$1"); do curl -s --max-time 5 -H 'Connection: close' "http://127.0.0.1:$LB_PORT/"; done |
+		grep -o 'cluster=[a-z]*' | sort | uniq -c
+}
 gateway_ready() { # the Gateway is Programmed, echo's policy accepted and the canary imported in hub
 	[[ $("$KUBECTL" --context hub get gateway edge -n "$NS" -o jsonpath='{.status.conditions[?(@.type=="Programmed")].status}') == True ]] &&
 		[[ $("$KUBECTL" --context hub get backendtrafficpolicy "$SVC" -n "$NS" -o jsonpath='{.status.conditions[?(@.type=="Accepted")].status}') == True ]] &&
@@ -224,6 +242,36 @@ FAILED=$(grep -cv 'code=200' "$log" || true)
 echo "   $REQS requests meanwhile, $FAILED failed; last answer from west ${T_FAILOVER} ms after the stop"
 rm -f "$log"
 
+step "10. One global TCP address: a MultiClusterLoadBalancer for echo on 127.0.0.1:$LB_PORT (fleetnet-edge's L4 proxy)"
+since=$(now_ms)
+show "$KUBECTL" --context hub apply --server-side --field-manager=demo -f - <<EOF
+apiVersion: networking.fleetnet.dev/v1alpha1
+kind: MultiClusterLoadBalancer
+metadata: {name: $SVC, namespace: $NS}
+spec:
+  serviceImportName: $SVC
+  ports: [{port: $LB_PORT, protocol: TCP, targetPort: 80}]
+EOF
+wait_for 60 "load balancer programmed and answering" lb_ready
+T_LB=$(($(now_ms) - since))
+show "$KUBECTL" --context hub get mclb -n "$NS"
+echo "   30 TCP connections to 127.0.0.1:$LB_PORT, by the cluster that answered:"
+count_connections 30
+echo "   Hub drained: established connections may finish, new ones go elsewhere."
+show "$KUBECTL" --context hub apply --server-side --field-manager=demo -f - <<EOF
+apiVersion: networking.fleetnet.dev/v1alpha1
+kind: MultiClusterLoadBalancer
+metadata: {name: $SVC, namespace: $NS}
+spec:
+  serviceImportName: $SVC
+  ports: [{port: $LB_PORT, protocol: TCP, targetPort: 80}]
+  clusters: [{name: hub, drain: true}]
+EOF
+wait_for 30 "hub draining" lb_draining
+show "$KUBECTL" --context hub get mclb "$SVC" -n "$NS" -o jsonpath='{range .status.clusters[*]}{.name}{": "}{.state}{"\n"}{end}'
+echo "   30 TCP connections after the drain, by the cluster that answered:"
+count_connections 30
+
 lease=$(sed -n 's/.*"leaseTTL": *\([0-9]*\).*/\1/p' "$DIR/state.json")
 step "Convergence, as measured by this run"
 row() { printf '  %-58s %9s\n' "$1" "$2"; }
@@ -235,6 +283,7 @@ row "west's agent started -> west's slices back in hub" "$T_RETURN ms"
 row "Gateway and HTTPRoute applied -> programmed on the edge" "$T_GATEWAY ms"
 row "west's echo pods stopped -> last answer from west" "$T_FAILOVER ms"
 row "  requests that failed meanwhile (of $REQS)" "$FAILED"
+row "MultiClusterLoadBalancer applied -> answering on the edge" "$T_LB ms"
 
 cat <<EOF
 
