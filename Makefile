@@ -163,6 +163,10 @@ bench: tools ## Run the benchmarks (the fleet benchmark takes about 2 minutes).
 bench-edge: ## fleetnet-edge beside nginx with wrk, plain and TLS (apt-get install nginx-light wrk); EDGEBENCH_FLAGS passes flags.
 	go run ./test/edgebench $(EDGEBENCH_FLAGS)
 
+.PHONY: bench-l4
+bench-l4: ## fleetnet-edge's L4 proxy beside haproxy in TCP mode: MB/s, connections/s, UDP datagrams/s (apt-get install haproxy); L4BENCH_FLAGS passes flags.
+	go run ./test/l4bench $(L4BENCH_FLAGS)
+
 .PHONY: help
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-12s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)

@@ -4,14 +4,18 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/crossregion"
 	"github.com/fleetnet/fleetnet/pkg/generated/clientset/versioned"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,12 +64,35 @@ type Options struct {
 	// Clouds are the providers of load balancer classes other than edge,
 	// by class (e.g. azure-cross-region).
 	Clouds map[string]provider.Provider
+	// Azure turns on the azure-cross-region provider when its
+	// subscription is set.
+	Azure AzureOptions
+}
+
+// AzureOptions configure the azure-cross-region provider.
+type AzureOptions struct {
+	SubscriptionID string
+	ResourceGroup  string
+	Location       string
+	Owner          string
+	Credential     string
+	ClientID       string
+	PollInterval   time.Duration
+	Resync         time.Duration
 }
 
 // BindFlags registers the options on fs.
 func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ClusterID, "cluster-id", "", "the hub cluster's id: the cluster of Service backends' endpoints")
 	fs.StringVar(&o.Region, "region", "", "the hub cluster's region, a valid label value")
+	fs.StringVar(&o.Azure.SubscriptionID, "azure-subscription-id", "", "Azure subscription of cross-region load balancers; set, MultiClusterLoadBalancers of class azure-cross-region are served")
+	fs.StringVar(&o.Azure.ResourceGroup, "azure-resource-group", "", "resource group (existing) of the cross-region load balancers and their public IPs")
+	fs.StringVar(&o.Azure.Location, "azure-location", "", "home region of the cross-region load balancers (one Azure allows for Global tier, e.g. westeurope, eastus2)")
+	fs.StringVar(&o.Azure.Owner, "azure-owner", "", "owner tag of the resources this gateway manages, one per fleet sharing a resource group (default: --cluster-id)")
+	fs.StringVar(&o.Azure.Credential, "azure-credential", crossregion.CredentialDefault, "how to authenticate to Azure: "+strings.Join(crossregion.CredentialKinds, ", "))
+	fs.StringVar(&o.Azure.ClientID, "azure-client-id", "", "client id of the managed or workload identity (optional)")
+	fs.DurationVar(&o.Azure.PollInterval, "azure-poll-interval", 10*time.Second, "how often a long-running Azure operation is polled")
+	fs.DurationVar(&o.Azure.Resync, "azure-resync", 10*time.Minute, "how often Azure resources are compared with the model, repairing drift")
 	fs.StringVar(&o.EdgeListen, "edge-listen", ":7444", "address fleetnet-edge connects to for models (gRPC, mTLS)")
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "serving certificate of the edge listener")
 	fs.StringVar(&o.TLSKeyFile, "tls-key-file", "", "serving key of the edge listener")
@@ -94,7 +121,41 @@ func (o *Options) Validate() error {
 	if _, _, err := net.SplitHostPort(o.EdgeListen); err != nil {
 		errs = append(errs, fmt.Errorf("--edge-listen=%q: %w", o.EdgeListen, err))
 	}
+	if a := o.Azure; a.SubscriptionID != "" {
+		if a.ResourceGroup == "" {
+			errs = append(errs, errors.New("--azure-resource-group is required with --azure-subscription-id"))
+		}
+		if a.Location == "" {
+			errs = append(errs, errors.New("--azure-location is required with --azure-subscription-id"))
+		}
+		if !slices.Contains(crossregion.CredentialKinds, a.Credential) {
+			errs = append(errs, fmt.Errorf("--azure-credential=%q: want one of %s", a.Credential, strings.Join(crossregion.CredentialKinds, ", ")))
+		}
+		if a.PollInterval < time.Second {
+			errs = append(errs, fmt.Errorf("--azure-poll-interval=%s: must be at least 1s", a.PollInterval))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// azureProvider builds the azure-cross-region provider, nil when
+// --azure-subscription-id is unset.
+func azureProvider(o Options, log *slog.Logger) (*crossregion.Provider, error) {
+	a := o.Azure
+	if a.SubscriptionID == "" {
+		return nil, nil
+	}
+	cred, err := crossregion.NewCredential(a.Credential, a.ClientID)
+	if err != nil {
+		return nil, err
+	}
+	owner := cmp.Or(a.Owner, o.ClusterID)
+	p, err := crossregion.New(crossregion.Config{SubscriptionID: a.SubscriptionID, ResourceGroup: a.ResourceGroup, Location: a.Location,
+		Owner: owner, Credential: cred, PollInterval: a.PollInterval, Resync: a.Resync, Log: log})
+	if err != nil {
+		return nil, fmt.Errorf("azure-cross-region provider: %w", err)
+	}
+	return p, nil
 }
 
 // Run runs the gateway until ctx ends.
@@ -149,10 +210,29 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	if err != nil {
 		return fmt.Errorf("creating the networking.fleetnet.dev client: %w", err)
 	}
-	split := &provider.Split{Edge: prov, Clouds: o.Clouds, Log: log}
+	clouds := maps.Clone(o.Clouds)
+	azure, err := azureProvider(o, log)
+	if err != nil {
+		return err
+	}
+	if azure != nil {
+		if clouds == nil {
+			clouds = map[string]provider.Provider{}
+		}
+		clouds[crossregion.Class] = azure
+	}
+	split := &provider.Split{Edge: prov, Clouds: clouds, Log: log}
 	rec := &controller.Reconciler{Client: mgr.GetClient(), Clientset: cs, LoadBalancerClasses: split.Classes(), CRDBundleVersions: bundles,
 		Queue: split, Provider: split, Recorder: mgr.GetEventRecorder(keys.FieldManagerGateway), LocalCluster: o.ClusterID, LocalRegion: o.Region, Log: log, Events: events}
 	split.OnChange = rec.Trigger
+	if azure != nil {
+		// Status follows long operations as they go, not only at their end;
+		// resync repairs drift, on the leader only.
+		azure.SetOnProgress(rec.Trigger)
+		if err := mgr.Add(leaderRunnable(func(ctx context.Context) error { azure.Run(ctx); return nil })); err != nil {
+			return err
+		}
+	}
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return err
 	}
