@@ -66,7 +66,7 @@ func TestRegionalFrontend(t *testing.T) {
 func TestValidateAzureLoadBalancerID(t *testing.T) {
 	for id, ok := range map[string]bool{
 		"": true,
-		"/subscriptions/0000/resourceGroups/MC_rg/providers/Microsoft.Network/loadBalancers/kubernetes": true,
+		"/subscriptions/0000/resourceGroups/MC_rg/providers/Microsoft.Network/loadBalancers/kubernetes":                            true,
 		"/subscriptions/0000/resourceGroups/MC_rg/providers/Microsoft.Network/loadBalancers/kubernetes/frontendIPConfigurations/x": false,
 		"kubernetes": false,
 	} {
