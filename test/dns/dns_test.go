@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/controlplane"
 	dnsapp "github.com/fleetnet/fleetnet/internal/dns/app"
 	"github.com/fleetnet/fleetnet/test/fleet"
@@ -178,10 +179,10 @@ func serviceImport(name string, typ mcsv1beta1.ServiceImportType, ips []string, 
 func importedSlice(name, service, cluster string, port int32, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
 	return &discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{
-			discoveryv1.LabelServiceName:  "derived-" + service,
+			discoveryv1.LabelServiceName:  keys.DerivedServicePrefix + service,
 			mcsv1beta1.LabelServiceName:   service,
 			mcsv1beta1.LabelSourceCluster: cluster,
-			discoveryv1.LabelManagedBy:    "agent.fleetnet.dev",
+			discoveryv1.LabelManagedBy:    keys.EndpointSliceManagedBy,
 		}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("pg"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To(port)}},

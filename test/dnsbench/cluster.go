@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fleetnet/fleetnet/config/crd"
+	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/controlplane"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -159,10 +160,10 @@ func createPair(ctx context.Context, kc kubernetes.Interface, mc mcsclient.Inter
 		return service{}, fmt.Errorf("creating ServiceImport %s/%s: %w", ns, name, err)
 	}
 	imported := slice(ns, name+"-east", i, 1, map[string]string{
-		discoveryv1.LabelServiceName:  "derived-" + name,
+		discoveryv1.LabelServiceName:  keys.DerivedServicePrefix + name,
 		mcsv1beta1.LabelServiceName:   name,
 		mcsv1beta1.LabelSourceCluster: "east",
-		discoveryv1.LabelManagedBy:    "agent.fleetnet.dev",
+		discoveryv1.LabelManagedBy:    keys.EndpointSliceManagedBy,
 	})
 	if _, err := kc.DiscoveryV1().EndpointSlices(ns).Create(ctx, imported, metav1.CreateOptions{}); err != nil {
 		return service{}, fmt.Errorf("creating EndpointSlice %s/%s: %w", ns, imported.Name, err)
