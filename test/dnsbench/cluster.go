@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fleetnet/fleetnet/config/crd"
 	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/config/crd"
 	"github.com/fleetnet/fleetnet/internal/controlplane"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
