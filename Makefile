@@ -124,6 +124,7 @@ generate: $(GEN_TOOLS) ## Regenerate CRDs, deepcopy, clientset, listers, informe
 	BIN=$(BIN) hack/update-codegen.sh
 	$(BIN)/controller-gen rbac:roleName=fleetnet-agent paths=./internal/agent/... output:rbac:artifacts:config=config/rbac
 	$(BIN)/controller-gen rbac:roleName=fleetnet-gateway paths=./internal/gateway/... output:rbac:artifacts:config=config/rbac/gateway
+	$(BIN)/controller-gen rbac:roleName=fleetnet-dns paths=./internal/dns/... output:rbac:artifacts:config=config/rbac/dns
 	go run ./hack/copy-mcs-crds config/crd
 	hack/copy-gateway-crds.sh config/crd/gateway-api
 	hack/copy-chart-files.sh
@@ -162,6 +163,10 @@ bench: tools ## Run the benchmarks (the fleet benchmark takes about 2 minutes).
 .PHONY: bench-edge
 bench-edge: ## fleetnet-edge beside nginx with wrk, plain and TLS (apt-get install nginx-light wrk); EDGEBENCH_FLAGS passes flags.
 	go run ./test/edgebench $(EDGEBENCH_FLAGS)
+
+.PHONY: bench-dns
+bench-dns: tools ## fleetnet-dns beside CoreDNS's kubernetes plugin, 1,000 imports/Services, UDP on loopback; DNSBENCH_FLAGS passes flags.
+	go run ./test/dnsbench $(DNSBENCH_FLAGS)
 
 .PHONY: bench-l4
 bench-l4: ## fleetnet-edge's L4 proxy beside haproxy in TCP mode: MB/s, connections/s, UDP datagrams/s (apt-get install haproxy); L4BENCH_FLAGS passes flags.
