@@ -1,9 +1,6 @@
 package main
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -18,8 +15,8 @@ func TestMedian(t *testing.T) {
 	}
 }
 
-// The haproxy configuration names every backend and passes haproxy's own
-// check when haproxy is installed.
+// The haproxy configuration names every backend (the benchmark also runs
+// haproxy's own check of it, haproxy -c, before the load).
 func TestHAProxyConfig(t *testing.T) {
 	var sb strings.Builder
 	if err := haproxyConfig.Execute(&sb, map[string]any{"Dir": t.TempDir(), "Listen": "127.0.0.1:1", "Threads": 2, "Backends": []string{"127.0.0.1:2", "127.0.0.1:3"}}); err != nil {
@@ -29,16 +26,5 @@ func TestHAProxyConfig(t *testing.T) {
 		if !strings.Contains(sb.String(), want) {
 			t.Errorf("configuration lacks %q:\n%s", want, sb.String())
 		}
-	}
-	bin, err := haproxyPath()
-	if err != nil {
-		t.Skip(err)
-	}
-	path := filepath.Join(t.TempDir(), "haproxy.cfg")
-	if err := os.WriteFile(path, []byte(sb.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(bin, "-c", "-q", "-f", path).CombinedOutput(); err != nil {
-		t.Errorf("haproxy -c: %v: %s", err, out)
 	}
 }

@@ -140,7 +140,7 @@ func TestTCPCheck(t *testing.T) {
 	waitFor(t, "the stopped endpoint is out", func() bool { return !tg.Healthy() })
 	ln, err = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(addr.Port)))
 	if err != nil {
-		t.Skipf("port %d was taken meanwhile: %v", addr.Port, err)
+		t.Fatalf("listening again on port %d, the checked endpoint's: %v", addr.Port, err)
 	}
 	t.Cleanup(func() { _ = ln.Close() })
 	waitFor(t, "the endpoint is back", tg.Healthy)

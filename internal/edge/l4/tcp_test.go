@@ -3,6 +3,7 @@ package l4_test
 import (
 	"errors"
 	"fmt"
+	"github.com/fleetnet/fleetnet/internal/edge/edgetest"
 	"io"
 	"math"
 	"net"
@@ -191,7 +192,7 @@ func TestTCPConnectTimeoutRetried(t *testing.T) {
 	west := startTCP(t, "west-1")
 	port := freePort(t)
 	p, reg := newProxy(t, nil)
-	m := lb("db", port, model.ProtocolTCP, cluster("east", 1, blackhole(t)), cluster("west", 1, west.endpoint()))
+	m := lb("db", port, model.ProtocolTCP, cluster("east", 1, edgetest.Blackhole(t)), cluster("west", 1, west.endpoint()))
 	m.ConnectTimeoutMillis = 100
 	m.HealthCheck.IntervalMillis, m.HealthCheck.TimeoutMillis = 60_000, 1000
 	if err := p.Apply(modelOf("1", m)); err != nil {

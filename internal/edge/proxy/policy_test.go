@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"github.com/fleetnet/fleetnet/internal/edge/edgetest"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -342,7 +343,7 @@ func TestConnectTimeoutFromPolicy(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			hole := blackhole(t)
+			hole := edgetest.Blackhole(t)
 			pol := model.DefaultBackendPolicy()
 			pol.ConnectTimeoutMillis = tt.connectMillis
 			// No active check within the test: only the dial matters.

@@ -157,7 +157,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	for _, st := range res.Status.BackendTrafficPolicies {
 		errs = append(errs, r.policyStatus(ctx, st))
 	}
-	errs = append(errs, r.loadBalancers(ctx, res, progress, deployErr)...)
+	errs = append(errs, r.loadBalancers(ctx, in.MultiClusterLoadBalancers, res, progress, deployErr)...)
 	for _, err := range errs {
 		if err != nil {
 			return reconcile.Result{}, err

@@ -24,19 +24,15 @@ import (
 // serves a model without it, so that deleting one withdraws it first. The
 // status goes with the status field manager, so that neither apply
 // removes the other's fields.
-func (r *Reconciler) loadBalancers(ctx context.Context, res model.Result, progress provider.Progress, deployErr string) []error {
+func (r *Reconciler) loadBalancers(ctx context.Context, lbs []networkingv1alpha1.MultiClusterLoadBalancer, res model.Result, progress provider.Progress, deployErr string) []error {
 	edgeCurrent := progress.Served && progress.Version == res.Model.Version
 	statuses := map[types.NamespacedName]model.LoadBalancerStatus{}
 	for _, st := range res.Status.LoadBalancers {
 		statuses[types.NamespacedName{Namespace: st.Namespace, Name: st.Name}] = st
 	}
-	var lbs networkingv1alpha1.MultiClusterLoadBalancerList
-	if err := r.Client.List(ctx, &lbs); err != nil {
-		return []error{fmt.Errorf("listing MultiClusterLoadBalancers: %w", err)}
-	}
 	var errs []error
-	for i := range lbs.Items {
-		lb := &lbs.Items[i]
+	for i := range lbs {
+		lb := &lbs[i]
 		name := types.NamespacedName{Namespace: lb.Namespace, Name: lb.Name}
 		st, ok := statuses[name]
 		served := ok && st.Served

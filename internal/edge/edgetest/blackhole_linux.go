@@ -1,4 +1,5 @@
-package proxy_test
+// Package edgetest holds helpers for the edge's data plane tests.
+package edgetest
 
 import (
 	"net"
@@ -9,13 +10,13 @@ import (
 	"github.com/fleetnet/fleetnet/internal/gateway/model"
 )
 
-// blackhole is an endpoint on loopback that never completes a
+// Blackhole is an endpoint on loopback that never completes a
 // connection: a listener with an accept queue of one that is full, so
 // that the kernel drops every SYN and a dial waits until its timeout, as
 // for a stopped pod whose address no longer answers ARP. (Routing to an
 // unused address does not do it everywhere: some sandboxes answer every
 // connection.)
-func blackhole(t *testing.T) model.Endpoint {
+func Blackhole(t *testing.T) model.Endpoint {
 	t.Helper()
 	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
