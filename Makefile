@@ -17,7 +17,7 @@ comma := ,
 space := $(subst ,, )
 GO_BUILD_TOOL := go build -trimpath -ldflags='-s -w'
 
-KUBE_BINS := kube-apiserver kube-controller-manager kube-scheduler
+KUBE_BINS := kube-apiserver kube-controller-manager kube-scheduler kube-proxy
 KUBE_TOOLS := $(foreach b,$(KUBE_BINS),$(BIN)/$(b)-$(KUBE_VERSION)) $(BIN)/etcd-$(ETCD_VERSION) \
 	$(BIN)/kwok-$(KWOK_VERSION) $(BIN)/kwok-stages-$(KWOK_VERSION).yaml
 # kwok's binary has no built-in stages; these are the "fast" ones its module
