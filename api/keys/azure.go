@@ -1,0 +1,89 @@
+package keys
+
+// Azure Front Door keys: the Gateway annotations that tune how a Gateway
+// is programmed into an Azure Front Door profile, the tags on the Azure
+// resources fleetnet creates, and the Gateway annotation that keeps
+// long-running operations across a restart. Every annotation with
+// AzureAnnotationPrefix is parsed strictly
+// (internal/gateway/provider/azure/frontdoor/annotations): an unknown one,
+// a malformed value or an incompatible combination makes the Gateway
+// Accepted=False naming the key and value.
+const (
+	// AzureAnnotationPrefix starts every Azure annotation of a Gateway.
+	AzureAnnotationPrefix = "fleetnet.dev/azure-"
+
+	// AnnotationAzureSKU overrides the GatewayClass's Front Door tier:
+	// Standard or Premium.
+	AnnotationAzureSKU = "fleetnet.dev/azure-sku"
+	// AnnotationAzureWAFPolicy is the resource id of a Front Door WAF
+	// policy (Microsoft.Network/FrontDoorWebApplicationFirewallPolicies)
+	// to attach to every domain of the Gateway through a security policy.
+	AnnotationAzureWAFPolicy = "fleetnet.dev/azure-waf-policy"
+	// AnnotationAzureProbePath is the health probe's path (default /).
+	AnnotationAzureProbePath = "fleetnet.dev/azure-probe-path"
+	// AnnotationAzureProbeProtocol is Http or Https (default Http).
+	AnnotationAzureProbeProtocol = "fleetnet.dev/azure-probe-protocol"
+	// AnnotationAzureProbeMethod is HEAD or GET (default HEAD).
+	AnnotationAzureProbeMethod = "fleetnet.dev/azure-probe-method"
+	// AnnotationAzureProbeInterval is the probe interval in whole seconds,
+	// 1 to 255 (default 30).
+	AnnotationAzureProbeInterval = "fleetnet.dev/azure-probe-interval"
+	// AnnotationAzureSampleSize is the load-balancing sample size, 1 to
+	// 255 (default 4).
+	AnnotationAzureSampleSize = "fleetnet.dev/azure-sample-size"
+	// AnnotationAzureSuccessfulSamples is how many of the samples must
+	// succeed, 1 to the sample size (default 3).
+	AnnotationAzureSuccessfulSamples = "fleetnet.dev/azure-successful-samples"
+	// AnnotationAzureOriginHostHeader is the Host header sent to origins
+	// (default: the request's host).
+	AnnotationAzureOriginHostHeader = "fleetnet.dev/azure-origin-host-header"
+	// AnnotationAzureConnectivity is public (origins are the exported
+	// Services' LoadBalancer addresses) or private-link (Premium only:
+	// origins reach each cluster's Private Link Service).
+	AnnotationAzureConnectivity = "fleetnet.dev/azure-connectivity"
+	// AnnotationAzurePLSResourceGroup is the resource group of the member
+	// clusters' Private Link Services when they publish only a name
+	// (private-link only).
+	AnnotationAzurePLSResourceGroup = "fleetnet.dev/azure-pls-resource-group"
+
+	// AnnotationAzureOperations is written by fleetnet-gateway on a
+	// Gateway served by Front Door: the resume tokens of its long-running
+	// operations (JSON, by resource id), so that a restarted controller
+	// resumes them instead of starting over.
+	AnnotationAzureOperations = "fleetnet.dev/azure-operations"
+)
+
+// Tags on the Azure Front Door resources fleetnet creates (profiles and
+// endpoints; child resources cannot carry tags and are owned through
+// their profile and their name prefix). Azure tag names cannot contain
+// '/'.
+const (
+	// TagAzureOwner is the fleet (the provider's owner id): the provider
+	// changes and deletes only resources carrying its own.
+	TagAzureOwner = "fleetnet-owner"
+	// TagAzureGatewayNamespace and TagAzureGatewayName are the Gateway's.
+	TagAzureGatewayNamespace = "fleetnet-gateway-namespace"
+	TagAzureGatewayName      = "fleetnet-gateway-name"
+	// TagAzureGatewayUID is the Gateway's UID, when the model has it.
+	TagAzureGatewayUID = "fleetnet-gateway-uid"
+)
+
+// Private Link Service approval (on an exported Service of a member
+// cluster).
+const (
+	// AnnotationPLSApproval "auto" lets fleetnet approve Front Door's
+	// private endpoint connection on the Service's Private Link Service;
+	// anything else leaves approval to the PLS owner.
+	AnnotationPLSApproval = "fleetnet.dev/pls-approval"
+	// AnnotationPrivateLinkService is the resource id of the Private Link
+	// Service in front of an exported internal LoadBalancer Service.
+	AnnotationPrivateLinkService = "fleetnet.dev/private-link-service"
+)
+
+// Condition reasons of the Front Door provider, in Programmed messages and
+// Warning events.
+const (
+	// ReasonAzureRequestFailed: Azure refused a request (e.g. 403); the
+	// event's message is the ARM error code and message.
+	ReasonAzureRequestFailed = "AzureRequestFailed"
+)

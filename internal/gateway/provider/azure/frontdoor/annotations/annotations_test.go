@@ -1,0 +1,102 @@
+package annotations
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/fleetnet/fleetnet/api/keys"
+)
+
+func TestParse(t *testing.T) {
+	const waf = "/subscriptions/s/resourceGroups/g/providers/Microsoft.Network/FrontDoorWebApplicationFirewallPolicies/wafpolicy1"
+	tests := []struct {
+		name  string
+		ann   map[string]string
+		class SKU
+		want  func(*Settings)
+		// errs are substrings every one of which the error must hold;
+		// none means no error.
+		errs []string
+	}{
+		{name: "none", want: func(*Settings) {}},
+		{name: "others ignored", ann: map[string]string{"example.com/x": "1", keys.AnnotationWeight: "3"}, want: func(*Settings) {}},
+		{name: "all valid", class: SKUStandard, ann: map[string]string{
+			keys.AnnotationAzureSKU: "Premium", keys.AnnotationAzureWAFPolicy: waf, keys.AnnotationAzureProbePath: "/healthz",
+			keys.AnnotationAzureProbeProtocol: "https", keys.AnnotationAzureProbeMethod: "get", keys.AnnotationAzureProbeInterval: "10",
+			keys.AnnotationAzureSampleSize: "5", keys.AnnotationAzureSuccessfulSamples: "2", keys.AnnotationAzureOriginHostHeader: "App.Example.com",
+			keys.AnnotationAzureConnectivity: "private-link", keys.AnnotationAzurePLSResourceGroup: "MC_fleet_east",
+			keys.AnnotationAzureOperations: "{}",
+		}, want: func(s *Settings) {
+			*s = Settings{SKU: SKUPremium, WAFPolicyID: waf, ProbePath: "/healthz", ProbeProtocol: "Https", ProbeMethod: "GET", ProbeIntervalSecs: 10,
+				SampleSize: 5, SuccessfulSamples: 2, OriginHostHeader: "app.example.com", Connectivity: ConnectivityPrivateLink, PLSResourceGroup: "MC_fleet_east"}
+		}},
+		{name: "class premium", class: SKUPremium, ann: map[string]string{keys.AnnotationAzureConnectivity: "private-link"},
+			want: func(s *Settings) { s.SKU, s.Connectivity = SKUPremium, ConnectivityPrivateLink }},
+		{name: "unknown key", ann: map[string]string{"fleetnet.dev/azure-probe-timeout": "5"},
+			errs: []string{`annotation fleetnet.dev/azure-probe-timeout="5": unknown annotation`}},
+		{name: "bad sku", ann: map[string]string{keys.AnnotationAzureSKU: "premium_azurefrontdoor"}, errs: []string{`fleetnet.dev/azure-sku="premium_azurefrontdoor": want Standard or Premium`}},
+		{name: "bad waf", ann: map[string]string{keys.AnnotationAzureWAFPolicy: "/subscriptions/s/resourceGroups/g/providers/Microsoft.Network/applicationGatewayWebApplicationFirewallPolicies/x"},
+			errs: []string{`fleetnet.dev/azure-waf-policy="/subscriptions/s/resourceGroups/g/providers/Microsoft.Network/applicationGatewayWebApplicationFirewallPolicies/x"`}},
+		{name: "bad probe path", ann: map[string]string{keys.AnnotationAzureProbePath: "healthz"}, errs: []string{`fleetnet.dev/azure-probe-path="healthz": want an absolute path`}},
+		{name: "bad probe protocol", ann: map[string]string{keys.AnnotationAzureProbeProtocol: "tcp"}, errs: []string{`fleetnet.dev/azure-probe-protocol="tcp": want Http or Https`}},
+		{name: "bad probe method", ann: map[string]string{keys.AnnotationAzureProbeMethod: "POST"}, errs: []string{`fleetnet.dev/azure-probe-method="POST"`}},
+		{name: "interval zero", ann: map[string]string{keys.AnnotationAzureProbeInterval: "0"}, errs: []string{`fleetnet.dev/azure-probe-interval="0": want whole seconds from 1 to 255`}},
+		{name: "interval with unit", ann: map[string]string{keys.AnnotationAzureProbeInterval: "10s"}, errs: []string{`fleetnet.dev/azure-probe-interval="10s"`}},
+		{name: "interval leading zero", ann: map[string]string{keys.AnnotationAzureProbeInterval: "010"}, errs: []string{`fleetnet.dev/azure-probe-interval="010"`}},
+		{name: "sample size", ann: map[string]string{keys.AnnotationAzureSampleSize: "256"}, errs: []string{`fleetnet.dev/azure-sample-size="256"`}},
+		{name: "successful over size", ann: map[string]string{keys.AnnotationAzureSampleSize: "2"},
+			errs: []string{`fleetnet.dev/azure-sample-size="2": 3 successful samples of 2`}},
+		{name: "successful over size named", ann: map[string]string{keys.AnnotationAzureSampleSize: "4", keys.AnnotationAzureSuccessfulSamples: "5"},
+			errs: []string{`fleetnet.dev/azure-successful-samples="5": 5 successful samples of 4`}},
+		{name: "bad host header", ann: map[string]string{keys.AnnotationAzureOriginHostHeader: "app.example.com:8080"}, errs: []string{`fleetnet.dev/azure-origin-host-header="app.example.com:8080"`}},
+		{name: "bad connectivity", ann: map[string]string{keys.AnnotationAzureConnectivity: "private"}, errs: []string{`fleetnet.dev/azure-connectivity="private": want public or private-link`}},
+		{name: "private link on standard", ann: map[string]string{keys.AnnotationAzureConnectivity: "private-link"},
+			errs: []string{`fleetnet.dev/azure-connectivity="private-link": Private Link origins need Front Door Premium, and the tier is Standard`}},
+		{name: "private link on standard annotated", class: SKUPremium, ann: map[string]string{keys.AnnotationAzureConnectivity: "private-link", keys.AnnotationAzureSKU: "Standard"},
+			errs: []string{`fleetnet.dev/azure-connectivity="private-link": Private Link origins need Front Door Premium`}},
+		{name: "pls group without private link", class: SKUPremium, ann: map[string]string{keys.AnnotationAzurePLSResourceGroup: "rg"},
+			errs: []string{`fleetnet.dev/azure-pls-resource-group="rg": only meaningful with fleetnet.dev/azure-connectivity=private-link`}},
+		{name: "bad pls group", class: SKUPremium, ann: map[string]string{keys.AnnotationAzureConnectivity: "private-link", keys.AnnotationAzurePLSResourceGroup: "a/b"},
+			errs: []string{`fleetnet.dev/azure-pls-resource-group="a/b"`}},
+		{name: "every problem told", ann: map[string]string{keys.AnnotationAzureSKU: "Gold", keys.AnnotationAzureProbeMethod: "PUT"},
+			errs: []string{`fleetnet.dev/azure-sku="Gold"`, `fleetnet.dev/azure-probe-method="PUT"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Parse(tt.ann, tt.class)
+			if len(tt.errs) > 0 {
+				if err == nil {
+					t.Fatalf("no error, want %q", tt.errs)
+				}
+				for _, e := range tt.errs {
+					if !strings.Contains(err.Error(), e) {
+						t.Errorf("error %q lacks %q", err, e)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			class := tt.class
+			if class == "" {
+				class = SKUStandard
+			}
+			want := Defaults(class)
+			tt.want(&want)
+			if got != want {
+				t.Errorf("got %+v\nwant %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestOnly(t *testing.T) {
+	got := Only(map[string]string{keys.AnnotationAzureSKU: "Premium", "a": "b", keys.AnnotationAzureOperations: "{}"})
+	if len(got) != 1 || got[keys.AnnotationAzureSKU] != "Premium" {
+		t.Errorf("Only: %v", got)
+	}
+	if Only(map[string]string{"a": "b"}) != nil {
+		t.Error("Only of no Azure annotation is not nil")
+	}
+}
