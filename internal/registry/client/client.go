@@ -5,8 +5,10 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
@@ -15,6 +17,8 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/resolver"
+	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
 )
 
@@ -43,7 +47,10 @@ func Unreachable(err error) bool {
 
 // Options say where the registry is and who we are.
 type Options struct {
-	// Address is host:port of the registry.
+	// Address is host:port of the registry, or several, comma-separated:
+	// the replicas of one registry. Calls are spread over every replica
+	// that answers, and a replica that goes away takes no more calls (see
+	// Dial).
 	Address string
 	// CAFile is the CA bundle that signed the registry's certificate.
 	CAFile string
@@ -60,9 +67,21 @@ type Options struct {
 
 // Dial connects to the registry. The connection is lazy: errors of the
 // network show up in calls, as Unavailable.
+//
+// With several addresses the connection keeps a subconnection to each
+// replica and sends every call to one that is connected (round robin): when
+// a replica dies, its subconnection fails at once (on loopback and most
+// networks the peer's socket closes) and the next call goes to another
+// replica without waiting for a reconnect. A call already in flight on the
+// dead replica fails with Unavailable and is retried on another (see
+// retryServiceConfig), so a lease renewal or a write fails over within a
+// second. Watches end with Unavailable; their owners resume them from their
+// last revision, which any replica can serve, since replicas stream the same
+// revisions.
 func Dial(o Options) (registryv1.RegistryClient, *grpc.ClientConn, error) {
-	if o.Address == "" {
-		return nil, nil, fmt.Errorf("no registry address given")
+	addrs, err := SplitAddresses(o.Address)
+	if err != nil {
+		return nil, nil, err
 	}
 	caPEM, err := os.ReadFile(o.CAFile)
 	if err != nil {
@@ -87,7 +106,22 @@ func Dial(o Options) (registryv1.RegistryClient, *grpc.ClientConn, error) {
 		// agents would find it back only after their leases expired (seen
 		// in the dev fleet). A connection attempt is cheap; keep them close.
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: ReconnectBackoff, MinConnectTimeout: 5 * time.Second}),
+		grpc.WithDefaultServiceConfig(retryServiceConfig),
 	}, o.DialOptions...)
+	target := addrs[0]
+	if len(addrs) > 1 {
+		// A resolver of our own hands gRPC the fixed list; each address
+		// keeps its host as the name its certificate is checked against.
+		r := manual.NewBuilderWithScheme(fmt.Sprintf("fleetnet-registry-%d", dialSeq.Add(1)))
+		state := resolver.State{}
+		for _, a := range addrs {
+			host, _, _ := net.SplitHostPort(a)
+			state.Addresses = append(state.Addresses, resolver.Address{Addr: a, ServerName: host})
+		}
+		r.InitialState(state)
+		opts = append(opts, grpc.WithResolvers(r))
+		target = r.Scheme() + ":///registry"
+	}
 	switch {
 	case o.Token != "" && o.TokenFile != "":
 		return nil, nil, fmt.Errorf("a token and a token file are given; give one")
@@ -99,12 +133,65 @@ func Dial(o Options) (registryv1.RegistryClient, *grpc.ClientConn, error) {
 		}
 		opts = append(opts, grpc.WithPerRPCCredentials(tokenFile(o.TokenFile)))
 	}
-	conn, err := grpc.NewClient(o.Address, opts...)
+	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("registry %s: %w", o.Address, err)
 	}
 	return registryv1.NewRegistryClient(conn), conn, nil
 }
+
+// dialSeq makes each connection's resolver scheme unique: schemes are
+// registered per connection, and two connections must not share one.
+var dialSeq atomic.Int64
+
+// SplitAddresses reads Options.Address: one host:port or several,
+// comma-separated.
+func SplitAddresses(address string) ([]string, error) {
+	if strings.TrimSpace(address) == "" {
+		return nil, fmt.Errorf("no registry address given")
+	}
+	var out []string
+	for _, a := range strings.Split(address, ",") {
+		a = strings.TrimSpace(a)
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return nil, fmt.Errorf("registry address %q: %w", a, err)
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+// retryServiceConfig balances calls over every replica that is connected,
+// and retries a call that failed with Unavailable (its replica went away
+// mid-call, or the store was electing a leader) a few times within about a
+// second. The conditional deletes are left out: a retry of one that did
+// delete would answer "not deleted" and mislead its caller. Watches are
+// retried by gRPC only until their first message; after that their owner
+// resumes them.
+const retryServiceConfig = `{
+  "loadBalancingConfig": [{"round_robin": {}}],
+  "methodConfig": [{
+    "name": [
+      {"service": "fleetnet.registry.v1.Registry", "method": "RegisterCluster"},
+      {"service": "fleetnet.registry.v1.Registry", "method": "RenewLease"},
+      {"service": "fleetnet.registry.v1.Registry", "method": "DeregisterCluster"},
+      {"service": "fleetnet.registry.v1.Registry", "method": "PutExport"},
+      {"service": "fleetnet.registry.v1.Registry", "method": "PutEndpoints"},
+      {"service": "fleetnet.registry.v1.Registry", "method": "Watch"},
+      {"service": "fleetnet.registry.v1.Registry", "method": "ListClusters"},
+      {"service": "fleetnet.registry.v1.Registry", "method": "ListExports"},
+      {"service": "fleetnet.registry.v1.Registry", "method": "ListImports"},
+      {"service": "fleetnet.registry.v1.Registry", "method": "EvictCluster"}
+    ],
+    "retryPolicy": {
+      "maxAttempts": 4,
+      "initialBackoff": "0.1s",
+      "maxBackoff": "0.5s",
+      "backoffMultiplier": 2,
+      "retryableStatusCodes": ["UNAVAILABLE"]
+    }
+  }]
+}`
 
 // tokenFile is a bearer token read from a file at each call.
 type tokenFile string

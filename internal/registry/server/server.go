@@ -97,13 +97,16 @@ func New(s store.Store, cfg Config) *Registry {
 }
 
 // Run keeps the view in step with the store until ctx ends: it loads the
-// store, then applies every change and publishes the resulting events. On a
-// compaction or a broken watch it loads again.
+// store, then applies every change and publishes the resulting events. A
+// broken store watch (an etcd member lost, a leader election) is resumed
+// from the view's revision, so the registry's own watchers see nothing of
+// it; only a compaction past the view's revision, or a change the view
+// cannot apply, loads the view again (and sends watchers a snapshot).
 func (r *Registry) Run(ctx context.Context) error {
 	go r.collectGarbage(ctx)
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		err := r.follow(ctx)
+		err := r.follow(ctx, func() { backoff = 100 * time.Millisecond })
 		if ctx.Err() != nil {
 			break
 		}
@@ -123,7 +126,13 @@ func (r *Registry) Stop() {
 	r.stopOnce.Do(func() { close(r.shutdown) })
 }
 
-func (r *Registry) follow(ctx context.Context) error {
+// errReload ends follow: the view must be loaded again.
+var errReload = errors.New("the view must be loaded again")
+
+// follow loads the view, then follows the store's watch, resuming it from
+// the view's revision whenever it breaks for a reason other than
+// compaction. progressed is called whenever the view advanced.
+func (r *Registry) follow(ctx context.Context, progressed func()) error {
 	kvs, rev, err := r.store.List(ctx, "")
 	if err != nil {
 		return fmt.Errorf("loading the store: %w", err)
@@ -138,7 +147,32 @@ func (r *Registry) follow(ctx context.Context) error {
 	r.cond.Broadcast()
 	r.mu.Unlock()
 	r.log.Info("registry view loaded", "revision", rev, "records", len(kvs))
+	progressed()
 
+	backoff := 50 * time.Millisecond
+	for {
+		err := r.watchFrom(ctx, v.Revision(), func() {
+			backoff = 50 * time.Millisecond
+			progressed()
+		})
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, store.ErrCompacted) || errors.Is(err, errReload) {
+			return err
+		}
+		r.log.Warn("store watch broke; resuming it from the view's revision", "revision", v.Revision(), "err", err, "retryIn", backoff)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// watchFrom applies the store's changes after rev until the watch ends.
+func (r *Registry) watchFrom(ctx context.Context, rev int64, progressed func()) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	for resp := range r.store.Watch(ctx, "", rev) {
@@ -153,8 +187,9 @@ func (r *Registry) follow(ctx context.Context) error {
 		r.cond.Broadcast()
 		r.mu.Unlock()
 		if err != nil {
-			return fmt.Errorf("applying store events: %w", err)
+			return fmt.Errorf("applying store events: %w: %w", err, errReload)
 		}
+		progressed()
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
