@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetnet/fleetnet/internal/discovery/kubesource"
 	"github.com/fleetnet/fleetnet/internal/discovery/memory"
 	"github.com/fleetnet/fleetnet/internal/discovery/server"
 	"github.com/fleetnet/fleetnet/internal/discovery/store"
@@ -25,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Options are fleetnet-discovery's flags.
@@ -35,6 +37,14 @@ type Options struct {
 	LeaseTTL          time.Duration
 	RegistrationGrace time.Duration
 	Routers           []string
+
+	// Kubeconfig and Context select the cluster of the kubernetes source;
+	// an empty Kubeconfig means in-cluster, then $KUBECONFIG.
+	Kubeconfig     string
+	Context        string
+	SliceSelection string
+	RoutersService string
+	ClusterName    string
 
 	History          int
 	WatchBuffer      int
@@ -56,6 +66,11 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.LeaseTTL, "lease-ttl", 30*time.Second, "memory: how long a registration lives without a renewal, unless it names its own ttlSeconds")
 	fs.DurationVar(&o.RegistrationGrace, "registration-grace", 30*time.Second, "memory: after a start, how long readiness (and watches) wait for a first registration before serving an empty set; keep it at least --lease-ttl so that registrants are back")
 	fs.StringSliceVar(&o.Routers, "routers", nil, "memory: the router replicas, each INSTANCE=ADDRESS:PORT[?cluster=C&region=R&zone=Z&port-name=N&protocol=P] (port name default http, protocol TCP)")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubernetes: kubeconfig of the cluster whose imported EndpointSlices are served; empty means in-cluster, then $KUBECONFIG")
+	fs.StringVar(&o.Context, "context", "", "kubernetes: kubeconfig context; empty means its current context")
+	fs.StringVar(&o.SliceSelection, "slice-selection", string(kubesource.SelectionMCS), "kubernetes: which EndpointSlices are imported ones: mcs (labels multicluster.kubernetes.io/service-name and /source-cluster) or karmada (Karmada's derived slices)")
+	fs.StringVar(&o.RoutersService, "routers-service", "", "kubernetes: NAMESPACE/NAME of the Service whose EndpointSlices are the router replicas; empty serves none")
+	fs.StringVar(&o.ClusterName, "cluster-name", "", "kubernetes: the name of the cluster read, given to the router replicas")
 	fs.IntVar(&o.History, "history", store.DefaultHistory, "how many changes, at least, are kept for watches to resume from; an older revision gets a fresh snapshot")
 	fs.IntVar(&o.WatchBuffer, "watch-buffer", store.DefaultBuffer, "how many changes a watcher may lag behind before it is disconnected (it then resumes from its last revision)")
 	fs.DurationVar(&o.BookmarkInterval, "watch-bookmark-interval", 30*time.Second, "how long a watch stays silent before it gets a bookmark (a keepalive carrying the revision)")
@@ -94,6 +109,7 @@ func (o *Options) Validate() error {
 	if len(o.Routers) > 0 && o.PoolSource != "memory" {
 		errs = append(errs, fmt.Errorf("--routers: a static list is for --pool-source=memory; %q finds router replicas itself", o.PoolSource))
 	}
+	errs = append(errs, o.validateKubernetes()...)
 	if o.History < 1 {
 		errs = append(errs, fmt.Errorf("--history=%d: must be at least 1", o.History))
 	}
@@ -113,6 +129,52 @@ func (o *Options) Validate() error {
 		errs = append(errs, errors.New("no authentication: set --tokens-file, --client-ca-file or both"))
 	}
 	return errors.Join(errs...)
+}
+
+// validateKubernetes checks the kubernetes source's flags, which other
+// sources refuse so that a mistyped --pool-source is not silently ignored.
+func (o *Options) validateKubernetes() []error {
+	var errs []error
+	if o.PoolSource != "kubernetes" {
+		for _, f := range []struct{ flag, value, def string }{
+			{"--kubeconfig", o.Kubeconfig, ""}, {"--context", o.Context, ""}, {"--routers-service", o.RoutersService, ""},
+			{"--cluster-name", o.ClusterName, ""}, {"--slice-selection", o.SliceSelection, string(kubesource.SelectionMCS)},
+		} {
+			if f.value != f.def {
+				errs = append(errs, fmt.Errorf("%s=%q: only for --pool-source=kubernetes", f.flag, f.value))
+			}
+		}
+		return errs
+	}
+	if !slices.Contains(kubesource.Selections, kubesource.Selection(o.SliceSelection)) {
+		errs = append(errs, fmt.Errorf("--slice-selection=%q: one of mcs, karmada", o.SliceSelection))
+	}
+	if o.RoutersService != "" {
+		if _, err := parseService(o.RoutersService); err != nil {
+			errs = append(errs, fmt.Errorf("--routers-service=%q: %w", o.RoutersService, err))
+		}
+	}
+	if o.ClusterName != "" {
+		if msgs := validation.IsDNS1123Label(o.ClusterName); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--cluster-name=%q: %s", o.ClusterName, msgs[0]))
+		}
+	}
+	return errs
+}
+
+// parseService parses NAMESPACE/NAME.
+func parseService(s string) (store.Key, error) {
+	ns, name, ok := strings.Cut(s, "/")
+	if !ok {
+		return store.Key{}, errors.New("want NAMESPACE/NAME")
+	}
+	if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+		return store.Key{}, fmt.Errorf("namespace %q: %s", ns, msgs[0])
+	}
+	if msgs := validation.IsDNS1035Label(name); len(msgs) > 0 {
+		return store.Key{}, fmt.Errorf("name %q: %s", name, msgs[0])
+	}
+	return store.Key{Namespace: ns, Name: name}, nil
 }
 
 // Run serves until ctx ends, then shuts down: watches are ended (clients

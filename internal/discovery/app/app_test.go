@@ -37,7 +37,16 @@ func TestValidate(t *testing.T) {
 		want string
 	}{
 		{"the defaults with tokens", func(*app.Options) {}, ""},
-		{"unknown pool source", func(o *app.Options) { o.PoolSource = "etcd" }, `--pool-source="etcd": unknown; one of memory`},
+		{"unknown pool source", func(o *app.Options) { o.PoolSource = "etcd" }, `--pool-source="etcd": unknown; one of kubernetes, memory`},
+		{"kubernetes with karmada slices", func(o *app.Options) {
+			o.PoolSource, o.SliceSelection, o.RoutersService, o.ClusterName = "kubernetes", "karmada", "routing/router", "hub"
+		}, ""},
+		{"unknown slice selection", func(o *app.Options) { o.PoolSource, o.SliceSelection = "kubernetes", "istio" }, `--slice-selection="istio": one of mcs, karmada`},
+		{"routers service without namespace", func(o *app.Options) { o.PoolSource, o.RoutersService = "kubernetes", "router" }, `--routers-service="router": want NAMESPACE/NAME`},
+		{"routers service with a bad name", func(o *app.Options) { o.PoolSource, o.RoutersService = "kubernetes", "routing/Router" }, `--routers-service="routing/Router": name "Router"`},
+		{"bad cluster name", func(o *app.Options) { o.PoolSource, o.ClusterName = "kubernetes", "Hub_1" }, `--cluster-name="Hub_1"`},
+		{"kubeconfig for the memory source", func(o *app.Options) { o.Kubeconfig = "kc" }, `--kubeconfig="kc": only for --pool-source=kubernetes`},
+		{"static routers for kubernetes", func(o *app.Options) { o.PoolSource, o.Routers = "kubernetes", []string{"r0=10.0.0.1:80"} }, `--routers: a static list is for --pool-source=memory`},
 		{"no authentication", func(o *app.Options) { o.TokensFile = "" }, "no authentication: set --tokens-file, --client-ca-file or both"},
 		{"client CA without TLS", func(o *app.Options) { o.ClientCAFile = "ca.crt" }, `--client-ca-file="ca.crt": client certificates need TLS`},
 		{"a certificate without its key", func(o *app.Options) { o.TLSCertFile = "d.crt" }, `--tls-cert-file="d.crt" and --tls-key-file="": give both or neither`},

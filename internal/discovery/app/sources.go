@@ -11,11 +11,13 @@ import (
 	"strings"
 
 	discoveryv1 "github.com/fleetnet/fleetnet/api/discovery/v1"
+	"github.com/fleetnet/fleetnet/internal/discovery/kubesource"
 	"github.com/fleetnet/fleetnet/internal/discovery/memory"
 	"github.com/fleetnet/fleetnet/internal/discovery/server"
 	"github.com/fleetnet/fleetnet/internal/discovery/store"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
 )
 
 // Source is a pool source (--pool-source): it puts pools into the store,
@@ -24,7 +26,7 @@ import (
 // source that also implements server.Registrar takes registrations; the
 // others answer them 501.
 //
-// To add one (kubernetes, registry): write it in its own package under
+// To add one: write it in its own package under
 // internal/discovery, add its constructor to sources below and its flags
 // to Options (validated in Validate, naming the flag).
 type Source interface {
@@ -58,9 +60,29 @@ var sources = map[string]func(SourceEnv) (Source, error){
 			Routers: env.Routers, Registerer: env.Registerer,
 		}), nil
 	},
+	"kubernetes": func(env SourceEnv) (Source, error) {
+		o := env.Options
+		cfg, err := kubesource.RESTConfig(o.Kubeconfig, o.Context)
+		if err != nil {
+			return nil, fmt.Errorf("--kubeconfig=%q --context=%q: %w", o.Kubeconfig, o.Context, err)
+		}
+		kc, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, fmt.Errorf("creating the Kubernetes client: %w", err)
+		}
+		var routers store.Key
+		if o.RoutersService != "" {
+			routers, _ = parseService(o.RoutersService)
+		}
+		return kubesource.New(kubesource.Config{
+			Client: kc, Store: env.Store, Selection: kubesource.Selection(o.SliceSelection),
+			RoutersService: routers, Cluster: o.ClusterName, Log: env.Log, Registerer: env.Registerer,
+		})
+	},
 }
 
 var (
+	_ Source           = (*kubesource.Source)(nil)
 	_ Source           = (*memory.Memory)(nil)
 	_ server.Registrar = (*memory.Memory)(nil)
 )
