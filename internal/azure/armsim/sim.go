@@ -68,6 +68,11 @@ type Options struct {
 	// PageSize is the most resources a list page holds; 0 puts every
 	// resource in one page.
 	PageSize int
+	// DeployReads is, for Front Door resources (see frontdoor.go), how
+	// many reads after provisioning succeeded a deploymentStatus stays
+	// NotStarted, then as many InProgress, before Succeeded: Front Door
+	// deploys to its edge long after ARM provisioned. 0 deploys at once.
+	DeployReads int
 }
 
 // Kind is what the simulation knows of one resource type.
@@ -111,6 +116,12 @@ type Sim struct {
 
 	network *fake.ServerFactory
 
+	// deployReads counts, per Front Door resource key, the reads since
+	// its provisioning succeeded (see Options.DeployReads).
+	deployReads map[string]int
+	// failDeploy are Front Door resource keys whose deployment ends Failed.
+	failDeploy map[string]bool
+
 	dispatchMu sync.Mutex
 	current    string // the path being dispatched, under dispatchMu
 }
@@ -133,8 +144,9 @@ type operation struct {
 // balancers and public IP addresses registered and mounted.
 func New(opts Options) *Sim {
 	s := &Sim{opts: opts, kinds: map[string]*Kind{}, resources: map[string]*record{}, ops: map[string]*operation{},
-		held: map[string]bool{}, mounts: map[string]policy.Transporter{}}
+		held: map[string]bool{}, mounts: map[string]policy.Transporter{}, deployReads: map[string]int{}, failDeploy: map[string]bool{}}
 	s.registerNetwork()
+	s.registerFrontDoor()
 	return s
 }
 
@@ -383,6 +395,20 @@ func (s *Sim) finish(id ID, op *operation) {
 func (s *Sim) Put(ctx context.Context, id ID, body []byte) ([]byte, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.put(ctx, id, body, s.opts.Polls)
+}
+
+// PutSync is Put for a synchronous create (e.g. a Front Door rule set's
+// Create, which is not a long-running operation): it ends within the
+// request.
+func (s *Sim) PutSync(ctx context.Context, id ID, body []byte) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, _, err := s.put(ctx, id, body, 0)
+	return b, err
+}
+
+func (s *Sim) put(ctx context.Context, id ID, body []byte, polls int) ([]byte, bool, error) {
 	k := s.kinds[strings.ToLower(id.Type())]
 	if k == nil {
 		return nil, false, &Error{Status: http.StatusBadRequest, Code: "InvalidResourceType",
@@ -412,7 +438,7 @@ func (s *Sim) Put(ctx context.Context, id ID, body []byte) ([]byte, bool, error)
 		return nil, false, err
 	}
 	s.resources[id.Key()] = &record{id: id, body: stored}
-	op := &operation{polls: s.opts.Polls, state: "InProgress", api: apiName(ctx)}
+	op := &operation{polls: polls, state: "InProgress", api: apiName(ctx)}
 	if op.fail = s.operationFault(op.api, http.MethodPut, id); op.fail != nil {
 		op.polls = max(op.polls, 1) // ARM reports a failed operation through its status
 	}
@@ -492,6 +518,7 @@ func (s *Sim) ListJSON(parent ID, typ string) [][]byte {
 	slices.SortFunc(rs, func(a, b *record) int { return strings.Compare(a.id.Key(), b.id.Key()) })
 	out := make([][]byte, len(rs))
 	for i, r := range rs {
+		s.observed(r.id) // a list reads each resource as a GET does
 		out[i] = r.body
 	}
 	return out
