@@ -679,13 +679,17 @@ func (s *Sim) cdnServers() *cdnfake.ServerFactory {
 	return &cdnfake.ServerFactory{
 		ProfilesServer: cdnfake.ProfilesServer{
 			BeginCreate: func(ctx context.Context, _, _ string, v armcdn.Profile, _ *armcdn.ProfilesClientBeginCreateOptions) (azfake.PollerResponder[armcdn.ProfilesClientCreateResponse], azfake.ErrorResponder) {
-				return PutLRO(ctx, s, v, func(v armcdn.Profile) armcdn.ProfilesClientCreateResponse { return armcdn.ProfilesClientCreateResponse{Profile: v} })
+				return PutLRO(ctx, s, v, func(v armcdn.Profile) armcdn.ProfilesClientCreateResponse {
+					return armcdn.ProfilesClientCreateResponse{Profile: v}
+				})
 			},
 			BeginDelete: func(ctx context.Context, _, _ string, _ *armcdn.ProfilesClientBeginDeleteOptions) (azfake.PollerResponder[armcdn.ProfilesClientDeleteResponse], azfake.ErrorResponder) {
 				return DeleteLRO[armcdn.ProfilesClientDeleteResponse](ctx, s)
 			},
 			Get: func(_ context.Context, _, _ string, _ *armcdn.ProfilesClientGetOptions) (azfake.Responder[armcdn.ProfilesClientGetResponse], azfake.ErrorResponder) {
-				return GetResource(s, func(v armcdn.Profile) armcdn.ProfilesClientGetResponse { return armcdn.ProfilesClientGetResponse{Profile: v} })
+				return GetResource(s, func(v armcdn.Profile) armcdn.ProfilesClientGetResponse {
+					return armcdn.ProfilesClientGetResponse{Profile: v}
+				})
 			},
 			NewListByResourceGroupPager: func(_ string, _ *armcdn.ProfilesClientListByResourceGroupOptions) azfake.PagerResponder[armcdn.ProfilesClientListByResourceGroupResponse] {
 				return ListPager(s, func(v []*armcdn.Profile) armcdn.ProfilesClientListByResourceGroupResponse {
@@ -755,7 +759,9 @@ func (s *Sim) cdnServers() *cdnfake.ServerFactory {
 		},
 		RoutesServer: cdnfake.RoutesServer{
 			BeginCreate: func(ctx context.Context, _, _, _, _ string, v armcdn.Route, _ *armcdn.RoutesClientBeginCreateOptions) (azfake.PollerResponder[armcdn.RoutesClientCreateResponse], azfake.ErrorResponder) {
-				return PutLRO(ctx, s, v, func(v armcdn.Route) armcdn.RoutesClientCreateResponse { return armcdn.RoutesClientCreateResponse{Route: v} })
+				return PutLRO(ctx, s, v, func(v armcdn.Route) armcdn.RoutesClientCreateResponse {
+					return armcdn.RoutesClientCreateResponse{Route: v}
+				})
 			},
 			BeginDelete: func(ctx context.Context, _, _, _, _ string, _ *armcdn.RoutesClientBeginDeleteOptions) (azfake.PollerResponder[armcdn.RoutesClientDeleteResponse], azfake.ErrorResponder) {
 				return DeleteLRO[armcdn.RoutesClientDeleteResponse](ctx, s)
@@ -788,7 +794,9 @@ func (s *Sim) cdnServers() *cdnfake.ServerFactory {
 				return DeleteLRO[armcdn.RuleSetsClientDeleteResponse](ctx, s)
 			},
 			Get: func(_ context.Context, _, _, _ string, _ *armcdn.RuleSetsClientGetOptions) (azfake.Responder[armcdn.RuleSetsClientGetResponse], azfake.ErrorResponder) {
-				return GetResource(s, func(v armcdn.RuleSet) armcdn.RuleSetsClientGetResponse { return armcdn.RuleSetsClientGetResponse{RuleSet: v} })
+				return GetResource(s, func(v armcdn.RuleSet) armcdn.RuleSetsClientGetResponse {
+					return armcdn.RuleSetsClientGetResponse{RuleSet: v}
+				})
 			},
 			NewListByProfilePager: func(_, _ string, _ *armcdn.RuleSetsClientListByProfileOptions) azfake.PagerResponder[armcdn.RuleSetsClientListByProfileResponse] {
 				return ListPager(s, func(v []*armcdn.RuleSet) armcdn.RuleSetsClientListByProfileResponse {
