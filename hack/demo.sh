@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The fleetnet demo (`make demo`): a local fleet of three clusters, a Service
 # served by real HTTP pods in two of them, exported, imported and called;
-# then a conflict, a cluster failure, and the global entry point (a Gateway
+# then connections by name (clusterset.local DNS and kube-proxy on each
+# cluster's node), a conflict, a cluster failure, and the global entry point (a Gateway
 # served by fleetnet-edge, a 90/10 split, a BackendTrafficPolicy, failover,
 # and a MultiClusterLoadBalancer with a drained cluster). Every step is shown as kubectl shows
 # it. The fleet keeps running afterwards; `bin/fleetnetctl dev down` stops it.
@@ -106,7 +107,7 @@ if [[ -f "$DIR/state.json" ]]; then
 	"$FLEETNETCTL" dev down --dir "$DIR"
 fi
 
-step "1. A local fleet: hub, east and west (etcd, API servers, kwok nodes, registry, one agent each)"
+step "1. A local fleet: hub, east and west (etcd, API servers, kwok nodes, registry, one agent each; a node per cluster with kube-proxy and fleetnet-dns)"
 show "$FLEETNETCTL" dev up --dir "$DIR" --clusters hub,east,west
 show "$KUBECTL" config get-contexts
 
@@ -130,13 +131,38 @@ show "$KUBECTL" --context hub get serviceimport "$SVC" -n "$NS" -o wide
 show "$KUBECTL" --context hub get serviceimport "$SVC" -n "$NS" -o jsonpath='{range .status.clusters[*]}{.cluster}{"\n"}{end}'
 show "$KUBECTL" --context hub get endpointslices -n "$NS" -l "multicluster.kubernetes.io/service-name=$SVC" -L multicluster.kubernetes.io/source-cluster
 
-step "4. Real HTTP answers, fetched through the endpoints imported into hub"
-mapfile -t addresses < <("$KUBECTL" --context hub get endpointslices -n "$NS" -l "multicluster.kubernetes.io/service-name=$SVC" \
-	-o jsonpath='{range .items[*]}{range .endpoints[*]}{.addresses[0]}{"\n"}{end}{end}')
-port=$("$KUBECTL" --context hub get endpointslices -n "$NS" -l "multicluster.kubernetes.io/service-name=$SVC" -o jsonpath='{.items[0].ports[0].port}')
-for addr in "${addresses[@]}"; do
-	show curl -sS --max-time 5 "http://$addr:$port/"
-done
+step "4. By name: a client pod in hub calls echo.$NS.svc.clusterset.local (fleetnet-dns, then kube-proxy on hub's node)"
+show "$FLEETNETCTL" dev serve --dir "$DIR" --client --cluster hub --namespace "$NS" --name client
+CLIENT=hub/$NS/client-0
+NAME=$SVC.$NS.svc.clusterset.local
+show "$KUBECTL" --context hub get serviceimport "$SVC" -n "$NS" -o jsonpath='{.spec.type} {.spec.ips}{"\n"}'
+show "$FLEETNETCTL" dev exec --dir "$DIR" "$CLIENT" -- getent hosts "$NAME"
+echo "   50 requests to http://$NAME/, by the cluster that answered:"
+by_name() { # N: N requests by name from the client pod, counted by cluster
+	for _ in $(seq "$1"); do "$FLEETNETCTL" dev exec --dir "$DIR" "$CLIENT" -- curl -s --max-time 5 "http://$NAME/"; done |
+		grep -o 'cluster=[a-z]*' | sort | uniq -c
+}
+by_name 50
+echo "   West withdraws its export:"
+since=$(now_ms)
+show "$KUBECTL" --context west delete serviceexport "$SVC" -n "$NS"
+wait_for 30 "west gone from hub's import and slices" eval 'imports_from hub east && no_slices_from hub west'
+T_WITHDRAW=$(($(now_ms) - since))
+echo "   50 requests by name after the withdrawal:"
+by_name 50
+export_echo west
+wait_for 30 "west back in hub's import" eval 'imports_from hub east west && slices_from hub west'
+echo "   A headless Service, db, served by 2 pods in east and exported: its name resolves to the pods"
+show "$FLEETNETCTL" dev serve --dir "$DIR" --cluster east --namespace "$NS" --name db --replicas 2 --headless
+show "$KUBECTL" --context east apply -f - <<EOF
+apiVersion: multicluster.x-k8s.io/v1beta1
+kind: ServiceExport
+metadata: {name: db, namespace: $NS}
+EOF
+resolves_db() { [[ $("$FLEETNETCTL" dev exec --dir "$DIR" "$CLIENT" -- getent ahostsv4 "db.$NS.svc.clusterset.local" | awk '{print $1}' | sort -u | wc -l) == 2 ]]; }
+wait_for 30 "db.$NS.svc.clusterset.local resolves to both pods in hub" resolves_db
+show "$KUBECTL" --context hub get serviceimport db -n "$NS"
+"$FLEETNETCTL" dev exec --dir "$DIR" "$CLIENT" -- getent ahostsv4 "db.$NS.svc.clusterset.local" | awk '{print "   " $1}' | sort -u
 
 step "5. A conflict: hub exports its own echo, whose port is named 'web' instead of 'http'"
 show "$FLEETNETCTL" dev serve --dir "$DIR" --cluster hub --namespace "$NS" --name "$SVC" --replicas 1 --port-name web
@@ -276,6 +302,7 @@ lease=$(sed -n 's/.*"leaseTTL": *\([0-9]*\).*/\1/p' "$DIR/state.json")
 step "Convergence, as measured by this run"
 row() { printf '  %-58s %9s\n' "$1" "$2"; }
 row "ServiceExports applied -> imported slices of both in hub" "$T_EXPORT ms"
+row "west's export deleted -> gone from hub's import and slices" "$T_WITHDRAW ms"
 row "west's agent stopped -> west gone from hub's import" "$T_LEAVE ms"
 row "  (the registry's lease TTL bounds this; a lease renewed" ""
 row "   up to TTL/3 before the stop expires sooner: TTL is)" "$((lease / 1000000)) ms"

@@ -11,6 +11,10 @@ const (
 	FieldManagerInstaller = "fleetnet-installer"
 )
 
+// ClustersetZone is KEP-1645's DNS zone of the clusterset's services:
+// <service>.<namespace>.svc.clusterset.local.
+const ClustersetZone = "clusterset.local"
+
 // Identities in the fleet's client certificates: the certificate's common
 // name is the identity's name, and its organization says what it is.
 const (

@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -32,7 +33,7 @@ each a process of its own with its log in the fleet's folder.`,
 	}
 	cmd.PersistentFlags().StringVar(&dir, "dir", defaultDevDir, "the fleet's folder: state, certificates, kubeconfigs and logs")
 	cmd.AddCommand(newDevUpCommand(&dir), newDevDownCommand(&dir), newDevStatusCommand(&dir), newDevLogsCommand(&dir),
-		newDevStopCommand(&dir), newDevServeCommand(&dir), newDevEchoCommand())
+		newDevStopCommand(&dir), newDevServeCommand(&dir), newDevExecCommand(&dir), newDevEchoCommand(), newDevAPIServerProxyCommand())
 	return cmd
 }
 
@@ -50,6 +51,10 @@ func newDevUpCommand(dir *string) *cobra.Command {
 				return err
 			}
 			o.Dir, o.Tools, o.Fleetnet, o.Detach, o.Progress = *dir, tools, fleetnetBinDir(tools), true, cmd.ErrOrStderr()
+			if !cmd.Flags().Changed("nodes") {
+				// As root, a fleet gets its data plane unless asked not to.
+				o.Nodes = dev.NodeRequirements() == nil
+			}
 			// A fleet that exists keeps its shape unless asked otherwise.
 			if s, err := dev.Load(*dir); err == nil {
 				if !cmd.Flags().Changed("clusters") && !cmd.Flags().Changed("dual-stack") {
@@ -76,6 +81,7 @@ func newDevUpCommand(dir *string) *cobra.Command {
 	cmd.Flags().StringSliceVar(&o.DualStack, "dual-stack", nil, "clusters that get an IPv6 service CIDR and pod range as well (their Pods get an address of each family)")
 	cmd.Flags().IntVar(&o.BasePort, "base-port", 17400, "first loopback port of the fleet; it uses 10 + 10 per cluster from there")
 	cmd.Flags().DurationVar(&o.LeaseTTL, "lease-ttl", 10*time.Second, "the registry's lease TTL: how soon a cluster whose agent stopped leaves the imports")
+	cmd.Flags().BoolVar(&o.Nodes, "nodes", false, "give every cluster a node: kube-proxy (nftables) and fleetnet-dns in a network namespace, so that pods reach Services and ClusterSetIPs by name (needs root; the default when run as root)")
 	return cmd
 }
 
@@ -104,6 +110,14 @@ func printUsage(w io.Writer, s *dev.State) {
 		dirFlag = " --dir " + s.Dir
 	}
 	fmt.Fprintf(w, "\nServe real HTTP pods (as root):  fleetnetctl dev serve%s --cluster %s --namespace demo --name echo --replicas 2\n", dirFlag, s.Clusters[len(s.Clusters)-1].Name)
+	if s.Nodes {
+		hub := s.Clusters[0]
+		fmt.Fprintf(w, "Connect by name from a pod:      fleetnetctl dev serve%s --client --cluster %s --namespace demo --name client\n", dirFlag, hub.Name)
+		fmt.Fprintf(w, "                                 fleetnetctl dev exec%s %s/demo/client-0 -- curl -s http://echo.demo.svc.clusterset.local/\n", dirFlag, hub.Name)
+		for _, c := range s.Clusters {
+			fmt.Fprintf(w, "  %-8s node %s, fleetnet-dns %s\n", c.Name, c.NodeAddress(), c.DNSAddress())
+		}
+	}
 	fmt.Fprintf(w, "Status, logs, stop:              fleetnetctl dev status%s | dev logs %s/agent | dev down\n", dirFlag, s.Clusters[0].Name)
 }
 
@@ -256,9 +270,13 @@ the Service (no selector) and an EndpointSlice with the pods' addresses. The ech
 answers with its cluster, pod name and address. The pod range 10.244.0.0/16 is
 routed to the bridge, so nothing sent to it leaves the machine. Running it again
 with other --replicas scales the workload; --replicas 0 removes its pods.`,
-		Example: "  fleetnetctl dev serve --cluster east --namespace demo --name echo --replicas 3",
-		Args:    cobra.NoArgs,
+		Example: `  fleetnetctl dev serve --cluster east --namespace demo --name echo --replicas 3
+  fleetnetctl dev serve --cluster hub --namespace demo --name client --client`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.Client && o.Headless {
+				return fmt.Errorf("--client and --headless: a client pod has no Service")
+			}
 			exe, err := os.Executable()
 			if err != nil {
 				return err
@@ -275,7 +293,55 @@ with other --replicas scales the workload; --replicas 0 removes its pods.`,
 	cmd.Flags().StringVar(&o.PortName, "port-name", "http", "name of the Service's port")
 	cmd.Flags().Int32Var(&port, "port", 80, "the Service's port")
 	cmd.Flags().Int32Var(&targetPort, "target-port", 8080, "the port the echo pods listen on")
+	cmd.Flags().BoolVar(&o.Client, "client", false, "start pods that serve nothing, to run clients in with `dev exec` (no Service is applied)")
+	cmd.Flags().BoolVar(&o.Headless, "headless", false, "apply the Service with clusterIP None (its import resolves to the pods' addresses)")
 	_ = cmd.MarkFlagRequired("cluster")
+	return cmd
+}
+
+func newDevExecCommand(dir *string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "exec CLUSTER/NAMESPACE/POD -- COMMAND [ARG...]",
+		Short: "Run a command inside a dev pod's network namespace, resolving names with its cluster's fleetnet-dns (needs root)",
+		Example: `  fleetnetctl dev exec hub/demo/client-0 -- curl -s http://echo.demo.svc.clusterset.local/
+  fleetnetctl dev exec hub/demo/client-0 -- getent hosts echo.demo.svc.clusterset.local`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() != 1 {
+				return fmt.Errorf("want CLUSTER/NAMESPACE/POD -- COMMAND [ARG...]")
+			}
+			c, err := dev.ExecCommand(cmd.Context(), *dir, args[0], args[1:])
+			if err != nil {
+				return err
+			}
+			c.Stdin, c.Stdout, c.Stderr = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
+			if err := c.Run(); err != nil {
+				var exit *exec.ExitError
+				if errors.As(err, &exit) {
+					// The command's own failure: its exit code, no message of ours.
+					return ExitError{Code: exit.ExitCode()}
+				}
+				return err
+			}
+			return nil
+		},
+	}
+}
+
+func newDevAPIServerProxyCommand() *cobra.Command {
+	var ns, listen, to string
+	cmd := &cobra.Command{
+		Use:    "apiserver-proxy",
+		Short:  "Forward a port of a node's loopback to the host's API server (run by `dev up` for each node)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return dev.RunAPIServerProxy(cmd.Context(), ns, listen, to)
+		},
+	}
+	cmd.Flags().StringVar(&ns, "netns", "", "the node's network namespace")
+	cmd.Flags().StringVar(&listen, "listen", "", "address to listen on inside the namespace")
+	cmd.Flags().StringVar(&to, "to", "", "address to forward to, from the host")
 	return cmd
 }
 
@@ -295,3 +361,9 @@ func newDevEchoCommand() *cobra.Command {
 	cmd.Flags().StringVar(&pod, "pod", "", "the pod's name")
 	return cmd
 }
+
+// ExitError ends fleetnetctl with Code and no message of its own: the
+// command that `dev exec` ran has said what went wrong.
+type ExitError struct{ Code int }
+
+func (e ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }

@@ -42,11 +42,6 @@ func Down(dir string, progress io.Writer) error {
 			left[key] = pod
 		}
 	}
-	if len(s.Pods) > 0 {
-		if err := removeBridge(); err != nil {
-			errs = append(errs, err)
-		}
-	}
 	components := s.Components()
 	slices.Reverse(components)
 	for _, c := range components {
@@ -54,6 +49,18 @@ func Down(dir string, progress io.Writer) error {
 			fmt.Fprintf(progress, "stopping %s\n", c)
 		}
 		stopProcess(s.Processes[c], syscall.SIGTERM, 10*time.Second)
+	}
+	if s.Nodes {
+		for _, c := range s.Clusters {
+			if err := removeNodeNetwork(c); err != nil {
+				errs = append(errs, fmt.Errorf("node of %s: %w", c.Name, err))
+			}
+		}
+	}
+	if len(s.Pods) > 0 || s.Nodes {
+		if err := removeBridge(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		// Keep the state of what is left, so that another `down` can finish

@@ -19,6 +19,7 @@ import (
 
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/controlplane"
+	"github.com/fleetnet/fleetnet/internal/netns"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -58,8 +59,13 @@ type ServeOptions struct {
 	// EchoCommand runs the echo server; the pod's flags are appended (see
 	// EchoFlags). The command line uses `fleetnetctl dev echo`.
 	EchoCommand []string
-	Detach      bool
-	Progress    io.Writer
+	// Client pods serve nothing: they are namespaces to run commands in
+	// (`dev exec`), and no Service is applied for them.
+	Client bool
+	// Headless applies the Service with clusterIP None.
+	Headless bool
+	Detach   bool
+	Progress io.Writer
 }
 
 // ServeRequirements says why `dev serve` cannot run here, or nil.
@@ -110,7 +116,7 @@ func Serve(ctx context.Context, o ServeOptions) error {
 		if pod.Cluster != o.Cluster || pod.Namespace != o.Namespace || pod.Service != o.Name {
 			continue
 		}
-		if want[pod.Name] && pod.Process.Alive() {
+		if want[pod.Name] && pod.Alive() && pod.Client == o.Client {
 			continue
 		}
 		stopProcess(pod.Process, syscall.SIGTERM, 5*time.Second)
@@ -129,13 +135,13 @@ func Serve(ctx context.Context, o ServeOptions) error {
 		if err != nil {
 			return err
 		}
-		pod := PodState{Cluster: o.Cluster, Namespace: o.Namespace, Service: o.Name, Name: name, Address: addr.String()}
+		pod := PodState{Cluster: o.Cluster, Namespace: o.Namespace, Service: o.Name, Name: name, Address: addr.String(), Client: o.Client}
 		h := fnv.New32a()
 		h.Write([]byte(key))
 		pod.NetNS = fmt.Sprintf("fleetnet-%08x", h.Sum32())
 		pod.HostVeth = fmt.Sprintf("fnh%08x", h.Sum32())
 		fmt.Fprintf(o.Progress, "starting pod %s at %s\n", key, pod.Address)
-		if err := startPod(&pod, s, o); err != nil {
+		if err := startPod(&pod, s, cluster, o); err != nil {
 			_ = removePodNetwork(pod)
 			return fmt.Errorf("pod %s: %w", key, err)
 		}
@@ -146,6 +152,9 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	}
 	if err := s.save(); err != nil {
 		return err
+	}
+	if o.Client {
+		return nil
 	}
 	var addrs []string
 	for _, pod := range s.Pods {
@@ -230,7 +239,7 @@ func removeBridge() error {
 	return ipAll([]string{"link", "del", BridgeName})
 }
 
-func startPod(pod *PodState, s *State, o ServeOptions) error {
+func startPod(pod *PodState, s *State, c ClusterState, o ServeOptions) error {
 	peer := "fnp" + strings.TrimPrefix(pod.HostVeth, "fnh")
 	ns := pod.NetNS
 	err := ipAll(
@@ -243,8 +252,19 @@ func startPod(pod *PodState, s *State, o ServeOptions) error {
 		[]string{"-n", ns, "link", "set", "lo", "up"},
 		[]string{"link", "set", pod.HostVeth, "master", BridgeName, "up"},
 	)
+	if err == nil && s.Nodes {
+		// Service addresses (ClusterSetIPs included) are the node's to
+		// translate; the fleet's pods are on the bridge itself.
+		err = ipAll([]string{"-n", ns, "route", "add", "default", "via", c.NodeAddress().String()})
+		if err == nil {
+			err = writeResolvConf(ns, c, pod.Namespace)
+		}
+	}
 	if err != nil {
 		return err
+	}
+	if o.Client {
+		return nil
 	}
 	if len(o.EchoCommand) == 0 {
 		return errors.New("no echo command given")
@@ -272,10 +292,29 @@ func removePodNetwork(pod PodState) error {
 	if exec.Command("ip", "link", "show", pod.HostVeth).Run() == nil {
 		errs = append(errs, ipAll([]string{"link", "del", pod.HostVeth}))
 	}
-	if _, err := os.Stat(filepath.Join("/run/netns", pod.NetNS)); err == nil {
+	if _, err := os.Stat(filepath.Join(netns.Dir, pod.NetNS)); err == nil {
 		errs = append(errs, ipAll([]string{"netns", "del", pod.NetNS}))
 	}
+	if err := os.RemoveAll(filepath.Join(netnsEtc, pod.NetNS)); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// netnsEtc holds per-namespace files that `ip netns exec` mounts over
+// /etc: the pods' resolv.conf.
+const netnsEtc = "/etc/netns"
+
+// writeResolvConf makes the pod resolve names with its cluster's
+// fleetnet-dns, searching its namespace first as a Kubernetes pod does.
+func writeResolvConf(ns string, c ClusterState, namespace string) error {
+	dir := filepath.Join(netnsEtc, ns)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	conf := fmt.Sprintf("# fleetnet dev pod of cluster %s: its node's fleetnet-dns\nnameserver %s\nsearch %s.svc.%s svc.%s\noptions ndots:5\n",
+		c.Name, c.NodeAddress(), namespace, keys.ClustersetZone, keys.ClustersetZone)
+	return os.WriteFile(filepath.Join(dir, "resolv.conf"), []byte(conf), 0o644)
 }
 
 func ipAll(cmds ...[]string) error {
@@ -319,8 +358,12 @@ func applyWorkload(ctx context.Context, s *State, o ServeOptions, addrs []string
 		return fmt.Errorf("creating namespace %s: %w", o.Namespace, err)
 	}
 	apply := metav1.ApplyOptions{FieldManager: keys.FieldManagerDev, Force: true}
-	svc := corev1ac.Service(o.Name, o.Namespace).WithSpec(corev1ac.ServiceSpec().WithPorts(
-		corev1ac.ServicePort().WithName(o.PortName).WithProtocol(corev1.ProtocolTCP).WithPort(o.Port).WithTargetPort(intstr.FromInt32(o.TargetPort))))
+	spec := corev1ac.ServiceSpec().WithPorts(
+		corev1ac.ServicePort().WithName(o.PortName).WithProtocol(corev1.ProtocolTCP).WithPort(o.Port).WithTargetPort(intstr.FromInt32(o.TargetPort)))
+	if o.Headless {
+		spec.WithClusterIP(corev1.ClusterIPNone)
+	}
+	svc := corev1ac.Service(o.Name, o.Namespace).WithSpec(spec)
 	if _, err := cs.CoreV1().Services(o.Namespace).Apply(ctx, svc, apply); err != nil {
 		return fmt.Errorf("applying Service %s/%s: %w", o.Namespace, o.Name, err)
 	}
@@ -350,4 +393,38 @@ func (s *State) Clientset(cluster string) (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("kubeconfig of %s: %w", cluster, err)
 	}
 	return kubernetes.NewForConfig(cfg)
+}
+
+// ExecCommand returns the command that runs argv inside a pod's network
+// namespace, with the pod's resolv.conf; target is CLUSTER/NAMESPACE/POD.
+func ExecCommand(ctx context.Context, dir, target string, argv []string) (*exec.Cmd, error) {
+	if err := ServeRequirements(); err != nil {
+		return nil, err
+	}
+	if len(argv) == 0 {
+		return nil, errors.New("name a command after --")
+	}
+	s, err := Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	if strings.Count(target, "/") != 2 {
+		return nil, fmt.Errorf("pod %q: want CLUSTER/NAMESPACE/POD", target)
+	}
+	pod, ok := s.Pods[target]
+	if !ok {
+		var names []string
+		for k := range s.Pods {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		if len(names) == 0 {
+			return nil, fmt.Errorf("pod %q: the fleet has no pods; start one with `fleetnetctl dev serve --client`", target)
+		}
+		return nil, fmt.Errorf("pod %q: the fleet's pods are %s", target, strings.Join(names, ", "))
+	}
+	if !pod.Alive() {
+		return nil, fmt.Errorf("pod %s is not running; start it again with `fleetnetctl dev serve`", target)
+	}
+	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", pod.NetNS}, argv...)...), nil
 }

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/fleetnet/fleetnet/internal/netns"
 )
 
 // stateFile is the name of the state file in a fleet's folder.
@@ -31,6 +33,8 @@ type State struct {
 	Processes map[string]ProcessState `json:"processes"`
 	// Pods are the echo pods of `dev serve`, by "<cluster>/<namespace>/<pod>".
 	Pods map[string]PodState `json:"pods,omitempty"`
+	// Nodes is set when every cluster has a node (see node.go).
+	Nodes bool `json:"nodes,omitempty"`
 }
 
 // ClusterState is one cluster of the fleet.
@@ -55,14 +59,26 @@ type ProcessState struct {
 
 // PodState is an echo pod: its network namespace, address and server.
 type PodState struct {
-	Cluster   string       `json:"cluster"`
-	Namespace string       `json:"namespace"`
-	Service   string       `json:"service"`
-	Name      string       `json:"name"`
-	NetNS     string       `json:"netns"`
-	HostVeth  string       `json:"hostVeth"`
-	Address   string       `json:"address"`
-	Process   ProcessState `json:"process"`
+	Cluster   string `json:"cluster"`
+	Namespace string `json:"namespace"`
+	Service   string `json:"service"`
+	Name      string `json:"name"`
+	NetNS     string `json:"netns"`
+	HostVeth  string `json:"hostVeth"`
+	Address   string `json:"address"`
+	// Client pods run no server: they are a namespace to run commands in
+	// (`dev exec`).
+	Client  bool         `json:"client,omitempty"`
+	Process ProcessState `json:"process"`
+}
+
+// Alive reports whether the pod runs: its server, or a client's namespace.
+func (p PodState) Alive() bool {
+	if p.Client {
+		_, err := os.Stat(filepath.Join(netns.Dir, p.NetNS))
+		return err == nil
+	}
+	return p.Process.Alive()
 }
 
 // Component names. Per-cluster components are "<cluster>/<part>".
@@ -92,7 +108,13 @@ func (s *State) Components() []string {
 	for _, c := range s.Clusters {
 		out = append(out, c.Name+"/"+PartAgent)
 	}
-	return append(out, ComponentGateway, ComponentEdge)
+	out = append(out, ComponentGateway, ComponentEdge)
+	if s.Nodes {
+		for _, c := range s.Clusters {
+			out = append(out, c.Name+"/"+PartAPIServerProxy, c.Name+"/"+PartKubeProxy, c.Name+"/"+PartDNS)
+		}
+	}
+	return out
 }
 
 // Ports of a fleet are fixed offsets from its base port, so that they stay

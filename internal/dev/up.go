@@ -55,6 +55,11 @@ type Options struct {
 	// Detach lets the processes outlive the caller (the command line). Tests
 	// leave it unset so that their processes die with them.
 	Detach bool
+	// Nodes gives every cluster a node: kube-proxy, fleetnet-dns and the
+	// pods' route, in a network namespace (root only; see node.go). A fleet
+	// without nodes has no Service data plane: pods reach each other by
+	// address only.
+	Nodes bool
 	// Progress receives one line per step; nil discards.
 	Progress io.Writer
 }
@@ -90,6 +95,11 @@ func (o *Options) validate() error {
 	}
 	if o.LeaseTTL < time.Second {
 		errs = append(errs, fmt.Errorf("--lease-ttl=%s: must be at least 1s", o.LeaseTTL))
+	}
+	if o.Nodes {
+		if err := NodeRequirements(); err != nil {
+			errs = append(errs, fmt.Errorf("--nodes: %w", err))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -129,11 +139,16 @@ func Up(ctx context.Context, o Options) (*State, error) {
 		if err := s.sameShape(o); err != nil {
 			return nil, err
 		}
+		// Nodes may be added to a running fleet; they are not taken away.
+		s.Nodes = s.Nodes || o.Nodes
 	}
 	u := &upper{s: s, o: o}
 	if err := u.run(ctx, fresh); err != nil {
 		u.undo()
 		if fresh {
+			for _, c := range s.Clusters {
+				_ = removeNodeNetwork(c)
+			}
 			os.RemoveAll(dir)
 		} else {
 			_ = s.save()
@@ -144,7 +159,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 }
 
 func newState(dir string, o Options) *State {
-	s := &State{Dir: dir, BasePort: o.BasePort, LeaseTTL: o.LeaseTTL, Processes: map[string]ProcessState{}, Pods: map[string]PodState{}}
+	s := &State{Dir: dir, BasePort: o.BasePort, LeaseTTL: o.LeaseTTL, Processes: map[string]ProcessState{}, Pods: map[string]PodState{}, Nodes: o.Nodes}
 	for i, name := range o.Clusters {
 		dual := slices.Contains(o.DualStack, name)
 		cidrs := []string{fmt.Sprintf("10.%d.0.0/16", 96+i)}
@@ -287,7 +302,10 @@ func (u *upper) run(ctx context.Context, fresh bool) error {
 	if err := u.ensure(ComponentGateway, func() (*controlplane.Process, error) { return u.startGateway(ctx) }); err != nil {
 		return err
 	}
-	return u.ensure(ComponentEdge, u.startEdge)
+	if err := u.ensure(ComponentEdge, u.startEdge); err != nil {
+		return err
+	}
+	return u.nodes(ctx)
 }
 
 func (u *upper) startOptions() controlplane.StartOptions {
@@ -302,7 +320,14 @@ func (u *upper) checkBinaries() error {
 			errs = append(errs, err)
 		}
 	}
-	for _, name := range []string{AgentBinary, RegistryBinary, GatewayBinary, EdgeBinary} {
+	fleetnet := []string{AgentBinary, RegistryBinary, GatewayBinary, EdgeBinary}
+	if u.s.Nodes {
+		if _, err := u.o.Tools.Path(KubeProxyBinary); err != nil {
+			errs = append(errs, err)
+		}
+		fleetnet = append(fleetnet, CtlBinary, DNSBinary)
+	}
+	for _, name := range fleetnet {
 		if _, err := os.Stat(filepath.Join(u.o.Fleetnet, name)); err != nil {
 			errs = append(errs, fmt.Errorf("%s is missing: run `make build` in the fleetnet checkout", filepath.Join(u.o.Fleetnet, name)))
 		}

@@ -41,6 +41,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fleetnet/fleetnet/api/keys"
 	"log/slog"
 	"net"
 	"os"
@@ -102,7 +103,7 @@ type Options struct {
 // Defaults of the flags.
 const (
 	DefaultListen      = ":1053"
-	DefaultZone        = "clusterset.local"
+	DefaultZone        = keys.ClustersetZone
 	DefaultMetricsAddr = ":9153"
 	DefaultHealthAddr  = ":8080"
 	DefaultReadyAddr   = ":8181"

@@ -1,0 +1,312 @@
+package dev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fleetnet/fleetnet/internal/controlplane"
+	"github.com/fleetnet/fleetnet/internal/netns"
+)
+
+// A cluster's node is a network namespace on the bridge with the address
+// .254 of the cluster's pod range (echo pods take .128 to .253, kwok the low
+// ones). It holds what a real node runs for Service traffic and names:
+//
+//   - kube-proxy (nftables), so that pods reach the cluster's Service
+//     addresses, ClusterSetIPs included, through their node: pods' default
+//     route points at it. Backends of other clusters are on the same flat
+//     bridge and would answer the client directly, past the node's NAT; so
+//     the node masquerades all Service traffic (masqueradeAll) and replies
+//     come back through it.
+//   - fleetnet-dns on port 53 of the node's address: pods' resolv.conf names
+//     it.
+//   - the API server proxy: the API servers listen on the host's loopback,
+//     which a namespace cannot reach. The proxy is a process on the host
+//     that listens on the node's own loopback, at the API server's port, and
+//     forwards to the host's: the cluster's kubeconfig works unchanged
+//     inside the node.
+const (
+	nodeHost = 254
+	// DNSPort is where fleetnet-dns answers on a node's address.
+	DNSPort         = 53
+	kubeProxyHealth = 10256
+	dnsHealthPort   = 8080
+	dnsReadyPort    = 8181
+	dnsMetricsPort  = 9153
+)
+
+// Node parts of a cluster (components "<cluster>/<part>"), when the fleet
+// has nodes.
+const (
+	PartAPIServerProxy = "apiserver-proxy"
+	PartKubeProxy      = "kube-proxy"
+	PartDNS            = "dns"
+)
+
+// Binaries the nodes need besides the control plane's.
+const (
+	CtlBinary       = "fleetnetctl"
+	DNSBinary       = "fleetnet-dns"
+	KubeProxyBinary = "kube-proxy"
+)
+
+// NodeRequirements says why the fleet cannot have nodes here, or nil.
+func NodeRequirements() error {
+	if os.Geteuid() != 0 {
+		return errors.New("nodes (kube-proxy, fleetnet-dns and the pods' routes) live in network namespaces, which needs root: run as root (sudo), or without nodes")
+	}
+	var missing []string
+	for _, cmd := range []struct{ name, pkg string }{{"ip", "iproute2"}, {"nft", "nftables"}, {"sysctl", "procps"}} {
+		if _, err := exec.LookPath(cmd.name); err != nil {
+			missing = append(missing, fmt.Sprintf("`%s` (apt-get install %s)", cmd.name, cmd.pkg))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("nodes need %s", strings.Join(missing, " and "))
+	}
+	return nil
+}
+
+// NodeAddress is the address of a cluster's node on the bridge; pods route
+// through it and resolve names with it.
+func (c ClusterState) NodeAddress() netip.Addr {
+	prefix, err := netip.ParsePrefix(c.PodCIDRs[0])
+	if err != nil {
+		panic(fmt.Sprintf("cluster %s: pod range %q: %v", c.Name, c.PodCIDRs[0], err))
+	}
+	b := prefix.Addr().As4()
+	return netip.AddrFrom4([4]byte{b[0], b[1], b[2], nodeHost})
+}
+
+// NodeNetNS is the name of the node's network namespace.
+func (c ClusterState) NodeNetNS() string { return "fleetnet-node-" + c.Name }
+
+// nodeVeth is the host end of the node's veth; interface names have at most
+// 15 bytes, cluster names up to 63.
+func (c ClusterState) nodeVeth() string {
+	h := fnv.New32a()
+	h.Write([]byte(c.Name))
+	return fmt.Sprintf("fnn%08x", h.Sum32())
+}
+
+// DNSAddress is where the cluster's fleetnet-dns answers.
+func (c ClusterState) DNSAddress() string {
+	return net.JoinHostPort(c.NodeAddress().String(), fmt.Sprint(DNSPort))
+}
+
+// nodes starts every cluster's node, in parallel.
+func (u *upper) nodes(ctx context.Context) error {
+	if !u.s.Nodes {
+		return nil
+	}
+	if err := ensureBridge(); err != nil {
+		return err
+	}
+	errs := make([]error, len(u.s.Clusters))
+	var wg sync.WaitGroup
+	for i, c := range u.s.Clusters {
+		wg.Go(func() { errs[i] = u.node(ctx, c) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (u *upper) node(ctx context.Context, c ClusterState) error {
+	if err := ensureNodeNetwork(c); err != nil {
+		return fmt.Errorf("node of %s: %w", c.Name, err)
+	}
+	s := u.s
+	apiPort := s.clusterPort(c, offsetAPIServer)
+	if err := u.ensure(c.Name+"/"+PartAPIServerProxy, func() (*controlplane.Process, error) {
+		addr := fmt.Sprintf("127.0.0.1:%d", apiPort)
+		args := []string{"dev", "apiserver-proxy", "--netns=" + c.NodeNetNS(), "--listen=" + addr, "--to=" + addr}
+		return controlplane.Start(c.Name+"/"+PartAPIServerProxy, filepath.Join(u.o.Fleetnet, CtlBinary), args,
+			filepath.Join(s.Dir, c.Name, "apiserver-proxy.log"), u.startOptions())
+	}); err != nil {
+		return err
+	}
+	node := c.NodeAddress().String()
+	if err := u.ensure(c.Name+"/"+PartKubeProxy, func() (*controlplane.Process, error) {
+		bin, err := u.o.Tools.Path(KubeProxyBinary)
+		if err != nil {
+			return nil, err
+		}
+		config := filepath.Join(s.Dir, c.Name, "kube-proxy.yaml")
+		if err := os.WriteFile(config, []byte(kubeProxyConfig(s, c)), 0o644); err != nil {
+			return nil, err
+		}
+		p, err := controlplane.Start(c.Name+"/"+PartKubeProxy, "ip", []string{"netns", "exec", c.NodeNetNS(), bin, "--config=" + config},
+			filepath.Join(s.Dir, c.Name, "kube-proxy.log"), u.startOptions())
+		if err != nil {
+			return nil, err
+		}
+		// /healthz answers 200 once the first rules are written.
+		url := fmt.Sprintf("http://%s:%d/healthz", node, kubeProxyHealth)
+		if err := waitReady(ctx, p, url); err != nil {
+			p.Kill()
+			return nil, err
+		}
+		return p, nil
+	}); err != nil {
+		return err
+	}
+	return u.ensure(c.Name+"/"+PartDNS, func() (*controlplane.Process, error) {
+		args := []string{"netns", "exec", c.NodeNetNS(), filepath.Join(u.o.Fleetnet, DNSBinary),
+			"--kubeconfig=" + s.KubeconfigPath(c.Name),
+			"--listen=" + c.DNSAddress(),
+			fmt.Sprintf("--health-addr=%s:%d", node, dnsHealthPort),
+			fmt.Sprintf("--ready-addr=%s:%d", node, dnsReadyPort),
+			fmt.Sprintf("--metrics-addr=%s:%d", node, dnsMetricsPort),
+		}
+		p, err := controlplane.Start(c.Name+"/"+PartDNS, "ip", args, filepath.Join(s.Dir, c.Name, "dns.log"), u.startOptions())
+		if err != nil {
+			return nil, err
+		}
+		if err := waitReady(ctx, p, fmt.Sprintf("http://%s:%d/ready", node, dnsReadyPort)); err != nil {
+			p.Kill()
+			return nil, err
+		}
+		return p, nil
+	})
+}
+
+// kubeProxyConfig is the node's KubeProxyConfiguration. The conntrack
+// settings are zero because a network namespace may not change the host's
+// conntrack table size and timeouts.
+func kubeProxyConfig(s *State, c ClusterState) string {
+	return fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: nftables
+clientConnection:
+  kubeconfig: %q
+hostnameOverride: %q
+bindAddress: %q
+clusterCIDR: %q
+nftables:
+  masqueradeAll: true
+healthzBindAddress: "%s:%d"
+metricsBindAddress: "127.0.0.1:10249"
+nodePortAddresses: ["%s/32"]
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+`, s.KubeconfigPath(c.Name), "kwok-"+c.Name, c.NodeAddress(), strings.Join(c.PodCIDRs, ","),
+		c.NodeAddress(), kubeProxyHealth, c.NodeAddress())
+}
+
+// ensureNodeNetwork creates the node's namespace and its veth on the bridge,
+// unless they exist.
+func ensureNodeNetwork(c ClusterState) error {
+	ns := c.NodeNetNS()
+	if _, err := os.Stat(filepath.Join(netns.Dir, ns)); err == nil {
+		return nil
+	}
+	host := c.nodeVeth()
+	peer := "fnm" + strings.TrimPrefix(host, "fnn")
+	err := ipAll(
+		[]string{"netns", "add", ns},
+		[]string{"link", "add", host, "type", "veth", "peer", "name", peer},
+		[]string{"link", "set", peer, "netns", ns},
+		[]string{"-n", ns, "link", "set", peer, "name", "eth0"},
+		[]string{"-n", ns, "addr", "add", fmt.Sprintf("%s/%d", c.NodeAddress(), podPrefixLen), "dev", "eth0"},
+		[]string{"-n", ns, "link", "set", "eth0", "up"},
+		[]string{"-n", ns, "link", "set", "lo", "up"},
+		[]string{"link", "set", host, "master", BridgeName, "up"},
+	)
+	if err == nil {
+		// The node forwards pods' Service traffic back out of the interface
+		// it came in on; redirects would tell pods to skip it.
+		err = sysctlIn(ns, "net.ipv4.ip_forward=1", "net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf.eth0.send_redirects=0")
+	}
+	if err != nil {
+		_ = removeNodeNetwork(c)
+		return err
+	}
+	return nil
+}
+
+func sysctlIn(ns string, settings ...string) error {
+	args := append([]string{"netns", "exec", ns, "sysctl", "-q", "-w"}, settings...)
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("sysctl %s in %s: %w: %s", strings.Join(settings, " "), ns, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// removeNodeNetwork deletes the node's namespace and veth; what is already
+// gone is not an error. Deleting the namespace deletes kube-proxy's rules
+// with it.
+func removeNodeNetwork(c ClusterState) error {
+	var errs []error
+	if exec.Command("ip", "link", "show", c.nodeVeth()).Run() == nil {
+		errs = append(errs, ipAll([]string{"link", "del", c.nodeVeth()}))
+	}
+	if _, err := os.Stat(filepath.Join(netns.Dir, c.NodeNetNS())); err == nil {
+		errs = append(errs, ipAll([]string{"netns", "del", c.NodeNetNS()}))
+	}
+	return errors.Join(errs...)
+}
+
+func waitReady(ctx context.Context, p *controlplane.Process, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	return p.WaitFor(ctx, url, func(ctx context.Context) error { return httpOK(ctx, url) })
+}
+
+// RunAPIServerProxy listens on listen inside the named network namespace
+// and forwards every connection to the address to, dialled from the
+// namespace this process runs in, until ctx ends.
+func RunAPIServerProxy(ctx context.Context, ns, listen, to string) error {
+	l, err := netns.Listen(ns, "tcp", listen)
+	if err != nil {
+		return err
+	}
+	go func() {
+		<-ctx.Done()
+		l.Close()
+	}()
+	var d net.Dialer
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("accepting on %s in %s: %w", listen, ns, err)
+		}
+		go func() {
+			defer conn.Close()
+			up, err := d.DialContext(ctx, "tcp", to)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "dialling %s: %v\n", to, err)
+				return
+			}
+			defer up.Close()
+			done := make(chan struct{}, 2)
+			pipe := func(dst, src net.Conn) {
+				_, _ = io.Copy(dst, src)
+				if tc, ok := dst.(*net.TCPConn); ok {
+					_ = tc.CloseWrite()
+				}
+				done <- struct{}{}
+			}
+			go pipe(up, conn)
+			go pipe(conn, up)
+			<-done
+			<-done
+		}()
+	}
+}
