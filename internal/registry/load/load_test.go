@@ -78,7 +78,6 @@ func startRegistry(t *testing.T) (string, string, *pki.KeyPair) {
 	return lis.Addr().String(), filepath.Join(dir, "ca.crt"), ca
 }
 
-
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
 	var out []int
