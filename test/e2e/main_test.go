@@ -63,6 +63,8 @@ func run(m *testing.M) (int, error) {
 	devOptions = dev.Options{
 		Dir: fleetDir, Clusters: []string{"hub", "east", "west"}, DualStack: []string{"hub", "east"}, LeaseTTL: leaseTTL,
 		Tools: tools, Fleetnet: fleetnet,
+		// Each cluster's node: kube-proxy and fleetnet-dns (root).
+		Nodes: true,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
