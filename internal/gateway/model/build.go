@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/frontdoor/annotations"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -222,6 +223,10 @@ func (b *builder) buildGateways() []GatewayStatus {
 		case class.Spec.ParametersRef != nil:
 			accepted = cond(typ, false, string(gwv1.GatewayReasonInvalidParameters),
 				fmt.Sprintf("GatewayClass %s is not accepted", class.Name), gen)
+		case azureAnnotationsInvalid(gw) != nil:
+			// fleetnet.dev/azure-* annotations are parsed strictly: a
+			// mistake there must not fall back to defaults silently.
+			accepted = cond(typ, false, string(gwv1.GatewayReasonInvalidParameters), azureAnnotationsInvalid(gw).Error(), gen)
 		case len(gw.Spec.Addresses) > 0:
 			// The entry point's addresses are the data plane's; a Gateway
 			// cannot ask for others.
@@ -427,7 +432,8 @@ func (b *builder) assemble() Model {
 		if !gs.accepted {
 			continue
 		}
-		g := Gateway{Namespace: gs.gw.Namespace, Name: gs.gw.Name, Generation: gs.gw.Generation, Listeners: []Listener{}}
+		g := Gateway{Namespace: gs.gw.Namespace, Name: gs.gw.Name, Generation: gs.gw.Generation, Listeners: []Listener{},
+			Class: string(gs.gw.Spec.GatewayClassName), UID: string(gs.gw.UID), Annotations: annotations.Only(gs.gw.Annotations)}
 		for _, ls := range gs.listeners {
 			if !ls.valid() {
 				continue
@@ -510,4 +516,18 @@ func virtualHostRoutes(h string, vhosts map[string][]entry) []Route {
 		out = append(out, r.e.route)
 	}
 	return out
+}
+
+// azureAnnotationsInvalid is the error of gw's fleetnet.dev/azure-*
+// annotations, nil when they parse (or there are none). The tier is the
+// annotation's, or Premium here: the model does not know which tier a
+// GatewayClass selects, so the Front Door provider checks that
+// combination again with the class's tier.
+func azureAnnotationsInvalid(gw *gwv1.Gateway) error {
+	ann := annotations.Only(gw.Annotations)
+	if ann == nil {
+		return nil
+	}
+	_, err := annotations.Parse(ann, annotations.SKUPremium)
+	return err
 }

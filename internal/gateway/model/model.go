@@ -71,6 +71,16 @@ type Gateway struct {
 	Namespace  string `json:"namespace"`
 	Name       string `json:"name"`
 	Generation int64  `json:"generation"`
+	// Class is the Gateway's GatewayClass, which selects its provider. It
+	// is not in JSON: spec.gatewayClassName is in the spec, so a change
+	// of class changes Generation, which is.
+	Class string `json:"-"`
+	// UID is the Gateway's, for cloud providers' ownership tags.
+	UID string `json:"uid,omitempty"`
+	// Annotations are the Gateway's fleetnet.dev/azure-* annotations
+	// (keys.AzureAnnotationPrefix) but the controller's own, which tune a
+	// cloud provider; they change no Generation, so they are in JSON.
+	Annotations map[string]string `json:"annotations,omitempty"`
 	// Listeners are the accepted, resolved, unconflicted listeners, sorted
 	// by port then name; invalid ones are left out so that no provider
 	// configures a port the status says is broken.
