@@ -14,12 +14,19 @@ import (
 	"time"
 
 	discoveryv1 "github.com/fleetnet/fleetnet/api/discovery/v1"
+	"github.com/fleetnet/fleetnet/internal/controlplane"
 	"github.com/fleetnet/fleetnet/internal/discovery/app"
 	"github.com/fleetnet/fleetnet/internal/discovery/client"
 	"github.com/fleetnet/fleetnet/internal/discovery/discoverytest"
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/google/go-cmp/cmp"
+	"github.com/fleetnet/fleetnet/test/fleet"
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	k8sdiscoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
 // defaults returns the flags' defaults plus what a valid run needs.
@@ -258,5 +265,85 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("waited 10s for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestRunKubernetes: the process with --pool-source=kubernetes, a
+// kubeconfig and its context, as the dev fleet runs it on the hub: ready
+// once the caches synced, the imported pool served, registrations refused
+// (501), router replicas from --routers-service. Runs a real API server
+// (test/fleet): take the fleet lock on a small machine.
+func TestRunKubernetes(t *testing.T) {
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "hub"}}})
+	hub := f.Cluster(t, "hub")
+	kc := hub.Clientset(t)
+	for _, n := range []string{"demo", "routing"} {
+		if _, err := kc.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []*k8sdiscoveryv1.EndpointSlice{
+		{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "echo-east", Labels: map[string]string{
+				mcsv1beta1.LabelServiceName: "echo", mcsv1beta1.LabelSourceCluster: "east", corev1.LabelTopologyRegion: "eu-west-1",
+			}},
+			AddressType: k8sdiscoveryv1.AddressTypeIPv4,
+			Endpoints:   []k8sdiscoveryv1.Endpoint{{Addresses: []string{"10.244.1.5"}}},
+		},
+		{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: "routing", Name: "router-abcde", Labels: map[string]string{k8sdiscoveryv1.LabelServiceName: "router"}},
+			AddressType: k8sdiscoveryv1.AddressTypeIPv4,
+			Endpoints:   []k8sdiscoveryv1.Endpoint{{Addresses: []string{"10.244.0.7"}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: "router-0"}}},
+		},
+	} {
+		if _, err := kc.DiscoveryV1().EndpointSlices(s.Namespace).Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := controlplane.WriteKubeconfig(kubeconfig, map[string]*rest.Config{"hub": hub.Config, "other": {Host: "https://127.0.0.1:1"}}, "other"); err != nil {
+		t.Fatal(err)
+	}
+	tokens := filepath.Join(dir, "tokens.csv")
+	if err := os.WriteFile(tokens, []byte(discoverytest.ReadToken+",router,read\n"+discoverytest.RegisterToken+",servers,register\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := defaults()
+	o.Listen, o.MetricsAddr, o.HealthAddr = freeAddr(t), freeAddr(t), freeAddr(t)
+	o.TokensFile, o.PoolSource, o.Kubeconfig, o.Context = tokens, "kubernetes", kubeconfig, "hub"
+	o.RoutersService, o.ClusterName = "routing/router", "hub"
+	ctx, cancel := context.WithCancel(context.Background())
+	finished := make(chan error, 1)
+	go func() { finished <- app.Run(ctx, o, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-finished; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	waitFor(t, "/readyz", func() bool {
+		resp, err := http.Get("http://" + o.HealthAddr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	c, _ := client.New(client.Options{BaseURL: "http://" + o.Listen, Token: discoverytest.ReadToken})
+	p, err := c.GetPool(ctx, "demo", "echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Clusters) != 1 || p.Clusters[0].Region != "eu-west-1" || p.Clusters[0].Endpoints[0].InstanceID != "east/10.244.1.5" || !p.Clusters[0].Endpoints[0].Ready {
+		t.Errorf("pool demo/echo: %+v", p)
+	}
+	routers, err := c.Routers(ctx)
+	if err != nil || len(routers.Routers) != 1 || routers.Routers[0].InstanceID != "router-0" || routers.Routers[0].Cluster != "hub" {
+		t.Errorf("routers: %+v %v", routers, err)
+	}
+	registrar, _ := client.New(client.Options{BaseURL: "http://" + o.Listen, Token: discoverytest.RegisterToken})
+	if _, err := registrar.Register(ctx, discoverytest.Registration("demo", "echo", "east", "", "e1")); err == nil || !strings.Contains(err.Error(), "501") {
+		t.Errorf("registering with the kubernetes source: %v, want 501", err)
 	}
 }
