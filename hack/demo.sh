@@ -138,10 +138,13 @@ NAME=$SVC.$NS.svc.clusterset.local
 show "$KUBECTL" --context hub get serviceimport "$SVC" -n "$NS" -o jsonpath='{.spec.type} {.spec.ips}{"\n"}'
 show "$FLEETNETCTL" dev exec --dir "$DIR" "$CLIENT" -- getent hosts "$NAME"
 echo "   50 requests to http://$NAME/, by the cluster that answered:"
-by_name() { # N: N requests by name from the client pod, counted by cluster
-	for _ in $(seq "$1"); do "$FLEETNETCTL" dev exec --dir "$DIR" "$CLIENT" -- curl -s --max-time 5 "http://$NAME/"; done |
-		grep -o 'cluster=[a-z]*' | sort | uniq -c
+by_name() { # N: N requests by name from the client pod, counted by the cluster that answered
+	for _ in $(seq "$1"); do
+		"$FLEETNETCTL" dev exec --dir "$DIR" "$CLIENT" -- curl -s --max-time 5 "http://$NAME/" || echo "failed"
+	done | grep -o 'cluster=[a-z]*\|failed' | sort | uniq -c
 }
+answers_by_name() { "$FLEETNETCTL" dev exec --dir "$DIR" "$CLIENT" -- curl -s --max-time 2 "http://$NAME/" | grep -q cluster=; }
+wait_for 30 "hub's kube-proxy serves the ClusterSetIP" answers_by_name
 by_name 50
 echo "   West withdraws its export:"
 since=$(now_ms)
