@@ -84,6 +84,9 @@ type Config struct {
 	// at the end), for a harness that measures around phases or injects
 	// faults.
 	OnPhase func(phase string)
+	// OnWrite, when set, is called after each churn write with when it
+	// ended and its error: a fault test sees when writes resumed.
+	OnWrite func(at time.Time, err error)
 	// Log reports progress; nothing when nil.
 	Log *slog.Logger
 }
@@ -404,10 +407,13 @@ func (r *run) run(ctx context.Context) error {
 	if err := r.verify(ctx); err != nil {
 		return err
 	}
-	for _, w := range watchers {
+	for i, w := range watchers {
 		st := w.Stats()
 		rep.ExtraSnapshots += st.Snapshots - 1
 		rep.Resumes += st.Resumes
+		if st.Imports != c.Services {
+			return fmt.Errorf("watcher %d holds %d imports at the end, want %d", i, st.Imports, c.Services)
+		}
 	}
 	rep.add(Phase{Name: "verify", Took: time.Since(start), Ops: len(r.chunks)})
 
@@ -623,6 +629,9 @@ func (r *run) churn(ctx context.Context, watchers []*Watcher) error {
 			r.sent[seq].Store(begun.UnixNano())
 			_, err := r.sims[r.chunks[idx].cluster].rc.PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: chunk})
 			took := time.Since(begun)
+			if c.OnWrite != nil {
+				c.OnWrite(time.Now(), err)
+			}
 			if err == nil {
 				r.ackedMu.Lock()
 				r.acked[idx] = max(r.acked[idx], seq)
