@@ -605,12 +605,18 @@ func (x *EndpointConditions) GetTerminating() bool {
 }
 
 type Endpoint struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Addresses     []string               `protobuf:"bytes,1,rep,name=addresses,proto3" json:"addresses,omitempty"`
-	Hostname      string                 `protobuf:"bytes,2,opt,name=hostname,proto3" json:"hostname,omitempty"`
-	Zone          string                 `protobuf:"bytes,3,opt,name=zone,proto3" json:"zone,omitempty"`
-	Conditions    *EndpointConditions    `protobuf:"bytes,4,opt,name=conditions,proto3" json:"conditions,omitempty"`
-	NodeName      string                 `protobuf:"bytes,5,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Addresses  []string               `protobuf:"bytes,1,rep,name=addresses,proto3" json:"addresses,omitempty"`
+	Hostname   string                 `protobuf:"bytes,2,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	Zone       string                 `protobuf:"bytes,3,opt,name=zone,proto3" json:"zone,omitempty"`
+	Conditions *EndpointConditions    `protobuf:"bytes,4,opt,name=conditions,proto3" json:"conditions,omitempty"`
+	NodeName   string                 `protobuf:"bytes,5,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	// pod_name is the exporting Pod's name (the source EndpointSlice
+	// endpoint's targetRef, when it is a Pod of the Service's namespace), a
+	// stable instance identity for clients that read the registry, such as
+	// fleetnet-discovery; empty when the endpoint is no Pod. Importers do not
+	// write it into imported EndpointSlices: the Pod is not in their cluster.
+	PodName       string `protobuf:"bytes,6,opt,name=pod_name,json=podName,proto3" json:"pod_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -676,6 +682,13 @@ func (x *Endpoint) GetConditions() *EndpointConditions {
 func (x *Endpoint) GetNodeName() string {
 	if x != nil {
 		return x.NodeName
+	}
+	return ""
+}
+
+func (x *Endpoint) GetPodName() string {
+	if x != nil {
+		return x.PodName
 	}
 	return ""
 }
@@ -2550,7 +2563,7 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\x12EndpointConditions\x12\x14\n" +
 	"\x05ready\x18\x01 \x01(\bR\x05ready\x12\x18\n" +
 	"\aserving\x18\x02 \x01(\bR\aserving\x12 \n" +
-	"\vterminating\x18\x03 \x01(\bR\vterminating\"\xbf\x01\n" +
+	"\vterminating\x18\x03 \x01(\bR\vterminating\"\xda\x01\n" +
 	"\bEndpoint\x12\x1c\n" +
 	"\taddresses\x18\x01 \x03(\tR\taddresses\x12\x1a\n" +
 	"\bhostname\x18\x02 \x01(\tR\bhostname\x12\x12\n" +
@@ -2558,7 +2571,8 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\n" +
 	"conditions\x18\x04 \x01(\v2(.fleetnet.registry.v1.EndpointConditionsR\n" +
 	"conditions\x12\x1b\n" +
-	"\tnode_name\x18\x05 \x01(\tR\bnodeName\"u\n" +
+	"\tnode_name\x18\x05 \x01(\tR\bnodeName\x12\x19\n" +
+	"\bpod_name\x18\x06 \x01(\tR\apodName\"u\n" +
 	"\fEndpointPort\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bprotocol\x18\x02 \x01(\tR\bprotocol\x12\x12\n" +
