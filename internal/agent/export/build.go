@@ -122,9 +122,21 @@ func BuildExport(cluster string, se *mcsv1beta1.ServiceExport, svc *corev1.Servi
 	return e, nil
 }
 
+// podName is the name of the Pod an endpoint refers to, or "" when it
+// refers to something else (or to a Pod of another namespace, which the
+// Service's cluster may have but is not what the name identifies).
+func podName(namespace string, ref *corev1.ObjectReference) string {
+	if ref == nil || ref.Kind != "Pod" || (ref.APIVersion != "" && ref.APIVersion != "v1") || (ref.Namespace != "" && ref.Namespace != namespace) {
+		return ""
+	}
+	return ref.Name
+}
+
 // BuildChunks turns the EndpointSlices of an exported Service into one
 // chunk per slice, named after it, sorted by name. A nil serving condition
-// means serving, as the API documents; a nil ready means ready.
+// means serving, as the API documents; a nil ready means ready. An
+// endpoint that refers to a Pod carries the Pod's name (registry readers
+// take it as the instance id).
 func BuildChunks(cluster string, se *mcsv1beta1.ServiceExport, slices []discoveryv1.EndpointSlice) []*registryv1.EndpointChunk {
 	var out []*registryv1.EndpointChunk
 	for i := range slices {
@@ -152,6 +164,7 @@ func BuildChunks(cluster string, se *mcsv1beta1.ServiceExport, slices []discover
 				Hostname:  ptr.Deref(ep.Hostname, ""),
 				Zone:      ptr.Deref(ep.Zone, ""),
 				NodeName:  ptr.Deref(ep.NodeName, ""),
+				PodName:   podName(s.Namespace, ep.TargetRef),
 				Conditions: &registryv1.EndpointConditions{
 					Ready:       ready,
 					Serving:     ptr.Deref(ep.Conditions.Serving, true),

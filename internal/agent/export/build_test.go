@@ -85,12 +85,14 @@ func TestBuildExport(t *testing.T) {
 func TestBuildChunks(t *testing.T) {
 	slices := []discoveryv1.EndpointSlice{
 		{
-			ObjectMeta:  metav1.ObjectMeta{Name: "echo-b"},
+			ObjectMeta:  metav1.ObjectMeta{Namespace: "demo", Name: "echo-b"},
 			AddressType: discoveryv1.AddressTypeIPv4,
 			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080)}, {Name: ptr.To("all")}},
 			Endpoints: []discoveryv1.Endpoint{
-				{Addresses: []string{"10.244.0.1"}},
+				{Addresses: []string{"10.244.0.1"}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "demo", Name: "echo-7c9d-x2k4p"}},
 				{Addresses: []string{"10.244.0.2"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(false), Serving: ptr.To(true), Terminating: ptr.To(true)}, Zone: ptr.To("a")},
+				{Addresses: []string{"10.244.0.3"}, TargetRef: &corev1.ObjectReference{Kind: "Node", Name: "node-1"}},
+				{Addresses: []string{"10.244.0.4"}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Namespace: "other", Name: "echo-0"}},
 			},
 		},
 		{ObjectMeta: metav1.ObjectMeta{Name: "echo-a"}, AddressType: discoveryv1.AddressTypeIPv6},
@@ -111,6 +113,12 @@ func TestBuildChunks(t *testing.T) {
 	set := b.GetEndpoints()[1].GetConditions()
 	if set.GetReady() || !set.GetServing() || !set.GetTerminating() || b.GetEndpoints()[1].GetZone() != "a" {
 		t.Errorf("explicit conditions = %v", b.GetEndpoints()[1])
+	}
+	// The Pod's name travels with its endpoint; other references do not.
+	for i, want := range []string{"echo-7c9d-x2k4p", "", "", ""} {
+		if got := b.GetEndpoints()[i].GetPodName(); got != want {
+			t.Errorf("endpoint %v: pod name %q, want %q", b.GetEndpoints()[i].GetAddresses(), got, want)
+		}
 	}
 }
 

@@ -31,12 +31,14 @@ func TestSliceLabels(t *testing.T) {
 	}
 }
 
+// The exporter's node and Pod names (node_name, pod_name) never become an
+// imported endpoint's nodeName or targetRef: those are not in this cluster.
 func TestGroupsSplitByFamilyAndDropNodeReferences(t *testing.T) {
 	chunks := map[string]*registryv1.EndpointChunk{
 		"b": {AddressType: "IPv6", Ports: []*registryv1.EndpointPort{{Name: "http", Protocol: "TCP", Port: 8080}},
 			Endpoints: []*registryv1.Endpoint{{Addresses: []string{"fd00::1"}, NodeName: "node-1", Conditions: &registryv1.EndpointConditions{Ready: true}}}},
 		"a": {AddressType: "IPv4", Ports: []*registryv1.EndpointPort{{Name: "http", Protocol: "TCP", Port: 8080}},
-			Endpoints: []*registryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, Zone: "z1", Hostname: "web-0"}}},
+			Endpoints: []*registryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, Zone: "z1", Hostname: "web-0", PodName: "web-0"}}},
 		"c": {AddressType: "IPv4", Endpoints: []*registryv1.Endpoint{{Addresses: []string{"10.0.0.2"}}}},
 	}
 	dual := []corev1.IPFamily{corev1.IPv4Protocol, corev1.IPv6Protocol}
