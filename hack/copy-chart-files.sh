@@ -3,6 +3,7 @@
 # (`make generate` runs it; `make verify` fails when the copies drift):
 #   the agent's ClusterRole (config/rbac/role.yaml)       -> charts/fleetnet-agent/files/clusterrole.yaml
 #   the gateway's ClusterRole (config/rbac/gateway/role.yaml) -> charts/fleetnet-gateway/files/clusterrole.yaml
+#   fleetnet-dns's ClusterRole (config/rbac/dns/role.yaml)  -> charts/fleetnet-dns/files/clusterrole.yaml
 #   the member clusters' CRDs (config/crd/*.yaml)          -> charts/fleetnet-agent/crds/
 #   fleetnet's own gateway CRDs (config/crd/networking/)   -> charts/fleetnet-gateway/crds/
 # The charts read the roles' rules with .Files.Get, so a chart's RBAC is
@@ -30,8 +31,9 @@ copydir() {
 	done
 }
 
-mkdir -p charts/fleetnet-agent/files charts/fleetnet-gateway/files
+mkdir -p charts/fleetnet-agent/files charts/fleetnet-gateway/files charts/fleetnet-dns/files
 copy config/rbac/role.yaml charts/fleetnet-agent/files/clusterrole.yaml
 copy config/rbac/gateway/role.yaml charts/fleetnet-gateway/files/clusterrole.yaml
+copy config/rbac/dns/role.yaml charts/fleetnet-dns/files/clusterrole.yaml
 copydir config/crd charts/fleetnet-agent/crds
 copydir config/crd/networking charts/fleetnet-gateway/crds
