@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -58,12 +59,20 @@ func newDevUpCommand(dir *string) *cobra.Command {
 			// A fleet that exists keeps its shape unless asked otherwise.
 			if s, err := dev.Load(*dir); err == nil {
 				if !cmd.Flags().Changed("clusters") && !cmd.Flags().Changed("dual-stack") {
-					o.Clusters, o.DualStack = nil, nil
+					o.Clusters, o.DualStack, o.Regions = nil, nil, nil
 					for _, c := range s.Clusters {
 						o.Clusters = append(o.Clusters, c.Name)
 						if c.DualStack {
 							o.DualStack = append(o.DualStack, c.Name)
 						}
+					}
+				}
+			}
+			// The default regions name the default clusters only.
+			if !cmd.Flags().Changed("regions") {
+				for c := range o.Regions {
+					if !slices.Contains(o.Clusters, c) {
+						delete(o.Regions, c)
 					}
 				}
 			}
@@ -78,6 +87,7 @@ func newDevUpCommand(dir *string) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringSliceVar(&o.Clusters, "clusters", []string{"hub", "east", "west"}, "names (and cluster ids) of the clusters; a fleet that exists keeps its own")
+	cmd.Flags().StringToStringVar(&o.Regions, "regions", map[string]string{"hub": "eu-central", "east": "us-east", "west": "us-west"}, "CLUSTER=REGION for the agents' --region (imported slices carry it; discovery groups pools by it); clusters not named have none")
 	cmd.Flags().StringSliceVar(&o.DualStack, "dual-stack", nil, "clusters that get an IPv6 service CIDR and pod range as well (their Pods get an address of each family)")
 	cmd.Flags().IntVar(&o.BasePort, "base-port", 17400, "first loopback port of the fleet; it uses 10 + 10 per cluster from there")
 	cmd.Flags().DurationVar(&o.LeaseTTL, "lease-ttl", 10*time.Second, "the registry's lease TTL: how soon a cluster whose agent stopped leaves the imports")
@@ -109,6 +119,7 @@ func printUsage(w io.Writer, s *dev.State) {
 	if s.Dir != mustAbs(defaultDevDir) {
 		dirFlag = " --dir " + s.Dir
 	}
+	fmt.Fprintf(w, "\nfleetnet-discovery (the hub's imported pools), as the fleet's admin:\n  curl -s --cacert %s --cert %s --key %s %s/v1/pools\n", ao.CAFile, ao.CertFile, ao.KeyFile, s.DiscoveryURL())
 	fmt.Fprintf(w, "\nServe real HTTP pods (as root):  fleetnetctl dev serve%s --cluster %s --namespace demo --name echo --replicas 2\n", dirFlag, s.Clusters[len(s.Clusters)-1].Name)
 	if s.Nodes {
 		hub := s.Clusters[0]

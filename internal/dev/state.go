@@ -46,6 +46,9 @@ type ClusterState struct {
 	// PodCIDRs are the kwok node's pod ranges, IPv4 first; dual-stack
 	// clusters have an IPv6 one as well.
 	PodCIDRs []string `json:"podCIDRs"`
+	// Region is the agent's --region: imported slices carry it, and
+	// discovery groups pools by it.
+	Region string `json:"region,omitempty"`
 }
 
 // ProcessState identifies a started process. The start time (in clock ticks
@@ -88,6 +91,9 @@ const (
 	// ComponentGateway runs against the first cluster, the hub.
 	ComponentGateway = "gateway"
 	ComponentEdge    = "edge"
+	// ComponentDiscovery serves the hub's imported pools (kubernetes
+	// source).
+	ComponentDiscovery = "discovery"
 
 	PartAPIServer         = "kube-apiserver"
 	PartControllerManager = "kube-controller-manager"
@@ -108,7 +114,7 @@ func (s *State) Components() []string {
 	for _, c := range s.Clusters {
 		out = append(out, c.Name+"/"+PartAgent)
 	}
-	out = append(out, ComponentGateway, ComponentEdge)
+	out = append(out, ComponentGateway, ComponentEdge, ComponentDiscovery)
 	if s.Nodes {
 		for _, c := range s.Clusters {
 			out = append(out, c.Name+"/"+PartAPIServerProxy, c.Name+"/"+PartKubeProxy, c.Name+"/"+PartDNS)
@@ -135,6 +141,10 @@ const (
 	offsetKwok            = 1
 	offsetAgentMetrics    = 2
 	offsetAgentHealth     = 3
+	// fleetnet-discovery reads the hub, and takes ports of its range.
+	offsetDiscovery        = 4
+	offsetDiscoveryMetrics = 5
+	offsetDiscoveryHealth  = 6
 )
 
 // GatewayEdgesAddress is where fleetnet-gateway serves models to edges.
@@ -145,6 +155,12 @@ func (s *State) GatewayEdgesAddress() string {
 // EdgeMetricsAddress is where fleetnet-edge serves /metrics.
 func (s *State) EdgeMetricsAddress() string {
 	return fmt.Sprintf("127.0.0.1:%d", s.BasePort+offsetEdgeMetrics)
+}
+
+// DiscoveryURL is fleetnet-discovery's API (HTTPS on loopback; clients
+// present a certificate of the fleet CA, see AdminClientOptions).
+func (s *State) DiscoveryURL() string {
+	return fmt.Sprintf("https://127.0.0.1:%d", s.clusterPort(s.Clusters[0], offsetDiscovery))
 }
 
 // RegistryAddress is the registry's gRPC address.
@@ -182,6 +198,12 @@ func (s *State) ports() []portUse {
 			portUse{s.clusterPort(c, offsetAgentHealth), c.Name + "/" + PartAgent, "health"},
 		)
 	}
+	hub := s.Clusters[0]
+	out = append(out,
+		portUse{s.clusterPort(hub, offsetDiscovery), ComponentDiscovery, ""},
+		portUse{s.clusterPort(hub, offsetDiscoveryMetrics), ComponentDiscovery, "metrics"},
+		portUse{s.clusterPort(hub, offsetDiscoveryHealth), ComponentDiscovery, "health"},
+	)
 	return out
 }
 

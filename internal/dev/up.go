@@ -28,10 +28,11 @@ import (
 
 // Binary names of fleetnet's own programs (`make build`).
 const (
-	AgentBinary    = "fleetnet-agent"
-	RegistryBinary = "fleetnet-registry"
-	GatewayBinary  = "fleetnet-gateway"
-	EdgeBinary     = "fleetnet-edge"
+	AgentBinary     = "fleetnet-agent"
+	RegistryBinary  = "fleetnet-registry"
+	GatewayBinary   = "fleetnet-gateway"
+	EdgeBinary      = "fleetnet-edge"
+	DiscoveryBinary = "fleetnet-discovery"
 )
 
 // Options describe a fleet to bring up.
@@ -43,6 +44,9 @@ type Options struct {
 	// DualStack names the clusters that get an IPv6 service CIDR and pod
 	// range as well; kwok gives their Pods an address of each family.
 	DualStack []string
+	// Regions maps clusters to their agents' --region; clusters not named
+	// have none.
+	Regions map[string]string
 	// BasePort is the first of the fleet's loopback ports (see ports()).
 	BasePort int
 	// LeaseTTL is the registry's lease TTL; short, so that a stopped agent's
@@ -85,6 +89,14 @@ func (o *Options) validate() error {
 	for _, c := range o.DualStack {
 		if !seen[c] {
 			errs = append(errs, fmt.Errorf("--dual-stack: %q is not one of --clusters", c))
+		}
+	}
+	for c, r := range o.Regions {
+		if !seen[c] {
+			errs = append(errs, fmt.Errorf("--regions: %q is not one of --clusters", c))
+		}
+		if msgs := validation.IsValidLabelValue(r); r == "" || len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--regions: %s=%q: want a non-empty label value (%s)", c, r, strings.Join(msgs, "; ")))
 		}
 	}
 	if len(o.Clusters) > 50 {
@@ -170,7 +182,7 @@ func newState(dir string, o Options) *State {
 			pods = append(pods, netip.MustParsePrefix(fmt.Sprintf("fd00:10:244:%d::/64", i)).String())
 		}
 		s.Clusters = append(s.Clusters, ClusterState{
-			Name: name, Index: i, DualStack: dual, ServiceCIDRs: cidrs, PodCIDRs: pods,
+			Name: name, Index: i, DualStack: dual, ServiceCIDRs: cidrs, PodCIDRs: pods, Region: o.Regions[name],
 		})
 	}
 	return s
@@ -305,6 +317,9 @@ func (u *upper) run(ctx context.Context, fresh bool) error {
 	if err := u.ensure(ComponentEdge, u.startEdge); err != nil {
 		return err
 	}
+	if err := u.ensure(ComponentDiscovery, func() (*controlplane.Process, error) { return u.startDiscovery(ctx) }); err != nil {
+		return err
+	}
 	return u.nodes(ctx)
 }
 
@@ -320,7 +335,7 @@ func (u *upper) checkBinaries() error {
 			errs = append(errs, err)
 		}
 	}
-	fleetnet := []string{AgentBinary, RegistryBinary, GatewayBinary, EdgeBinary}
+	fleetnet := []string{AgentBinary, RegistryBinary, GatewayBinary, EdgeBinary, DiscoveryBinary}
 	if u.s.Nodes {
 		if _, err := u.o.Tools.Path(KubeProxyBinary); err != nil {
 			errs = append(errs, err)
@@ -501,6 +516,37 @@ func (u *upper) startEdge() (*controlplane.Process, error) {
 		filepath.Join(s.Dir, "edge", "edge.log"), u.startOptions())
 }
 
+// startDiscovery runs fleetnet-discovery with the kubernetes source on the
+// hub's imported EndpointSlices, HTTPS on loopback.
+func (u *upper) startDiscovery(ctx context.Context) (*controlplane.Process, error) {
+	s := u.s
+	hub := s.Clusters[0]
+	health := fmt.Sprintf("127.0.0.1:%d", s.clusterPort(hub, offsetDiscoveryHealth))
+	args := []string{
+		"--pool-source=kubernetes",
+		"--kubeconfig=" + s.KubeconfigPath(hub.Name),
+		"--cluster-name=" + hub.Name,
+		"--listen=" + strings.TrimPrefix(s.DiscoveryURL(), "https://"),
+		// mTLS with the fleet CA: the admin's and the clusters' certificates
+		// may read (the admin's may register, for the memory source).
+		"--tls-cert-file=" + filepath.Join(s.CertDir(), "discovery.crt"),
+		"--tls-key-file=" + filepath.Join(s.CertDir(), "discovery.key"),
+		"--client-ca-file=" + filepath.Join(s.CertDir(), "ca.crt"),
+		fmt.Sprintf("--metrics-addr=127.0.0.1:%d", s.clusterPort(hub, offsetDiscoveryMetrics)),
+		"--health-addr=" + health,
+	}
+	p, err := controlplane.Start(ComponentDiscovery, filepath.Join(u.o.Fleetnet, DiscoveryBinary), args,
+		filepath.Join(s.Dir, "discovery", "discovery.log"), u.startOptions())
+	if err != nil {
+		return nil, err
+	}
+	if err := waitReady(ctx, p, "http://"+health+"/readyz"); err != nil {
+		p.Kill()
+		return nil, err
+	}
+	return p, nil
+}
+
 func (u *upper) startAgent(c ClusterState) (*controlplane.Process, error) {
 	s := u.s
 	certs := s.CertDir()
@@ -517,6 +563,9 @@ func (u *upper) startAgent(c ClusterState) (*controlplane.Process, error) {
 		// One agent per cluster: nothing to elect, and a restarted agent
 		// need not wait for its predecessor's Lease to expire.
 		"--leader-elect=false",
+	}
+	if c.Region != "" {
+		args = append(args, "--region="+c.Region)
 	}
 	return controlplane.Start(c.Name+"/"+PartAgent, filepath.Join(u.o.Fleetnet, AgentBinary), args,
 		filepath.Join(s.Dir, c.Name, "agent.log"), u.startOptions())
@@ -606,6 +655,9 @@ func writeCerts(s *State) error {
 			return ca.ServingCert("fleetnet-gateway", []string{"127.0.0.1", "localhost"})
 		},
 		"edge": func() (*pki.KeyPair, error) { return ca.EdgeCert("edge-dev") },
+		"discovery": func() (*pki.KeyPair, error) {
+			return ca.ServingCert("fleetnet-discovery", []string{"127.0.0.1", "localhost"})
+		},
 	}
 	for _, c := range s.Clusters {
 		want[c.Name] = func() (*pki.KeyPair, error) { return ca.ClusterCert(c.Name) }
