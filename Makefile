@@ -125,6 +125,7 @@ generate: $(GEN_TOOLS) ## Regenerate CRDs, deepcopy, clientset, listers, informe
 	$(BIN)/controller-gen rbac:roleName=fleetnet-agent paths=./internal/agent/... output:rbac:artifacts:config=config/rbac
 	$(BIN)/controller-gen rbac:roleName=fleetnet-gateway paths=./internal/gateway/... output:rbac:artifacts:config=config/rbac/gateway
 	$(BIN)/controller-gen rbac:roleName=fleetnet-dns paths=./internal/dns/... output:rbac:artifacts:config=config/rbac/dns
+	$(BIN)/controller-gen rbac:roleName=fleetnet-discovery paths=./internal/discovery/... output:rbac:artifacts:config=config/rbac/discovery
 	go run ./hack/copy-mcs-crds config/crd
 	hack/copy-gateway-crds.sh config/crd/gateway-api
 	hack/copy-chart-files.sh

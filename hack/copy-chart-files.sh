@@ -4,6 +4,7 @@
 #   the agent's ClusterRole (config/rbac/role.yaml)       -> charts/fleetnet-agent/files/clusterrole.yaml
 #   the gateway's ClusterRole (config/rbac/gateway/role.yaml) -> charts/fleetnet-gateway/files/clusterrole.yaml
 #   fleetnet-dns's ClusterRole (config/rbac/dns/role.yaml)  -> charts/fleetnet-dns/files/clusterrole.yaml
+#   fleetnet-discovery's ClusterRole (config/rbac/discovery/role.yaml) -> charts/fleetnet-discovery/files/clusterrole.yaml
 #   the member clusters' CRDs (config/crd/*.yaml)          -> charts/fleetnet-agent/crds/
 #   fleetnet's own gateway CRDs (config/crd/networking/)   -> charts/fleetnet-gateway/crds/
 # The charts read the roles' rules with .Files.Get, so a chart's RBAC is
@@ -31,9 +32,10 @@ copydir() {
 	done
 }
 
-mkdir -p charts/fleetnet-agent/files charts/fleetnet-gateway/files charts/fleetnet-dns/files
+mkdir -p charts/fleetnet-agent/files charts/fleetnet-gateway/files charts/fleetnet-dns/files charts/fleetnet-discovery/files
 copy config/rbac/role.yaml charts/fleetnet-agent/files/clusterrole.yaml
 copy config/rbac/gateway/role.yaml charts/fleetnet-gateway/files/clusterrole.yaml
 copy config/rbac/dns/role.yaml charts/fleetnet-dns/files/clusterrole.yaml
+copy config/rbac/discovery/role.yaml charts/fleetnet-discovery/files/clusterrole.yaml
 copydir config/crd charts/fleetnet-agent/crds
 copydir config/crd/networking charts/fleetnet-gateway/crds
