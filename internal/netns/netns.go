@@ -8,6 +8,7 @@
 package netns
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -69,4 +70,22 @@ func in(name string, fn func() error) error {
 		done <- fnErr
 	}()
 	return <-done
+}
+
+// Dialer returns a dial function (for http.Transport.DialContext) whose
+// connections start inside the named network namespace.
+func Dialer(name string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var conn net.Conn
+		err := in(name, func() error {
+			var d net.Dialer
+			var err error
+			conn, err = d.DialContext(ctx, network, addr)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("dialling %s from network namespace %s: %w", addr, name, err)
+		}
+		return conn, nil
+	}
 }
