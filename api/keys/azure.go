@@ -68,17 +68,13 @@ const (
 	TagAzureGatewayUID = "fleetnet-gateway-uid"
 )
 
-// Private Link Service approval (on an exported Service of a member
-// cluster).
-const (
-	// AnnotationPLSApproval "auto" lets fleetnet approve Front Door's
-	// private endpoint connection on the Service's Private Link Service;
-	// anything else leaves approval to the PLS owner.
-	AnnotationPLSApproval = "fleetnet.dev/pls-approval"
-	// AnnotationPrivateLinkService is the resource id of the Private Link
-	// Service in front of an exported internal LoadBalancer Service.
-	AnnotationPrivateLinkService = "fleetnet.dev/private-link-service"
-)
+// TagAzurePLSApproval on a member cluster's Private Link Service, with
+// the value "auto", lets fleetnet-gateway approve Front Door's private
+// endpoint connection to it; without it the connection waits for the
+// PLS owner's approval. (A tag, not a fleetnet.dev/pls-approval
+// annotation: Azure tag names cannot hold '/', and the PLS owner, not
+// the Service's exporter, decides who may connect.)
+const TagAzurePLSApproval = "fleetnet-pls-approval"
 
 // Condition reasons of the Front Door provider, in Programmed messages and
 // Warning events.

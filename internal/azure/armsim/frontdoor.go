@@ -890,6 +890,11 @@ func (s *Sim) plsServer() netfake.PrivateLinkServicesServer {
 				return armnetwork.PrivateLinkServicesClientGetResponse{PrivateLinkService: v}
 			})
 		},
+		NewListPager: func(_ string, _ *armnetwork.PrivateLinkServicesClientListOptions) azfake.PagerResponder[armnetwork.PrivateLinkServicesClientListResponse] {
+			return ListPager(s, func(v []*armnetwork.PrivateLinkService) armnetwork.PrivateLinkServicesClientListResponse {
+				return armnetwork.PrivateLinkServicesClientListResponse{PrivateLinkServiceListResult: armnetwork.PrivateLinkServiceListResult{Value: v}}
+			})
+		},
 		UpdatePrivateEndpointConnection: func(_ context.Context, _, _, name string, c armnetwork.PrivateEndpointConnection, _ *armnetwork.PrivateLinkServicesClientUpdatePrivateEndpointConnectionOptions) (resp azfake.Responder[armnetwork.PrivateLinkServicesClientUpdatePrivateEndpointConnectionResponse], errResp azfake.ErrorResponder) {
 			connID := s.RequestID()
 			pls, _ := connID.Parent()

@@ -1,0 +1,236 @@
+package frontdoor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+)
+
+// ARMError is an ARM error response in one line: status, code and
+// message (azcore's ResponseError prints the whole response), what
+// Programmed messages and Warning events carry.
+type ARMError struct {
+	// Status is the HTTP status; 0 for an operation that ended Failed.
+	Status  int
+	Code    string
+	Message string
+	Err     *azcore.ResponseError
+}
+
+func (e *ARMError) Error() string {
+	if e.Status == 0 {
+		return fmt.Sprintf("the operation ended Failed: %s: %s", e.Code, e.Message)
+	}
+	return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message)
+}
+
+func (e *ARMError) Unwrap() error { return e.Err }
+
+// describe turns an *azcore.ResponseError into an *ARMError; other errors
+// stay.
+func describe(err error) error {
+	var re *azcore.ResponseError
+	if !errors.As(err, &re) {
+		return err
+	}
+	e := &ARMError{Status: re.StatusCode, Code: re.ErrorCode, Err: re}
+	if re.RawResponse != nil {
+		if body, rerr := runtime.Payload(re.RawResponse); rerr == nil {
+			var env struct {
+				Status string `json:"status"`
+				Error  struct {
+					Code    string `json:"code"`
+					Message string `json:"message"`
+				} `json:"error"`
+			}
+			if json.Unmarshal(body, &env) == nil {
+				e.Message = env.Error.Message
+				if e.Code == "" {
+					e.Code = env.Error.Code
+				}
+				if env.Status == "Failed" {
+					e.Status = 0
+				}
+			}
+		}
+	}
+	if e.Message == "" {
+		e.Message = http.StatusText(re.StatusCode)
+	}
+	if e.Status == http.StatusOK {
+		e.Status = 0
+	}
+	return e
+}
+
+func status(err error) int {
+	var re *azcore.ResponseError
+	if errors.As(err, &re) {
+		return re.StatusCode
+	}
+	return 0
+}
+
+func isNotFound(err error) bool { return status(err) == http.StatusNotFound }
+
+// transient errors are waited for: 409 (another operation on the
+// resource or one it depends on is in progress) and 429 (throttled,
+// once azcore's own retries honouring Retry-After are spent).
+func transient(err error) bool {
+	s := status(err)
+	return s == http.StatusConflict || s == http.StatusTooManyRequests
+}
+
+// meta is what every Front Door resource says of itself.
+type meta struct {
+	ID         string             `json:"id"`
+	Name       string             `json:"name"`
+	Location   string             `json:"location"`
+	Tags       map[string]*string `json:"tags"`
+	Properties struct {
+		ProvisioningState     string `json:"provisioningState"`
+		DeploymentStatus      string `json:"deploymentStatus"`
+		HostName              string `json:"hostName"`
+		DomainValidationState string `json:"domainValidationState"`
+		ValidationProperties  *struct {
+			ValidationToken string `json:"validationToken"`
+		} `json:"validationProperties"`
+		SharedPrivateLinkResource *struct {
+			PrivateLink *struct {
+				ID string `json:"id"`
+			} `json:"privateLink"`
+			Status string `json:"status"`
+		} `json:"sharedPrivateLinkResource"`
+	} `json:"properties"`
+}
+
+func metaOf(v any) meta {
+	var m meta
+	if v == nil || (reflect.ValueOf(v).Kind() == reflect.Pointer && reflect.ValueOf(v).IsNil()) {
+		return m
+	}
+	b, err := json.Marshal(v)
+	if err == nil {
+		_ = json.Unmarshal(b, &m)
+	}
+	return m
+}
+
+// serviceField says whether k (at path) is filled in by the service or
+// kept apart (tags): the provider never sets those through diff.
+func serviceField(path, k string) bool {
+	switch path {
+	case "":
+		return k == "id" || k == "name" || k == "type" || k == "systemData" || k == "etag" || k == "tags"
+	case "properties":
+		return k == "provisioningState" || k == "deploymentStatus"
+	}
+	return false
+}
+
+// diff lists the paths where got differs from want, comparing only what
+// want sets (so that what Azure fills in never causes a write): objects
+// by want's keys, arrays element by element, strings that are resource
+// ids or locations without case.
+func diff(want, got any) []string {
+	w, g := toJSON(want), toJSON(got)
+	var out []string
+	var walk func(path string, w, g any)
+	walk = func(path string, w, g any) {
+		switch wv := w.(type) {
+		case map[string]any:
+			gv, _ := g.(map[string]any)
+			keys := make([]string, 0, len(wv))
+			for k := range wv {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			for _, k := range keys {
+				if serviceField(path, k) {
+					continue
+				}
+				var gk any
+				if gv != nil {
+					gk = gv[k]
+				}
+				walk(strings.TrimPrefix(path+"."+k, "."), wv[k], gk)
+			}
+		case []any:
+			gv, _ := g.([]any)
+			if len(gv) != len(wv) {
+				out = append(out, path)
+				return
+			}
+			for i := range wv {
+				walk(fmt.Sprintf("%s[%d]", path, i), wv[i], gv[i])
+			}
+		case string:
+			gs, _ := g.(string)
+			if wv != gs && !(strings.EqualFold(wv, gs) && (strings.HasPrefix(wv, "/subscriptions/") || strings.HasSuffix(path, "location"))) {
+				out = append(out, path)
+			}
+		case nil:
+		default:
+			if !reflect.DeepEqual(w, g) {
+				out = append(out, path)
+			}
+		}
+	}
+	walk("", w, g)
+	return out
+}
+
+func toJSON(v any) any {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	var out any
+	_ = json.Unmarshal(b, &out)
+	return out
+}
+
+// tagsDiffer says which of want's tags got lacks or has otherwise.
+func tagsDiffer(want, got map[string]*string) []string {
+	var d []string
+	for k, v := range want {
+		if g, ok := got[k]; !ok || deref(g) != deref(v) {
+			d = append(d, "tag "+k)
+		}
+	}
+	slices.Sort(d)
+	return d
+}
+
+// withTags is want with the tags got has besides the provider's, so that
+// an update keeps tags someone added.
+func withTags(want, got map[string]*string) map[string]*string {
+	out := map[string]*string{}
+	for k, v := range got {
+		out[k] = v
+	}
+	for k, v := range want {
+		out[k] = v
+	}
+	return out
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

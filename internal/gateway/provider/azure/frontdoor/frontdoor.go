@@ -1,0 +1,550 @@
+// Package frontdoor is the Azure Front Door (Standard/Premium) provider
+// of Gateways: each Gateway of a GatewayClass configured for it
+// (Config.Classes) becomes, in one resource group, a Front Door profile of
+// the class's tier with one endpoint, a custom domain with an AFD-managed
+// certificate per listener hostname, an origin group per set of backends
+// (health probe, load-balancing samples) with an origin per backend and
+// exporting cluster, a route per HTTPRoute match Front Door can express,
+// a rule set per route for its header modifiers, redirects and rewrites,
+// and a security policy for a WAF policy
+// (github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/cdn/armcdn/v2).
+// plan.go derives that graph purely and says what cannot be expressed;
+// origins.go finds each cluster's origin (the public IP of its regional
+// load balancer frontend, or the Private Link Service in front of an
+// internal one) and approves Private Link connections where the PLS
+// allows it.
+//
+// The provider is level-based: each Deploy observes the Gateway's
+// profile and its children, writes in dependency order only what differs
+// from the plan (drift made in the portal is repaired), and deletes what
+// it owns and no longer needs in the reverse order (routes before the
+// rule sets, origin groups and custom domains they reference, origins
+// before their group). It owns a profile and endpoint by their tags
+// (keys.TagAzureOwner = Config.Owner and the Gateway's namespace and
+// name) and, inside its profile, children by their name prefix ("fn-",
+// "fn"): anything else is never changed or deleted. Nothing is deleted
+// when an observation failed; errors never remove what serves.
+//
+// Front Door reports provisioningState (ARM's operation) and a separate
+// deploymentStatus (propagation to its edge), which may stay NotStarted
+// long after provisioning succeeded. The provider waits for
+// provisioningState only (dependent resources do not need their
+// dependencies deployed) and Progress says, per Gateway, which resources
+// are still deploying and for how long; a Gateway is Served only when its
+// whole graph is deployed (and its custom domains validated and Private
+// Link connections approved). Refresh (run by Run every PollInterval)
+// re-reads the Gateways not yet served. Throttling (429) and conflicts
+// (409, another operation in progress) are waited for with backoff at
+// info level; other failures are returned, told once per Gateway through
+// Config.Event with the ARM error's code and message. Long-running
+// operations' resume tokens are kept in Config.Tokens while they run, so
+// that a restarted controller resumes them instead of starting over.
+package frontdoor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/cdn/armcdn/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/internal/gateway/model"
+	"github.com/fleetnet/fleetnet/internal/gateway/provider"
+	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/frontdoor/annotations"
+)
+
+// Class is the provider's name among providers (provider.Split's clouds).
+const Class = "azure-front-door"
+
+// Config configures the provider.
+type Config struct {
+	// SubscriptionID and ResourceGroup hold the Front Door profiles; the
+	// resource group must exist.
+	SubscriptionID string
+	ResourceGroup  string
+	// Owner is written in keys.TagAzureOwner and selects which profiles
+	// the provider may change or delete: one per fleet sharing the
+	// resource group. At most 256 characters.
+	Owner string
+	// Classes are the GatewayClasses served, with the Front Door tier
+	// each selects (a Gateway's fleetnet.dev/azure-sku overrides it).
+	Classes map[string]annotations.SKU
+	// Credential authenticates to ARM.
+	Credential azcore.TokenCredential
+	// ClientOptions are the ARM clients' options; tests set Transport. A
+	// zero Retry gets MaxRetries 5 and MaxRetryDelay 2m, so that ARM's
+	// Retry-After on throttling is honoured.
+	ClientOptions *arm.ClientOptions
+	// PollInterval is how often a long-running operation is polled when
+	// ARM gives no Retry-After, the first backoff on 409/429, and how
+	// often Run refreshes Gateways not yet served (default 10s).
+	PollInterval time.Duration
+	// Resync is how often Run deploys the last model again (default 10m).
+	Resync time.Duration
+	// AbsentFor is how long a withdrawn resource must have been observed
+	// absent (at least twice) before its withdrawal is reported complete
+	// (default 2m): one observation of an eventually consistent list is
+	// not proof.
+	AbsentFor time.Duration
+	// Tokens keeps the resume tokens of running operations (nil: kept in
+	// memory only, lost on restart).
+	Tokens TokenStore
+	// Event, when set, is told real failures (Warning, reason
+	// keys.ReasonAzureRequestFailed, the ARM code and message), once per
+	// Gateway and message.
+	Event func(gateway, reason, message string)
+	// Clock measures how long a resource has been deploying (default the
+	// real clock).
+	Clock clock.PassiveClock
+	Log   *slog.Logger
+}
+
+// Validate checks what New needs.
+func (c Config) Validate() error {
+	var errs []error
+	for _, f := range []struct{ name, value string }{{"subscription id", c.SubscriptionID}, {"resource group", c.ResourceGroup}, {"owner", c.Owner}} {
+		if strings.TrimSpace(f.value) == "" {
+			errs = append(errs, fmt.Errorf("%s: the %s is required", Class, f.name))
+		}
+	}
+	if len(c.Owner) > 256 {
+		errs = append(errs, fmt.Errorf("%s: the owner %q is longer than an Azure tag value (256 characters)", Class, c.Owner))
+	}
+	if len(c.Classes) == 0 {
+		errs = append(errs, fmt.Errorf("%s: at least one GatewayClass is required", Class))
+	}
+	for name, sku := range c.Classes {
+		if sku != annotations.SKUStandard && sku != annotations.SKUPremium {
+			errs = append(errs, fmt.Errorf("%s: GatewayClass %s: tier %q: want Standard or Premium", Class, name, sku))
+		}
+	}
+	if c.Credential == nil {
+		errs = append(errs, fmt.Errorf("%s: a credential is required", Class))
+	}
+	return errors.Join(errs...)
+}
+
+// GatewayProgress is where one Gateway stands at Front Door.
+type GatewayProgress struct {
+	// Served: every resource of the Gateway's graph is provisioned and
+	// deployed, its custom domains validated and Private Link connections
+	// approved.
+	Served bool
+	// Message says where it stands, for the Programmed condition.
+	Message string
+	// Addresses are the endpoint's host name and the custom domains.
+	Addresses []string
+	// Refused are the route matches Front Door cannot express, for the
+	// HTTPRoutes' status.
+	Refused []Refusal
+	// Withdrawing are resources deleted whose absence is not yet
+	// confirmed (Config.AbsentFor).
+	Withdrawing []string
+}
+
+// stamp is a resource's state and since when the provider sees it.
+type stamp struct {
+	state string
+	since time.Time
+}
+
+// absence counts the observations of something withdrawn.
+type absence struct {
+	since time.Time
+	seen  int
+}
+
+type gatewayState struct {
+	progress GatewayProgress
+	// withdrawing: the Gateway left the model; its entry goes once its
+	// profile's absence is confirmed.
+	withdrawing bool
+	stamps      map[string]stamp
+	absent      map[string]*absence // by resource label, "" the whole Gateway
+	told        string
+}
+
+// Provider implements provider.Provider for Gateways of Config.Classes.
+type Provider struct {
+	cfg    Config
+	target target
+	log    *slog.Logger
+	kinds  map[string]ops
+	net    *networkClients
+
+	deployMu sync.Mutex // one deployment or refresh at a time
+
+	mu         sync.Mutex
+	gateways   map[string]*gatewayState
+	version    string
+	last       *model.Model
+	onProgress func()
+}
+
+var _ provider.Provider = (*Provider)(nil)
+
+// New builds the provider and its ARM clients; it makes no request.
+func New(cfg Config) (*Provider, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	opts := arm.ClientOptions{}
+	if cfg.ClientOptions != nil {
+		opts = *cfg.ClientOptions
+	}
+	if opts.Retry.MaxRetries == 0 && opts.Retry.MaxRetryDelay == 0 && opts.Retry.RetryDelay == 0 {
+		opts.Retry.MaxRetries, opts.Retry.MaxRetryDelay = 5, 2*time.Minute
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = defaultPollEvery
+	}
+	if cfg.Resync <= 0 {
+		cfg.Resync = 10 * time.Minute
+	}
+	if cfg.AbsentFor <= 0 {
+		cfg.AbsentFor = 2 * time.Minute
+	}
+	if cfg.Tokens == nil {
+		cfg.Tokens = &MemoryTokens{}
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	f, err := armcdn.NewClientFactory(cfg.SubscriptionID, cfg.Credential, &opts)
+	if err != nil {
+		return nil, fmt.Errorf("%s: creating the Front Door clients: %w", Class, err)
+	}
+	return &Provider{cfg: cfg, log: cfg.Log.With("provider", Class),
+		target: target{subscription: cfg.SubscriptionID, resourceGroup: cfg.ResourceGroup, owner: cfg.Owner},
+		kinds:  kinds(f, cfg.ResourceGroup, cfg.PollInterval), net: &networkClients{cred: cfg.Credential, opts: opts},
+		gateways: map[string]*gatewayState{}}, nil
+}
+
+// SetOnProgress sets a function called whenever progress changes.
+func (p *Provider) SetOnProgress(f func()) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.onProgress = f
+}
+
+func (p *Provider) notify() {
+	p.mu.Lock()
+	f := p.onProgress
+	p.mu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+// Gateways is the progress of every Gateway the provider serves or is
+// withdrawing, by namespace/name.
+func (p *Provider) Gateways() map[string]GatewayProgress {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]GatewayProgress, len(p.gateways))
+	for k, st := range p.gateways {
+		gp := st.progress
+		gp.Addresses = slices.Clone(gp.Addresses)
+		gp.Refused = slices.Clone(gp.Refused)
+		gp.Withdrawing = slices.Clone(gp.Withdrawing)
+		out[k] = gp
+	}
+	return out
+}
+
+// Progress summarises the Gateways: Served when every one is, for the
+// newest model.
+func (p *Provider) Progress() provider.Progress {
+	gws := p.Gateways()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	served := 0
+	var msgs, addrs []string
+	for _, k := range slices.Sorted(maps.Keys(gws)) {
+		g := gws[k]
+		if g.Served {
+			served++
+		}
+		msgs = append(msgs, fmt.Sprintf("Gateway %s: %s", k, g.Message))
+		addrs = append(addrs, g.Addresses...)
+	}
+	current := p.last != nil && p.version == p.last.Version
+	msg := fmt.Sprintf("%d of %d Gateways served by Azure Front Door", served, len(gws))
+	if len(msgs) > 0 {
+		msg += "; " + strings.Join(msgs, "; ")
+	}
+	return provider.Progress{Version: p.version, Served: current && served == len(gws), Message: msg, Addresses: addrs,
+		ClassVersions: map[string]string{Class: p.version}}
+}
+
+// Deploy makes Front Door match the Gateways of m of Config.Classes, and
+// returns once every write it made has been provisioned (deployment goes
+// on: see Refresh).
+func (p *Provider) Deploy(ctx context.Context, m *model.Model) error {
+	p.mu.Lock()
+	p.last = m
+	p.mu.Unlock()
+	p.deployMu.Lock()
+	defer p.deployMu.Unlock()
+	err := p.deploy(ctx, m)
+	if err == nil {
+		p.mu.Lock()
+		p.version = m.Version
+		p.mu.Unlock()
+	}
+	p.notify()
+	return err
+}
+
+// Run refreshes the Gateways not yet served every PollInterval and
+// deploys the last model again every Resync (drift, failed operations)
+// until ctx ends. Run it on the leader only.
+func (p *Provider) Run(ctx context.Context) {
+	refresh := time.NewTicker(p.cfg.PollInterval)
+	defer refresh.Stop()
+	resync := time.NewTicker(p.cfg.Resync)
+	defer resync.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-refresh.C:
+			if err := p.Refresh(ctx); err != nil && ctx.Err() == nil {
+				p.log.Info("refresh incomplete", "err", err)
+			}
+		case <-resync.C:
+			p.mu.Lock()
+			m := p.last
+			p.mu.Unlock()
+			if m != nil && p.deployMu.TryLock() {
+				if err := p.deploy(ctx, m); err != nil && ctx.Err() == nil {
+					p.log.Error("resync failed", "version", m.Version, "err", err)
+				}
+				p.deployMu.Unlock()
+				p.notify()
+			}
+		}
+	}
+}
+
+// served is the Gateways of m this provider serves, with their tiers.
+func (p *Provider) served(m *model.Model) map[string]model.Gateway {
+	out := map[string]model.Gateway{}
+	if m == nil {
+		return out
+	}
+	for _, gw := range m.Gateways {
+		if _, ok := p.cfg.Classes[gw.Class]; ok {
+			out[gw.Namespace+"/"+gw.Name] = gw
+		}
+	}
+	return out
+}
+
+// ownedKey is the Gateway key of a profile or endpoint the provider owns,
+// "" for any other.
+func (p *Provider) ownedKey(tags map[string]*string) string {
+	if tags == nil || deref(tags[keys.TagAzureOwner]) != p.cfg.Owner || deref(tags[keys.TagAzureGatewayNamespace]) == "" || deref(tags[keys.TagAzureGatewayName]) == "" {
+		return ""
+	}
+	return deref(tags[keys.TagAzureGatewayNamespace]) + "/" + deref(tags[keys.TagAzureGatewayName])
+}
+
+func (p *Provider) state(key string) *gatewayState {
+	st := p.gateways[key]
+	if st == nil {
+		st = &gatewayState{stamps: map[string]stamp{}, absent: map[string]*absence{}}
+		p.gateways[key] = st
+	}
+	return st
+}
+
+// setMessage sets key's message, not served, keeping the rest.
+func (p *Provider) setMessage(key, msg string) {
+	p.mu.Lock()
+	st := p.state(key)
+	st.progress.Served, st.progress.Message = false, msg
+	p.mu.Unlock()
+	p.notify()
+}
+
+// fail reports a failure of key: its message and, for a failure that is
+// not transient, a Warning event once per message.
+func (p *Provider) fail(key string, err error) error {
+	msg := err.Error()
+	p.mu.Lock()
+	st := p.state(key)
+	st.progress.Served = false
+	st.progress.Message = "not programmed, what Front Door serves stays: " + msg
+	tell := st.told != msg
+	st.told = msg
+	p.mu.Unlock()
+	p.log.Error("deploying to Azure Front Door failed", "gateway", key, "err", err)
+	if tell && p.cfg.Event != nil {
+		p.cfg.Event(key, keys.ReasonAzureRequestFailed, msg)
+	}
+	p.notify()
+	return fmt.Errorf("gateway %s: %w", key, err)
+}
+
+func (p *Provider) deploy(ctx context.Context, m *model.Model) error {
+	want := p.served(m)
+	profiles, err := p.kinds[kindProfile].list(ctx, nil)
+	if err != nil {
+		err = fmt.Errorf("nothing changed: listing the Front Door profiles of resource group %s: %w", p.cfg.ResourceGroup, describe(err))
+		for key := range want {
+			p.setMessage(key, err.Error())
+		}
+		return err
+	}
+	held := map[string][]string{} // gateway key -> owned profile names
+	for _, v := range profiles {
+		mv := metaOf(v)
+		if k := p.ownedKey(mv.Tags); k != "" {
+			held[k] = append(held[k], mv.Name)
+		}
+	}
+	var errs []error
+	for _, key := range slices.Sorted(maps.Keys(want)) {
+		p.mu.Lock()
+		p.state(key).withdrawing = false
+		p.mu.Unlock()
+		if err := p.deployGateway(ctx, want[key], held[key]); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(held)) {
+		if _, ok := want[key]; !ok {
+			if err := p.withdrawGateway(ctx, key, held[key]); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	// Gateways gone whose profiles are gone too: confirm the absence.
+	p.mu.Lock()
+	var gone []string
+	for key := range p.gateways {
+		if _, ok := want[key]; !ok && len(held[key]) == 0 {
+			gone = append(gone, key)
+		}
+	}
+	p.mu.Unlock()
+	for _, key := range gone {
+		p.confirmGone(key)
+	}
+	return errors.Join(errs...)
+}
+
+// confirmGone counts an observation of key's profiles' absence, and drops
+// key once that absence is sustained.
+func (p *Provider) confirmGone(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st := p.gateways[key]
+	if st == nil {
+		return
+	}
+	a := st.absent[""]
+	now := p.cfg.Clock.Now()
+	if a == nil {
+		a = &absence{since: now}
+		st.absent[""] = a
+	}
+	a.seen++
+	if a.seen >= 2 && now.Sub(a.since) >= p.cfg.AbsentFor {
+		delete(p.gateways, key)
+		p.log.Info("withdrawal complete", "gateway", key)
+		return
+	}
+	st.withdrawing = true
+	st.progress = GatewayProgress{Message: fmt.Sprintf("withdrawn from Azure Front Door, confirming: absent for %s of %s (%d observations)",
+		now.Sub(a.since).Round(time.Second), p.cfg.AbsentFor, a.seen), Withdrawing: []string{"profile"}}
+}
+
+// Refresh re-reads the Gateways not yet served (deployment status,
+// domain validation, Private Link connections) and those being
+// withdrawn, and updates their progress; it writes only Private Link
+// approvals.
+func (p *Provider) Refresh(ctx context.Context) error {
+	if !p.deployMu.TryLock() {
+		return nil // a deployment runs: it refreshes as well
+	}
+	defer p.deployMu.Unlock()
+	defer p.notify()
+	p.mu.Lock()
+	m := p.last
+	var pending, gone []string
+	for key, st := range p.gateways {
+		if st.withdrawing {
+			gone = append(gone, key)
+		} else if !st.progress.Served || len(st.progress.Withdrawing) > 0 {
+			pending = append(pending, key)
+		}
+	}
+	p.mu.Unlock()
+	want := p.served(m)
+	var errs []error
+	for _, key := range pending {
+		gw, ok := want[key]
+		if !ok {
+			continue
+		}
+		if err := p.refreshGateway(ctx, gw); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(gone) > 0 {
+		profiles, err := p.kinds[kindProfile].list(ctx, nil)
+		if err != nil {
+			return errors.Join(append(errs, fmt.Errorf("listing profiles: %w", describe(err)))...)
+		}
+		held := map[string]bool{}
+		for _, v := range profiles {
+			if k := p.ownedKey(metaOf(v).Tags); k != "" {
+				held[k] = true
+			}
+		}
+		for _, key := range gone {
+			if !held[key] {
+				p.confirmGone(key)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (p *Provider) settingsOf(gw model.Gateway) (annotations.Settings, error) {
+	return annotations.Parse(gw.Annotations, p.cfg.Classes[gw.Class])
+}
+
+func (p *Provider) refreshGateway(ctx context.Context, gw model.Gateway) error {
+	key := gw.Namespace + "/" + gw.Name
+	s, err := p.settingsOf(gw)
+	if err != nil {
+		return nil // told by deploy
+	}
+	origins := p.resolveOrigins(ctx, gw, s)
+	g := planFor(p.target, gw, s, origins)
+	obs, err := p.observe(ctx, g.profileName)
+	if err != nil {
+		return fmt.Errorf("gateway %s: %w", key, err)
+	}
+	if err := p.approve(ctx, key, g, obs); err != nil {
+		return p.fail(key, err)
+	}
+	p.assess(key, g, obs)
+	return nil
+}

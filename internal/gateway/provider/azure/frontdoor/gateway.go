@@ -1,0 +1,602 @@
+package frontdoor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/cdn/armcdn/v2"
+
+	"github.com/fleetnet/fleetnet/internal/gateway/model"
+)
+
+// entry is one observed resource.
+type entry struct {
+	path []string
+	v    any
+}
+
+// observed is a profile and its children as Azure has them.
+type observed struct {
+	profile any // nil when there is none
+	res     map[string]map[string]entry
+}
+
+func pathKey(path []string) string { return strings.ToLower(strings.Join(path, "/")) }
+
+func (o *observed) get(kind string, path []string) any {
+	if e, ok := o.res[kind][pathKey(path)]; ok {
+		return e.v
+	}
+	return nil
+}
+
+func (o *observed) add(kind string, path []string, v any) {
+	if o.res[kind] == nil {
+		o.res[kind] = map[string]entry{}
+	}
+	o.res[kind][pathKey(path)] = entry{path: path, v: v}
+}
+
+// sorted are the entries of kind in path order.
+func (o *observed) sorted(kind string) []entry {
+	var out []entry
+	for _, k := range slices.Sorted(maps.Keys(o.res[kind])) {
+		out = append(out, o.res[kind][k])
+	}
+	return out
+}
+
+// observe reads the profile and every child of it; any error fails it as
+// a whole, so that nothing is decided on part of the state.
+func (p *Provider) observe(ctx context.Context, profile string) (*observed, error) {
+	o := &observed{res: map[string]map[string]entry{}}
+	v, err := p.kinds[kindProfile].get(ctx, []string{profile})
+	if isNotFound(err) {
+		return o, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading Front Door profile %s: %w", profile, describe(err))
+	}
+	o.profile = v
+	list := func(kind string, parent []string) ([]entry, error) {
+		vs, err := p.kinds[kind].list(ctx, parent)
+		if err != nil {
+			return nil, fmt.Errorf("listing the %ss of %s: %w", kind, strings.Join(parent, "/"), describe(err))
+		}
+		var out []entry
+		for _, v := range vs {
+			path := append(slices.Clone(parent), metaOf(v).Name)
+			o.add(kind, path, v)
+			out = append(out, entry{path: path, v: v})
+		}
+		return out, nil
+	}
+	top := []string{profile}
+	var errs []error
+	eps, err := list(kindEndpoint, top)
+	errs = append(errs, err)
+	for _, e := range eps {
+		_, err := list(kindRoute, e.path)
+		errs = append(errs, err)
+	}
+	_, err = list(kindDomain, top)
+	errs = append(errs, err)
+	groups, err := list(kindOriginGroup, top)
+	errs = append(errs, err)
+	for _, g := range groups {
+		_, err := list(kindOrigin, g.path)
+		errs = append(errs, err)
+	}
+	sets, err := list(kindRuleSet, top)
+	errs = append(errs, err)
+	for _, s := range sets {
+		_, err := list(kindRule, s.path)
+		errs = append(errs, err)
+	}
+	_, err = list(kindSecurity, top)
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// item is one resource of a graph.
+type item struct {
+	kind  string
+	path  []string
+	label string
+	want  any
+}
+
+func (it item) String() string {
+	name := it.path[len(it.path)-1]
+	if it.label != "" && it.label != name {
+		return fmt.Sprintf("%s %s (%s)", it.kind, name, it.label)
+	}
+	return it.kind + " " + name
+}
+
+// items are g's resources in creation order.
+func (g graph) items() []item {
+	prof := g.profileName
+	out := []item{{kind: kindProfile, path: []string{prof}, label: string(g.settings.SKU), want: &g.profile}}
+	out = append(out, item{kind: kindEndpoint, path: []string{prof, g.endpoint.name}, want: &g.endpoint.v})
+	for i := range g.domains {
+		d := &g.domains[i]
+		out = append(out, item{kind: kindDomain, path: []string{prof, d.name}, label: d.label, want: &d.v})
+	}
+	for i := range g.groups {
+		og := &g.groups[i]
+		out = append(out, item{kind: kindOriginGroup, path: []string{prof, og.name}, label: og.label, want: &og.v})
+		for j := range og.origins {
+			o := &og.origins[j]
+			out = append(out, item{kind: kindOrigin, path: []string{prof, og.name, o.name}, label: o.label, want: &o.v})
+		}
+	}
+	for _, rs := range g.ruleSets {
+		out = append(out, item{kind: kindRuleSet, path: []string{prof, rs.name}, want: &armcdn.RuleSet{}})
+		for j := range rs.rules {
+			r := &rs.rules[j]
+			out = append(out, item{kind: kindRule, path: []string{prof, rs.name, r.name}, want: &r.v})
+		}
+	}
+	for i := range g.routes {
+		r := &g.routes[i]
+		out = append(out, item{kind: kindRoute, path: []string{prof, g.endpoint.name, r.name}, label: r.label, want: &r.v})
+	}
+	if g.security != nil {
+		out = append(out, item{kind: kindSecurity, path: []string{prof, g.security.name}, label: g.security.label, want: &g.security.v})
+	}
+	return out
+}
+
+// ours: a child of kind the provider created, known by its name (children
+// carry no tags): "fn-..." (rule sets "fn" and ten hex digits, rules "fnr"
+// and digits, as Front Door allows no hyphen there).
+func ours(kind, name string) bool {
+	switch kind {
+	case kindRuleSet:
+		return ruleSetName.MatchString(name)
+	case kindRule:
+		return ruleName.MatchString(name)
+	}
+	return strings.HasPrefix(strings.ToLower(name), namePrefix)
+}
+
+var (
+	ruleSetName = regexp.MustCompile(`^fn[0-9a-f]{10}$`)
+	ruleName    = regexp.MustCompile(`^fnr[0-9]+$`)
+)
+
+func running(state string) bool {
+	return state == "Creating" || state == "Updating" || state == "Deleting" || state == "Accepted"
+}
+
+func (p *Provider) deployGateway(ctx context.Context, gw model.Gateway, held []string) error {
+	key := gw.Namespace + "/" + gw.Name
+	s, err := p.settingsOf(gw)
+	if err != nil {
+		return p.fail(key, fmt.Errorf("not accepted: %w", err))
+	}
+	p.resume(ctx, key)
+	origins := p.resolveOrigins(ctx, gw, s)
+	g := planFor(p.target, gw, s, origins)
+	obs, err := p.observe(ctx, g.profileName)
+	if err != nil {
+		return p.fail(key, fmt.Errorf("nothing changed: %w", err))
+	}
+	if obs.profile != nil && p.ownedKey(metaOf(obs.profile).Tags) != key {
+		return p.fail(key, fmt.Errorf("Front Door profile %s exists without fleetnet's tags for this Gateway (owner %s): it is not touched", g.profileName, p.cfg.Owner))
+	}
+	items := g.items()
+	wanted := map[string]bool{}
+	for _, it := range items {
+		wanted[it.kind+"\x00"+pathKey(it.path)] = true
+	}
+	unwanted := func(kind string) []entry {
+		var out []entry
+		for _, e := range obs.sorted(kind) {
+			name := e.path[len(e.path)-1]
+			if wanted[kind+"\x00"+pathKey(e.path)] {
+				continue
+			}
+			owned := ours(kind, name)
+			if kind == kindEndpoint {
+				owned = p.ownedKey(metaOf(e.v).Tags) == key
+			}
+			if owned {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	applyKinds := func(kinds ...string) error {
+		for _, it := range items {
+			if slices.Contains(kinds, it.kind) {
+				if err := p.apply(ctx, key, it, obs.get(it.kind, it.path)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	removeKinds := func(kinds ...string) error {
+		for _, kind := range kinds {
+			for _, e := range unwanted(kind) {
+				if err := p.remove(ctx, key, kind, e.path, e.v); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	// Dependencies first; a route's old match leaves before a new route
+	// may take its pattern; what nothing references any more last.
+	steps := []func() error{
+		func() error {
+			return applyKinds(kindProfile, kindEndpoint, kindDomain, kindOriginGroup, kindOrigin, kindRuleSet, kindRule)
+		},
+		func() error { return removeKinds(kindSecurity, kindRoute) },
+		func() error { return applyKinds(kindRoute, kindSecurity) },
+		func() error {
+			return removeKinds(kindRule, kindRuleSet, kindOrigin, kindOriginGroup, kindDomain, kindEndpoint)
+		},
+	}
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return p.fail(key, err)
+		}
+	}
+	for _, old := range held {
+		if !strings.EqualFold(old, g.profileName) {
+			if err := p.withdrawProfile(ctx, key, old); err != nil {
+				return p.fail(key, err)
+			}
+		}
+	}
+	if obs, err = p.observe(ctx, g.profileName); err != nil {
+		return p.fail(key, err)
+	}
+	if err := p.approve(ctx, key, g, obs); err != nil {
+		return p.fail(key, err)
+	}
+	p.assess(key, g, obs)
+	return nil
+}
+
+// retry runs f, waiting with backoff while Azure answers 409 (another
+// operation in progress) or 429 (throttled beyond azcore's retries).
+func (p *Provider) retry(ctx context.Context, key, what string, f func() error) error {
+	delay := p.cfg.PollInterval
+	for attempt := 1; ; attempt++ {
+		err := f()
+		if err == nil || !transient(err) || attempt >= 6 || ctx.Err() != nil {
+			return err
+		}
+		p.log.Info("waiting for Azure", "gateway", key, "resource", what, "status", status(err), "attempt", attempt, "retryIn", delay, "cause", describe(err))
+		p.setMessage(key, fmt.Sprintf("waiting to write %s: %s (attempt %d, again in %s)", what, describe(err), attempt, delay))
+		if err := sleep(ctx, delay); err != nil {
+			return err
+		}
+		delay = min(2*delay, 8*p.cfg.PollInterval)
+	}
+}
+
+// settle waits while an operation runs on the resource (a previous
+// process's, or someone's in the portal); nil when it is gone.
+func (p *Provider) settle(ctx context.Context, key, kind string, path []string, cur any) (any, error) {
+	for cur != nil && running(metaOf(cur).Properties.ProvisioningState) {
+		state := metaOf(cur).Properties.ProvisioningState
+		p.setMessage(key, fmt.Sprintf("waiting for %s %s: provisioningState %s (an operation already running)", kind, path[len(path)-1], state))
+		p.log.Info("waiting for a running operation", "gateway", key, "resource", kind, "name", path[len(path)-1], "provisioningState", state)
+		if err := sleep(ctx, p.cfg.PollInterval); err != nil {
+			return nil, err
+		}
+		v, err := p.kinds[kind].get(ctx, path)
+		if isNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading %s %s: %w", kind, path[len(path)-1], describe(err))
+		}
+		cur = v
+	}
+	return cur, nil
+}
+
+// apply writes it when Azure's differs (or has none, or its last
+// operation failed), and polls the write to its end.
+func (p *Provider) apply(ctx context.Context, key string, it item, cur any) error {
+	name := it.path[len(it.path)-1]
+	cur, err := p.settle(ctx, key, it.kind, it.path, cur)
+	if err != nil {
+		return err
+	}
+	want := it.want
+	verb, changes := "creating", []string(nil)
+	if cur != nil {
+		verb = "updating"
+		m := metaOf(cur)
+		changes = diff(want, cur)
+		switch w := want.(type) {
+		case *armcdn.Profile:
+			c := *w
+			changes = append(changes, tagsDiffer(c.Tags, m.Tags)...)
+			c.Tags = withTags(c.Tags, m.Tags)
+			want = &c
+		case *armcdn.AFDEndpoint:
+			c := *w
+			changes = append(changes, tagsDiffer(c.Tags, m.Tags)...)
+			c.Tags = withTags(c.Tags, m.Tags)
+			want = &c
+		}
+		if s := m.Properties.ProvisioningState; s != "" && s != "Succeeded" {
+			changes = append(changes, "provisioningState "+s)
+		}
+		if len(changes) == 0 {
+			return nil
+		}
+	}
+	p.setMessage(key, fmt.Sprintf("%s %s (provisioningState Updating)", verb, it))
+	p.log.Info(verb, "gateway", key, "resource", it.kind, "name", name, "changes", changes)
+	op := opKey("put", it.kind, it.path)
+	err = p.retry(ctx, key, it.kind+" "+name, func() error {
+		_, err := p.kinds[it.kind].put(ctx, it.path, want, "", func(tok string) { p.track(ctx, key, op, tok) })
+		return err
+	})
+	if ctx.Err() == nil {
+		p.track(ctx, key, op, "")
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", verb, it, describe(err))
+	}
+	return nil
+}
+
+// remove deletes a resource the provider owns and no longer needs, and
+// starts confirming its absence.
+func (p *Provider) remove(ctx context.Context, key, kind string, path []string, cur any) error {
+	name := path[len(path)-1]
+	cur, err := p.settle(ctx, key, kind, path, cur)
+	if err != nil {
+		return err
+	}
+	if cur != nil {
+		p.setMessage(key, fmt.Sprintf("withdrawing: deleting %s %s (provisioningState Deleting)", kind, name))
+		p.log.Info("deleting", "gateway", key, "resource", kind, "name", name)
+		op := opKey("delete", kind, path)
+		err = p.retry(ctx, key, kind+" "+name, func() error {
+			return p.kinds[kind].del(ctx, path, "", func(tok string) { p.track(ctx, key, op, tok) })
+		})
+		if ctx.Err() == nil {
+			p.track(ctx, key, op, "")
+		}
+		if err != nil && !isNotFound(err) {
+			return fmt.Errorf("deleting %s %s: %w", kind, name, describe(err))
+		}
+	}
+	p.mu.Lock()
+	st := p.state(key)
+	label := kind + " " + name
+	if st.absent[label] == nil {
+		st.absent[label] = &absence{since: p.cfg.Clock.Now()}
+	}
+	p.mu.Unlock()
+	return nil
+}
+
+// withdrawGateway deletes what the provider holds for a Gateway that left
+// the model, in dependency order.
+func (p *Provider) withdrawGateway(ctx context.Context, key string, profiles []string) error {
+	p.mu.Lock()
+	p.state(key).withdrawing = true
+	p.mu.Unlock()
+	var errs []error
+	for _, prof := range profiles {
+		if err := p.withdrawProfile(ctx, key, prof); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return p.fail(key, fmt.Errorf("withdrawing: %w", err))
+	}
+	return nil
+}
+
+// withdrawOrder is the order in which a profile's children are deleted:
+// what references comes before what it references.
+var withdrawOrder = []string{kindSecurity, kindRoute, kindRule, kindRuleSet, kindOrigin, kindOriginGroup, kindDomain, kindEndpoint}
+
+// withdrawProfile deletes an owned profile's children in dependency
+// order, then the profile, unless it holds children fleetnet did not
+// create (deleting the profile would delete them).
+func (p *Provider) withdrawProfile(ctx context.Context, key, profile string) error {
+	obs, err := p.observe(ctx, profile)
+	if err != nil {
+		return fmt.Errorf("nothing deleted: %w", err)
+	}
+	if obs.profile == nil {
+		return nil
+	}
+	if p.ownedKey(metaOf(obs.profile).Tags) != key {
+		return nil
+	}
+	var foreign []string
+	for _, kind := range withdrawOrder {
+		for _, e := range obs.sorted(kind) {
+			name := e.path[len(e.path)-1]
+			owned := ours(kind, name)
+			if kind == kindEndpoint {
+				owned = p.ownedKey(metaOf(e.v).Tags) == key
+			}
+			if !owned {
+				foreign = append(foreign, kind+" "+name)
+				continue
+			}
+			if err := p.remove(ctx, key, kind, e.path, e.v); err != nil {
+				return err
+			}
+		}
+	}
+	if len(foreign) > 0 {
+		p.setMessage(key, fmt.Sprintf("withdrawn, but Front Door profile %s is kept: it holds resources fleetnet did not create (%s)", profile, strings.Join(foreign, ", ")))
+		return nil
+	}
+	return p.remove(ctx, key, kindProfile, []string{profile}, obs.profile)
+}
+
+// assess sets key's progress from what Azure has (obs) for g.
+func (p *Provider) assess(key string, g graph, obs *observed) {
+	now := p.cfg.Clock.Now()
+	p.mu.Lock()
+	defer func() {
+		p.mu.Unlock()
+		p.notify()
+	}()
+	st := p.state(key)
+	items := g.items()
+	var pending []string
+	deployed := 0
+	var addrs []string
+	seen := map[string]bool{}
+	for _, it := range items {
+		label := it.String()
+		seen[label] = true
+		cur := obs.get(it.kind, it.path)
+		state, detail := "", ""
+		m := metaOf(cur)
+		switch {
+		case cur == nil:
+			state, detail = "missing", "not created yet"
+		case m.Properties.ProvisioningState != "Succeeded":
+			state = "provisioning " + m.Properties.ProvisioningState
+			detail = "provisioningState " + m.Properties.ProvisioningState
+		case m.Properties.DeploymentStatus != "" && m.Properties.DeploymentStatus != string(armcdn.DeploymentStatusSucceeded):
+			state = "deployment " + m.Properties.DeploymentStatus
+		case it.kind == kindDomain && m.Properties.DomainValidationState != string(armcdn.DomainValidationStateApproved):
+			state = "validation " + m.Properties.DomainValidationState
+			token := ""
+			if m.Properties.ValidationProperties != nil {
+				token = m.Properties.ValidationProperties.ValidationToken
+			}
+			detail = fmt.Sprintf("provisioned, deployed, domain validation %s: create the DNS TXT record _dnsauth.%s with value %s", m.Properties.DomainValidationState, it.label, token)
+		case m.Properties.SharedPrivateLinkResource != nil && m.Properties.SharedPrivateLinkResource.Status != "Approved":
+			state = "private link " + m.Properties.SharedPrivateLinkResource.Status
+			detail = "provisioned, deployed, " + privateLinkDetail(m.Properties.SharedPrivateLinkResource.Status, m.Properties.SharedPrivateLinkResource.PrivateLink)
+		default:
+			state = "deployed"
+		}
+		old, ok := st.stamps[label]
+		if !ok || old.state != state {
+			old = stamp{state: state, since: now}
+			st.stamps[label] = old
+		}
+		if state == "deployed" {
+			deployed++
+			if it.kind == kindEndpoint && m.Properties.HostName != "" {
+				addrs = append(addrs, m.Properties.HostName)
+			}
+			if it.kind == kindDomain {
+				addrs = append(addrs, it.label)
+			}
+			continue
+		}
+		if detail == "" {
+			detail = fmt.Sprintf("provisioned, deployment %s", m.Properties.DeploymentStatus)
+		}
+		pending = append(pending, fmt.Sprintf("%s: %s for %s", label, detail, now.Sub(old.since).Round(time.Second)))
+	}
+	for label := range st.stamps {
+		if !seen[label] {
+			delete(st.stamps, label)
+		}
+	}
+	// Withdrawn resources: confirmed once absent for AbsentFor, over at
+	// least two observations.
+	var withdrawing []string
+	for _, label := range slices.Sorted(maps.Keys(st.absent)) {
+		if label == "" {
+			continue
+		}
+		a := st.absent[label]
+		kind, name, _ := strings.Cut(label, " ")
+		if kind == kindProfile {
+			delete(st.absent, label)
+			continue
+		}
+		present := false
+		for _, e := range obs.sorted(kind) {
+			if strings.EqualFold(e.path[len(e.path)-1], name) {
+				present = true
+			}
+		}
+		if present {
+			a.since, a.seen = now, 0
+		} else {
+			a.seen++
+		}
+		if a.seen >= 2 && now.Sub(a.since) >= p.cfg.AbsentFor {
+			delete(st.absent, label)
+			p.log.Info("withdrawal confirmed", "gateway", key, "resource", label)
+			continue
+		}
+		withdrawing = append(withdrawing, label)
+	}
+	var parts []string
+	total := len(items)
+	if len(pending) == 0 {
+		parts = append(parts, fmt.Sprintf("served by Azure Front Door %s profile %s at %s: all %d resources deployed", g.settings.SKU, g.profileName, strings.Join(addrs, ", "), total))
+	} else {
+		parts = append(parts, fmt.Sprintf("Azure Front Door %s profile %s: %d of %d resources deployed", g.settings.SKU, g.profileName, deployed, total))
+		parts = append(parts, pending...)
+	}
+	for _, w := range withdrawing {
+		a := st.absent[w]
+		parts = append(parts, fmt.Sprintf("%s withdrawn, confirming its absence (%s of %s)", w, now.Sub(a.since).Round(time.Second), p.cfg.AbsentFor))
+	}
+	for _, r := range g.refused {
+		parts = append(parts, "not served: "+r.String())
+	}
+	parts = append(parts, g.notes...)
+	for _, kind := range withdrawOrder {
+		for _, e := range obs.sorted(kind) {
+			name := e.path[len(e.path)-1]
+			if kind != kindEndpoint && !ours(kind, name) {
+				parts = append(parts, fmt.Sprintf("%s %s left alone: fleetnet did not create it", kind, name))
+			}
+		}
+	}
+	st.progress = GatewayProgress{Served: len(pending) == 0, Message: strings.Join(parts, "; "), Addresses: addrs,
+		Refused: slices.Clone(g.refused), Withdrawing: withdrawing}
+	if len(pending) == 0 {
+		st.told = ""
+	}
+}
+
+// privateLinkDetail says what a Private Link connection's status means.
+func privateLinkDetail(status string, pl *struct {
+	ID string `json:"id"`
+}) string {
+	pls := ""
+	if pl != nil {
+		pls = pl.ID
+	}
+	switch status {
+	case "Pending":
+		return fmt.Sprintf("Private Link connection Pending: waiting for the owner of %s to approve it (fleetnet approves only a Private Link Service tagged fleetnet-pls-approval=auto)", pls)
+	case "Rejected":
+		return fmt.Sprintf("Private Link connection Rejected by the owner of %s", pls)
+	case "Disconnected":
+		return fmt.Sprintf("Private Link connection Disconnected from %s", pls)
+	case "Timeout":
+		return fmt.Sprintf("Private Link connection timed out waiting for approval on %s", pls)
+	}
+	return "Private Link connection " + status
+}

@@ -1,0 +1,225 @@
+package frontdoor
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6"
+
+	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/internal/gateway/model"
+	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/frontdoor/annotations"
+)
+
+// networkClients are armnetwork client factories by subscription: member
+// clusters' load balancers and Private Link Services may live in other
+// subscriptions than the Front Door profiles.
+type networkClients struct {
+	cred azcore.TokenCredential
+	opts arm.ClientOptions
+	mu   sync.Mutex
+	f    map[string]*armnetwork.ClientFactory
+}
+
+func (n *networkClients) factory(subscription string) (*armnetwork.ClientFactory, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if f := n.f[strings.ToLower(subscription)]; f != nil {
+		return f, nil
+	}
+	f, err := armnetwork.NewClientFactory(subscription, n.cred, &n.opts)
+	if err != nil {
+		return nil, fmt.Errorf("creating the network clients of subscription %s: %w", subscription, err)
+	}
+	if n.f == nil {
+		n.f = map[string]*armnetwork.ClientFactory{}
+	}
+	n.f[strings.ToLower(subscription)] = f
+	return f, nil
+}
+
+// frontendRef matches a load balancer frontend IP configuration id.
+var frontendRef = regexp.MustCompile(`(?i)^/subscriptions/([^/]+)/resourceGroups/([^/]+)/providers/Microsoft\.Network/loadBalancers/([^/]+)/frontendIPConfigurations/([^/]+)$`)
+
+var plsRef = regexp.MustCompile(`(?i)^/subscriptions/([^/]+)/resourceGroups/([^/]+)/providers/Microsoft\.Network/privateLinkServices/([^/]+)$`)
+
+// resolveOrigins finds, for every regional frontend gw's backends'
+// clusters publish, where Front Door reaches it: the frontend's public IP
+// address (public connectivity), or the Private Link Service that uses
+// the internal frontend, in the frontend's resource group or
+// fleetnet.dev/azure-pls-resource-group (private-link). A frontend that
+// cannot serve says why in Origin.Problem.
+func (p *Provider) resolveOrigins(ctx context.Context, gw model.Gateway, s annotations.Settings) map[string]Origin {
+	out := map[string]Origin{}
+	plsCache := map[string][]*armnetwork.PrivateLinkService{}
+	for _, l := range gw.Listeners {
+		for _, vh := range l.VirtualHosts {
+			for _, r := range vh.Routes {
+				for _, b := range r.Backends {
+					for _, c := range b.Clusters {
+						if c.RegionalFrontend == "" {
+							continue
+						}
+						if _, ok := out[c.RegionalFrontend]; !ok {
+							out[c.RegionalFrontend] = p.resolve(ctx, c.RegionalFrontend, s, plsCache)
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+func (p *Provider) resolve(ctx context.Context, ref string, s annotations.Settings, plsCache map[string][]*armnetwork.PrivateLinkService) Origin {
+	m := frontendRef.FindStringSubmatch(ref)
+	if m == nil {
+		return Origin{Problem: fmt.Sprintf("regional frontend %s is not a load balancer frontend IP configuration id", ref)}
+	}
+	sub, rg, lbName, feName := m[1], m[2], m[3], m[4]
+	f, err := p.net.factory(sub)
+	if err != nil {
+		return Origin{Problem: err.Error()}
+	}
+	lb, err := f.NewLoadBalancersClient().Get(ctx, rg, lbName, nil)
+	if err != nil {
+		return Origin{Problem: fmt.Sprintf("reading load balancer %s: %v", lbName, describe(err))}
+	}
+	var fe *armnetwork.FrontendIPConfiguration
+	if lb.Properties != nil {
+		for _, x := range lb.Properties.FrontendIPConfigurations {
+			if strings.EqualFold(deref(x.Name), feName) {
+				fe = x
+			}
+		}
+	}
+	if fe == nil || fe.Properties == nil {
+		return Origin{Problem: fmt.Sprintf("load balancer %s has no frontend %s", lbName, feName)}
+	}
+	if fe.Properties.PublicIPAddress != nil {
+		if s.Connectivity == annotations.ConnectivityPrivateLink {
+			return Origin{Problem: fmt.Sprintf("frontend %s of load balancer %s is public: %s=private-link needs an internal load balancer with a Private Link Service", feName, lbName, keys.AnnotationAzureConnectivity)}
+		}
+		pipID := deref(fe.Properties.PublicIPAddress.ID)
+		pm := regexp.MustCompile(`(?i)^/subscriptions/([^/]+)/resourceGroups/([^/]+)/providers/Microsoft\.Network/publicIPAddresses/([^/]+)$`).FindStringSubmatch(pipID)
+		if pm == nil {
+			return Origin{Problem: fmt.Sprintf("frontend %s uses %s, which is not a public IP address id", feName, pipID)}
+		}
+		pf, err := p.net.factory(pm[1])
+		if err != nil {
+			return Origin{Problem: err.Error()}
+		}
+		pip, err := pf.NewPublicIPAddressesClient().Get(ctx, pm[2], pm[3], nil)
+		if err != nil {
+			return Origin{Problem: fmt.Sprintf("reading public IP address %s: %v", pm[3], describe(err))}
+		}
+		addr := ""
+		if pip.Properties != nil {
+			addr = deref(pip.Properties.IPAddress)
+		}
+		if addr == "" {
+			return Origin{Problem: fmt.Sprintf("public IP address %s of frontend %s has no address yet", pm[3], feName)}
+		}
+		return Origin{Host: addr}
+	}
+	if s.Connectivity != annotations.ConnectivityPrivateLink {
+		return Origin{Problem: fmt.Sprintf("frontend %s of load balancer %s is internal, which Front Door cannot reach over the internet: set %s=private-link (Premium) with a Private Link Service on it",
+			feName, lbName, keys.AnnotationAzureConnectivity)}
+	}
+	plsRG := rg
+	if s.PLSResourceGroup != "" {
+		plsRG = s.PLSResourceGroup
+	}
+	cacheKey := strings.ToLower(sub + "/" + plsRG)
+	list, ok := plsCache[cacheKey]
+	if !ok {
+		pager := f.NewPrivateLinkServicesClient().NewListPager(plsRG, nil)
+		for pager.More() {
+			page, err := pager.NextPage(ctx)
+			if err != nil {
+				return Origin{Problem: fmt.Sprintf("listing the Private Link Services of resource group %s: %v", plsRG, describe(err))}
+			}
+			list = append(list, page.Value...)
+		}
+		plsCache[cacheKey] = list
+	}
+	for _, pls := range list {
+		if pls.Properties == nil {
+			continue
+		}
+		for _, x := range pls.Properties.LoadBalancerFrontendIPConfigurations {
+			if strings.EqualFold(deref(x.ID), ref) {
+				return Origin{Host: deref(fe.Properties.PrivateIPAddress), PrivateLink: deref(pls.ID), PrivateLinkLocation: deref(pls.Location)}
+			}
+		}
+	}
+	return Origin{Problem: fmt.Sprintf("no Private Link Service in resource group %s uses internal frontend %s of load balancer %s (create one, or set %s)", plsRG, feName, lbName, keys.AnnotationAzurePLSResourceGroup)}
+}
+
+// approve approves the Pending private endpoint connections Front Door
+// opened for g's Private Link origins on the Private Link Services tagged
+// keys.TagAzurePLSApproval=auto (connections are told apart by the
+// request message the origin sends, which the connection carries as its
+// description), and reads those origins again.
+func (p *Provider) approve(ctx context.Context, key string, g graph, obs *observed) error {
+	for _, og := range g.groups {
+		for _, o := range og.origins {
+			spl := o.v.Properties.SharedPrivateLinkResource
+			if spl == nil {
+				continue
+			}
+			path := []string{g.profileName, og.name, o.name}
+			cur := obs.get(kindOrigin, path)
+			m := metaOf(cur)
+			if cur == nil || m.Properties.SharedPrivateLinkResource == nil || m.Properties.SharedPrivateLinkResource.Status != "Pending" {
+				continue
+			}
+			pm := plsRef.FindStringSubmatch(deref(spl.PrivateLink.ID))
+			if pm == nil {
+				continue
+			}
+			f, err := p.net.factory(pm[1])
+			if err != nil {
+				return err
+			}
+			c := f.NewPrivateLinkServicesClient()
+			pls, err := c.Get(ctx, pm[2], pm[3], nil)
+			if err != nil {
+				return fmt.Errorf("reading Private Link Service %s: %w", pm[3], describe(err))
+			}
+			if deref(pls.Tags[keys.TagAzurePLSApproval]) != "auto" || pls.Properties == nil {
+				continue // the owner approves
+			}
+			approved := false
+			for _, pc := range pls.Properties.PrivateEndpointConnections {
+				st := pc.Properties
+				if st == nil || st.PrivateLinkServiceConnectionState == nil || deref(st.PrivateLinkServiceConnectionState.Status) != "Pending" ||
+					deref(st.PrivateLinkServiceConnectionState.Description) != deref(spl.RequestMessage) {
+					continue
+				}
+				p.log.Info("approving Front Door's Private Link connection", "gateway", key, "privateLinkService", pm[3], "connection", deref(pc.Name))
+				_, err := c.UpdatePrivateEndpointConnection(ctx, pm[2], pm[3], deref(pc.Name), armnetwork.PrivateEndpointConnection{
+					Name: pc.Name, Properties: &armnetwork.PrivateEndpointConnectionProperties{PrivateLinkServiceConnectionState: &armnetwork.PrivateLinkServiceConnectionState{
+						Status: to.Ptr("Approved"), Description: to.Ptr("approved by fleetnet for Gateway " + key)}}}, nil)
+				if err != nil {
+					return fmt.Errorf("approving connection %s on Private Link Service %s: %w", deref(pc.Name), pm[3], describe(err))
+				}
+				approved = true
+			}
+			if approved {
+				v, err := p.kinds[kindOrigin].get(ctx, path)
+				if err != nil {
+					return fmt.Errorf("reading origin %s: %w", o.name, describe(err))
+				}
+				obs.add(kindOrigin, path, v)
+			}
+		}
+	}
+	return nil
+}

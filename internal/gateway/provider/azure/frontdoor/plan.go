@@ -1,0 +1,642 @@
+package frontdoor
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/cdn/armcdn/v2"
+
+	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/internal/gateway/model"
+	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/frontdoor/annotations"
+)
+
+// target is where the provider creates resources.
+type target struct {
+	subscription, resourceGroup, owner string
+}
+
+// Origin is where Front Door reaches one cluster's backend: what the
+// provider resolved from the cluster's regional load balancer frontend
+// (model.ClusterEndpoints.RegionalFrontend).
+type Origin struct {
+	// Host is the origin's address: the public IP of the frontend (public
+	// connectivity) or its private IP (Private Link).
+	Host string
+	// PrivateLink is the Private Link Service in front of an internal
+	// frontend (private-link connectivity), "" for public origins.
+	PrivateLink         string
+	PrivateLinkLocation string
+	// Problem says why the cluster has no origin ("" when it has).
+	Problem string
+}
+
+// Refusal is a route match that Front Door cannot serve as written; it is
+// not programmed, and its reason names the feature.
+type Refusal struct {
+	RouteNamespace, RouteName string
+	Rule, Match               int
+	Reason                    string
+}
+
+func (r Refusal) String() string {
+	return fmt.Sprintf("HTTPRoute %s/%s rule %d match %d: %s", r.RouteNamespace, r.RouteName, r.Rule, r.Match, r.Reason)
+}
+
+// graph is the Front Door resources one Gateway needs, derived purely
+// from the model, the Gateway's settings, the resolved origins and the
+// target. Slices are in creation order within their kind.
+type graph struct {
+	key      string // namespace/name
+	settings annotations.Settings
+
+	profileName string
+	profile     armcdn.Profile
+	endpoint    named[armcdn.AFDEndpoint]
+	domains     []named[armcdn.AFDDomain]
+	groups      []originGroup
+	ruleSets    []ruleSet
+	routes      []named[armcdn.Route]
+	security    *named[armcdn.SecurityPolicy]
+
+	refused []Refusal
+	notes   []string
+}
+
+type named[T any] struct {
+	name string
+	// label says what it serves, for messages (e.g. a hostname).
+	label string
+	v     T
+}
+
+type originGroup struct {
+	named[armcdn.AFDOriginGroup]
+	origins []named[armcdn.AFDOrigin]
+}
+
+type ruleSet struct {
+	name  string
+	rules []named[armcdn.Rule]
+}
+
+// Names. Front Door names hold letters, digits and inner hyphens (rule
+// sets and rules: a letter, then letters and digits); every name the
+// provider gives starts with namePrefix, the mark of what it owns inside
+// its profile (child resources carry no tags).
+const (
+	namePrefix    = "fn-"
+	rulePrefix    = "fn"
+	endpointLabel = "endpoint"
+)
+
+var notNameChar = regexp.MustCompile(`[^a-zA-Z0-9-]+`)
+
+func shortHash(parts ...string) string {
+	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
+	return hex.EncodeToString(sum[:])[:10]
+}
+
+// readable is s as letters, digits and single inner hyphens, at most n.
+func readable(s string, n int) string {
+	r := strings.Trim(notNameChar.ReplaceAllString(strings.ToLower(s), "-"), "-")
+	for strings.Contains(r, "--") {
+		r = strings.ReplaceAll(r, "--", "-")
+	}
+	if len(r) > n {
+		r = strings.Trim(r[:n], "-")
+	}
+	return r
+}
+
+func childName(readablePart string, hashParts ...string) string {
+	if r := readable(readablePart, 40); r != "" {
+		return namePrefix + r + "-" + shortHash(hashParts...)
+	}
+	return namePrefix + shortHash(hashParts...)
+}
+
+// profileName is unique per owner and Gateway (two fleets may share a
+// resource group; a-b/c and a/b-c do not collide).
+func profileName(owner, namespace, name string) string {
+	return childName(namespace+"-"+name, owner, namespace, name)
+}
+
+func (t target) profileID(profile string) string {
+	return fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Cdn/profiles/%s", t.subscription, t.resourceGroup, profile)
+}
+
+func (t target) tags(gw model.Gateway) map[string]*string {
+	tags := map[string]*string{keys.TagAzureOwner: to.Ptr(t.owner), keys.TagAzureGatewayNamespace: to.Ptr(gw.Namespace), keys.TagAzureGatewayName: to.Ptr(gw.Name)}
+	if gw.UID != "" {
+		tags[keys.TagAzureGatewayUID] = to.Ptr(gw.UID)
+	}
+	return tags
+}
+
+func skuName(s annotations.SKU) armcdn.SKUName {
+	if s == annotations.SKUPremium {
+		return armcdn.SKUNamePremiumAzureFrontDoor
+	}
+	return armcdn.SKUNameStandardAzureFrontDoor
+}
+
+// vhostRoute is one model route on one hostname, with the protocols of
+// the listeners it is served on.
+type vhostRoute struct {
+	host      string
+	r         model.Route
+	protocols map[string]bool
+}
+
+// planFor derives the graph of gw. origins are by regional frontend id.
+//
+// What Front Door cannot express is refused per route match (Refusal),
+// never dropped: matches on headers, query parameters or methods (a Front
+// Door route matches paths only); direct responses; redirects to another
+// port or replacing a path prefix; hostname rewrites (the origin host
+// header is per origin); per-backend filters; timeouts (Front Door has one
+// origin response timeout per profile); a pattern that a route of higher
+// precedence already serves on the same domain. Listeners on ports other
+// than 80 and 443, wildcard hostnames (AFD-managed certificates do not
+// cover them) and clusters without an origin are noted on the Gateway.
+func planFor(t target, gw model.Gateway, s annotations.Settings, origins map[string]Origin) graph {
+	g := graph{key: gw.Namespace + "/" + gw.Name, settings: s, profileName: profileName(t.owner, gw.Namespace, gw.Name)}
+	pid := t.profileID(g.profileName)
+	g.profile = armcdn.Profile{Location: to.Ptr("Global"), SKU: &armcdn.SKU{Name: to.Ptr(skuName(s.SKU))}, Tags: t.tags(gw),
+		Properties: &armcdn.ProfileProperties{}}
+	g.endpoint = named[armcdn.AFDEndpoint]{name: namePrefix + shortHash(t.owner, gw.Namespace, gw.Name), label: endpointLabel, v: armcdn.AFDEndpoint{
+		Location: to.Ptr("Global"), Tags: t.tags(gw),
+		Properties: &armcdn.AFDEndpointProperties{EnabledState: to.Ptr(armcdn.EnabledStateEnabled),
+			AutoGeneratedDomainNameLabelScope: to.Ptr(armcdn.AutoGeneratedDomainNameLabelScopeTenantReuse)}}}
+	endpointID := pid + "/afdEndpoints/" + g.endpoint.name
+
+	// Routes by hostname, in the model's precedence order, each with the
+	// protocols of the listeners that serve it.
+	var order []string
+	byHost := map[string][]*vhostRoute{}
+	index := map[string]*vhostRoute{}
+	for _, l := range gw.Listeners {
+		if l.Port != 80 && l.Port != 443 {
+			g.notes = append(g.notes, fmt.Sprintf("listener %s on port %d is not served: Front Door serves HTTP on 80 and HTTPS on 443 only", l.Name, l.Port))
+			continue
+		}
+		if (l.Port == 80) != (l.Protocol == model.ProtocolHTTP) {
+			g.notes = append(g.notes, fmt.Sprintf("listener %s is not served: Front Door serves %s on port %d only as %s", l.Name, l.Protocol, l.Port, map[int32]string{80: "HTTP", 443: "HTTPS"}[l.Port]))
+			continue
+		}
+		for _, vh := range l.VirtualHosts {
+			if strings.HasPrefix(vh.Hostname, "*.") {
+				g.notes = append(g.notes, fmt.Sprintf("hostname %s of listener %s is not served: Front Door's managed certificates do not cover wildcard domains", vh.Hostname, l.Name))
+				continue
+			}
+			if _, ok := byHost[vh.Hostname]; !ok {
+				order = append(order, vh.Hostname)
+				byHost[vh.Hostname] = nil
+			}
+			for _, r := range vh.Routes {
+				k := fmt.Sprintf("%s\x00%s/%s\x00%d\x00%d", vh.Hostname, r.RouteNamespace, r.RouteName, r.Rule, r.Match)
+				if v := index[k]; v != nil {
+					v.protocols[l.Protocol] = true
+					continue
+				}
+				v := &vhostRoute{host: vh.Hostname, r: r, protocols: map[string]bool{l.Protocol: true}}
+				index[k] = v
+				byHost[vh.Hostname] = append(byHost[vh.Hostname], v)
+			}
+		}
+	}
+	slices.Sort(order)
+
+	// Custom domains for every concrete hostname.
+	domainID := map[string]string{}
+	for _, h := range order {
+		if h == "*" || h == "" {
+			continue
+		}
+		d := named[armcdn.AFDDomain]{name: childName(strings.ReplaceAll(h, ".", "-"), h), label: h, v: armcdn.AFDDomain{Properties: &armcdn.AFDDomainProperties{
+			HostName: to.Ptr(h),
+			TLSSettings: &armcdn.AFDDomainHTTPSParameters{CertificateType: to.Ptr(armcdn.AfdCertificateTypeManagedCertificate),
+				MinimumTLSVersion: to.Ptr(armcdn.AfdMinimumTLSVersionTLS12)}}}}
+		g.domains = append(g.domains, d)
+		domainID[h] = pid + "/customDomains/" + d.name
+	}
+
+	groupIDs := map[string]string{} // by backend set key
+	taken := map[string]string{}    // domain+pattern -> AFD route name
+	for _, h := range order {
+		routes := byHost[h]
+		// A pure redirect to https of every path of the host (the usual
+		// HTTP listener rule) becomes the host's routes' HTTPS redirect.
+		httpsRedirect := false
+		for _, v := range routes {
+			if isHTTPSRedirectAll(v.r) {
+				httpsRedirect = true
+			}
+		}
+		for _, v := range routes {
+			r := v.r
+			if httpsRedirect && isHTTPSRedirectAll(r) {
+				continue
+			}
+			refuse := func(reason string) {
+				g.refused = append(g.refused, Refusal{RouteNamespace: r.RouteNamespace, RouteName: r.RouteName, Rule: r.Rule, Match: r.Match, Reason: reason})
+			}
+			if reason := inexpressible(r); reason != "" {
+				refuse(reason)
+				continue
+			}
+			patterns := patternsOf(r.Path)
+			dom := h
+			var free []string
+			var shadow string
+			for _, p := range patterns {
+				if other, ok := taken[dom+"\x00"+p]; ok {
+					shadow = other
+					continue
+				}
+				free = append(free, p)
+			}
+			if len(free) == 0 {
+				refuse(fmt.Sprintf("its path %s on %s is already served by Front Door route %s of higher precedence (Front Door matches paths only)", r.Path.Value, hostLabel(h), shadow))
+				continue
+			}
+			// Rules for the route's filters.
+			rules, reason := rulesFor(r)
+			if reason != "" {
+				refuse(reason)
+				continue
+			}
+			// Origin group of the route's backends, shared by routes with
+			// the same backends.
+			var ogID string
+			bkey, valid := backendKey(r.Backends)
+			if len(r.Backends) > 0 && len(valid) == 0 {
+				refuse("none of its backends resolves to a cluster with endpoints: Front Door cannot answer 500 or 503 itself")
+				continue
+			}
+			if len(valid) > 0 {
+				if id, ok := groupIDs[bkey]; ok {
+					ogID = id
+				} else {
+					og := planGroup(valid, s, origins, &g)
+					if len(og.origins) == 0 {
+						refuse("no cluster of its backends has a Front Door origin: " + strings.Join(originProblems(valid, origins), "; "))
+						continue
+					}
+					g.groups = append(g.groups, og)
+					ogID = pid + "/originGroups/" + og.name
+					groupIDs[bkey] = ogID
+				}
+			} else {
+				// A redirect without backends: Front Door's route still
+				// needs an origin group; any of the Gateway's does, as the
+				// redirect answers before forwarding.
+				for _, id := range groupIDs {
+					if ogID == "" || id < ogID {
+						ogID = id
+					}
+				}
+				if ogID == "" {
+					refuse("a redirect without backends needs another route of the Gateway with an origin: a Front Door route always names an origin group")
+					continue
+				}
+			}
+			for _, p := range free {
+				taken[dom+"\x00"+p] = ""
+			}
+			rname := childName(r.RouteName, h, r.RouteNamespace, r.RouteName, fmt.Sprint(r.Rule), fmt.Sprint(r.Match))
+			for _, p := range free {
+				taken[dom+"\x00"+p] = rname
+			}
+			route := armcdn.Route{Properties: &armcdn.RouteProperties{
+				OriginGroup:         &armcdn.ResourceReference{ID: to.Ptr(ogID)},
+				PatternsToMatch:     toPtrs(free),
+				ForwardingProtocol:  to.Ptr(forwarding(r)),
+				HTTPSRedirect:       to.Ptr(armcdn.HTTPSRedirectDisabled),
+				LinkToDefaultDomain: to.Ptr(armcdn.LinkToDefaultDomainDisabled),
+				EnabledState:        to.Ptr(armcdn.EnabledStateEnabled),
+			}}
+			protos := []*armcdn.AFDEndpointProtocols{}
+			if v.protocols[model.ProtocolHTTP] || httpsRedirect {
+				protos = append(protos, to.Ptr(armcdn.AFDEndpointProtocolsHTTP))
+			}
+			if v.protocols[model.ProtocolHTTPS] {
+				protos = append(protos, to.Ptr(armcdn.AFDEndpointProtocolsHTTPS))
+			}
+			route.Properties.SupportedProtocols = protos
+			if httpsRedirect && v.protocols[model.ProtocolHTTPS] {
+				route.Properties.HTTPSRedirect = to.Ptr(armcdn.HTTPSRedirectEnabled)
+			}
+			if id, ok := domainID[h]; ok {
+				route.Properties.CustomDomains = []*armcdn.ActivatedResourceReference{{ID: to.Ptr(id)}}
+			} else {
+				route.Properties.LinkToDefaultDomain = to.Ptr(armcdn.LinkToDefaultDomainEnabled)
+			}
+			if len(rules) > 0 {
+				rs := ruleSet{name: rulePrefix + shortHash("rules", rname)}
+				for i, rule := range rules {
+					rule.Properties.Order = to.Ptr(int32(i + 1))
+					rs.rules = append(rs.rules, named[armcdn.Rule]{name: fmt.Sprintf("%sr%d", rulePrefix, i+1), label: rname, v: rule})
+				}
+				g.ruleSets = append(g.ruleSets, rs)
+				route.Properties.RuleSets = []*armcdn.ResourceReference{{ID: to.Ptr(pid + "/ruleSets/" + rs.name)}}
+			}
+			g.routes = append(g.routes, named[armcdn.Route]{name: rname, label: fmt.Sprintf("%s/%s rule %d on %s", r.RouteNamespace, r.RouteName, r.Rule, hostLabel(h)), v: route})
+		}
+	}
+
+	if s.WAFPolicyID != "" {
+		var doms []*armcdn.ActivatedResourceReference
+		for _, d := range g.domains {
+			doms = append(doms, &armcdn.ActivatedResourceReference{ID: to.Ptr(pid + "/customDomains/" + d.name)})
+		}
+		doms = append(doms, &armcdn.ActivatedResourceReference{ID: to.Ptr(endpointID)})
+		g.security = &named[armcdn.SecurityPolicy]{name: namePrefix + "waf", label: "WAF policy", v: armcdn.SecurityPolicy{Properties: &armcdn.SecurityPolicyProperties{
+			Parameters: &armcdn.SecurityPolicyWebApplicationFirewallParameters{Type: to.Ptr(armcdn.SecurityPolicyTypeWebApplicationFirewall),
+				WafPolicy:    &armcdn.ResourceReference{ID: to.Ptr(s.WAFPolicyID)},
+				Associations: []*armcdn.SecurityPolicyWebApplicationFirewallAssociation{{Domains: doms, PatternsToMatch: []*string{to.Ptr("/*")}}}}}}}
+	}
+	return g
+}
+
+func hostLabel(h string) string {
+	if h == "*" || h == "" {
+		return "the endpoint's domain"
+	}
+	return h
+}
+
+func toPtrs(ss []string) []*string {
+	out := make([]*string, len(ss))
+	for i := range ss {
+		out[i] = to.Ptr(ss[i])
+	}
+	return out
+}
+
+// patternsOf is the Front Door patterns of a path match: an exact path as
+// itself, a prefix as itself and everything below it.
+func patternsOf(p model.PathMatch) []string {
+	if p.Type == model.PathExact {
+		return []string{p.Value}
+	}
+	v := strings.TrimSuffix(p.Value, "/")
+	if v == "" {
+		return []string{"/*"}
+	}
+	return []string{v, v + "/*"}
+}
+
+func isHTTPSRedirectAll(r model.Route) bool {
+	if len(r.Filters) != 1 || r.Filters[0].Type != model.FilterRequestRedirect || len(r.Backends) > 0 {
+		return false
+	}
+	rd := r.Filters[0].RequestRedirect
+	return rd.Scheme == "https" && rd.Hostname == "" && (rd.Port == 0 || rd.Port == 443) && rd.Path == nil &&
+		r.Path.Type == model.PathPrefix && r.Path.Value == "/" && len(r.Headers)+len(r.QueryParams) == 0 && r.Method == ""
+}
+
+// inexpressible names the first feature of r that Front Door cannot
+// express, "" when it can.
+func inexpressible(r model.Route) string {
+	switch {
+	case len(r.Headers) > 0:
+		return fmt.Sprintf("header matches (%s) are not expressible: a Front Door route matches paths only", r.Headers[0].Name)
+	case len(r.QueryParams) > 0:
+		return fmt.Sprintf("query parameter matches (%s) are not expressible: a Front Door route matches paths only", r.QueryParams[0].Name)
+	case r.Method != "":
+		return fmt.Sprintf("the method match %s is not expressible: a Front Door route matches paths only", r.Method)
+	case r.DirectResponse != nil:
+		return fmt.Sprintf("a direct response (%d, %s) is not expressible: Front Door forwards or redirects", r.DirectResponse.Status, r.DirectResponse.Reason)
+	case r.Timeouts.RequestMillis > 0 || r.Timeouts.BackendRequestMillis > 0:
+		return "timeouts are not expressible per route: Front Door has one origin response timeout per profile"
+	}
+	for _, b := range r.Backends {
+		if len(b.Filters) > 0 {
+			return fmt.Sprintf("filters of backendRef %s/%s are not expressible: Front Door's rules apply per route", b.Namespace, b.Name)
+		}
+	}
+	return ""
+}
+
+// rulesFor turns r's filters into rule set rules (no conditions: the rule
+// set is the route's own), or names the filter it cannot express.
+func rulesFor(r model.Route) ([]armcdn.Rule, string) {
+	var actions []armcdn.DeliveryRuleActionAutoGeneratedClassification
+	header := func(name armcdn.DeliveryRuleAction, hm *model.HeaderModifier) {
+		add := func(action armcdn.HeaderAction, h, v string) {
+			p := &armcdn.HeaderActionParameters{TypeName: to.Ptr(armcdn.HeaderActionParametersTypeNameDeliveryRuleHeaderActionParameters),
+				HeaderAction: to.Ptr(action), HeaderName: to.Ptr(h)}
+			if action != armcdn.HeaderActionDelete {
+				p.Value = to.Ptr(v)
+			}
+			if name == armcdn.DeliveryRuleActionModifyRequestHeader {
+				actions = append(actions, &armcdn.DeliveryRuleRequestHeaderAction{Name: to.Ptr(name), Parameters: p})
+			} else {
+				actions = append(actions, &armcdn.DeliveryRuleResponseHeaderAction{Name: to.Ptr(name), Parameters: p})
+			}
+		}
+		for _, h := range hm.Set {
+			add(armcdn.HeaderActionOverwrite, h.Name, h.Value)
+		}
+		for _, h := range hm.Add {
+			add(armcdn.HeaderActionAppend, h.Name, h.Value)
+		}
+		for _, h := range hm.Remove {
+			add(armcdn.HeaderActionDelete, h, "")
+		}
+	}
+	for _, f := range r.Filters {
+		switch f.Type {
+		case model.FilterRequestHeaderModifier:
+			header(armcdn.DeliveryRuleActionModifyRequestHeader, f.RequestHeaderModifier)
+		case model.FilterResponseHeaderModifier:
+			header(armcdn.DeliveryRuleActionModifyResponseHeader, f.ResponseHeaderModifier)
+		case model.FilterRequestRedirect:
+			rd := f.RequestRedirect
+			if rd.Port != 0 && !(rd.Port == 443 && rd.Scheme == "https") && !(rd.Port == 80 && rd.Scheme == "http") {
+				return nil, fmt.Sprintf("a redirect to port %d is not expressible: Front Door redirects to its own ports 80 and 443", rd.Port)
+			}
+			if rd.Path != nil && rd.Path.Type == model.PathReplacePrefix {
+				return nil, "a redirect replacing the path prefix is not expressible: Front Door's redirect sets the whole path"
+			}
+			p := &armcdn.URLRedirectActionParameters{TypeName: to.Ptr(armcdn.URLRedirectActionParametersTypeNameDeliveryRuleURLRedirectActionParameters),
+				RedirectType: to.Ptr(redirectType(rd.StatusCode)), DestinationProtocol: to.Ptr(armcdn.DestinationProtocolMatchRequest)}
+			switch rd.Scheme {
+			case "https":
+				p.DestinationProtocol = to.Ptr(armcdn.DestinationProtocolHTTPS)
+			case "http":
+				p.DestinationProtocol = to.Ptr(armcdn.DestinationProtocolHTTP)
+			}
+			if rd.Hostname != "" {
+				p.CustomHostname = to.Ptr(rd.Hostname)
+			}
+			if rd.Path != nil {
+				p.CustomPath = to.Ptr(rd.Path.Value)
+			}
+			actions = append(actions, &armcdn.URLRedirectAction{Name: to.Ptr(armcdn.DeliveryRuleActionURLRedirect), Parameters: p})
+		case model.FilterURLRewrite:
+			rw := f.URLRewrite
+			if rw.Hostname != "" {
+				return nil, fmt.Sprintf("a hostname rewrite (%s) is not expressible per route: Front Door sets the origin host header per origin (use %s)", rw.Hostname, keys.AnnotationAzureOriginHostHeader)
+			}
+			if rw.Path == nil {
+				continue
+			}
+			source := r.Path.Value
+			p := &armcdn.URLRewriteActionParameters{TypeName: to.Ptr(armcdn.URLRewriteActionParametersTypeNameDeliveryRuleURLRewriteActionParameters),
+				SourcePattern: to.Ptr(source), Destination: to.Ptr(rw.Path.Value), PreserveUnmatchedPath: to.Ptr(rw.Path.Type == model.PathReplacePrefix)}
+			actions = append(actions, &armcdn.URLRewriteAction{Name: to.Ptr(armcdn.DeliveryRuleActionURLRewrite), Parameters: p})
+		default:
+			return nil, fmt.Sprintf("the filter %s is not expressible in Front Door", f.Type)
+		}
+	}
+	if len(actions) == 0 {
+		return nil, ""
+	}
+	// Front Door allows at most five actions per rule.
+	var rules []armcdn.Rule
+	for len(actions) > 0 {
+		n := min(5, len(actions))
+		rules = append(rules, armcdn.Rule{Properties: &armcdn.RuleProperties{Actions: actions[:n],
+			Conditions: []armcdn.DeliveryRuleConditionClassification{}, MatchProcessingBehavior: to.Ptr(armcdn.MatchProcessingBehaviorContinue)}})
+		actions = actions[n:]
+	}
+	return rules, ""
+}
+
+func redirectType(code int) armcdn.RedirectType {
+	switch code {
+	case 301:
+		return armcdn.RedirectTypeMoved
+	case 307:
+		return armcdn.RedirectTypeTemporaryRedirect
+	case 308:
+		return armcdn.RedirectTypePermanentRedirect
+	}
+	return armcdn.RedirectTypeFound
+}
+
+func forwarding(r model.Route) armcdn.ForwardingProtocol {
+	for _, b := range r.Backends {
+		if b.AppProtocol == "https" {
+			return armcdn.ForwardingProtocolHTTPSOnly
+		}
+	}
+	return armcdn.ForwardingProtocolHTTPOnly
+}
+
+// backendKey identifies a route's valid backends (those with clusters),
+// and returns them.
+func backendKey(bs []model.Backend) (string, []model.Backend) {
+	var valid []model.Backend
+	var parts []string
+	for _, b := range bs {
+		if b.Invalid != nil || len(b.Clusters) == 0 {
+			continue
+		}
+		valid = append(valid, b)
+		parts = append(parts, fmt.Sprintf("%s/%s/%s/%d/%d", b.Kind, b.Namespace, b.Name, b.Port, b.Weight))
+	}
+	return strings.Join(parts, ","), valid
+}
+
+func originProblems(bs []model.Backend, origins map[string]Origin) []string {
+	var out []string
+	for _, b := range bs {
+		for _, c := range b.Clusters {
+			if o := origins[c.RegionalFrontend]; c.RegionalFrontend == "" {
+				out = append(out, fmt.Sprintf("cluster %s publishes no regional load balancer frontend for %s/%s", c.Cluster, b.Namespace, b.Name))
+			} else if o.Problem != "" {
+				out = append(out, fmt.Sprintf("cluster %s: %s", c.Cluster, o.Problem))
+			}
+		}
+	}
+	return out
+}
+
+// planGroup is the origin group of a route's valid backends: an origin
+// per backend and cluster, weighted by the backendRef's weight times the
+// cluster's fleetnet.dev/weight (scaled into Front Door's 1 to 1000), and
+// disabled for a cluster of weight 0 or a backend of weight 0 (a Front
+// Door origin weighs at least 1). Front Door cannot weigh by endpoints:
+// each cluster's load balancer spreads over its own.
+func planGroup(bs []model.Backend, s annotations.Settings, origins map[string]Origin, g *graph) originGroup {
+	var names []string
+	for _, b := range bs {
+		names = append(names, fmt.Sprintf("%s/%s:%d", b.Namespace, b.Name, b.Port))
+	}
+	key, _ := backendKey(bs)
+	label := strings.Join(names, "+")
+	first := bs[0]
+	og := originGroup{named: named[armcdn.AFDOriginGroup]{name: childName(first.Name, key), label: label}}
+	probeProtocol, probePath := armcdn.ProbeProtocol(s.ProbeProtocol), s.ProbePath
+	if probePath == "/" && first.Policy.HealthCheck.Type == model.HealthCheckHTTP && first.Policy.HealthCheck.Path != "" {
+		probePath = first.Policy.HealthCheck.Path // the backend's own check, unless annotated
+	}
+	og.v = armcdn.AFDOriginGroup{Properties: &armcdn.AFDOriginGroupProperties{
+		HealthProbeSettings: &armcdn.HealthProbeParameters{ProbePath: to.Ptr(probePath), ProbeProtocol: to.Ptr(probeProtocol),
+			ProbeRequestType: to.Ptr(armcdn.HealthProbeRequestType(s.ProbeMethod)), ProbeIntervalInSeconds: to.Ptr(s.ProbeIntervalSecs)},
+		LoadBalancingSettings: &armcdn.LoadBalancingSettingsParameters{SampleSize: to.Ptr(s.SampleSize),
+			SuccessfulSamplesRequired: to.Ptr(s.SuccessfulSamples), AdditionalLatencyInMilliseconds: to.Ptr[int32](50)},
+		SessionAffinityState: to.Ptr(armcdn.EnabledStateDisabled),
+	}}
+	type raw struct {
+		b      model.Backend
+		c      model.ClusterEndpoints
+		o      Origin
+		weight int64
+	}
+	var rs []raw
+	maxW := int64(0)
+	for _, b := range bs {
+		for _, c := range b.Clusters {
+			o, ok := origins[c.RegionalFrontend]
+			if c.RegionalFrontend == "" || !ok || o.Problem != "" || o.Host == "" {
+				continue
+			}
+			w := int64(b.Weight) * int64(c.Weight)
+			maxW = max(maxW, w)
+			rs = append(rs, raw{b: b, c: c, o: o, weight: w})
+		}
+	}
+	for _, p := range originProblems(bs, origins) {
+		g.notes = append(g.notes, p)
+	}
+	for _, r := range rs {
+		w := r.weight
+		if maxW > 1000 {
+			w = max(1, (w*1000+maxW/2)/maxW)
+		}
+		enabled := armcdn.EnabledStateEnabled
+		if r.weight == 0 {
+			enabled, w = armcdn.EnabledStateDisabled, 1
+		}
+		port := r.b.Port
+		if port == 0 {
+			port = 80
+		}
+		o := armcdn.AFDOrigin{Properties: &armcdn.AFDOriginProperties{
+			HostName: to.Ptr(r.o.Host), HTTPPort: to.Ptr(port), HTTPSPort: to.Ptr(port),
+			Priority: to.Ptr[int32](1), Weight: to.Ptr(int32(w)), EnabledState: to.Ptr(enabled),
+			EnforceCertificateNameCheck: to.Ptr(true),
+		}}
+		if s.OriginHostHeader != "" {
+			o.Properties.OriginHostHeader = to.Ptr(s.OriginHostHeader)
+		}
+		if r.o.PrivateLink != "" {
+			o.Properties.SharedPrivateLinkResource = &armcdn.SharedPrivateLinkResourceProperties{
+				PrivateLink: &armcdn.ResourceReference{ID: to.Ptr(r.o.PrivateLink)}, PrivateLinkLocation: to.Ptr(r.o.PrivateLinkLocation),
+				RequestMessage: to.Ptr("fleetnet " + g.key)}
+		}
+		og.origins = append(og.origins, named[armcdn.AFDOrigin]{name: childName(r.c.Cluster, r.b.Namespace, r.b.Name, fmt.Sprint(r.b.Port), r.c.Cluster),
+			label: fmt.Sprintf("cluster %s for %s/%s", r.c.Cluster, r.b.Namespace, r.b.Name), v: o})
+	}
+	return og
+}
