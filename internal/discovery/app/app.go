@@ -22,6 +22,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/discovery/server"
 	"github.com/fleetnet/fleetnet/internal/discovery/store"
 	"github.com/fleetnet/fleetnet/internal/pki"
+	registryclient "github.com/fleetnet/fleetnet/internal/registry/client"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -46,6 +47,9 @@ type Options struct {
 	RoutersService string
 	ClusterName    string
 
+	// Registry is how the registry source reaches the registry.
+	Registry registryclient.Options
+
 	History          int
 	WatchBuffer      int
 	BookmarkInterval time.Duration
@@ -65,12 +69,17 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PoolSource, "pool-source", "memory", "where pools come from: "+strings.Join(sourceNames(), ", ")+" (memory: leased registrations through the API)")
 	fs.DurationVar(&o.LeaseTTL, "lease-ttl", 30*time.Second, "memory: how long a registration lives without a renewal, unless it names its own ttlSeconds")
 	fs.DurationVar(&o.RegistrationGrace, "registration-grace", 30*time.Second, "memory: after a start, how long readiness (and watches) wait for a first registration before serving an empty set; keep it at least --lease-ttl so that registrants are back")
-	fs.StringSliceVar(&o.Routers, "routers", nil, "memory: the router replicas, each INSTANCE=ADDRESS:PORT[?cluster=C&region=R&zone=Z&port-name=N&protocol=P] (port name default http, protocol TCP)")
+	fs.StringSliceVar(&o.Routers, "routers", nil, "memory, registry: the router replicas, each INSTANCE=ADDRESS:PORT[?cluster=C&region=R&zone=Z&port-name=N&protocol=P] (port name default http, protocol TCP)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubernetes: kubeconfig of the cluster whose imported EndpointSlices are served; empty means in-cluster, then $KUBECONFIG")
 	fs.StringVar(&o.Context, "context", "", "kubernetes: kubeconfig context; empty means its current context")
 	fs.StringVar(&o.SliceSelection, "slice-selection", string(kubesource.SelectionMCS), "kubernetes: which EndpointSlices are imported ones: mcs (labels multicluster.kubernetes.io/service-name and /source-cluster) or karmada (Karmada's derived slices)")
 	fs.StringVar(&o.RoutersService, "routers-service", "", "kubernetes: NAMESPACE/NAME of the Service whose EndpointSlices are the router replicas; empty serves none")
 	fs.StringVar(&o.ClusterName, "cluster-name", "", "kubernetes: the name of the cluster read, given to the router replicas")
+	fs.StringVar(&o.Registry.Address, "registry", "", "registry: the fleet registry's address host:port")
+	fs.StringVar(&o.Registry.CAFile, "registry-ca-file", "", "registry: CA bundle that signed the registry's certificate")
+	fs.StringVar(&o.Registry.CertFile, "registry-cert-file", "", "registry: client certificate (organization fleetnet:admins or fleetnet:clusters: either may watch)")
+	fs.StringVar(&o.Registry.KeyFile, "registry-key-file", "", "registry: client key")
+	fs.StringVar(&o.Registry.TokenFile, "registry-token-file", "", "registry: file holding a bearer token, instead of a client certificate; read at each call, so a rotated token is used at once")
 	fs.IntVar(&o.History, "history", store.DefaultHistory, "how many changes, at least, are kept for watches to resume from; an older revision gets a fresh snapshot")
 	fs.IntVar(&o.WatchBuffer, "watch-buffer", store.DefaultBuffer, "how many changes a watcher may lag behind before it is disconnected (it then resumes from its last revision)")
 	fs.DurationVar(&o.BookmarkInterval, "watch-bookmark-interval", 30*time.Second, "how long a watch stays silent before it gets a bookmark (a keepalive carrying the revision)")
@@ -106,9 +115,10 @@ func (o *Options) Validate() error {
 	if _, err := ParseRouters(o.Routers); err != nil {
 		errs = append(errs, err)
 	}
-	if len(o.Routers) > 0 && o.PoolSource != "memory" {
-		errs = append(errs, fmt.Errorf("--routers: a static list is for --pool-source=memory; %q finds router replicas itself", o.PoolSource))
+	if len(o.Routers) > 0 && o.PoolSource == "kubernetes" {
+		errs = append(errs, fmt.Errorf("--routers: a static list is for --pool-source=memory or registry; %q finds router replicas itself (--routers-service)", o.PoolSource))
 	}
+	errs = append(errs, o.validateRegistry()...)
 	errs = append(errs, o.validateKubernetes()...)
 	if o.History < 1 {
 		errs = append(errs, fmt.Errorf("--history=%d: must be at least 1", o.History))
@@ -158,6 +168,42 @@ func (o *Options) validateKubernetes() []error {
 		if msgs := validation.IsDNS1123Label(o.ClusterName); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("--cluster-name=%q: %s", o.ClusterName, msgs[0]))
 		}
+	}
+	return errs
+}
+
+// validateRegistry checks the registry source's flags, which other sources
+// refuse.
+func (o *Options) validateRegistry() []error {
+	var errs []error
+	r := o.Registry
+	if o.PoolSource != "registry" {
+		for _, f := range []struct{ flag, value string }{
+			{"--registry", r.Address}, {"--registry-ca-file", r.CAFile}, {"--registry-cert-file", r.CertFile},
+			{"--registry-key-file", r.KeyFile}, {"--registry-token-file", r.TokenFile},
+		} {
+			if f.value != "" {
+				errs = append(errs, fmt.Errorf("%s=%q: only for --pool-source=registry", f.flag, f.value))
+			}
+		}
+		return errs
+	}
+	if r.Address == "" {
+		errs = append(errs, errors.New("--registry: required with --pool-source=registry"))
+	} else if _, _, err := net.SplitHostPort(r.Address); err != nil {
+		errs = append(errs, fmt.Errorf("--registry=%q: %w", r.Address, err))
+	}
+	if r.CAFile == "" {
+		errs = append(errs, errors.New("--registry-ca-file: required with --pool-source=registry"))
+	}
+	if (r.CertFile == "") != (r.KeyFile == "") {
+		errs = append(errs, fmt.Errorf("--registry-cert-file=%q and --registry-key-file=%q: give both or neither", r.CertFile, r.KeyFile))
+	}
+	switch {
+	case r.CertFile == "" && r.TokenFile == "":
+		errs = append(errs, errors.New("--registry-cert-file or --registry-token-file: the registry needs a client identity"))
+	case r.CertFile != "" && r.TokenFile != "":
+		errs = append(errs, fmt.Errorf("--registry-cert-file=%q and --registry-token-file=%q: give one", r.CertFile, r.TokenFile))
 	}
 	return errs
 }

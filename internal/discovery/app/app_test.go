@@ -14,14 +14,18 @@ import (
 	"time"
 
 	discoveryv1 "github.com/fleetnet/fleetnet/api/discovery/v1"
+	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/controlplane"
 	"github.com/fleetnet/fleetnet/internal/discovery/app"
 	"github.com/fleetnet/fleetnet/internal/discovery/client"
 	"github.com/fleetnet/fleetnet/internal/discovery/discoverytest"
 	"github.com/fleetnet/fleetnet/internal/pki"
+	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
+	registryserver "github.com/fleetnet/fleetnet/internal/registry/server"
 	"github.com/fleetnet/fleetnet/test/fleet"
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/pflag"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 	k8sdiscoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,7 +48,25 @@ func TestValidate(t *testing.T) {
 		want string
 	}{
 		{"the defaults with tokens", func(*app.Options) {}, ""},
-		{"unknown pool source", func(o *app.Options) { o.PoolSource = "etcd" }, `--pool-source="etcd": unknown; one of kubernetes, memory`},
+		{"unknown pool source", func(o *app.Options) { o.PoolSource = "etcd" }, `--pool-source="etcd": unknown; one of kubernetes, memory, registry`},
+		{"registry with a certificate and static routers", func(o *app.Options) {
+			o.PoolSource, o.Registry.Address, o.Registry.CAFile = "registry", "registry.fleet:7443", "ca.crt"
+			o.Registry.CertFile, o.Registry.KeyFile, o.Routers = "d.crt", "d.key", []string{"r0=10.0.0.1:80"}
+		}, ""},
+		{"registry without an address", func(o *app.Options) {
+			o.PoolSource, o.Registry.CAFile, o.Registry.TokenFile = "registry", "ca.crt", "token"
+		}, "--registry: required with --pool-source=registry"},
+		{"registry address without a port", func(o *app.Options) {
+			o.PoolSource, o.Registry.Address, o.Registry.CAFile, o.Registry.TokenFile = "registry", "registry.fleet", "ca.crt", "token"
+		}, `--registry="registry.fleet"`},
+		{"registry without an identity", func(o *app.Options) {
+			o.PoolSource, o.Registry.Address, o.Registry.CAFile = "registry", "registry.fleet:7443", "ca.crt"
+		}, "--registry-cert-file or --registry-token-file: the registry needs a client identity"},
+		{"registry with a certificate and a token", func(o *app.Options) {
+			o.PoolSource, o.Registry.Address, o.Registry.CAFile = "registry", "registry.fleet:7443", "ca.crt"
+			o.Registry.CertFile, o.Registry.KeyFile, o.Registry.TokenFile = "d.crt", "d.key", "token"
+		}, `--registry-cert-file="d.crt" and --registry-token-file="token": give one`},
+		{"registry flags for another source", func(o *app.Options) { o.Registry.Address = "registry.fleet:7443" }, `--registry="registry.fleet:7443": only for --pool-source=registry`},
 		{"kubernetes with karmada slices", func(o *app.Options) {
 			o.PoolSource, o.SliceSelection, o.RoutersService, o.ClusterName = "kubernetes", "karmada", "routing/router", "hub"
 		}, ""},
@@ -53,7 +75,7 @@ func TestValidate(t *testing.T) {
 		{"routers service with a bad name", func(o *app.Options) { o.PoolSource, o.RoutersService = "kubernetes", "routing/Router" }, `--routers-service="routing/Router": name "Router"`},
 		{"bad cluster name", func(o *app.Options) { o.PoolSource, o.ClusterName = "kubernetes", "Hub_1" }, `--cluster-name="Hub_1"`},
 		{"kubeconfig for the memory source", func(o *app.Options) { o.Kubeconfig = "kc" }, `--kubeconfig="kc": only for --pool-source=kubernetes`},
-		{"static routers for kubernetes", func(o *app.Options) { o.PoolSource, o.Routers = "kubernetes", []string{"r0=10.0.0.1:80"} }, `--routers: a static list is for --pool-source=memory`},
+		{"static routers for kubernetes", func(o *app.Options) { o.PoolSource, o.Routers = "kubernetes", []string{"r0=10.0.0.1:80"} }, `--routers: a static list is for --pool-source=memory or registry`},
 		{"no authentication", func(o *app.Options) { o.TokensFile = "" }, "no authentication: set --tokens-file, --client-ca-file or both"},
 		{"client CA without TLS", func(o *app.Options) { o.ClientCAFile = "ca.crt" }, `--client-ca-file="ca.crt": client certificates need TLS`},
 		{"a certificate without its key", func(o *app.Options) { o.TLSCertFile = "d.crt" }, `--tls-cert-file="d.crt" and --tls-key-file="": give both or neither`},
@@ -345,5 +367,68 @@ func TestRunKubernetes(t *testing.T) {
 	registrar, _ := client.New(client.Options{BaseURL: "http://" + o.Listen, Token: discoverytest.RegisterToken})
 	if _, err := registrar.Register(ctx, discoverytest.Registration("demo", "echo", "east", "", "e1")); err == nil || !strings.Contains(err.Error(), "501") {
 		t.Errorf("registering with the kubernetes source: %v, want 501", err)
+	}
+}
+
+// TestRunRegistry: the process with --pool-source=registry and an admin
+// client certificate, against a real registry on loopback: ready at the
+// registry's snapshot, the exported Pod's name as the instance id, static
+// --routers served.
+func TestRunRegistry(t *testing.T) {
+	r := registrytest.Start(t, registryserver.Config{})
+	east := r.Client("east", false)
+	ctx := t.Context()
+	if _, err := east.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: &registryv1.Cluster{Id: "east", ClustersetId: "fleet", Region: "eu-west-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := east.PutExport(ctx, &registryv1.PutExportRequest{Export: &registryv1.Export{
+		Key: &registryv1.ExportKey{Namespace: "demo", Name: "echo", ClusterId: "east"}, ExportedSince: timestamppb.Now(), Type: "ClusterSetIP",
+		Ports: []*registryv1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}}, IpFamilies: []string{"IPv4"}, Weight: 1,
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := east.PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: &registryv1.EndpointChunk{
+		Key: &registryv1.ChunkKey{Namespace: "demo", Name: "echo", ClusterId: "east", Chunk: "echo-abcde"}, AddressType: "IPv4",
+		Ports:     []*registryv1.EndpointPort{{Name: "http", Protocol: "TCP", Port: 8080}},
+		Endpoints: []*registryv1.Endpoint{{Addresses: []string{"10.244.1.5"}, PodName: "echo-7c9d-x2k4p", Conditions: &registryv1.EndpointConditions{Ready: true, Serving: true}}},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens.csv")
+	if err := os.WriteFile(tokens, []byte(discoverytest.ReadToken+",router,read\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := defaults()
+	o.Listen, o.MetricsAddr, o.HealthAddr = freeAddr(t), freeAddr(t), freeAddr(t)
+	o.TokensFile, o.PoolSource, o.Registry = tokens, "registry", r.ClientOptions("discovery", true)
+	o.Routers = []string{"router-0=10.9.0.1:8080?cluster=east"}
+	runCtx, cancel := context.WithCancel(context.Background())
+	finished := make(chan error, 1)
+	go func() { finished <- app.Run(runCtx, o, slog.New(slog.NewTextHandler(io.Discard, nil))) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-finished; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	waitFor(t, "/readyz", func() bool {
+		resp, err := http.Get("http://" + o.HealthAddr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	c, _ := client.New(client.Options{BaseURL: "http://" + o.Listen, Token: discoverytest.ReadToken})
+	p, err := c.GetPool(ctx, "demo", "echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Clusters) != 1 || p.Clusters[0].Region != "eu-west-1" || p.Clusters[0].Endpoints[0].InstanceID != "echo-7c9d-x2k4p" {
+		t.Errorf("pool demo/echo: %+v", p)
+	}
+	if routers, err := c.Routers(ctx); err != nil || len(routers.Routers) != 1 {
+		t.Errorf("routers: %+v %v", routers, err)
 	}
 }

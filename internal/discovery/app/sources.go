@@ -13,8 +13,10 @@ import (
 	discoveryv1 "github.com/fleetnet/fleetnet/api/discovery/v1"
 	"github.com/fleetnet/fleetnet/internal/discovery/kubesource"
 	"github.com/fleetnet/fleetnet/internal/discovery/memory"
+	"github.com/fleetnet/fleetnet/internal/discovery/registrysource"
 	"github.com/fleetnet/fleetnet/internal/discovery/server"
 	"github.com/fleetnet/fleetnet/internal/discovery/store"
+	registryclient "github.com/fleetnet/fleetnet/internal/registry/client"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
@@ -60,6 +62,14 @@ var sources = map[string]func(SourceEnv) (Source, error){
 			Routers: env.Routers, Registerer: env.Registerer,
 		}), nil
 	},
+	"registry": func(env SourceEnv) (Source, error) {
+		rc, conn, err := registryclient.Dial(env.Options.Registry)
+		if err != nil {
+			return nil, fmt.Errorf("--registry=%s: %w", env.Options.Registry.Address, err)
+		}
+		src := registrysource.New(registrysource.Config{Client: rc, Store: env.Store, Routers: env.Routers, Log: env.Log, Registerer: env.Registerer})
+		return closingSource{src, conn.Close}, nil
+	},
 	"kubernetes": func(env SourceEnv) (Source, error) {
 		o := env.Options
 		cfg, err := kubesource.RESTConfig(o.Kubeconfig, o.Context)
@@ -81,7 +91,20 @@ var sources = map[string]func(SourceEnv) (Source, error){
 	},
 }
 
+// closingSource closes what the source holds (a connection) once Run
+// returns.
+type closingSource struct {
+	Source
+	close func() error
+}
+
+func (c closingSource) Run(ctx context.Context) error {
+	defer c.close()
+	return c.Source.Run(ctx)
+}
+
 var (
+	_ Source           = (*registrysource.Source)(nil)
 	_ Source           = (*kubesource.Source)(nil)
 	_ Source           = (*memory.Memory)(nil)
 	_ server.Registrar = (*memory.Memory)(nil)

@@ -1,0 +1,131 @@
+package registrysource
+
+import (
+	"cmp"
+	"maps"
+	"net/netip"
+	"slices"
+
+	discoveryv1 "github.com/fleetnet/fleetnet/api/discovery/v1"
+	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/internal/discovery/store"
+)
+
+// Import is what the registry says of one import: its merged spec and its
+// endpoint chunks by source cluster, then chunk name.
+type Import struct {
+	Import *registryv1.Import
+	Chunks map[string]map[string]*registryv1.EndpointChunk
+}
+
+// BuildPool makes the pool of an import: its labels are the import's
+// (the exporters' spec.exportedLabels), its clusters the participating
+// ones that hold endpoint chunks, with their regions. An endpoint's
+// instance id is the exporting Pod's name where the registry carries one,
+// else its first address; one that two chunks hold (as while the
+// EndpointSlice controller moves it) is served once, from the chunk whose
+// name sorts first. Endpoints without conditions are ready and serving,
+// as a nil ready is in an EndpointSlice.
+func BuildPool(k store.Key, imp *Import) discoveryv1.Pool {
+	p := discoveryv1.Pool{Namespace: k.Namespace, Name: k.Name, Clusters: []discoveryv1.PoolCluster{}}
+	if imp == nil || imp.Import == nil {
+		return p
+	}
+	if len(imp.Import.GetLabels()) > 0 {
+		p.Labels = maps.Clone(imp.Import.GetLabels())
+	}
+	for _, c := range imp.Import.GetClusters() {
+		chunks := imp.Chunks[c.GetClusterId()]
+		if len(chunks) == 0 {
+			continue
+		}
+		pc := discoveryv1.PoolCluster{Cluster: c.GetClusterId(), Region: c.GetRegion(), Endpoints: []discoveryv1.Endpoint{}}
+		seen := map[string]bool{}
+		for _, name := range slices.Sorted(maps.Keys(chunks)) {
+			ch := chunks[name]
+			var ports []discoveryv1.Port
+			for _, port := range ch.GetPorts() {
+				ports = append(ports, discoveryv1.Port{Name: port.GetName(), Port: port.GetPort(), Protocol: port.GetProtocol()})
+			}
+			slices.SortFunc(ports, func(a, b discoveryv1.Port) int { return cmp.Compare(a.Name, b.Name) })
+			for _, e := range ch.GetEndpoints() {
+				if len(e.GetAddresses()) == 0 {
+					continue
+				}
+				id := e.GetPodName()
+				if id == "" {
+					id = canonicalAddress(e.GetAddresses()[0])
+				}
+				if seen[id] {
+					continue
+				}
+				seen[id] = true
+				ready, serving := true, true
+				if cond := e.GetConditions(); cond != nil {
+					ready, serving = cond.GetReady(), cond.GetServing()
+				}
+				pc.Endpoints = append(pc.Endpoints, discoveryv1.Endpoint{
+					InstanceID: id, Addresses: slices.Clone(e.GetAddresses()), Ports: slices.Clone(ports),
+					Ready: ready, Serving: serving, Terminating: e.GetConditions().GetTerminating(),
+					Hostname: e.GetHostname(), Zone: e.GetZone(),
+				})
+			}
+		}
+		p.Clusters = append(p.Clusters, pc)
+	}
+	return p
+}
+
+// canonicalAddress writes an IP address one way (an IPv6 address may be
+// spelled several), so that an instance id made of it is stable.
+func canonicalAddress(a string) string {
+	if ip, err := netip.ParseAddr(a); err == nil {
+		return ip.String()
+	}
+	return a
+}
+
+// apply applies one watch delta to m and returns the import it touched.
+func apply(m map[store.Key]*Import, ev *registryv1.WatchEvent) (store.Key, bool) {
+	entry := func(ns, name string) (*Import, store.Key) {
+		k := store.Key{Namespace: ns, Name: name}
+		d := m[k]
+		if d == nil {
+			d = &Import{Chunks: map[string]map[string]*registryv1.EndpointChunk{}}
+			m[k] = d
+		}
+		return d, k
+	}
+	switch e := ev.GetEvent().(type) {
+	case *registryv1.WatchEvent_ImportUpsert:
+		d, k := entry(e.ImportUpsert.GetKey().GetNamespace(), e.ImportUpsert.GetKey().GetName())
+		d.Import = e.ImportUpsert
+		return k, true
+	case *registryv1.WatchEvent_ImportDelete:
+		k := store.Key{Namespace: e.ImportDelete.GetNamespace(), Name: e.ImportDelete.GetName()}
+		delete(m, k)
+		return k, true
+	case *registryv1.WatchEvent_EndpointsUpsert:
+		c := e.EndpointsUpsert
+		d, k := entry(c.GetKey().GetNamespace(), c.GetKey().GetName())
+		if d.Chunks[c.GetKey().GetClusterId()] == nil {
+			d.Chunks[c.GetKey().GetClusterId()] = map[string]*registryv1.EndpointChunk{}
+		}
+		d.Chunks[c.GetKey().GetClusterId()][c.GetKey().GetChunk()] = c
+		return k, true
+	case *registryv1.WatchEvent_EndpointsDelete:
+		c := e.EndpointsDelete
+		k := store.Key{Namespace: c.GetNamespace(), Name: c.GetName()}
+		if d := m[k]; d != nil {
+			delete(d.Chunks[c.GetClusterId()], c.GetChunk())
+			if len(d.Chunks[c.GetClusterId()]) == 0 {
+				delete(d.Chunks, c.GetClusterId())
+			}
+			if d.Import == nil && len(d.Chunks) == 0 {
+				delete(m, k)
+			}
+		}
+		return k, true
+	}
+	return store.Key{}, false
+}
