@@ -314,6 +314,11 @@ func Chunk(c *registryv1.EndpointChunk, path *field.Path) field.ErrorList {
 				errs = append(errs, field.Invalid(ep.Child("nodeName"), n, msg))
 			}
 		}
+		if n := e.GetPodName(); n != "" {
+			for _, msg := range validation.IsDNS1123Subdomain(n) {
+				errs = append(errs, field.Invalid(ep.Child("podName"), n, msg))
+			}
+		}
 	}
 	return errs
 }

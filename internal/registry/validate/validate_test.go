@@ -119,6 +119,8 @@ func TestChunk(t *testing.T) {
 			c.Endpoints[0].Addresses[0] = "db.example.com"
 		}, ""},
 		{"bad zone", func(c *registryv1.EndpointChunk) { c.Endpoints[0].Zone = "zone a" }, `chunk.endpoints[0].zone: Invalid value: "zone a"`},
+		{"pod name", func(c *registryv1.EndpointChunk) { c.Endpoints[0].PodName = "echo-7c9d-x2k4p" }, ""},
+		{"bad pod name", func(c *registryv1.EndpointChunk) { c.Endpoints[0].PodName = "Echo_0" }, `chunk.endpoints[0].podName: Invalid value: "Echo_0"`},
 		{"bad chunk name", func(c *registryv1.EndpointChunk) { c.Key.Chunk = "Echo/1" }, `chunk.key.chunk: Invalid value: "Echo/1"`},
 		{"too many endpoints", func(c *registryv1.EndpointChunk) {
 			for range MaxEndpointsPerChunk {
