@@ -348,7 +348,7 @@ func (r *run) run(ctx context.Context) error {
 		synced.Add(1)
 		var once sync.Once
 		begun := time.Now()
-		w := &Watcher{Client: r.sims[i%len(r.sims)].rc}
+		w := &Watcher{Conn: r.sims[i%len(r.sims)].conn}
 		w.OnSynced = func(at time.Time) {
 			once.Do(func() {
 				snapMu.Lock()
