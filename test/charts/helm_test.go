@@ -1,7 +1,8 @@
 // Package charts tests the Helm charts under charts/: they lint, render
 // with their default values and every documented example, refuse wrong
 // values naming them (render_test.go), install into a real API server and
-// give the agent exactly the permissions it needs (install_test.go).
+// give the agent, fleetnet-dns and fleetnet-discovery the permissions they
+// need (install_test.go, agent_test.go, dns_test.go, discovery_test.go).
 //
 // helm comes from bin/, built by `make tools`.
 package charts
@@ -34,6 +35,8 @@ var charts = []chart{
 	{name: "fleetnet-agent", required: []string{"identity.clusterID", "identity.clustersetID", "registry.address"}, base: "examples/member.yaml"},
 	{name: "fleetnet-gateway", required: []string{"clusterID"}, base: "examples/hub.yaml"},
 	{name: "fleetnet-edge"},
+	{name: "fleetnet-dns"},
+	{name: "fleetnet-discovery"},
 }
 
 // repoRoot is the checkout's root: tests run in test/charts.
