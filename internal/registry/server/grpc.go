@@ -26,6 +26,8 @@ func NewGRPCServer(r *Registry, tlsConfig *tls.Config, authn *auth.Authenticator
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.MaxRecvMsgSize(8<<20),
+		// Watch events are marshaled once for every watcher (see codec).
+		grpc.ForceServerCodecV2(newCodec()),
 	)
 	registryv1.RegisterRegistryServer(s, r)
 	hs := health.NewServer()

@@ -318,26 +318,27 @@ func (r *Registry) Watch(req *registryv1.WatchRequest, stream grpc.ServerStreami
 	r.mu.Lock()
 	rev := r.view.Revision()
 	w, replay, resumed := r.hub.subscribe(statusCluster, req.GetResumeRevision(), rev)
-	var first []*registryv1.WatchEvent
+	var first []*encoded
 	if resumed {
-		first = append(replay, &registryv1.WatchEvent{Revision: rev, Event: &registryv1.WatchEvent_Synced{Synced: &registryv1.Synced{}}})
+		first = append(replay, encode(&registryv1.WatchEvent{Revision: rev, Event: &registryv1.WatchEvent_Synced{Synced: &registryv1.Synced{}}}))
 	} else {
-		first = r.view.Snapshot(statusCluster)
+		first = r.snapshots.encode(r.view.Snapshot(statusCluster))
 	}
 	r.mu.Unlock()
 	defer r.hub.unsubscribe(w)
 	r.metrics.watchers.Set(float64(r.hub.count()))
 	defer func() { r.metrics.watchers.Set(float64(r.hub.count())) }()
 
+	// Events go out encoded (see codec): SendMsg, not Send.
 	for _, e := range first {
-		if err := stream.Send(e); err != nil {
+		if err := stream.SendMsg(e); err != nil {
 			return err
 		}
 	}
 	for {
 		select {
 		case e := <-w.ch:
-			if err := stream.Send(e); err != nil {
+			if err := stream.SendMsg(e); err != nil {
 				return err
 			}
 		case <-w.cut:
@@ -345,7 +346,7 @@ func (r *Registry) Watch(req *registryv1.WatchRequest, stream grpc.ServerStreami
 			for {
 				select {
 				case e := <-w.ch:
-					if err := stream.Send(e); err != nil {
+					if err := stream.SendMsg(e); err != nil {
 						return err
 					}
 				default:

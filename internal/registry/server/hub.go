@@ -13,7 +13,7 @@ import (
 type hub struct {
 	mu sync.Mutex
 	// history holds every event after revision start, in order.
-	history      []*registryv1.WatchEvent
+	history      []*encoded
 	start        int64
 	historyLimit int
 	bufferSize   int
@@ -24,7 +24,7 @@ type watcher struct {
 	// statusCluster selects the export statuses the watcher gets: its own
 	// cluster's, every cluster's ("*"), or none ("").
 	statusCluster string
-	ch            chan *registryv1.WatchEvent
+	ch            chan *encoded
 	// cut is closed when the watcher fell behind.
 	cut  chan struct{}
 	once sync.Once
@@ -48,40 +48,41 @@ func (h *hub) reset(rev int64) {
 
 func (w *watcher) cutOff() { w.once.Do(func() { close(w.cut) }) }
 
-func (w *watcher) wants(e *registryv1.WatchEvent) bool {
-	var cluster string
-	switch ev := e.GetEvent().(type) {
-	case *registryv1.WatchEvent_ExportStatus:
-		cluster = ev.ExportStatus.GetKey().GetClusterId()
-	case *registryv1.WatchEvent_ExportStatusDelete:
-		cluster = ev.ExportStatusDelete.GetClusterId()
-	default:
+func (w *watcher) wants(e *encoded) bool {
+	if !e.status {
 		return true
 	}
-	return w.statusCluster == "*" || (w.statusCluster != "" && w.statusCluster == cluster)
+	return w.statusCluster == "*" || (w.statusCluster != "" && w.statusCluster == e.statusCluster)
 }
 
-// publish appends events to history and hands them to every watcher.
+// publish appends events to history and hands them to every watcher. Each
+// event is marshaled once, before the lock, whatever the number of
+// watchers: fan-out costs one encoding per change plus one send of the
+// changed chunk per watcher.
 func (h *hub) publish(events []*registryv1.WatchEvent) {
 	if len(events) == 0 {
 		return
 	}
+	enc := make([]*encoded, len(events))
+	for i, e := range events {
+		enc[i] = encode(e)
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.history = append(h.history, events...)
+	h.history = append(h.history, enc...)
 	if over := len(h.history) - h.historyLimit; over > 0 {
 		// Drop whole revisions so a resume never sees half of one.
-		cut := h.history[over-1].GetRevision()
+		cut := h.history[over-1].revision
 		i := over
-		for i < len(h.history) && h.history[i].GetRevision() == cut {
+		for i < len(h.history) && h.history[i].revision == cut {
 			i++
 		}
-		h.history = append([]*registryv1.WatchEvent(nil), h.history[i:]...)
+		h.history = append([]*encoded(nil), h.history[i:]...)
 		h.start = cut
 	}
 	for w := range h.watchers {
-		var mine []*registryv1.WatchEvent
-		for _, e := range events {
+		var mine []*encoded
+		for _, e := range enc {
 			if w.wants(e) {
 				mine = append(mine, e)
 			}
@@ -103,16 +104,16 @@ func (h *hub) publish(events []*registryv1.WatchEvent) {
 // the events after it (replay is true); otherwise the caller sends a
 // snapshot. Callers hold the registry's view lock so that nothing is
 // published between the snapshot and the subscription.
-func (h *hub) subscribe(statusCluster string, resume, current int64) (w *watcher, replay []*registryv1.WatchEvent, ok bool) {
+func (h *hub) subscribe(statusCluster string, resume, current int64) (w *watcher, replay []*encoded, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	w = &watcher{statusCluster: statusCluster, ch: make(chan *registryv1.WatchEvent, h.bufferSize), cut: make(chan struct{})}
+	w = &watcher{statusCluster: statusCluster, ch: make(chan *encoded, h.bufferSize), cut: make(chan struct{})}
 	h.watchers[w] = struct{}{}
 	if resume <= 0 || resume < h.start || resume > current {
 		return w, nil, false
 	}
 	for _, e := range h.history {
-		if e.GetRevision() > resume && w.wants(e) {
+		if e.revision > resume && w.wants(e) {
 			replay = append(replay, e)
 		}
 	}

@@ -74,6 +74,8 @@ type Registry struct {
 	// synced is true once the view was loaded from the store.
 	synced bool
 	hub    *hub
+	// snapshots encodes snapshots, sharing encodings between them.
+	snapshots snapshotEncoder
 	// shutdown is closed when the registry stops serving watchers.
 	shutdown chan struct{}
 	stopOnce sync.Once
