@@ -14,6 +14,6 @@ func NewRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newCertsCommand(), newRegistryCommand(), newDevCommand())
+	root.AddCommand(newCertsCommand(), newRegistryCommand(), newDevCommand(), newDiscoveryCommand())
 	return root
 }
