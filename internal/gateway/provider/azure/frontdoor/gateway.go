@@ -64,6 +64,7 @@ func (p *Provider) observe(ctx context.Context, profile string) (*observed, erro
 		return nil, fmt.Errorf("reading Front Door profile %s: %w", profile, describe(err))
 	}
 	o.profile = v
+	o.add(kindProfile, []string{profile}, v)
 	list := func(kind string, parent []string) ([]entry, error) {
 		vs, err := p.kinds[kind].list(ctx, parent)
 		if err != nil {
@@ -121,6 +122,15 @@ func (it item) String() string {
 		return fmt.Sprintf("%s %s (%s)", it.kind, name, it.label)
 	}
 	return it.kind + " " + name
+}
+
+// short names it for a message: by what it serves when it says (a
+// hostname, a cluster, an HTTPRoute rule), else by its name.
+func (it item) short() string {
+	if it.label != "" && it.kind != kindProfile {
+		return it.kind + " " + it.label
+	}
+	return it.kind + " " + it.path[len(it.path)-1]
 }
 
 // items are g's resources in creation order.
@@ -462,7 +472,8 @@ func (p *Provider) assess(key string, g graph, obs *observed) {
 	}()
 	st := p.state(key)
 	items := g.items()
-	var pending []string
+	var pending []string // groups of resources in the same state, in order
+	pendingBy := map[string][]string{}
 	deployed := 0
 	var addrs []string
 	seen := map[string]bool{}
@@ -511,7 +522,11 @@ func (p *Provider) assess(key string, g graph, obs *observed) {
 		if detail == "" {
 			detail = fmt.Sprintf("provisioned, deployment %s", m.Properties.DeploymentStatus)
 		}
-		pending = append(pending, fmt.Sprintf("%s: %s for %s", label, detail, now.Sub(old.since).Round(time.Second)))
+		group := fmt.Sprintf("%s for %s", detail, now.Sub(old.since).Round(time.Second))
+		if _, ok := pendingBy[group]; !ok {
+			pending = append(pending, group)
+		}
+		pendingBy[group] = append(pendingBy[group], it.short())
 	}
 	for label := range st.stamps {
 		if !seen[label] {
@@ -555,7 +570,9 @@ func (p *Provider) assess(key string, g graph, obs *observed) {
 		parts = append(parts, fmt.Sprintf("served by Azure Front Door %s profile %s at %s: all %d resources deployed", g.settings.SKU, g.profileName, strings.Join(addrs, ", "), total))
 	} else {
 		parts = append(parts, fmt.Sprintf("Azure Front Door %s profile %s: %d of %d resources deployed", g.settings.SKU, g.profileName, deployed, total))
-		parts = append(parts, pending...)
+		for _, group := range pending {
+			parts = append(parts, strings.Join(pendingBy[group], ", ")+": "+group)
+		}
 	}
 	for _, w := range withdrawing {
 		a := st.absent[w]
