@@ -41,9 +41,11 @@ type PoolCluster struct {
 
 // Endpoint is one member of a pool.
 type Endpoint struct {
-	// InstanceID is stable for the life of the instance: the source Pod's
-	// name where there is one, else <cluster>/<address>. It is unique
-	// within a pool's cluster.
+	// InstanceID is stable for the life of the instance and unique within
+	// a pool's cluster. The registry source gives the exporting Pod's name
+	// (else the address); the kubernetes source <cluster>/<address>, as
+	// imported EndpointSlices refer to no Pod; the memory source what the
+	// registrant gave.
 	InstanceID string   `json:"instanceID"`
 	Addresses  []string `json:"addresses"`
 	// Ports are sorted by name.
