@@ -226,11 +226,11 @@ func (m *meter) table(rep *load.Report, cfg load.Config, ttl time.Duration, fsyn
 	}
 	if from, ok := m.at["snapshot"]; ok {
 		if to, ok := m.at["churn"]; ok {
-			frac, _ := cpu(from, to, false)
+			frac, used := cpu(from, to, false)
 			efrac, _ := cpu(from, to, true)
-			self := float64(to.self.CPU-from.self.CPU) / float64(to.at.Sub(from.at))
-			fmt.Fprintf(w, "CPU during the snapshots (%s in all)	replicas %.0f%%, etcd %.0f%%, the load generator's watchers %.0f%% of one core	(reported)	\n",
-				mib(rep.SnapshotBytes*int64(cfg.Watchers)), 100*frac, 100*efrac, 100*self)
+			self := to.self.CPU - from.self.CPU
+			fmt.Fprintf(w, "CPU during the snapshots (%s in all)\treplicas %.0f%% of one core (%s, %s per watcher), etcd %.0f%%; the load generator %s\t(reported)\t\n",
+				mib(rep.SnapshotBytes*int64(cfg.Watchers)), 100*frac, used.Round(10*time.Millisecond), (used / time.Duration(max(1, cfg.Watchers))).Round(time.Millisecond), 100*efrac, self.Round(10*time.Millisecond))
 		}
 	}
 	if from, ok := m.at["churn"]; ok {
