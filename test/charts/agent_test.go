@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -31,27 +30,9 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// buildAgent builds cmd/fleetnet-agent of this checkout in the background,
-// so that the proof never runs a stale bin/fleetnet-agent, and returns a
-// function that waits for it.
-func buildAgent(t *testing.T) func(t *testing.T) string {
-	t.Helper()
-	out := filepath.Join(t.TempDir(), "fleetnet-agent")
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/fleetnet-agent")
-	cmd.Dir = repoRoot(t)
-	done := make(chan error, 1)
-	var log strings.Builder
-	cmd.Stdout, cmd.Stderr = &log, &log
-	go func() { done <- cmd.Run() }()
-	return func(t *testing.T) string {
-		t.Helper()
-		if err := <-done; err != nil {
-			t.Fatalf("building fleetnet-agent: %v\n%s", err, log.String())
-		}
-		done <- nil // a second wait returns at once
-		return out
-	}
-}
+// echoAddrs are the endpoint addresses of demo/echo, which the agent proof
+// exports from each cluster and the later proofs find imported.
+var echoAddrs = map[string]string{"hub": "10.244.0.10", "member": "10.244.1.10"}
 
 // testAgentRBAC runs fleetnet-agent in hub and member, each as the agent
 // chart's ServiceAccount (a TokenRequest token) and with the arguments of
@@ -71,13 +52,12 @@ func testAgentRBAC(t *testing.T, h *helm, binary string, reg *registrytest.Regis
 	// status, registry) and imports (ServiceImport, derived Service,
 	// EndpointSlices of both clusters).
 	exported := time.Now()
-	addrs := map[string]string{"hub": "10.244.0.10", "member": "10.244.1.10"}
 	for _, c := range []*cluster{hub, member} {
-		export(t, c, ns, "echo", addrs[c.Name])
+		export(t, c, ns, "echo", echoAddrs[c.Name])
 	}
 	for _, c := range []*cluster{hub, member} {
 		waitExportReady(t, c, ns, "echo")
-		waitImported(t, c, ns, "echo", addrs)
+		waitImported(t, c, ns, "echo", echoAddrs)
 	}
 	t.Logf("echo exported from hub and member and imported in both in %s", time.Since(exported).Round(time.Millisecond))
 	for _, a := range agents {
@@ -256,8 +236,8 @@ func writeKubeconfig(t testing.TB, dir string, c *cluster, token string) string 
 	}
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters[c.Name] = &clientcmdapi.Cluster{Server: c.Config.Host, CertificateAuthorityData: ca}
-	cfg.AuthInfos["fleetnet-agent"] = &clientcmdapi.AuthInfo{Token: token}
-	cfg.Contexts[c.Name] = &clientcmdapi.Context{Cluster: c.Name, AuthInfo: "fleetnet-agent"}
+	cfg.AuthInfos["service-account"] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts[c.Name] = &clientcmdapi.Context{Cluster: c.Name, AuthInfo: "service-account"}
 	cfg.CurrentContext = c.Name
 	path := filepath.Join(dir, "kubeconfig")
 	if err := os.MkdirAll(dir, 0o700); err != nil {

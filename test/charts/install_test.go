@@ -46,11 +46,15 @@ type release struct {
 // member), checks that the API server accepts every object strictly and
 // that the Pods run (kwok's), then proves the agent chart's RBAC sufficient
 // and minimal with the agent binary authenticated as the chart's
-// ServiceAccount.
+// ServiceAccount, and the dns and discovery charts' RBAC sufficient with
+// their binaries, each as its chart's ServiceAccount, serving what the
+// agents imported.
 func TestChartsOnAFleet(t *testing.T) {
 	h := newHelm(t)
-	// The agent binary of this checkout, built while the fleet starts.
-	agentBinary := buildAgent(t)
+	// The binaries of this checkout, built while the fleet starts.
+	agentBinary := buildBinary(t, "fleetnet-agent")
+	dnsBinary := buildBinary(t, "fleetnet-dns")
+	discoveryBinary := buildBinary(t, "fleetnet-discovery")
 	started := time.Now()
 	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{
 		{Name: "hub", ControllerManager: true, Kwok: true, GatewayAPI: true},
@@ -137,10 +141,25 @@ func TestChartsOnAFleet(t *testing.T) {
 		testAgentRBAC(t, h, agentBinary(t), reg, hub, member)
 	})
 	t.Logf("agent RBAC proved in %s", time.Since(proved).Round(time.Millisecond))
+	if t.Failed() {
+		return // the next proofs serve what the agents imported
+	}
+
+	proved = time.Now()
+	t.Run("dns RBAC", func(t *testing.T) {
+		testDNSRBAC(t, dnsBinary(t), member)
+	})
+	t.Run("discovery RBAC", func(t *testing.T) {
+		testDiscoveryRBAC(t, discoveryBinary(t), hub)
+	})
+	t.Logf("dns and discovery RBAC proved in %s", time.Since(proved).Round(time.Millisecond))
 }
 
 // readmeReleases are the releases of README's "Install on a real fleet":
-// registry, agent, gateway and edge in the hub, an agent in the member.
+// registry, agent, gateway, edge, fleetnet-dns and fleetnet-discovery in the
+// hub, an agent and fleetnet-dns in the member. The fleetnet-dns Services
+// take a fixed address of each cluster's service range (test/fleet's
+// 10.96.0.0/16 and 10.97.0.0/16).
 func readmeReleases() []release {
 	return []release{
 		{cluster: "hub", namespace: systemNamespace, name: "fleetnet-registry", chart: "fleetnet-registry", secrets: true,
@@ -151,8 +170,14 @@ func readmeReleases() []release {
 			set: []string{"clusterID=hub", "region=eu-west-1", "gatewayAddresses={edge.fleet.example.com}"}},
 		{cluster: "hub", namespace: systemNamespace, name: "fleetnet-edge", chart: "fleetnet-edge", secrets: true,
 			set: []string{"region=eu-west-1"}},
+		{cluster: "hub", namespace: systemNamespace, name: "fleetnet-dns", chart: "fleetnet-dns", secrets: true,
+			set: []string{"service.clusterIP=10.96.0.53"}},
+		{cluster: "hub", namespace: systemNamespace, name: "fleetnet-discovery", chart: "fleetnet-discovery", secrets: true,
+			set: []string{"kubernetes.clusterName=hub"}},
 		{cluster: "member", namespace: systemNamespace, name: "fleetnet-agent", chart: "fleetnet-agent", secrets: true,
 			set: []string{"identity.clusterID=member", "identity.clustersetID=fleet", "identity.region=us-east-1", "registry.address=registry.fleet.example.com:7443"}},
+		{cluster: "member", namespace: systemNamespace, name: "fleetnet-dns", chart: "fleetnet-dns", secrets: true,
+			set: []string{"service.clusterIP=10.97.0.53"}},
 	}
 }
 
@@ -180,6 +205,10 @@ func readmeSecrets(t *testing.T, c *cluster, r release, reg *registrytest.Regist
 			data[pod+".crt"], data[pod+".key"] = kp.CertPEM, kp.KeyPEM
 		}
 		c.secret(t, r.namespace, "fleetnet-edge-tls", data)
+	case "fleetnet-dns":
+		// None: fleetnet-dns reads only the Kubernetes API.
+	case "fleetnet-discovery":
+		tlsSecret("fleetnet-discovery-tls", keyPair(t)(ca.ServingCert("fleetnet-discovery", []string{"discovery.fleet.example.com", "fleetnet-discovery.fleetnet-system.svc"})))
 	default:
 		t.Fatalf("no README Secrets for chart %s", r.chart)
 	}

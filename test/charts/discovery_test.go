@@ -1,0 +1,79 @@
+package charts
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	discoveryv1 "github.com/fleetnet/fleetnet/api/discovery/v1"
+	"github.com/fleetnet/fleetnet/internal/discovery/client"
+	"github.com/fleetnet/fleetnet/internal/pki"
+	"github.com/fleetnet/fleetnet/test/fleet"
+)
+
+// testDiscoveryRBAC runs fleetnet-discovery in c as the discovery chart's
+// ServiceAccount (bound to nothing but the chart's ClusterRole) with the
+// arguments of the chart's Deployment, its files from the README's Secret
+// and its addresses mapped onto loopback. It gets ready, which needs its
+// EndpointSlice informers synced, and serves the pool demo/echo with the
+// endpoints of both clusters to a router with a client certificate of the
+// fleet CA, with no request forbidden.
+func testDiscoveryRBAC(t *testing.T, binary string, c *cluster) {
+	dir := filepath.Join(t.TempDir(), c.Name)
+	kubeconfig := serviceAccountKubeconfig(t, c, systemNamespace, "fleetnet-discovery", dir)
+	secretFiles(t, c, systemNamespace, "fleetnet-discovery-tls", filepath.Join(dir, "tls"))
+	listen := fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))
+	health := fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))
+	args := mapArgs(deploymentArgs(t, c, systemNamespace, "fleetnet-discovery"), func(flag, value string) string {
+		switch flag {
+		case "--listen":
+			return listen
+		case "--health-addr":
+			return health
+		case "--metrics-addr":
+			return fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))
+		}
+		return strings.Replace(value, "/etc/fleetnet/tls", filepath.Join(dir, "tls"), 1)
+	})
+	p := startChartProcess(t, "fleetnet-discovery-"+c.Name, binary, append([]string{"--kubeconfig=" + kubeconfig}, args...), dir, "http://"+health+"/readyz")
+
+	// A router of the fleet: a client certificate of organization
+	// fleetnet:clusters, which may read.
+	ca := keyPair(t)(fleetCA())
+	router, err := keyPair(t)(ca.ClusterCert("router")).TLSCertificate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsConfig, err := pki.ClientTLS(ca.CertPEM, &router)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The name the serving certificate holds, dialled on loopback.
+	tlsConfig.ServerName = "fleetnet-discovery.fleetnet-system.svc"
+	cl, err := client.New(client.Options{BaseURL: "https://" + listen, HTTPClient: &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+		pool, err := cl.GetPool(ctx, "demo", "echo")
+		if err != nil {
+			return err
+		}
+		for cluster, addr := range echoAddrs {
+			i := slices.IndexFunc(pool.Clusters, func(pc discoveryv1.PoolCluster) bool { return pc.Cluster == cluster })
+			if i < 0 || !slices.ContainsFunc(pool.Clusters[i].Endpoints, func(e discoveryv1.Endpoint) bool { return slices.Contains(e.Addresses, addr) }) {
+				return fmt.Errorf("pool demo/echo has no endpoint %s of cluster %s: %+v", addr, cluster, pool.Clusters)
+			}
+		}
+		t.Logf("%s: pool demo/echo at revision %d: %+v", c.Name, pool.Revision, pool.Clusters)
+		return nil
+	})
+	for _, line := range forbiddenLines(t, p) {
+		t.Errorf("fleetnet-discovery of %s logged a forbidden request with the chart's role:\n%s", c.Name, line)
+	}
+}

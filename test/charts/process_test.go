@@ -1,0 +1,147 @@
+package charts
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetnet/fleetnet/internal/controlplane"
+	"github.com/fleetnet/fleetnet/test/fleet"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// buildBinary builds cmd/<name> of this checkout in the background, so that
+// a proof never runs a stale bin/<name>, and returns a function that waits
+// for it.
+func buildBinary(t *testing.T, name string) func(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), name)
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/"+name)
+	cmd.Dir = repoRoot(t)
+	done := make(chan error, 1)
+	var log strings.Builder
+	cmd.Stdout, cmd.Stderr = &log, &log
+	go func() { done <- cmd.Run() }()
+	return func(t *testing.T) string {
+		t.Helper()
+		if err := <-done; err != nil {
+			t.Fatalf("building %s: %v\n%s", name, err, log.String())
+		}
+		done <- nil // a second wait returns at once
+		return out
+	}
+}
+
+// serviceAccountKubeconfig writes a kubeconfig for c into dir that
+// authenticates as the ServiceAccount namespace/name alone (a TokenRequest
+// token), as the chart's Pod would.
+func serviceAccountKubeconfig(t testing.TB, c *cluster, namespace, name, dir string) string {
+	t.Helper()
+	tr, err := c.clientset.CoreV1().ServiceAccounts(namespace).CreateToken(context.Background(), name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("%s: requesting a token for the chart's ServiceAccount %s/%s: %v", c.Name, namespace, name, err)
+	}
+	return writeKubeconfig(t, dir, c, tr.Status.Token)
+}
+
+// secretFiles writes the keys of a Secret into dir as files, as the
+// kubelet mounts them.
+func secretFiles(t testing.TB, c *cluster, namespace, name, dir string) {
+	t.Helper()
+	s, err := c.clientset.CoreV1().Secrets(namespace).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range s.Data {
+		if err := os.WriteFile(filepath.Join(dir, k), v, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// deploymentArgs returns the arguments of the first container of a
+// Deployment as the chart installed it.
+func deploymentArgs(t testing.TB, c *cluster, namespace, name string) []string {
+	t.Helper()
+	d, err := c.clientset.AppsV1().Deployments(namespace).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Spec.Template.Spec.Containers[0].Args
+}
+
+// mapArgs rewrites --flag=value arguments: mapping returns the new value,
+// or the value unchanged.
+func mapArgs(args []string, mapping func(flag, value string) string) []string {
+	out := make([]string, 0, len(args))
+	for _, arg := range args {
+		flag, value, ok := strings.Cut(arg, "=")
+		if !ok {
+			out = append(out, arg)
+			continue
+		}
+		out = append(out, flag+"="+mapping(flag, value))
+	}
+	return out
+}
+
+// startChartProcess runs binary as a local process until the test ends,
+// and waits until readyURL answers 200, as the chart's readiness probe
+// would.
+func startChartProcess(t *testing.T, name, binary string, args []string, dir, readyURL string) *controlplane.Process {
+	t.Helper()
+	p, err := controlplane.Start(name, binary, args, filepath.Join(dir, name+".log"), controlplane.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Stop(15 * time.Second)
+		if t.Failed() {
+			t.Logf("last lines of %s:\n%s", name, controlplane.Tail(p.LogPath, 30))
+		}
+	})
+	t.Logf("%s %s", name, strings.Join(args, " "))
+	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+		if exited, err := p.Exited(); exited {
+			t.Fatalf("%s exited: %v\n%s", name, err, controlplane.Tail(p.LogPath, 20))
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, readyURL, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s answered %s", readyURL, resp.Status)
+		}
+		return nil
+	})
+	return p
+}
+
+// forbiddenLines returns the lines of a process's log that say a request
+// was forbidden.
+func forbiddenLines(t testing.TB, p *controlplane.Process) []string {
+	t.Helper()
+	re := regexp.MustCompile(`(?i)forbidden`)
+	var out []string
+	for _, line := range strings.Split(string(read(t, p.LogPath)), "\n") {
+		if re.MatchString(line) {
+			out = append(out, line)
+		}
+	}
+	return out
+}
