@@ -79,7 +79,9 @@ func TestDeployGraphAndProgress(t *testing.T) {
 	if g.Served || !strings.Contains(g.Message, "deployment NotStarted") {
 		t.Fatalf("right after deploy: served %v, message %q", g.Served, g.Message)
 	}
-	msgs := h.until(p, gwKey, time.Minute, func(g GatewayProgress) bool { return strings.Contains(g.Message, "validation Pending") && !strings.Contains(g.Message, "deployment") })
+	msgs := h.until(p, gwKey, time.Minute, func(g GatewayProgress) bool {
+		return strings.Contains(g.Message, "validation Pending") && !strings.Contains(g.Message, "deployment")
+	})
 	var sawInProgress bool
 	for _, m := range msgs {
 		if strings.Contains(m, "provisioned, deployment InProgress for 1m0s") || strings.Contains(m, "provisioned, deployment InProgress for 2m0s") {

@@ -1,0 +1,359 @@
+package frontdoor
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/cdn/armcdn/v2"
+
+	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/internal/azure/armsim"
+	"github.com/fleetnet/fleetnet/internal/gateway/model"
+)
+
+// A controller stopped while a route's creation runs leaves its resume
+// token; the next process resumes that operation (polls it) instead of
+// sending the PUT again.
+func TestRestartResumesOperation(t *testing.T) {
+	h := newHarness(t, armsim.Options{Polls: 1})
+	h.sim.Hold(armsim.TypeRoute)
+	first := h.provider()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- first.Deploy(ctx, modelOf("v1", h.gateway("afd-standard", nil))) }()
+	var key string
+	for i := 0; key == ""; i++ {
+		tokens, _ := h.tokens.Load(context.Background(), gwKey)
+		for k := range tokens {
+			if strings.HasPrefix(k, "put|route|") {
+				key = k
+			}
+		}
+		if i > 5000 {
+			t.Fatal("no resume token kept while the route's creation runs")
+		}
+		time.Sleep(time.Millisecond) // waiting for another goroutine's progress, no timing asserted
+	}
+	cancel() // the controller stops
+	<-done
+	putsBefore := countWrites(h, "PUT", "routes")
+
+	h.sim.Release(armsim.TypeRoute)
+	second := h.provider()
+	if err := second.Deploy(context.Background(), modelOf("v1", h.gateway("afd-standard", nil))); err != nil {
+		t.Fatal(err)
+	}
+	// The held route was resumed, not written again; the other route,
+	// never started, was written once.
+	if got := countWrites(h, "PUT", "routes") - putsBefore; got != 1 {
+		t.Errorf("route PUTs after the restart: %d, want 1 (the route never started; the resumed one is polled)", got)
+	}
+	var resumedPolls int
+	for _, c := range h.sim.Calls() {
+		if c.Poll && c.API == "RoutesClient.BeginCreate" {
+			resumedPolls++
+		}
+	}
+	if resumedPolls == 0 {
+		t.Error("the resumed operation was never polled")
+	}
+	if left, _ := h.tokens.Load(context.Background(), gwKey); len(left) != 0 {
+		t.Errorf("tokens left: %v", left)
+	}
+	if n := len(h.sim.Resources(armsim.TypeRoute)); n != 2 {
+		t.Errorf("routes: %d, want 2", n)
+	}
+}
+
+func countWrites(h *harness, method, typ string) int {
+	n := 0
+	for _, w := range h.writes(0) {
+		if strings.HasPrefix(w, method+" "+typ+" ") {
+			n++
+		}
+	}
+	return n
+}
+
+// Private Link origins on Premium: the connection the origin opens on
+// the cluster's Private Link Service is approved by fleetnet only where
+// the PLS is tagged for it; elsewhere the Gateway says it waits for the
+// owner, until the owner approves (or rejects).
+func TestPrivateLinkApproval(t *testing.T) {
+	h := newHarness(t, armsim.Options{Polls: 1})
+	autoPLS := h.seedPrivate("east", "eastus", map[string]*string{keys.TagAzurePLSApproval: to.Ptr("auto")})
+	manualPLS := h.seedPrivate("west", "westus", nil)
+	p := h.provider()
+	gw := model.Gateway{Namespace: "web", Name: "public", Class: "afd-premium", Annotations: map[string]string{keys.AnnotationAzureConnectivity: "private-link"},
+		Listeners: []model.Listener{{Name: "http", Port: 80, Protocol: model.ProtocolHTTP, VirtualHosts: []model.VirtualHost{{Hostname: "*", Routes: []model.Route{
+			route("api", 0, "/", backend("api", 1, h.cluster("east-internal", 1), h.cluster("west-internal", 1)))}}}}}}
+	gw.Listeners[0].VirtualHosts[0].Routes[0].Backends[0].Clusters[0].Cluster = "east"
+	gw.Listeners[0].VirtualHosts[0].Routes[0].Backends[0].Clusters[1].Cluster = "west"
+	if err := p.Deploy(context.Background(), modelOf("v1", gw)); err != nil {
+		t.Fatal(err)
+	}
+	status := func(pls armsim.ID) string {
+		v, _ := armsim.Lookup[struct {
+			Properties struct {
+				PrivateEndpointConnections []struct {
+					Properties struct {
+						State struct{ Status string } `json:"privateLinkServiceConnectionState"`
+					} `json:"properties"`
+				} `json:"privateEndpointConnections"`
+			} `json:"properties"`
+		}](h.sim, pls)
+		var out []string
+		for _, c := range v.Properties.PrivateEndpointConnections {
+			out = append(out, c.Properties.State.Status)
+		}
+		return strings.Join(out, ",")
+	}
+	if got := status(autoPLS); got != "Approved" {
+		t.Errorf("auto PLS connections: %q, want Approved", got)
+	}
+	if got := status(manualPLS); got != "Pending" {
+		t.Errorf("manual PLS connections: %q, want Pending", got)
+	}
+	for _, r := range h.sim.Resources(armsim.TypeOrigin) {
+		o, _ := armsim.Lookup[armcdn.AFDOrigin](h.sim, r.ID)
+		if spl := o.Properties.SharedPrivateLinkResource; spl == nil || deref(spl.PrivateLink.ID) == "" || deref(o.Properties.HostName) != "10.1.0.10" {
+			t.Errorf("origin %s: host %s, private link %+v", r.ID.Name(), deref(o.Properties.HostName), spl)
+		}
+	}
+	msgs := h.until(p, gwKey, time.Second, func(g GatewayProgress) bool { return !strings.Contains(g.Message, "deployment") })
+	last := msgs[len(msgs)-1]
+	if !strings.Contains(last, "origin cluster west for web/api: provisioned, deployed, Private Link connection Pending: waiting for the owner of "+manualPLS.String()) ||
+		strings.Contains(last, "cluster east for web/api: provisioned, deployed, Private Link") {
+		t.Fatalf("message %q", last)
+	}
+	if p.Gateways()[gwKey].Served {
+		t.Fatal("served with a Pending connection")
+	}
+	conn := ""
+	for _, r := range h.sim.Resources(armsim.TypeOrigin) {
+		if o, _ := armsim.Lookup[armcdn.AFDOrigin](h.sim, r.ID); strings.Contains(deref(o.Properties.SharedPrivateLinkResource.PrivateLink.ID), "pls-west") {
+			conn = armsim.ConnectionName(r.ID)
+		}
+	}
+	h.sim.SetConnectionStatus(manualPLS, conn, "Rejected")
+	h.until(p, gwKey, time.Second, func(g GatewayProgress) bool {
+		return strings.Contains(g.Message, "Private Link connection Rejected by the owner of "+manualPLS.String())
+	})
+	h.sim.SetConnectionStatus(manualPLS, conn, "Approved")
+	h.until(p, gwKey, time.Second, func(g GatewayProgress) bool { return g.Served })
+}
+
+// Private Link on a Standard class is refused before anything is
+// written, naming the annotation; so is any invalid annotation.
+func TestAnnotationErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		class string
+		ann   map[string]string
+		want  string
+	}{
+		{"private link on Standard", "afd-standard", map[string]string{keys.AnnotationAzureConnectivity: "private-link"},
+			`annotation fleetnet.dev/azure-connectivity="private-link": Private Link origins need Front Door Premium, and the tier is Standard`},
+		{"unknown", "afd-premium", map[string]string{"fleetnet.dev/azure-cache": "on"}, `annotation fleetnet.dev/azure-cache="on": unknown annotation`},
+		{"malformed", "afd-premium", map[string]string{keys.AnnotationAzureSampleSize: "-1"}, `annotation fleetnet.dev/azure-sample-size="-1"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, armsim.Options{})
+			p := h.provider()
+			err := p.Deploy(context.Background(), modelOf("v1", h.gateway(tt.class, tt.ann)))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want %q", err, tt.want)
+			}
+			if g := p.Gateways()[gwKey]; g.Served || !strings.Contains(g.Message, tt.want) {
+				t.Errorf("progress %+v", g)
+			}
+			if w := h.writes(0); len(w) != 0 {
+				t.Errorf("writes: %v", w)
+			}
+		})
+	}
+}
+
+// Removing a route withdraws it before what it referenced (its rule set,
+// its origin group after that group's origins), and the withdrawal is
+// reported until its absence has been observed twice over AbsentFor.
+// Removing the Gateway withdraws everything in dependency order, and the
+// Gateway's entry stays until the profile's absence is sustained.
+func TestWithdrawal(t *testing.T) {
+	h := newHarness(t, armsim.Options{Polls: 1})
+	p := h.provider()
+	ctx := context.Background()
+	if err := p.Deploy(ctx, modelOf("v1", h.gateway("afd-standard", nil))); err != nil {
+		t.Fatal(err)
+	}
+	validateDomains(h)
+	h.until(p, gwKey, time.Second, func(g GatewayProgress) bool { return g.Served })
+
+	// Drop the site route (with its rule set and origin group).
+	gw := h.gateway("afd-standard", nil)
+	gw.Listeners[1].VirtualHosts[0].Routes = gw.Listeners[1].VirtualHosts[0].Routes[:1]
+	n := len(h.sim.Writes())
+	if err := p.Deploy(ctx, modelOf("v2", gw)); err != nil {
+		t.Fatal(err)
+	}
+	var deletes []string
+	for _, w := range h.writes(n) {
+		f := strings.Fields(w)
+		if f[0] == "DELETE" {
+			deletes = append(deletes, f[1])
+		}
+	}
+	if want := []string{"routes", "rules", "ruleSets", "origins", "originGroups"}; !slices.Equal(deletes, want) {
+		t.Errorf("deletions %v, want %v", deletes, want)
+	}
+	g := p.Gateways()[gwKey]
+	if !slices.ContainsFunc(g.Withdrawing, func(s string) bool { return strings.HasPrefix(s, "route fn-site-") }) ||
+		!strings.Contains(g.Message, "withdrawn, confirming its absence") {
+		t.Fatalf("withdrawal not reported as unconfirmed: %+v", g)
+	}
+	h.clock.Step(30 * time.Second)
+	if err := p.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if g := p.Gateways()[gwKey]; len(g.Withdrawing) == 0 {
+		t.Fatal("withdrawal confirmed before AbsentFor")
+	}
+	h.clock.Step(31 * time.Second)
+	if err := p.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if g := p.Gateways()[gwKey]; len(g.Withdrawing) != 0 || !g.Served {
+		t.Fatalf("withdrawal not confirmed after a sustained absence: %+v", g)
+	}
+
+	// Drop the Gateway.
+	n = len(h.sim.Writes())
+	if err := p.Deploy(ctx, modelOf("v3")); err != nil {
+		t.Fatal(err)
+	}
+	deletes = nil
+	for _, w := range h.writes(n) {
+		f := strings.Fields(w)
+		if f[0] == "DELETE" && (len(deletes) == 0 || deletes[len(deletes)-1] != f[1]) {
+			deletes = append(deletes, f[1])
+		}
+	}
+	// (the site route's rule set went with v2)
+	if want := []string{"routes", "origins", "originGroups", "customDomains", "afdEndpoints", "profiles"}; !slices.Equal(deletes, want) {
+		t.Errorf("deletions %v, want %v", deletes, want)
+	}
+	if len(h.sim.Resources(armsim.TypeProfile)) != 0 {
+		t.Fatal("profile left")
+	}
+	if _, ok := p.Gateways()[gwKey]; !ok {
+		t.Fatal("withdrawal complete after one observation")
+	}
+	for i := 0; i < 3; i++ {
+		h.clock.Step(30 * time.Second)
+		if err := p.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if g, ok := p.Gateways()[gwKey]; ok {
+		t.Fatalf("withdrawal never complete: %+v", g)
+	}
+}
+
+// A profile of the provider's name without its tags is not touched; a
+// child without fleetnet's name prefix in its profile is left alone, and
+// keeps the profile when the Gateway goes.
+func TestUnownedLeftAlone(t *testing.T) {
+	h := newHarness(t, armsim.Options{})
+	name := profileName(owner, "web", "public")
+	foreign := armcdn.Profile{Location: to.Ptr("Global"), SKU: &armcdn.SKU{Name: to.Ptr(armcdn.SKUNameStandardAzureFrontDoor)},
+		Tags: map[string]*string{keys.TagAzureOwner: to.Ptr("another-fleet")}}
+	if err := h.sim.Seed(profileID(name), foreign); err != nil {
+		t.Fatal(err)
+	}
+	p := h.provider()
+	err := p.Deploy(context.Background(), modelOf("v1", h.gateway("afd-standard", nil)))
+	if err == nil || !strings.Contains(err.Error(), "exists without fleetnet's tags for this Gateway") {
+		t.Fatalf("error %v", err)
+	}
+	if w := h.writes(0); len(w) != 0 {
+		t.Fatalf("writes to an unowned profile: %v", w)
+	}
+
+	h2 := newHarness(t, armsim.Options{})
+	p2 := h2.provider()
+	if err := p2.Deploy(context.Background(), modelOf("v1", h2.gateway("afd-standard", nil))); err != nil {
+		t.Fatal(err)
+	}
+	og := profileID(name).Child("originGroups", "portal-group")
+	if err := h2.sim.Seed(og, armcdn.AFDOriginGroup{Properties: &armcdn.AFDOriginGroupProperties{}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p2.Deploy(context.Background(), modelOf("v2", h2.gateway("afd-standard", nil))); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := h2.sim.Get(og); !ok {
+		t.Fatal("an origin group fleetnet did not create was deleted")
+	}
+	if g := p2.Gateways()[gwKey]; !strings.Contains(g.Message, "origin group portal-group left alone: fleetnet did not create it") {
+		t.Errorf("message %q", g.Message)
+	}
+	if err := p2.Deploy(context.Background(), modelOf("v3")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := h2.sim.Get(og); !ok {
+		t.Fatal("an origin group fleetnet did not create was deleted with the Gateway")
+	}
+	if _, ok := h2.sim.Get(profileID(name)); !ok {
+		t.Fatal("the profile was deleted with someone else's origin group in it")
+	}
+	if n := len(h2.sim.Resources(armsim.TypeRoute)); n != 0 {
+		t.Errorf("routes left: %d", n)
+	}
+}
+
+// An owned resource edited in the portal is written back at the next
+// deploy; only it.
+func TestDriftRepaired(t *testing.T) {
+	h := newHarness(t, armsim.Options{Polls: 1})
+	p := h.provider()
+	ctx := context.Background()
+	if err := p.Deploy(ctx, modelOf("v1", h.gateway("afd-standard", nil))); err != nil {
+		t.Fatal(err)
+	}
+	origin := h.sim.Resources(armsim.TypeOrigin)[0].ID
+	var before armcdn.AFDOrigin
+	before, _ = armsim.Lookup[armcdn.AFDOrigin](h.sim, origin)
+	h.sim.Edit(origin, func(b []byte) []byte {
+		var m map[string]any
+		_ = json.Unmarshal(b, &m)
+		m["properties"].(map[string]any)["weight"] = 999
+		m["properties"].(map[string]any)["enabledState"] = "Disabled"
+		out, _ := json.Marshal(m)
+		return out
+	})
+	prof := profileID(profileName(owner, "web", "public"))
+	h.sim.Edit(prof, func(b []byte) []byte {
+		var m map[string]any
+		_ = json.Unmarshal(b, &m)
+		m["tags"].(map[string]any)["cost-center"] = "42"
+		out, _ := json.Marshal(m)
+		return out
+	})
+	n := len(h.sim.Writes())
+	if err := p.Deploy(ctx, modelOf("v1", h.gateway("afd-standard", nil))); err != nil {
+		t.Fatal(err)
+	}
+	if w := h.writes(n); len(w) != 1 || w[0] != "PUT origins "+origin.Name() {
+		t.Errorf("repair writes %v, want the origin only (a tag someone added is no drift)", w)
+	}
+	after, _ := armsim.Lookup[armcdn.AFDOrigin](h.sim, origin)
+	if deref(after.Properties.Weight) != deref(before.Properties.Weight) || deref(after.Properties.EnabledState) != armcdn.EnabledStateEnabled {
+		t.Errorf("origin after repair: weight %d state %s", deref(after.Properties.Weight), deref(after.Properties.EnabledState))
+	}
+}
