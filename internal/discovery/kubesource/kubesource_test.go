@@ -15,6 +15,8 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -55,7 +57,7 @@ type env struct {
 
 // start runs the source as a ServiceAccount holding only role, against
 // cfg's server (host overrides it, for a proxy).
-func start(t *testing.T, c *fleet.Cluster, sel kubesource.Selection, routers store.Key, host string) *env {
+func start(t testing.TB, c *fleet.Cluster, sel kubesource.Selection, routers store.Key, host string) *env {
 	t.Helper()
 	cfg := rest.CopyConfig(c.AsServiceAccount(t, "fleetnet-system", "fleetnet-discovery", role()))
 	if host != "" {
@@ -68,7 +70,7 @@ func start(t *testing.T, c *fleet.Cluster, sel kubesource.Selection, routers sto
 	st := store.New(store.Options{Base: 100})
 	src, err := kubesource.New(kubesource.Config{
 		Client: kc, Store: st, Selection: sel, RoutersService: routers, Cluster: c.Name,
-		Log: slog.New(slog.NewTextHandler(testWriter{t}, nil)),
+		Log: logger(t),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +92,15 @@ func start(t *testing.T, c *fleet.Cluster, sel kubesource.Selection, routers sto
 	return &env{st: st, src: src, kube: c.Clientset(t)}
 }
 
-type testWriter struct{ t *testing.T }
+// logger logs to the test, or nowhere for a benchmark.
+func logger(t testing.TB) *slog.Logger {
+	if _, ok := t.(*testing.B); ok {
+		return slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return slog.New(slog.NewTextHandler(testWriter{t}, nil))
+}
+
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
@@ -119,7 +129,7 @@ func ep(addr string, ready *bool) k8sdiscoveryv1.Endpoint {
 	return k8sdiscoveryv1.Endpoint{Addresses: []string{addr}, Conditions: k8sdiscoveryv1.EndpointConditions{Ready: ready}}
 }
 
-func (e *env) create(t *testing.T, objs ...*k8sdiscoveryv1.EndpointSlice) {
+func (e *env) create(t testing.TB, objs ...*k8sdiscoveryv1.EndpointSlice) {
 	t.Helper()
 	for _, o := range objs {
 		if _, err := e.kube.DiscoveryV1().EndpointSlices(o.Namespace).Create(t.Context(), o, metav1.CreateOptions{}); err != nil {
@@ -128,7 +138,7 @@ func (e *env) create(t *testing.T, objs ...*k8sdiscoveryv1.EndpointSlice) {
 	}
 }
 
-func createNamespace(t *testing.T, c *fleet.Cluster, names ...string) {
+func createNamespace(t testing.TB, c *fleet.Cluster, names ...string) {
 	t.Helper()
 	for _, n := range names {
 		if _, err := c.Clientset(t).CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
@@ -480,4 +490,105 @@ func (p *proxy) refused() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.refusals
+}
+
+// BenchmarkSyncAndChange measures the source on a real API server holding
+// 100 imported Services from 10 clusters each, 10 endpoints per slice
+// (1,000 slices, 10,000 endpoints): the time from the start to Synced (the
+// list, the cache and the store written), the heap after it, and per
+// iteration the time from an API write (one endpoint's readiness flipped)
+// to the store's event for its pool. Run with a fixed count, as each round
+// starts a cluster:
+//
+//	flock -o /tmp/fleetnet-fleet.lock go test ./internal/discovery/kubesource -run '^$' -bench SyncAndChange -benchtime 200x
+func BenchmarkSyncAndChange(b *testing.B) {
+	const pools, clusters, perSlice = 100, 10, 10
+	f := fleet.Start(b, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "hub"}}})
+	hub := f.Cluster(b, "hub")
+	createNamespace(b, hub, ns)
+	cfg := rest.CopyConfig(hub.Config)
+	cfg.QPS, cfg.Burst = 500, 1000
+	kc := kubernetes.NewForConfigOrDie(cfg)
+	var wg sync.WaitGroup
+	work := make(chan *k8sdiscoveryv1.EndpointSlice)
+	errs := make(chan error, 1)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := range work {
+				if _, err := kc.DiscoveryV1().EndpointSlices(ns).Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for p := range pools {
+		for c := range clusters {
+			var eps []k8sdiscoveryv1.Endpoint
+			for i := range perSlice {
+				eps = append(eps, ep(fmt.Sprintf("10.%d.%d.%d", 100+c, p, i+1), nil))
+			}
+			work <- mcsSlice(fmt.Sprintf("svc-%d-c%d", p, c), fmt.Sprintf("svc-%d", p), fmt.Sprintf("c%d", c), fmt.Sprintf("region-%d", c%3), eps...)
+		}
+	}
+	close(work)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+
+	runtime.GC()
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	started := time.Now()
+	e := start(b, hub, kubesource.SelectionMCS, store.Key{}, "")
+	syncTime := time.Since(started)
+	runtime.GC()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	if st := e.st.Stats(); st.Pools != pools || st.Endpoints != pools*clusters*perSlice {
+		b.Fatalf("after sync: %d pools, %d endpoints", st.Pools, st.Endpoints)
+	}
+
+	w, _ := e.st.Watch(e.st.Revision())
+	defer w.Stop()
+	var lat []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		name := fmt.Sprintf("svc-%d-c%d", i%pools, (i/pools)%clusters)
+		s, err := kc.DiscoveryV1().EndpointSlices(ns).Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.Endpoints[0].Conditions.Ready = ptr.To(!ptr.Deref(s.Endpoints[0].Conditions.Ready, true))
+		t0 := time.Now()
+		if _, err := kc.DiscoveryV1().EndpointSlices(ns).Update(context.Background(), s, metav1.UpdateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		want := s.Labels[mcsv1beta1.LabelServiceName]
+		for {
+			select {
+			case ev := <-w.C():
+				if ev.Pool.Name != want {
+					continue
+				}
+			case <-time.After(10 * time.Second):
+				b.Fatalf("no event for %s", want)
+			}
+			break
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(syncTime.Milliseconds()), "sync-ms")
+	b.ReportMetric(float64(after.HeapAlloc-min(before.HeapAlloc, after.HeapAlloc))/(1<<20), "heap-MiB")
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "change-p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "change-p99-ms")
 }
