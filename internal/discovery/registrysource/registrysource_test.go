@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -276,4 +277,99 @@ func TestRefused(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "registry watch refused") {
 		t.Errorf("Run() = %v, want the refusal", err)
 	}
+}
+
+// BenchmarkSyncAndChange measures the source against a real registry on
+// loopback (gRPC over mTLS, memory store) holding 100 imports exported by 10
+// clusters each, 10 endpoints per chunk (10,000 endpoints): the time from
+// the start to Synced (the snapshot received and in the store), and per
+// iteration the time from a PutEndpoints (one endpoint's readiness flipped)
+// to the store's event for its pool.
+//
+//	go test ./internal/discovery/registrysource -run '^$' -bench SyncAndChange -benchtime 1000x
+func BenchmarkSyncAndChange(b *testing.B) {
+	const imports, clusters, perChunk = 100, 10, 10
+	r := registrytest.Start(b, server.Config{})
+	ctx := context.Background()
+	mkChunk := func(svc, cluster int, flip bool) *registryv1.EndpointChunk {
+		c := &registryv1.EndpointChunk{
+			Key:         &registryv1.ChunkKey{Namespace: "demo", Name: fmt.Sprintf("svc-%d", svc), ClusterId: fmt.Sprintf("c%d", cluster), Chunk: "s"},
+			AddressType: "IPv4",
+			Ports:       []*registryv1.EndpointPort{{Name: "http", Protocol: "TCP", Port: 8080}},
+		}
+		for i := range perChunk {
+			ready := !(flip && i == 0)
+			c.Endpoints = append(c.Endpoints, &registryv1.Endpoint{
+				Addresses: []string{fmt.Sprintf("10.%d.%d.%d", 100+cluster, svc, i+1)}, PodName: fmt.Sprintf("svc-%d-%d", svc, i),
+				Conditions: &registryv1.EndpointConditions{Ready: ready, Serving: ready},
+			})
+		}
+		return c
+	}
+	cls := make([]registryv1.RegistryClient, clusters)
+	for c := range clusters {
+		id := fmt.Sprintf("c%d", c)
+		cls[c] = r.Client(id, false)
+		if _, err := cls[c].RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: &registryv1.Cluster{Id: id, ClustersetId: "fleet", Region: fmt.Sprintf("region-%d", c%3)}}); err != nil {
+			b.Fatal(err)
+		}
+		for s := range imports {
+			ex := export(id)
+			ex.Key.Name = fmt.Sprintf("svc-%d", s)
+			if _, err := cls[c].PutExport(ctx, &registryv1.PutExportRequest{Export: ex}); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := cls[c].PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: mkChunk(s, c, false)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	st := store.New(store.Options{Base: 100})
+	src := registrysource.New(registrysource.Config{Client: r.Client("discovery", true), Store: st, Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	started := time.Now()
+	go func() { done <- src.Run(runCtx) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	select {
+	case <-src.Synced():
+	case <-time.After(30 * time.Second):
+		b.Fatalf("not synced: %s", src.Status())
+	}
+	syncTime := time.Since(started)
+	if s := st.Stats(); s.Pools != imports || s.Endpoints != imports*clusters*perChunk {
+		b.Fatalf("after sync: %d pools, %d endpoints", s.Pools, s.Endpoints)
+	}
+	w, _ := st.Watch(st.Revision())
+	defer w.Stop()
+	var lat []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		svc, c := i%imports, (i/imports)%clusters
+		t0 := time.Now()
+		if _, err := cls[c].PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: mkChunk(svc, c, (i/(imports*clusters))%2 == 0)}); err != nil {
+			b.Fatal(err)
+		}
+		want := fmt.Sprintf("svc-%d", svc)
+		for {
+			select {
+			case ev := <-w.C():
+				if ev.Pool.Name != want {
+					continue
+				}
+			case <-time.After(10 * time.Second):
+				b.Fatalf("no event for %s", want)
+			}
+			break
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(syncTime.Milliseconds()), "sync-ms")
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "change-p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "change-p99-ms")
 }
