@@ -1,0 +1,245 @@
+package frontdoor
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/cdn/armcdn/v2"
+	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/frontdoor/armfrontdoor"
+
+	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/internal/azure/armsim"
+	"github.com/fleetnet/fleetnet/internal/gateway/model"
+	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/frontdoor/annotations"
+)
+
+var testTarget = target{subscription: sub, resourceGroup: rg, owner: owner}
+
+func planGateway(routes ...model.Route) model.Gateway {
+	return model.Gateway{Namespace: "web", Name: "public", Listeners: []model.Listener{{Name: "http", Port: 80, Protocol: model.ProtocolHTTP,
+		VirtualHosts: []model.VirtualHost{{Hostname: "*", Routes: routes}}}}}
+}
+
+var planOrigins = map[string]Origin{"fe-east": {Host: "203.0.113.1"}, "fe-west": {Host: "203.0.113.2"}, "fe-bad": {Problem: "reading load balancer kubernetes: 404 ResourceNotFound"}}
+
+func planBackend(name string, weight int32, clusters map[string]int32) model.Backend {
+	b := model.Backend{Kind: model.KindServiceImport, Namespace: "web", Name: name, Port: 8080, Weight: weight, Policy: model.DefaultBackendPolicy()}
+	for _, c := range []string{"east", "west", "bad"} {
+		if w, ok := clusters[c]; ok {
+			b.Clusters = append(b.Clusters, model.ClusterEndpoints{Cluster: c, Weight: w, RegionalFrontend: "fe-" + c})
+		}
+	}
+	return b
+}
+
+// What Front Door cannot express is refused per route match, naming the
+// feature; the rest is planned.
+func TestPlanRefusals(t *testing.T) {
+	api := planBackend("api", 1, map[string]int32{"east": 1})
+	with := func(f func(*model.Route)) model.Route {
+		r := route("r", 0, "/x", api)
+		f(&r)
+		return r
+	}
+	tests := []struct {
+		name  string
+		route model.Route
+		want  string // "" when it is served
+	}{
+		{"plain", route("r", 0, "/x", api), ""},
+		{"header match", with(func(r *model.Route) {
+			r.Headers = []model.ValueMatch{{Type: model.MatchExact, Name: "x-canary", Value: "1"}}
+		}), "header matches (x-canary) are not expressible"},
+		{"query match", with(func(r *model.Route) {
+			r.QueryParams = []model.ValueMatch{{Type: model.MatchExact, Name: "v", Value: "2"}}
+		}), "query parameter matches (v)"},
+		{"method", with(func(r *model.Route) { r.Method = "POST" }), "the method match POST is not expressible"},
+		{"direct response", with(func(r *model.Route) {
+			r.Backends = nil
+			r.DirectResponse = &model.DirectResponse{Status: 500, Reason: "no backends"}
+		}), "a direct response (500, no backends)"},
+		{"timeouts", with(func(r *model.Route) { r.Timeouts.RequestMillis = 5000 }), "timeouts are not expressible per route"},
+		{"backend filter", with(func(r *model.Route) {
+			b := api
+			b.Filters = []model.Filter{{Type: model.FilterRequestHeaderModifier, RequestHeaderModifier: &model.HeaderModifier{}}}
+			r.Backends = []model.Backend{b}
+		}), "filters of backendRef web/api are not expressible"},
+		{"redirect port", with(func(r *model.Route) {
+			r.Backends = nil
+			r.Filters = []model.Filter{{Type: model.FilterRequestRedirect, RequestRedirect: &model.Redirect{Hostname: "x.example.com", Port: 8443, StatusCode: 302}}}
+		}), "a redirect to port 8443 is not expressible"},
+		{"redirect prefix", with(func(r *model.Route) {
+			r.Filters = []model.Filter{{Type: model.FilterRequestRedirect, RequestRedirect: &model.Redirect{Path: &model.PathModifier{Type: model.PathReplacePrefix, Value: "/y"}, StatusCode: 302}}}
+		}), "a redirect replacing the path prefix is not expressible"},
+		{"hostname rewrite", with(func(r *model.Route) {
+			r.Filters = []model.Filter{{Type: model.FilterURLRewrite, URLRewrite: &model.Rewrite{Hostname: "internal.example.com"}}}
+		}), "a hostname rewrite (internal.example.com) is not expressible per route"},
+		{"no origin", route("r", 0, "/x", planBackend("api", 1, map[string]int32{"bad": 1})), "no cluster of its backends has a Front Door origin: cluster bad: reading load balancer kubernetes: 404 ResourceNotFound"},
+		{"invalid backends", with(func(r *model.Route) {
+			b := api
+			b.Invalid = &model.Invalid{Reason: "BackendNotFound", Message: "no such service"}
+			r.Backends = []model.Backend{b}
+		}), "none of its backends resolves"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			g := planFor(testTarget, planGateway(tt.route), annotations.Defaults(annotations.SKUStandard), planOrigins)
+			if tt.want == "" {
+				if len(g.refused) != 0 || len(g.routes) != 1 {
+					t.Fatalf("refused %v, routes %d", g.refused, len(g.routes))
+				}
+				return
+			}
+			if len(g.refused) != 1 || !strings.Contains(g.refused[0].Reason, tt.want) || len(g.routes) != 0 {
+				t.Fatalf("refused %v (routes %d), want one refusal containing %q", g.refused, len(g.routes), tt.want)
+			}
+			if r := g.refused[0]; r.RouteName != "r" || !strings.HasPrefix(r.String(), "HTTPRoute web/r rule 0 match 0: ") {
+				t.Errorf("refusal %s", r)
+			}
+		})
+	}
+}
+
+// Patterns, precedence, weights, rules and the security policy.
+func TestPlanGraph(t *testing.T) {
+	api := planBackend("api", 1, map[string]int32{"east": 1, "west": 3})
+	canary := planBackend("canary", 0, map[string]int32{"east": 1})
+	exact := route("exact", 0, "/api", api)
+	exact.Path.Type = model.PathExact
+	headers := route("site", 0, "/", planBackend("site", 1, map[string]int32{"east": 1}))
+	headers.Filters = []model.Filter{
+		{Type: model.FilterRequestHeaderModifier, RequestHeaderModifier: &model.HeaderModifier{Set: []model.Header{{Name: "a", Value: "1"}}, Add: []model.Header{{Name: "b", Value: "2"}}, Remove: []string{"c", "d", "e"}}},
+		{Type: model.FilterURLRewrite, URLRewrite: &model.Rewrite{Path: &model.PathModifier{Type: model.PathReplacePrefix, Value: "/v2"}}},
+	}
+	gw := planGateway(exact, route("prefix", 0, "/api/", api, canary), headers, route("shadowed", 0, "/api", api))
+	gw.Listeners = append(gw.Listeners, model.Listener{Name: "alt", Port: 8080, Protocol: model.ProtocolHTTP},
+		model.Listener{Name: "wild", Port: 443, Protocol: model.ProtocolHTTPS, VirtualHosts: []model.VirtualHost{{Hostname: "*.example.com"}}})
+	s := annotations.Defaults(annotations.SKUPremium)
+	s.WAFPolicyID = "/subscriptions/s/resourceGroups/g/providers/Microsoft.Network/FrontDoorWebApplicationFirewallPolicies/waf"
+	s.OriginHostHeader = "app.example.com"
+	g := planFor(testTarget, gw, s, planOrigins)
+
+	var got []string
+	for _, r := range g.routes {
+		var pats []string
+		for _, p := range r.v.Properties.PatternsToMatch {
+			pats = append(pats, *p)
+		}
+		got = append(got, fmt.Sprintf("%s %v rules=%d", r.label, pats, len(r.v.Properties.RuleSets)))
+	}
+	want := []string{
+		"web/exact rule 0 on the endpoint's domain [/api] rules=0",
+		"web/prefix rule 0 on the endpoint's domain [/api/*] rules=0",
+		"web/site rule 0 on the endpoint's domain [/*] rules=1",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("routes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if len(g.refused) != 1 || g.refused[0].RouteName != "shadowed" || !strings.Contains(g.refused[0].Reason, "already served by Front Door route fn-prefix-") {
+		t.Errorf("refused %v", g.refused)
+	}
+	// Origin groups: api (east 1, west 3); api+canary (canary weight 0
+	// disabled).
+	var groups []string
+	for _, og := range g.groups {
+		var os []string
+		for _, o := range og.origins {
+			os = append(os, fmt.Sprintf("%s=%d/%s/%s", deref(o.v.Properties.HostName), deref(o.v.Properties.Weight), deref(o.v.Properties.EnabledState), deref(o.v.Properties.OriginHostHeader)))
+		}
+		groups = append(groups, og.label+" "+strings.Join(os, ","))
+	}
+	wantGroups := []string{
+		"web/api:8080 203.0.113.1=1/Enabled/app.example.com,203.0.113.2=3/Enabled/app.example.com",
+		"web/api:8080+web/canary:8080 203.0.113.1=1/Enabled/app.example.com,203.0.113.2=3/Enabled/app.example.com,203.0.113.1=1/Disabled/app.example.com",
+		"web/site:8080 203.0.113.1=1/Enabled/app.example.com",
+	}
+	if strings.Join(groups, "\n") != strings.Join(wantGroups, "\n") {
+		t.Errorf("groups:\n%s\nwant:\n%s", strings.Join(groups, "\n"), strings.Join(wantGroups, "\n"))
+	}
+	// Header modifier (5 actions) and rewrite (1): two rules of at most
+	// five actions.
+	if len(g.ruleSets) != 1 || len(g.ruleSets[0].rules) != 2 || len(g.ruleSets[0].rules[0].v.Properties.Actions) != 5 {
+		t.Fatalf("rule sets %+v", g.ruleSets)
+	}
+	rw, ok := g.ruleSets[0].rules[1].v.Properties.Actions[0].(*armcdn.URLRewriteAction)
+	if !ok || deref(rw.Parameters.SourcePattern) != "/" || deref(rw.Parameters.Destination) != "/v2" || !deref(rw.Parameters.PreserveUnmatchedPath) {
+		t.Errorf("rewrite %+v", g.ruleSets[0].rules[1].v.Properties.Actions[0])
+	}
+	notes := strings.Join(g.notes, "; ")
+	for _, n := range []string{"listener alt on port 8080 is not served", "hostname *.example.com of listener wild is not served"} {
+		if !strings.Contains(notes, n) {
+			t.Errorf("notes %q lack %q", notes, n)
+		}
+	}
+	if g.security == nil || len(g.security.v.Properties.Parameters.(*armcdn.SecurityPolicyWebApplicationFirewallParameters).Associations[0].Domains) != 1 {
+		t.Errorf("security policy %+v", g.security)
+	}
+	if deref(g.profile.SKU.Name) != armcdn.SKUNamePremiumAzureFrontDoor {
+		t.Errorf("sku %v", deref(g.profile.SKU.Name))
+	}
+}
+
+// Weights above Front Door's 1000 are scaled, keeping the ratio.
+func TestPlanWeightScaling(t *testing.T) {
+	b := planBackend("api", 100, map[string]int32{"east": 100, "west": 1})
+	g := planFor(testTarget, planGateway(route("r", 0, "/", b)), annotations.Defaults(annotations.SKUStandard), planOrigins)
+	var ws []int32
+	for _, o := range g.groups[0].origins {
+		ws = append(ws, deref(o.v.Properties.Weight))
+	}
+	if fmt.Sprint(ws) != "[1000 10]" {
+		t.Errorf("weights %v, want [1000 10]", ws)
+	}
+}
+
+// A WAF policy attaches through a security policy over the Gateway's
+// domains; a WAF policy of another tier is refused by Azure with its
+// message.
+func TestWAFSecurityPolicy(t *testing.T) {
+	for _, tt := range []struct {
+		name, wafSKU string
+		wantErr      string
+	}{
+		{"same tier", string(armfrontdoor.SKUNamePremiumAzureFrontDoor), ""},
+		{"other tier", string(armfrontdoor.SKUNameStandardAzureFrontDoor), "400 BadRequest: Security policy"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, armsim.Options{Polls: 1})
+			waf := armsim.ResourceID(sub, "security", armsim.TypeWAFPolicy, "fleetwaf")
+			if err := h.sim.Seed(waf, armfrontdoor.WebApplicationFirewallPolicy{Location: to.Ptr("Global"), SKU: &armfrontdoor.SKU{Name: to.Ptr(armfrontdoor.SKUName(tt.wafSKU))}}); err != nil {
+				t.Fatal(err)
+			}
+			p := h.provider()
+			err := p.Deploy(context.Background(), modelOf("v1", h.gateway("afd-premium", map[string]string{keys.AnnotationAzureWAFPolicy: waf.String()})))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			sps := h.sim.Resources(armsim.TypeSecurityPolicy)
+			if len(sps) != 1 {
+				t.Fatalf("security policies %v", sps)
+			}
+			sp, _ := armsim.Lookup[armcdn.SecurityPolicy](h.sim, sps[0].ID)
+			params := sp.Properties.Parameters.(*armcdn.SecurityPolicyWebApplicationFirewallParameters)
+			if !strings.EqualFold(deref(params.WafPolicy.ID), waf.String()) || len(params.Associations[0].Domains) != 2 {
+				t.Errorf("security policy %+v", params)
+			}
+			// The WAF detached: the security policy goes before anything.
+			n := len(h.sim.Writes())
+			if err := p.Deploy(context.Background(), modelOf("v2", h.gateway("afd-premium", nil))); err != nil {
+				t.Fatal(err)
+			}
+			if w := h.writes(n); len(w) != 1 || !strings.HasPrefix(w[0], "DELETE securityPolicies ") {
+				t.Errorf("writes %v", w)
+			}
+		})
+	}
+}
