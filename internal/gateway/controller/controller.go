@@ -143,7 +143,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		errs = append(errs, r.classStatus(ctx, st))
 	}
 	for _, st := range res.Status.Gateways {
-		errs = append(errs, r.gatewayStatus(ctx, st, programmed, msg, progress.Addresses))
+		if gp, ok := progress.Gateways[st.Namespace+"/"+st.Name]; ok {
+			// served by a cloud provider (e.g. Azure Front Door), which
+			// tells its progress per Gateway
+			errs = append(errs, r.gatewayStatus(ctx, st, gp.Served, gp.Message, gp.Addresses))
+		} else {
+			errs = append(errs, r.gatewayStatus(ctx, st, programmed, msg, progress.Addresses))
+		}
 		if warn && r.Recorder != nil {
 			gw := &gwv1.Gateway{}
 			if err := r.Client.Get(ctx, types.NamespacedName{Namespace: st.Namespace, Name: st.Name}, gw); err == nil {

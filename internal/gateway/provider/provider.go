@@ -36,6 +36,10 @@ type Progress struct {
 	// (a cloud's), where it differs from the whole model's: present while
 	// the provider holds resources for it, deleting ones included.
 	LoadBalancers map[string]LoadBalancerProgress
+	// Gateways is the progress of each Gateway ("namespace/name") that a
+	// cloud provider serves (Split.GatewayClasses routes its class there),
+	// Served only for the newest model; the edge's Gateways have none.
+	Gateways map[string]LoadBalancerProgress
 	// ClassVersions is, per load balancer class served by such a
 	// provider, the model version it finished deploying ("" none). A
 	// deleted load balancer of that class is withdrawn once this is the

@@ -25,7 +25,10 @@ type Split struct {
 	Edge Provider
 	// Clouds are the providers of other load balancer classes, by class.
 	Clouds map[string]Provider
-	Log    *slog.Logger
+	// GatewayClasses routes the Gateways of a GatewayClass (by name) to
+	// a cloud provider (by its class in Clouds) instead of the edge.
+	GatewayClasses map[string]string
+	Log            *slog.Logger
 	// OnChange is called after any provider's deploy attempt.
 	OnChange func()
 
@@ -64,8 +67,15 @@ func (s *Split) Set(m *model.Model) {
 	for class, q := range s.queues {
 		part := *m
 		part.LoadBalancers = nil
-		if class != ClassEdge {
-			part.Gateways = nil
+		part.Gateways = nil
+		for _, gw := range m.Gateways {
+			if cloud, ok := s.GatewayClasses[gw.Class]; ok && s.Clouds[cloud] != nil {
+				if cloud == class {
+					part.Gateways = append(part.Gateways, gw)
+				}
+			} else if class == ClassEdge {
+				part.Gateways = append(part.Gateways, gw)
+			}
 		}
 		for _, lb := range m.LoadBalancers {
 			if lb.Class == class || (lb.Class == "" && class == ClassEdge) {
@@ -80,10 +90,11 @@ func (s *Split) Set(m *model.Model) {
 // class versions.
 func (s *Split) Progress() Progress {
 	p := s.Edge.Progress()
-	p.LoadBalancers, p.ClassVersions = map[string]LoadBalancerProgress{}, map[string]string{}
+	p.LoadBalancers, p.ClassVersions, p.Gateways = map[string]LoadBalancerProgress{}, map[string]string{}, map[string]LoadBalancerProgress{}
 	for class, c := range s.Clouds {
 		cp := c.Progress()
 		maps.Copy(p.LoadBalancers, cp.LoadBalancers)
+		maps.Copy(p.Gateways, cp.Gateways)
 		p.ClassVersions[class] = cp.ClassVersions[class]
 	}
 	return p

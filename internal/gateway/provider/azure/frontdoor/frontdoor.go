@@ -286,8 +286,16 @@ func (p *Provider) Progress() provider.Progress {
 	if len(msgs) > 0 {
 		msg += "; " + strings.Join(msgs, "; ")
 	}
+	per := make(map[string]provider.LoadBalancerProgress, len(gws))
+	for k, g := range gws {
+		m := g.Message
+		if !current {
+			m = "a newer configuration is being deployed; " + m
+		}
+		per[k] = provider.LoadBalancerProgress{Served: g.Served && current, Message: m, Addresses: g.Addresses}
+	}
 	return provider.Progress{Version: p.version, Served: current && served == len(gws), Message: msg, Addresses: addrs,
-		ClassVersions: map[string]string{Class: p.version}}
+		Gateways: per, ClassVersions: map[string]string{Class: p.version}}
 }
 
 // Deploy makes Front Door match the Gateways of m of Config.Classes, and
