@@ -9,8 +9,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/crossregion"
-	"github.com/fleetnet/fleetnet/pkg/generated/clientset/versioned"
 	"log/slog"
 	"maps"
 	"net"
@@ -19,22 +17,31 @@ import (
 	"strings"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
+
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/gateway/controller"
 	"github.com/fleetnet/fleetnet/internal/gateway/distribute"
 	"github.com/fleetnet/fleetnet/internal/gateway/provider"
+	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/crossregion"
+	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/frontdoor"
+	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/frontdoor/annotations"
 	edgeprovider "github.com/fleetnet/fleetnet/internal/gateway/provider/edge"
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/fleetnet/fleetnet/internal/scheme"
+	"github.com/fleetnet/fleetnet/pkg/generated/clientset/versioned"
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -43,6 +50,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 )
 
 // Options are the gateway's flags.
@@ -79,6 +87,21 @@ type AzureOptions struct {
 	ClientID       string
 	PollInterval   time.Duration
 	Resync         time.Duration
+	// FrontDoorClasses turns on the Azure Front Door provider for
+	// Gateways: "class=Standard,class=Premium" (GatewayClass name and the
+	// tier it selects).
+	FrontDoorClasses string
+	// FrontDoorResourceGroup holds the Front Door profiles (default
+	// ResourceGroup).
+	FrontDoorResourceGroup string
+	// FrontDoorAbsentFor is how long a withdrawn Front Door resource must
+	// stay absent before its withdrawal is complete.
+	FrontDoorAbsentFor time.Duration
+	// TokenCredential and ClientOptions replace the credential and the
+	// ARM client options (tests: a fake credential and the simulation's
+	// transport).
+	TokenCredential azcore.TokenCredential
+	ClientOptions   *arm.ClientOptions
 }
 
 // BindFlags registers the options on fs.
@@ -93,6 +116,9 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Azure.ClientID, "azure-client-id", "", "client id of the managed or workload identity (optional)")
 	fs.DurationVar(&o.Azure.PollInterval, "azure-poll-interval", 10*time.Second, "how often a long-running Azure operation is polled")
 	fs.DurationVar(&o.Azure.Resync, "azure-resync", 10*time.Minute, "how often Azure resources are compared with the model, repairing drift")
+	fs.StringVar(&o.Azure.FrontDoorClasses, "azure-front-door-classes", "", "GatewayClasses whose Gateways Azure Front Door serves, with the tier each selects, e.g. afd=Standard,afd-private=Premium (needs --azure-subscription-id)")
+	fs.StringVar(&o.Azure.FrontDoorResourceGroup, "azure-front-door-resource-group", "", "resource group (existing) of the Front Door profiles (default: --azure-resource-group)")
+	fs.DurationVar(&o.Azure.FrontDoorAbsentFor, "azure-front-door-absent-for", 2*time.Minute, "how long a withdrawn Front Door resource must be observed absent before its withdrawal is complete")
 	fs.StringVar(&o.EdgeListen, "edge-listen", ":7444", "address fleetnet-edge connects to for models (gRPC, mTLS)")
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "serving certificate of the edge listener")
 	fs.StringVar(&o.TLSKeyFile, "tls-key-file", "", "serving key of the edge listener")
@@ -135,7 +161,41 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--azure-poll-interval=%s: must be at least 1s", a.PollInterval))
 		}
 	}
+	if a := o.Azure; a.FrontDoorClasses != "" {
+		if a.SubscriptionID == "" {
+			errs = append(errs, fmt.Errorf("--azure-front-door-classes=%q needs --azure-subscription-id", a.FrontDoorClasses))
+		}
+		if _, err := ParseFrontDoorClasses(a.FrontDoorClasses); err != nil {
+			errs = append(errs, err)
+		}
+		if a.FrontDoorAbsentFor < 0 {
+			errs = append(errs, fmt.Errorf("--azure-front-door-absent-for=%s: must not be negative", a.FrontDoorAbsentFor))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// ParseFrontDoorClasses parses --azure-front-door-classes: comma-separated
+// class=tier pairs, each class a DNS subdomain, each tier Standard or
+// Premium.
+func ParseFrontDoorClasses(v string) (map[string]annotations.SKU, error) {
+	out := map[string]annotations.SKU{}
+	for _, pair := range strings.Split(v, ",") {
+		class, tier, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		switch {
+		case !ok || class == "":
+			return nil, fmt.Errorf("--azure-front-door-classes=%q: %q is not class=tier", v, pair)
+		case len(validation.IsDNS1123Subdomain(class)) > 0:
+			return nil, fmt.Errorf("--azure-front-door-classes=%q: GatewayClass %q is not a valid name", v, class)
+		case tier != string(annotations.SKUStandard) && tier != string(annotations.SKUPremium):
+			return nil, fmt.Errorf("--azure-front-door-classes=%q: tier %q of %s: want Standard or Premium", v, tier, class)
+		}
+		if _, dup := out[class]; dup {
+			return nil, fmt.Errorf("--azure-front-door-classes=%q: GatewayClass %s given twice", v, class)
+		}
+		out[class] = annotations.SKU(tier)
+	}
+	return out, nil
 }
 
 // azureProvider builds the azure-cross-region provider, nil when
@@ -145,17 +205,56 @@ func azureProvider(o Options, log *slog.Logger) (*crossregion.Provider, error) {
 	if a.SubscriptionID == "" {
 		return nil, nil
 	}
-	cred, err := crossregion.NewCredential(a.Credential, a.ClientID)
+	cred, err := azureCredential(a)
 	if err != nil {
 		return nil, err
 	}
 	owner := cmp.Or(a.Owner, o.ClusterID)
 	p, err := crossregion.New(crossregion.Config{SubscriptionID: a.SubscriptionID, ResourceGroup: a.ResourceGroup, Location: a.Location,
-		Owner: owner, Credential: cred, PollInterval: a.PollInterval, Resync: a.Resync, Log: log})
+		Owner: owner, Credential: cred, ClientOptions: a.ClientOptions, PollInterval: a.PollInterval, Resync: a.Resync, Log: log})
 	if err != nil {
 		return nil, fmt.Errorf("azure-cross-region provider: %w", err)
 	}
 	return p, nil
+}
+
+func azureCredential(a AzureOptions) (azcore.TokenCredential, error) {
+	if a.TokenCredential != nil {
+		return a.TokenCredential, nil
+	}
+	return crossregion.NewCredential(a.Credential, a.ClientID)
+}
+
+// frontDoorProvider builds the Azure Front Door provider, nil when
+// --azure-front-door-classes is unset. Resume tokens go into the
+// Gateways' annotation and failures into Warning events on them.
+func frontDoorProvider(o Options, c client.Client, recorder events.EventRecorder, log *slog.Logger) (*frontdoor.Provider, map[string]annotations.SKU, error) {
+	a := o.Azure
+	if a.FrontDoorClasses == "" {
+		return nil, nil, nil
+	}
+	classes, err := ParseFrontDoorClasses(a.FrontDoorClasses)
+	if err != nil {
+		return nil, nil, err
+	}
+	cred, err := azureCredential(a)
+	if err != nil {
+		return nil, nil, err
+	}
+	event := func(gateway, reason, message string) {
+		ns, name, _ := strings.Cut(gateway, "/")
+		gw := &gwv1.Gateway{}
+		if err := c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, gw); err == nil && recorder != nil {
+			recorder.Eventf(gw, nil, corev1.EventTypeWarning, reason, "Deploy", "%s", message)
+		}
+	}
+	p, err := frontdoor.New(frontdoor.Config{SubscriptionID: a.SubscriptionID, ResourceGroup: cmp.Or(a.FrontDoorResourceGroup, a.ResourceGroup),
+		Owner: cmp.Or(a.Owner, o.ClusterID), Classes: classes, Credential: cred, ClientOptions: a.ClientOptions,
+		PollInterval: a.PollInterval, Resync: a.Resync, AbsentFor: a.FrontDoorAbsentFor, Tokens: &AnnotationTokens{Client: c}, Event: event, Log: log})
+	if err != nil {
+		return nil, nil, fmt.Errorf("azure-front-door provider: %w", err)
+	}
+	return p, classes, nil
 }
 
 // Run runs the gateway until ctx ends.
@@ -221,15 +320,36 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		}
 		clouds[crossregion.Class] = azure
 	}
-	split := &provider.Split{Edge: prov, Clouds: clouds, Log: log}
+	recorder := mgr.GetEventRecorder(keys.FieldManagerGateway)
+	fd, fdClasses, err := frontDoorProvider(o, mgr.GetClient(), recorder, log)
+	if err != nil {
+		return err
+	}
+	gatewayClasses := map[string]string{}
+	if fd != nil {
+		if clouds == nil {
+			clouds = map[string]provider.Provider{}
+		}
+		clouds[frontdoor.Class] = fd
+		for class := range fdClasses {
+			gatewayClasses[class] = frontdoor.Class
+		}
+	}
+	split := &provider.Split{Edge: prov, Clouds: clouds, GatewayClasses: gatewayClasses, Log: log}
 	rec := &controller.Reconciler{Client: mgr.GetClient(), Clientset: cs, LoadBalancerClasses: split.Classes(), CRDBundleVersions: bundles,
-		Queue: split, Provider: split, Recorder: mgr.GetEventRecorder(keys.FieldManagerGateway), LocalCluster: o.ClusterID, LocalRegion: o.Region, Log: log, Events: events}
+		Queue: split, Provider: split, Recorder: recorder, LocalCluster: o.ClusterID, LocalRegion: o.Region, Log: log, Events: events}
 	split.OnChange = rec.Trigger
 	if azure != nil {
 		// Status follows long operations as they go, not only at their end;
 		// resync repairs drift, on the leader only.
 		azure.SetOnProgress(rec.Trigger)
 		if err := mgr.Add(leaderRunnable(func(ctx context.Context) error { azure.Run(ctx); return nil })); err != nil {
+			return err
+		}
+	}
+	if fd != nil {
+		fd.SetOnProgress(rec.Trigger)
+		if err := mgr.Add(leaderRunnable(func(ctx context.Context) error { fd.Run(ctx); return nil })); err != nil {
 			return err
 		}
 	}

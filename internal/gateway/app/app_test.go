@@ -26,6 +26,12 @@ func TestValidate(t *testing.T) {
 		{"azure without location", func(o *Options) { azure(o); o.Azure.Location = "" }, "--azure-location is required"},
 		{"azure credential", func(o *Options) { azure(o); o.Azure.Credential = "password" }, `--azure-credential="password"`},
 		{"azure poll", func(o *Options) { azure(o); o.Azure.PollInterval = time.Millisecond }, "--azure-poll-interval=1ms"},
+		{"front door", func(o *Options) { azure(o); o.Azure.FrontDoorClasses = "afd=Standard, afd-private=Premium" }, ""},
+		{"front door without subscription", func(o *Options) { o.Azure.FrontDoorClasses = "afd=Standard" }, `--azure-front-door-classes="afd=Standard" needs --azure-subscription-id`},
+		{"front door tier", func(o *Options) { azure(o); o.Azure.FrontDoorClasses = "afd=premium" }, `tier "premium" of afd: want Standard or Premium`},
+		{"front door pair", func(o *Options) { azure(o); o.Azure.FrontDoorClasses = "afd" }, `"afd" is not class=tier`},
+		{"front door class name", func(o *Options) { azure(o); o.Azure.FrontDoorClasses = "AFD=Standard" }, `GatewayClass "AFD" is not a valid name`},
+		{"front door twice", func(o *Options) { azure(o); o.Azure.FrontDoorClasses = "afd=Standard,afd=Premium" }, "GatewayClass afd given twice"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,6 +4,9 @@ package app
 // `make generate` from these markers.
 //
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses;gateways;httproutes;referencegrants,verbs=get;list;watch
+// The Azure Front Door provider keeps its operations' resume tokens in a
+// Gateway annotation (keys.AnnotationAzureOperations).
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways,verbs=patch
 // +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gatewayclasses/status;gateways/status;httproutes/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=networking.fleetnet.dev,resources=backendtrafficpolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.fleetnet.dev,resources=backendtrafficpolicies/status,verbs=get;update;patch
