@@ -218,7 +218,7 @@ func ensureNodeNetwork(c ClusterState) error {
 	peer := "fnm" + strings.TrimPrefix(host, "fnn")
 	err := ipAll(
 		[]string{"netns", "add", ns},
-		[]string{"link", "add", host, "type", "veth", "peer", "name", peer},
+		[]string{"link", "add", host, "type", "veth", "peer", "name", peer, "address", macFor(c.NodeAddress().String())},
 		[]string{"link", "set", peer, "netns", ns},
 		[]string{"-n", ns, "link", "set", peer, "name", "eth0"},
 		[]string{"-n", ns, "addr", "add", fmt.Sprintf("%s/%d", c.NodeAddress(), podPrefixLen), "dev", "eth0"},

@@ -244,7 +244,7 @@ func startPod(pod *PodState, s *State, c ClusterState, o ServeOptions) error {
 	ns := pod.NetNS
 	err := ipAll(
 		[]string{"netns", "add", ns},
-		[]string{"link", "add", pod.HostVeth, "type", "veth", "peer", "name", peer},
+		[]string{"link", "add", pod.HostVeth, "type", "veth", "peer", "name", peer, "address", macFor(pod.Address)},
 		[]string{"link", "set", peer, "netns", ns},
 		[]string{"-n", ns, "link", "set", peer, "name", "eth0"},
 		[]string{"-n", ns, "addr", "add", fmt.Sprintf("%s/%d", pod.Address, podPrefixLen), "dev", "eth0"},
@@ -315,6 +315,16 @@ func writeResolvConf(ns string, c ClusterState, namespace string) error {
 	conf := fmt.Sprintf("# fleetnet dev pod of cluster %s: its node's fleetnet-dns\nnameserver %s\nsearch %s.svc.%s svc.%s\noptions ndots:5\n",
 		c.Name, c.NodeAddress(), namespace, keys.ClustersetZone, keys.ClustersetZone)
 	return os.WriteFile(filepath.Join(dir, "resolv.conf"), []byte(conf), 0o644)
+}
+
+// macFor is the hardware address of the interface holding addr: derived
+// from the address, so that a pod started again with an address another
+// pod had is reached at once. With a fresh MAC, the host, nodes and pods
+// would keep sending to the old one until their neighbour entries expire
+// (up to a minute).
+func macFor(addr string) string {
+	b := netip.MustParseAddr(addr).As4()
+	return fmt.Sprintf("02:00:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3])
 }
 
 func ipAll(cmds ...[]string) error {

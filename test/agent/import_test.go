@@ -521,7 +521,7 @@ func TestOneFailingSourceClusterDoesNotStopTheOthers(t *testing.T) {
 	for i, id := range []string{"east", "south"} {
 		exportDirectly(t, r, id, time.Date(2026, 1, 1, 0, i, 0, 0, time.UTC), httpPort, fmt.Sprintf("10.244.%d.1", i))
 	}
-	blockerName := importer.SliceName(importer.DerivedName(ns, "echo")+"-south", discoveryv1.AddressTypeIPv4, 0)
+	blockerName := importer.SliceName(importer.DerivedName(ns, "echo")+"-south", discoveryv1.AddressTypeIPv4, "c0", 0)
 	blocker := endpointSlice(ns, "unrelated", blockerName, "fd00::1")
 	blocker.AddressType = discoveryv1.AddressTypeIPv6
 	if err := wc.Create(ctx, blocker); err != nil {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -37,9 +38,9 @@ func benchServices(b *testing.B) int {
 // sliceEvent is an imported EndpointSlice as an importing cluster's watch
 // saw it, and when.
 type sliceEvent struct {
-	cluster, service string
-	addresses        []string
-	at               time.Time
+	cluster, service, name string
+	addresses              []string
+	at                     time.Time
 }
 
 // watchImportedSlices streams every add and update of imported
@@ -61,7 +62,7 @@ func watchImportedSlices(b *testing.B, ctx context.Context, ns string) <-chan sl
 			if !ok {
 				return
 			}
-			ev := sliceEvent{cluster: c, service: s.Labels[mcsv1beta1.LabelServiceName], at: time.Now()}
+			ev := sliceEvent{cluster: c, service: s.Labels[mcsv1beta1.LabelServiceName], name: s.Name, at: time.Now()}
 			for _, e := range s.Endpoints {
 				ev.addresses = append(ev.addresses, e.Addresses...)
 			}
@@ -231,4 +232,115 @@ func report(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(float64(percentile(lat, 0.5).Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(percentile(lat, 0.99).Microseconds())/1000, "p99-ms")
 	b.ReportMetric(float64(slices.Max(lat).Microseconds())/1000, "max-ms")
+}
+
+// BenchmarkBigService measures one endpoint change of a Service of 50,000
+// endpoints (500 EndpointSlices of 100 in east) reaching every cluster's
+// imported slices, and the exporting agent's resident memory with it. The
+// work per change must follow the change, not the Service:
+//
+//	go test ./test/e2e -run '^$' -bench BigService -benchtime 50x
+func BenchmarkBigService(b *testing.B) {
+	const slicesN, perSlice = 500, 100
+	ns := namespace(b, "bench-big")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := watchImportedSlices(b, ctx, ns)
+	addrs := func(slice, version int) []string {
+		out := make([]string, perSlice)
+		for i := range out {
+			n := slice*perSlice + i
+			out[i] = fmt.Sprintf("10.%d.%d.%d", 200+n>>16, n>>8&0xff, n&0xff)
+		}
+		if version > 0 {
+			// The changed endpoint takes an address of its own.
+			out[0] = fmt.Sprintf("10.250.%d.%d", version>>8&0xff, version&0xff)
+		}
+		sort.Strings(out)
+		return out
+	}
+	start := time.Now()
+	export(b, "east", ns, service{name: "big", portName: "http", port: 80, addresses: addrs(0, 0)})
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for s := 1; s < slicesN; s++ {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			setSlice(b, "east", ns, "big", fmt.Sprintf("big-%03d", s), discoveryv1.AddressTypeIPv4, "http", addrs(s, 0))
+		})
+	}
+	wg.Wait()
+	// Every cluster holds all 50,000 endpoints.
+	held := map[string]map[string]int{}
+	deadline := time.After(5 * time.Minute)
+	for done := 0; done < len(clusters); {
+		select {
+		case ev := <-events:
+			if ev.service != "big" {
+				continue
+			}
+			if held[ev.cluster] == nil {
+				held[ev.cluster] = map[string]int{}
+			}
+			before := total(held[ev.cluster])
+			held[ev.cluster][ev.name] = len(ev.addresses)
+			if before < slicesN*perSlice && total(held[ev.cluster]) == slicesN*perSlice {
+				done++
+			}
+		case <-deadline:
+			b.Fatalf("50,000 endpoints not imported everywhere within 5m: %d, %d, %d", total(held["hub"]), total(held["east"]), total(held["west"]))
+		}
+	}
+	imported := time.Since(start)
+	b.Run("Import", func(b *testing.B) {
+		b.ReportMetric(imported.Seconds(), "imported-everywhere-s")
+		b.ReportMetric(rssMiB(b, "east/agent"), "exporter-rss-MiB")
+	})
+	changes := 0
+	b.Run("EndpointChange", func(b *testing.B) {
+		var lat []time.Duration
+		for i := 0; i < b.N; i++ {
+			changes++
+			s := (changes * 7919) % slicesN
+			want := addrs(s, changes)
+			name := "big-e2e"
+			if s > 0 {
+				name = fmt.Sprintf("big-%03d", s)
+			}
+			begin := time.Now()
+			setSlice(b, "east", ns, "big", name, discoveryv1.AddressTypeIPv4, "http", want)
+			lat = append(lat, awaitEverywhere(b, events, "big", want, time.Minute).Sub(begin))
+		}
+		report(b, lat)
+		b.ReportMetric(rssMiB(b, "east/agent"), "exporter-rss-MiB")
+	})
+}
+
+func total(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// rssMiB is a fleet component's resident memory.
+func rssMiB(b *testing.B, component string) float64 {
+	p := state.Processes[component]
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid))
+	if err != nil {
+		b.Fatalf("%s: %v", component, err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.Atoi(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")))
+			if err != nil {
+				b.Fatalf("%s: VmRSS %q: %v", component, rest, err)
+			}
+			return float64(kb) / 1024
+		}
+	}
+	b.Fatalf("%s: no VmRSS in /proc/%d/status", component, p.Pid)
+	return 0
 }

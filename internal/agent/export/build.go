@@ -140,40 +140,47 @@ func podName(namespace string, ref *corev1.ObjectReference) string {
 func BuildChunks(cluster string, se *mcsv1beta1.ServiceExport, slices []discoveryv1.EndpointSlice) []*registryv1.EndpointChunk {
 	var out []*registryv1.EndpointChunk
 	for i := range slices {
-		s := &slices[i]
-		if s.Labels[discoveryv1.LabelManagedBy] == keys.EndpointSliceManagedBy {
-			continue // imported by us, not this cluster's own endpoints
+		if c := BuildChunk(cluster, se, &slices[i]); c != nil {
+			out = append(out, c)
 		}
-		c := &registryv1.EndpointChunk{
-			Key:         &registryv1.ChunkKey{Namespace: se.Namespace, Name: se.Name, ClusterId: cluster, Chunk: s.Name},
-			AddressType: string(s.AddressType),
-		}
-		for _, p := range s.Ports {
-			if p.Port == nil {
-				continue // "all ports" cannot be served across clusters
-			}
-			c.Ports = append(c.Ports, &registryv1.EndpointPort{
-				Name: ptr.Deref(p.Name, ""), Protocol: string(ptr.Deref(p.Protocol, corev1.ProtocolTCP)),
-				Port: ptr.Deref(p.Port, 0), AppProtocol: ptr.Deref(p.AppProtocol, ""),
-			})
-		}
-		for _, ep := range s.Endpoints {
-			ready := ptr.Deref(ep.Conditions.Ready, true)
-			c.Endpoints = append(c.Endpoints, &registryv1.Endpoint{
-				Addresses: ep.Addresses,
-				Hostname:  ptr.Deref(ep.Hostname, ""),
-				Zone:      ptr.Deref(ep.Zone, ""),
-				NodeName:  ptr.Deref(ep.NodeName, ""),
-				PodName:   podName(s.Namespace, ep.TargetRef),
-				Conditions: &registryv1.EndpointConditions{
-					Ready:       ready,
-					Serving:     ptr.Deref(ep.Conditions.Serving, true),
-					Terminating: ptr.Deref(ep.Conditions.Terminating, false),
-				},
-			})
-		}
-		out = append(out, c)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].GetKey().GetChunk() < out[j].GetKey().GetChunk() })
 	return out
+}
+
+// BuildChunk is BuildChunks for one slice; nil for a slice the agent
+// imported (not this cluster's own endpoints).
+func BuildChunk(cluster string, se *mcsv1beta1.ServiceExport, s *discoveryv1.EndpointSlice) *registryv1.EndpointChunk {
+	if s.Labels[discoveryv1.LabelManagedBy] == keys.EndpointSliceManagedBy {
+		return nil
+	}
+	c := &registryv1.EndpointChunk{
+		Key:         &registryv1.ChunkKey{Namespace: se.Namespace, Name: se.Name, ClusterId: cluster, Chunk: s.Name},
+		AddressType: string(s.AddressType),
+	}
+	for _, p := range s.Ports {
+		if p.Port == nil {
+			continue // "all ports" cannot be served across clusters
+		}
+		c.Ports = append(c.Ports, &registryv1.EndpointPort{
+			Name: ptr.Deref(p.Name, ""), Protocol: string(ptr.Deref(p.Protocol, corev1.ProtocolTCP)),
+			Port: ptr.Deref(p.Port, 0), AppProtocol: ptr.Deref(p.AppProtocol, ""),
+		})
+	}
+	c.Endpoints = make([]*registryv1.Endpoint, 0, len(s.Endpoints))
+	for _, ep := range s.Endpoints {
+		c.Endpoints = append(c.Endpoints, &registryv1.Endpoint{
+			Addresses: ep.Addresses,
+			Hostname:  ptr.Deref(ep.Hostname, ""),
+			Zone:      ptr.Deref(ep.Zone, ""),
+			NodeName:  ptr.Deref(ep.NodeName, ""),
+			PodName:   podName(s.Namespace, ep.TargetRef),
+			Conditions: &registryv1.EndpointConditions{
+				Ready:       ptr.Deref(ep.Conditions.Ready, true),
+				Serving:     ptr.Deref(ep.Conditions.Serving, true),
+				Terminating: ptr.Deref(ep.Conditions.Terminating, false),
+			},
+		})
+	}
+	return c
 }

@@ -49,6 +49,7 @@ type Reconciler struct {
 
 	retryOnce sync.Once
 	retry     workqueue.TypedRateLimiter[reconcile.Request]
+	chunks    chunkCache
 }
 
 // SetupWithManager registers the controller: ServiceExports, their Services
@@ -147,10 +148,12 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, r.updateStatus(ctx, orig, se, "", "")
 	}
 	slices := &discoveryv1.EndpointSliceList{}
-	if err := r.Client.List(ctx, slices, client.InNamespace(se.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: se.Name}); err != nil {
+	// The cache's own objects, not copies (they are only read): a Service
+	// of 50,000 endpoints would otherwise be copied on every change.
+	if err := r.Client.List(ctx, slices, client.InNamespace(se.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: se.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, err
 	}
-	writes, err := r.Publisher.Publish(ctx, exp, BuildChunks(r.Cluster, se, slices.Items))
+	writes, err := r.Publisher.Publish(ctx, exp, r.chunks.build(r.Cluster, se, slices.Items))
 	if err != nil {
 		reason, ready := keys.ReasonRegistryUnavailable, "publishing to the registry failed: "+err.Error()
 		if status.Code(err) == codes.InvalidArgument {
@@ -206,6 +209,7 @@ func (r *Reconciler) withdraw(ctx context.Context, key publish.ExportKey) error 
 	if err := r.Publisher.Withdraw(ctx, key, 0); err != nil {
 		return err
 	}
+	r.chunks.forget(key)
 	r.Log.Info("withdrew export", "export", key.Namespace+"/"+key.Name)
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
-	"sort"
 	"strconv"
 
 	"github.com/fleetnet/fleetnet/api/keys"
@@ -109,72 +108,6 @@ func DerivedServiceSpec(imp *registryv1.Import, families []corev1.IPFamily) core
 		spec.Ports = append(spec.Ports, sp)
 	}
 	return spec
-}
-
-// Group is the endpoints of one source cluster in one address family.
-type Group struct {
-	Cluster     string
-	AddressType discoveryv1.AddressType
-	Ports       []discoveryv1.EndpointPort
-	Endpoints   []discoveryv1.Endpoint
-}
-
-// Groups turns a source cluster's chunks into one group per address type,
-// sorted. Like the EndpointSlice controller, it keeps only the address
-// types the derived Service has (its IP families) and FQDN: an IPv6 slice
-// under an IPv4-only Service reaches no one, and DNS would hand out its
-// addresses. Endpoints carry no targetRef or nodeName: those Pods and nodes
-// are not in this cluster.
-func Groups(cluster string, chunks map[string]*registryv1.EndpointChunk, families []corev1.IPFamily) []Group {
-	byType := map[discoveryv1.AddressType]*Group{}
-	names := make([]string, 0, len(chunks))
-	for n := range chunks {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		c := chunks[n]
-		t := discoveryv1.AddressType(c.GetAddressType())
-		if t != discoveryv1.AddressTypeFQDN && !slices.Contains(families, corev1.IPFamily(t)) {
-			continue
-		}
-		g := byType[t]
-		if g == nil {
-			g = &Group{Cluster: cluster, AddressType: t}
-			byType[t] = g
-			for _, p := range c.GetPorts() {
-				ep := discoveryv1.EndpointPort{Name: ptr.To(p.GetName()), Protocol: ptr.To(corev1.Protocol(p.GetProtocol())), Port: ptr.To(p.GetPort())}
-				if p.GetAppProtocol() != "" {
-					ep.AppProtocol = ptr.To(p.GetAppProtocol())
-				}
-				g.Ports = append(g.Ports, ep)
-			}
-		}
-		for _, e := range c.GetEndpoints() {
-			ep := discoveryv1.Endpoint{
-				Addresses: e.GetAddresses(),
-				Conditions: discoveryv1.EndpointConditions{
-					Ready:       ptr.To(e.GetConditions().GetReady()),
-					Serving:     ptr.To(e.GetConditions().GetServing()),
-					Terminating: ptr.To(e.GetConditions().GetTerminating()),
-				},
-			}
-			if e.GetHostname() != "" {
-				ep.Hostname = ptr.To(e.GetHostname())
-			}
-			if e.GetZone() != "" {
-				ep.Zone = ptr.To(e.GetZone())
-			}
-			g.Endpoints = append(g.Endpoints, ep)
-		}
-	}
-	var out []Group
-	for _, t := range []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6, discoveryv1.AddressTypeFQDN} {
-		if g := byType[t]; g != nil {
-			out = append(out, *g)
-		}
-	}
-	return out
 }
 
 // SliceAnnotations are the annotations of an imported EndpointSlice: the

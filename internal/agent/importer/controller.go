@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -57,7 +58,12 @@ type Reconciler struct {
 	// Imports are independent; one worker made a fleet's first sync of
 	// 1,000 imports wait on one API round trip after another.
 	Workers int
+
+	memo verifiedSlices
 }
+
+// verified returns the import's record of verified slices.
+func (r *Reconciler) verified(key types.NamespacedName) *importMemo { return r.memo.of(key) }
 
 // SetupWithManager watches ServiceImports, derived Services, imported
 // EndpointSlices, Namespaces and the registry stream.
@@ -296,25 +302,30 @@ func samePorts(a, b []corev1.ServicePort) bool {
 	return true
 }
 
-// applySlices plans and writes the EndpointSlices of every source cluster.
-// A failing cluster does not stop the others or the deletion of stale
-// slices; the errors are joined.
+// applySlices makes each source cluster's imported slices match its
+// chunks (see PlanSlices), and deletes the slices of clusters or address
+// families that left the import. A failing cluster does not stop the others
+// or the deletion of stale slices; the errors are joined.
 func (r *Reconciler) applySlices(ctx context.Context, si *mcsv1beta1.ServiceImport, derived string, desired *Desired, families []corev1.IPFamily) error {
 	list := &discoveryv1.EndpointSliceList{}
+	// The cache's own objects, not copies: a Service of 50,000 endpoints
+	// would otherwise be copied on every change. They are only read.
 	if err := r.Client.List(ctx, list, client.InNamespace(si.Namespace), client.MatchingLabels{
 		mcsv1beta1.LabelServiceName: si.Name, discoveryv1.LabelManagedBy: keys.EndpointSliceManagedBy,
-	}); err != nil {
+	}, client.UnsafeDisableDeepCopy); err != nil {
 		return &stepError{"listing EndpointSlices", err}
 	}
-	type groupKey struct {
-		cluster string
-		t       discoveryv1.AddressType
+	existing := map[string]map[string]*discoveryv1.EndpointSlice{}
+	for i := range list.Items {
+		s := &list.Items[i]
+		c := s.Labels[mcsv1beta1.LabelSourceCluster]
+		if existing[c] == nil {
+			existing[c] = map[string]*discoveryv1.EndpointSlice{}
+		}
+		existing[c][s.Name] = s
 	}
-	existing := map[groupKey][]Slice{}
-	for _, s := range list.Items {
-		k := groupKey{s.Labels[mcsv1beta1.LabelSourceCluster], s.AddressType}
-		existing[k] = append(existing[k], Slice{Name: s.Name, Endpoints: s.Endpoints, Ports: s.Ports})
-	}
+	key := types.NamespacedName{Namespace: si.Namespace, Name: si.Name}
+	memo := r.verified(key)
 	regions := map[string]string{}
 	byCluster := map[string]*registryv1.ImportCluster{}
 	for _, c := range desired.Import.GetClusters() {
@@ -322,7 +333,7 @@ func (r *Reconciler) applySlices(ctx context.Context, si *mcsv1beta1.ServiceImpo
 		byCluster[c.GetClusterId()] = c
 	}
 	var errs []error
-	handled := map[groupKey]bool{}
+	handled := map[string]bool{}
 	clusters := make([]string, 0, len(desired.Chunks))
 	for c := range desired.Chunks {
 		clusters = append(clusters, c)
@@ -332,45 +343,51 @@ func (r *Reconciler) applySlices(ctx context.Context, si *mcsv1beta1.ServiceImpo
 		if byCluster[cluster] == nil {
 			continue
 		}
-		for _, g := range Groups(cluster, desired.Chunks[cluster], families) {
-			k := groupKey{cluster, g.AddressType}
-			handled[k] = true
-			prefix := derived + "-" + cluster
-			plan := PlanSlices(prefix, g.AddressType, g.Ports, g.Endpoints, existing[k], r.EndpointsPerSlice)
-			labels := SliceLabels(si.Name, derived, cluster, regions[cluster])
-			annotations := SliceAnnotations(byCluster[cluster])
-			for _, s := range plan.Apply {
-				if err := r.applySlice(ctx, si, s, g.AddressType, labels, annotations); err != nil {
-					errs = append(errs, &stepError{fmt.Sprintf("applying EndpointSlice %s of cluster %s", s.Name, cluster), err})
-				}
+		handled[cluster] = true
+		plan := PlanSlices(derived+"-"+cluster, desired.Chunks[cluster], families, existing[cluster], r.EndpointsPerSlice, memo.check)
+		labels := SliceLabels(si.Name, derived, cluster, regions[cluster])
+		annotations := SliceAnnotations(byCluster[cluster])
+		for _, s := range plan.Apply {
+			applied, err := r.applySlice(ctx, si, s, labels, annotations)
+			if err != nil {
+				errs = append(errs, &stepError{fmt.Sprintf("applying EndpointSlice %s of cluster %s", s.Name, cluster), err})
+				continue
 			}
-			for _, name := range plan.Delete {
-				if err := r.deleteSlice(ctx, si.Namespace, name); err != nil {
-					errs = append(errs, &stepError{"deleting EndpointSlice " + name, err})
-				}
+			memo.set(applied, s.Chunk, s.Part)
+		}
+		for _, name := range plan.Delete {
+			if err := r.deleteSlice(ctx, si.Namespace, name); err != nil {
+				errs = append(errs, &stepError{"deleting EndpointSlice " + name, err})
 			}
-			// Slices that only need new labels or annotations (a region or
-			// weight change) are applied too.
-			for _, name := range plan.Keep {
-				for _, s := range list.Items {
-					if s.Name == name && (!equality.Semantic.DeepEqual(s.Labels, labels) || !hasAll(s.Annotations, annotations)) {
-						if err := r.applySlice(ctx, si, Slice{Name: s.Name, Endpoints: s.Endpoints, Ports: s.Ports}, g.AddressType, labels, annotations); err != nil {
-							errs = append(errs, &stepError{"relabelling EndpointSlice " + name, err})
-						}
-					}
-				}
+			memo.forget(name)
+		}
+		// Slices whose endpoints are right may still need new labels or
+		// annotations (a region or weight change).
+		for _, k := range plan.Keep {
+			s := existing[cluster][k.Name]
+			if maps.Equal(s.Labels, labels) && hasAll(s.Annotations, annotations) {
+				memo.set(s, k.Chunk, k.Part)
+				continue
 			}
+			relabelled := Slice{Name: s.Name, AddressType: s.AddressType, Endpoints: s.Endpoints, Ports: s.Ports}
+			applied, err := r.applySlice(ctx, si, relabelled, labels, annotations)
+			if err != nil {
+				errs = append(errs, &stepError{"relabelling EndpointSlice " + s.Name, err})
+				continue
+			}
+			memo.set(applied, k.Chunk, k.Part)
 		}
 	}
-	// Slices of clusters or families that left the import.
-	for k, ss := range existing {
-		if handled[k] {
+	// Slices of clusters that left the import.
+	for cluster, ss := range existing {
+		if handled[cluster] {
 			continue
 		}
-		for _, s := range ss {
-			if err := r.deleteSlice(ctx, si.Namespace, s.Name); err != nil {
-				errs = append(errs, &stepError{"deleting EndpointSlice " + s.Name, err})
+		for name := range ss {
+			if err := r.deleteSlice(ctx, si.Namespace, name); err != nil {
+				errs = append(errs, &stepError{"deleting EndpointSlice " + name, err})
 			}
+			memo.forget(name)
 		}
 	}
 	return errors.Join(errs...)
@@ -386,21 +403,26 @@ func hasAll(have, want map[string]string) bool {
 	return true
 }
 
-func (r *Reconciler) applySlice(ctx context.Context, si *mcsv1beta1.ServiceImport, s Slice, t discoveryv1.AddressType, labels, annotations map[string]string) error {
+// applySlice applies one slice and returns it as the API server stored it.
+func (r *Reconciler) applySlice(ctx context.Context, si *mcsv1beta1.ServiceImport, s Slice, labels, annotations map[string]string) (*discoveryv1.EndpointSlice, error) {
 	es := &discoveryv1.EndpointSlice{
 		TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice"},
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: si.Namespace, Name: s.Name, Labels: labels, Annotations: annotations,
 			OwnerReferences: []metav1.OwnerReference{ownerRef(si)},
 		},
-		AddressType: t,
+		AddressType: s.AddressType,
 		Endpoints:   s.Endpoints,
 		Ports:       s.Ports,
 	}
 	if es.Endpoints == nil {
 		es.Endpoints = []discoveryv1.Endpoint{}
 	}
-	return r.apply(ctx, es, &discoveryv1.EndpointSlice{}, "")
+	out := &discoveryv1.EndpointSlice{}
+	if err := r.apply(ctx, es, out, ""); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (r *Reconciler) deleteSlice(ctx context.Context, namespace, name string) error {
@@ -464,6 +486,7 @@ func conflictCondition(imp *registryv1.Import, generation int64) metav1.Conditio
 // Service and slices, but they are deleted explicitly so nothing waits for
 // the garbage collector.
 func (r *Reconciler) remove(ctx context.Context, key types.NamespacedName) error {
+	r.memo.drop(key)
 	si := &mcsv1beta1.ServiceImport{}
 	if err := r.Client.Get(ctx, key, si); err == nil && si.Labels[keys.LabelManagedBy] == keys.ManagedByAgent {
 		if err := r.Client.Delete(ctx, si); client.IgnoreNotFound(err) != nil {
