@@ -1,0 +1,165 @@
+package gateway_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
+	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+
+	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/internal/azure/armsim"
+	gatewayapp "github.com/fleetnet/fleetnet/internal/gateway/app"
+	"github.com/fleetnet/fleetnet/internal/pki"
+	"github.com/fleetnet/fleetnet/test/fleet"
+)
+
+// fleetnet-gateway with --azure-front-door-classes on a real API server
+// and a simulated ARM: a Gateway of the Front Door class becomes a
+// profile (not an edge configuration), its Programmed condition follows
+// Front Door's deployment to True; a Gateway with a malformed Azure
+// annotation is Accepted=False naming it, and nothing is created for it;
+// the deleted Gateway's profile is withdrawn.
+func TestFrontDoorGateway(t *testing.T) {
+	const (
+		sub = "00000000-0000-0000-0000-0000000000fd"
+		rg  = "fleet"
+	)
+	sim := armsim.New(armsim.Options{Polls: 1, DeployReads: 1})
+	fronts, err := sim.SeedRegionalLoadBalancer(sub, "mc-east", "kubernetes", "eastus", armsim.RegionalFrontend{Name: "web", TCP: []int32{80}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "hub", GatewayAPI: true}}})
+	hub := f.Cluster(t, "hub")
+	c := hub.Client(t)
+	ctx := t.Context()
+	dir := t.TempDir()
+	ca, _ := pki.NewCA("fleet")
+	serving, _ := ca.ServingCert("gateway", []string{"127.0.0.1"})
+	for name, kp := range map[string]*pki.KeyPair{"ca": ca, "gateway": serving} {
+		if err := kp.Write(dir, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(t, "gateway", func(ctx context.Context) error {
+		return gatewayapp.Run(ctx, hub.Config, gatewayapp.Options{
+			ClusterID: "hub", EdgeListen: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+			TLSCertFile: filepath.Join(dir, "gateway.crt"), TLSKeyFile: filepath.Join(dir, "gateway.key"), ClientCAFile: filepath.Join(dir, "ca.crt"),
+			MetricsAddr: "0", HealthAddr: "0",
+			Azure: gatewayapp.AzureOptions{SubscriptionID: sub, ResourceGroup: rg, Location: "westeurope", Credential: "default",
+				PollInterval: time.Second, Resync: time.Hour, FrontDoorClasses: "afd=Standard", FrontDoorAbsentFor: time.Second,
+				TokenCredential: &azfake.TokenCredential{},
+				ClientOptions: &arm.ClientOptions{ClientOptions: policy.ClientOptions{Transport: sim.Transport(),
+					Retry: policy.RetryOptions{MaxRetries: 2, RetryDelay: time.Millisecond, MaxRetryDelay: 5 * time.Millisecond}}}},
+		}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	})
+
+	gateway := func(name string, ann map[string]string) *gwv1.Gateway {
+		return &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: ann}, Spec: gwv1.GatewaySpec{
+			GatewayClassName: "afd", Listeners: []gwv1.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}}}}
+	}
+	objs := []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "afd"}, Spec: gwv1.GatewayClassSpec{ControllerName: keys.GatewayControllerName}},
+		gateway("public", map[string]string{keys.AnnotationAzureProbePath: "/healthz"}),
+		gateway("typo", map[string]string{"fleetnet.dev/azure-probe-pth": "/healthz"}),
+		&mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}, Spec: mcsv1beta1.ServiceImportSpec{
+			Type: mcsv1beta1.ClusterSetIP, Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
+		}},
+		&discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo-east", Annotations: map[string]string{keys.AnnotationRegionalFrontend: fronts[0]}, Labels: map[string]string{
+				mcsv1beta1.LabelServiceName: "echo", mcsv1beta1.LabelSourceCluster: "east", discoveryv1.LabelManagedBy: keys.EndpointSliceManagedBy,
+			}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}},
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		},
+		&gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}, Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "public"}}},
+			Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{
+				Group: ptr.To(gwv1.Group(mcsv1beta1.GroupName)), Kind: ptr.To(gwv1.Kind("ServiceImport")), Name: "echo", Port: ptr.To[gwv1.PortNumber](80),
+			}}}}}},
+		}},
+	}
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	condition := func(ctx context.Context, name, typ string) (*metav1.Condition, error) {
+		gw := &gwv1.Gateway{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, gw); err != nil {
+			return nil, err
+		}
+		cond := meta.FindStatusCondition(gw.Status.Conditions, typ)
+		if cond == nil {
+			return nil, fmt.Errorf("Gateway %s has no %s condition", name, typ)
+		}
+		return cond, nil
+	}
+	var messages []string
+	fleet.Eventually(t, 60*time.Second, func(ctx context.Context) error {
+		prog, err := condition(ctx, "public", string(gwv1.GatewayConditionProgrammed))
+		if err != nil {
+			return err
+		}
+		if len(messages) == 0 || messages[len(messages)-1] != prog.Message {
+			messages = append(messages, prog.Message)
+		}
+		if prog.Status != metav1.ConditionTrue || !strings.Contains(prog.Message, "served by Azure Front Door Standard profile") {
+			return fmt.Errorf("Programmed %s: %s", prog.Status, prog.Message)
+		}
+		return nil
+	})
+	t.Logf("Programmed messages of Gateway public:\n%s", strings.Join(messages, "\n"))
+	var sawDeploying bool
+	for _, m := range messages {
+		sawDeploying = sawDeploying || strings.Contains(m, "provisioned, deployment")
+	}
+	if !sawDeploying {
+		t.Errorf("Programmed never told a deployment in progress: %q", messages)
+	}
+	if n := len(sim.Resources(armsim.TypeProfile)); n != 1 {
+		t.Errorf("profiles: %d, want 1 (public only)", n)
+	}
+	if n := len(sim.Resources(armsim.TypeRoute)); n != 1 {
+		t.Errorf("routes: %d, want 1", n)
+	}
+	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+		acc, err := condition(ctx, "typo", string(gwv1.GatewayConditionAccepted))
+		if err != nil {
+			return err
+		}
+		if acc.Status != metav1.ConditionFalse || !strings.Contains(acc.Message, `annotation fleetnet.dev/azure-probe-pth="/healthz": unknown annotation`) {
+			return fmt.Errorf("Accepted %s %s: %s", acc.Status, acc.Reason, acc.Message)
+		}
+		return nil
+	})
+
+	if err := c.Delete(ctx, gateway("public", nil)); err != nil {
+		t.Fatal(err)
+	}
+	fleet.Eventually(t, 60*time.Second, func(context.Context) error {
+		if n := len(sim.Resources(armsim.TypeProfile)); n != 0 {
+			return fmt.Errorf("%d profiles left", n)
+		}
+		return nil
+	})
+}
