@@ -11,6 +11,7 @@ import (
 	"time"
 
 	discoveryv1 "github.com/fleetnet/fleetnet/api/discovery/v1"
+	"github.com/fleetnet/fleetnet/internal/controlplane"
 	"github.com/fleetnet/fleetnet/internal/discovery/client"
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/fleetnet/fleetnet/test/fleet"
@@ -22,25 +23,14 @@ import (
 // and its addresses mapped onto loopback. It gets ready, which needs its
 // EndpointSlice informers synced, and serves the pool demo/echo with the
 // endpoints of both clusters to a router with a client certificate of the
-// fleet CA, with no request forbidden.
+// fleet CA, with no request forbidden. Then each verb of the chart's role
+// is shown needed (testEveryVerbNeeded).
 func testDiscoveryRBAC(t *testing.T, binary string, c *cluster) {
 	dir := filepath.Join(t.TempDir(), c.Name)
 	kubeconfig := serviceAccountKubeconfig(t, c, systemNamespace, "fleetnet-discovery", dir)
 	secretFiles(t, c, systemNamespace, "fleetnet-discovery-tls", filepath.Join(dir, "tls"))
-	listen := fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))
-	health := fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))
-	args := mapArgs(deploymentArgs(t, c, systemNamespace, "fleetnet-discovery"), func(flag, value string) string {
-		switch flag {
-		case "--listen":
-			return listen
-		case "--health-addr":
-			return health
-		case "--metrics-addr":
-			return fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))
-		}
-		return strings.Replace(value, "/etc/fleetnet/tls", filepath.Join(dir, "tls"), 1)
-	})
-	p := startChartProcess(t, "fleetnet-discovery-"+c.Name, binary, append([]string{"--kubeconfig=" + kubeconfig}, args...), dir, "http://"+health+"/readyz")
+	listen, health := fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))
+	p := startChartProcess(t, "fleetnet-discovery-"+c.Name, binary, discoveryArgs(t, c, kubeconfig, dir, listen, health), dir, "http://"+health+"/readyz")
 
 	// A router of the fleet: a client certificate of organization
 	// fleetnet:clusters, which may read.
@@ -76,4 +66,31 @@ func testDiscoveryRBAC(t *testing.T, binary string, c *cluster) {
 	for _, line := range forbiddenLines(t, p) {
 		t.Errorf("fleetnet-discovery of %s logged a forbidden request with the chart's role:\n%s", c.Name, line)
 	}
+	if t.Failed() {
+		return
+	}
+	testEveryVerbNeeded(t, c, "fleetnet-discovery", func(t *testing.T, name, kubeconfig, pdir string) *controlplane.Process {
+		listen, health := fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))
+		return startChartProcess(t, name, binary, discoveryArgs(t, c, kubeconfig, dir, listen, health), pdir, "")
+	})
+}
+
+// discoveryArgs returns the arguments of the chart's fleetnet-discovery
+// Deployment in c with kubeconfig, the files of its Secret under dir/tls
+// and its addresses on loopback (listen and health; metrics on a free
+// port).
+func discoveryArgs(t *testing.T, c *cluster, kubeconfig, dir, listen, health string) []string {
+	t.Helper()
+	args := mapArgs(deploymentArgs(t, c, systemNamespace, "fleetnet-discovery"), func(flag, value string) string {
+		switch flag {
+		case "--listen":
+			return listen
+		case "--health-addr":
+			return health
+		case "--metrics-addr":
+			return fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))
+		}
+		return strings.Replace(value, "/etc/fleetnet/tls", filepath.Join(dir, "tls"), 1)
+	})
+	return append([]string{"--kubeconfig=" + kubeconfig}, args...)
 }

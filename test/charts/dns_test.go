@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetnet/fleetnet/internal/controlplane"
 	"github.com/fleetnet/fleetnet/test/fleet"
 	"github.com/miekg/dns"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,30 +21,14 @@ import (
 // chart's Deployment, its addresses mapped onto loopback. It gets ready,
 // which needs its ServiceImport and EndpointSlice informers synced, and
 // answers the import demo/echo with its ClusterSetIP over UDP and TCP,
-// with no request forbidden.
+// with no request forbidden. Then each verb of the chart's role is shown
+// needed (testEveryVerbNeeded).
 func testDNSRBAC(t *testing.T, binary string, c *cluster) {
 	dir := filepath.Join(t.TempDir(), c.Name)
 	kubeconfig := serviceAccountKubeconfig(t, c, systemNamespace, "fleetnet-dns", dir)
-	listen := fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))
-	ready := fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))
-	zone := ""
-	args := mapArgs(deploymentArgs(t, c, systemNamespace, "fleetnet-dns"), func(flag, value string) string {
-		switch flag {
-		case "--listen":
-			return listen
-		case "--ready-addr":
-			return ready
-		case "--metrics-addr", "--health-addr":
-			return fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))
-		case "--zone":
-			zone = value
-		}
-		return value
-	})
-	if zone == "" {
-		t.Fatalf("the chart's fleetnet-dns has no --zone: %v", args)
-	}
-	p := startChartProcess(t, "fleetnet-dns-"+c.Name, binary, append([]string{"--kubeconfig=" + kubeconfig}, args...), dir, "http://"+ready+"/ready")
+	a := dnsArgs(t, c, kubeconfig)
+	p := startChartProcess(t, "fleetnet-dns-"+c.Name, binary, a.args, dir, "http://"+a.ready+"/ready")
+	listen, zone := a.listen, a.zone
 
 	si := &mcsv1beta1.ServiceImport{}
 	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
@@ -80,4 +65,41 @@ func testDNSRBAC(t *testing.T, binary string, c *cluster) {
 	for _, line := range forbiddenLines(t, p) {
 		t.Errorf("fleetnet-dns of %s logged a forbidden request with the chart's role:\n%s", c.Name, line)
 	}
+	if t.Failed() {
+		return
+	}
+	testEveryVerbNeeded(t, c, "fleetnet-dns", func(t *testing.T, name, kubeconfig, dir string) *controlplane.Process {
+		return startChartProcess(t, name, binary, dnsArgs(t, c, kubeconfig).args, dir, "")
+	})
+}
+
+// dnsProcess is how the chart's fleetnet-dns runs on this machine.
+type dnsProcess struct {
+	args                []string
+	listen, ready, zone string
+}
+
+// dnsArgs returns the arguments of the chart's fleetnet-dns Deployment in c,
+// with kubeconfig and its addresses on free loopback ports.
+func dnsArgs(t *testing.T, c *cluster, kubeconfig string) dnsProcess {
+	t.Helper()
+	d := dnsProcess{listen: fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t)), ready: fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))}
+	args := mapArgs(deploymentArgs(t, c, systemNamespace, "fleetnet-dns"), func(flag, value string) string {
+		switch flag {
+		case "--listen":
+			return d.listen
+		case "--ready-addr":
+			return d.ready
+		case "--metrics-addr", "--health-addr":
+			return fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))
+		case "--zone":
+			d.zone = value
+		}
+		return value
+	})
+	if d.zone == "" {
+		t.Fatalf("the chart's fleetnet-dns has no --zone: %v", args)
+	}
+	d.args = append([]string{"--kubeconfig=" + kubeconfig}, args...)
+	return d
 }

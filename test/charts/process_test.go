@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/controlplane"
 	"github.com/fleetnet/fleetnet/test/fleet"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
@@ -100,7 +102,7 @@ func mapArgs(args []string, mapping func(flag, value string) string) []string {
 
 // startChartProcess runs binary as a local process until the test ends,
 // and waits until readyURL answers 200, as the chart's readiness probe
-// would.
+// would; an empty readyURL waits for nothing.
 func startChartProcess(t *testing.T, name, binary string, args []string, dir, readyURL string) *controlplane.Process {
 	t.Helper()
 	p, err := controlplane.Start(name, binary, args, filepath.Join(dir, name+".log"), controlplane.StartOptions{})
@@ -114,6 +116,9 @@ func startChartProcess(t *testing.T, name, binary string, args []string, dir, re
 		}
 	})
 	t.Logf("%s %s", name, strings.Join(args, " "))
+	if readyURL == "" {
+		return p
+	}
 	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
 		if exited, err := p.Exited(); exited {
 			t.Fatalf("%s exited: %v\n%s", name, err, controlplane.Tail(p.LogPath, 20))
@@ -144,4 +149,60 @@ func forbiddenLines(t testing.TB, p *controlplane.Process) []string {
 		}
 	}
 	return out
+}
+
+// testEveryVerbNeeded shows that the chart's ClusterRole (as installed in
+// c) holds no verb too many: for each verb on each resource, start runs
+// the chart's binary as a ServiceAccount bound to the role without that
+// verb, whose log must then say that the verb on that resource was
+// forbidden. The processes inherit this test's environment.
+func testEveryVerbNeeded(t *testing.T, c *cluster, roleName string, start func(t *testing.T, name, kubeconfig, dir string) *controlplane.Process) {
+	t.Helper()
+	role, err := c.clientset.RbacV1().ClusterRoles().Get(context.Background(), roleName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, rule := range role.Rules {
+		for _, resource := range rule.Resources {
+			for _, verb := range rule.Verbs {
+				name := fmt.Sprintf("%s-without-%s-%s", roleName, verb, resource)
+				t.Run(name, func(t *testing.T) {
+					less := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}}
+					for j, r := range role.Rules {
+						if j == i {
+							r = *r.DeepCopy()
+							r.Verbs = slices.DeleteFunc(r.Verbs, func(v string) bool { return v == verb })
+							if len(r.Resources) > 1 {
+								t.Fatalf("rule %d of %s names several resources %v: split it to test them apart", i, roleName, r.Resources)
+							}
+						}
+						less.Rules = append(less.Rules, r)
+					}
+					if verb == "list" {
+						// client-go (v0.35 on) streams an informer's first
+						// list through watch (WatchListClient) where the API
+						// server serves it, as this fleet's does; list is
+						// needed where it does not, or has it off. The
+						// client's gate off stands for such a server.
+						t.Setenv("KUBE_FEATURE_WatchListClient", "false")
+					}
+					dir := filepath.Join(t.TempDir(), c.Name)
+					cfg := c.AsServiceAccount(t, systemNamespace, name, less)
+					kubeconfig := writeKubeconfig(t, dir, c, cfg.BearerToken)
+					p := start(t, name, kubeconfig, dir)
+					want := regexp.MustCompile(fmt.Sprintf(`cannot %s resource \\?"%s\\?"`, verb, resource))
+					fleet.Eventually(t, 30*time.Second, func(context.Context) error {
+						for _, line := range forbiddenLines(t, p) {
+							if want.MatchString(line) {
+								t.Logf("without %s on %s: %s", verb, resource, line)
+								return nil
+							}
+						}
+						return fmt.Errorf("%s logged no forbidden %s on %s", name, verb, resource)
+					})
+					p.Kill()
+				})
+			}
+		}
+	}
 }
