@@ -177,6 +177,14 @@ bench-l4: ## fleetnet-edge's L4 proxy beside haproxy in TCP mode: MB/s, connecti
 bench-scale: tools ## The registry at fleet scale on a 3-member etcd with two replicas (100 clusters, 300,000 endpoints, 100 watchers): one table; FLEETNET_SCALE=0.1 runs a tenth; SCALEBENCH_FLAGS passes flags.
 	go run ./test/scale/bench $(SCALEBENCH_FLAGS)
 
+.PHONY: e2e-setup e2e-tests e2e-cleanup
+e2e-setup: ## Live Azure Front Door check, step 1 (AZURE_SUBSCRIPTION_ID, AZURE_RESOURCE_GROUP, ENABLE_AZURE_FRONT_DOOR=true; docs/azure-front-door.md).
+	hack/azure-e2e.sh setup
+e2e-tests: ## Live Azure Front Door check, step 2: Gateway Programmed, profile tagged, GET through Front Door.
+	hack/azure-e2e.sh tests
+e2e-cleanup: ## Live Azure Front Door check, step 3: withdraw and delete what e2e-setup created.
+	hack/azure-e2e.sh cleanup
+
 .PHONY: help
 help: ## Show this help.
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-12s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
