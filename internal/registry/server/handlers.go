@@ -322,7 +322,7 @@ func (r *Registry) Watch(req *registryv1.WatchRequest, stream grpc.ServerStreami
 	if resumed {
 		first = append(replay, encode(&registryv1.WatchEvent{Revision: rev, Event: &registryv1.WatchEvent_Synced{Synced: &registryv1.Synced{}}}))
 	} else {
-		first = r.snapshots.encode(r.view.Snapshot(statusCluster))
+		first = r.snapshots.snapshot(r.view, statusCluster)
 	}
 	r.mu.Unlock()
 	defer r.hub.unsubscribe(w)

@@ -145,6 +145,7 @@ func (r *Registry) follow(ctx context.Context, progressed func()) error {
 	}
 	r.mu.Lock()
 	r.view, r.synced = v, true
+	r.snapshots = snapshotEncoder{} // a new view: nothing encoded from the old one is known to hold
 	r.hub.reset(rev)
 	r.cond.Broadcast()
 	r.mu.Unlock()

@@ -55,6 +55,28 @@ func encode(e *registryv1.WatchEvent) *encoded {
 // concurrent use (the registry's lock guards it).
 type snapshotEncoder struct {
 	bodies map[proto.Message][]byte
+	// last is the last snapshot encoded, for statusCluster at revision:
+	// watchers that connect together (after a registry restart, say) get
+	// the same one.
+	last struct {
+		revision      int64
+		statusCluster string
+		events        []*encoded
+	}
+}
+
+// snapshot returns the encoded snapshot of v for statusCluster, reusing
+// the last one when the view has not moved since.
+func (s *snapshotEncoder) snapshot(v interface {
+	Revision() int64
+	Snapshot(string) []*registryv1.WatchEvent
+}, statusCluster string) []*encoded {
+	if s.last.events != nil && s.last.revision == v.Revision() && s.last.statusCluster == statusCluster {
+		return s.last.events
+	}
+	out := s.encode(v.Snapshot(statusCluster))
+	s.last.revision, s.last.statusCluster, s.last.events = v.Revision(), statusCluster, out
+	return out
 }
 
 // encode encodes a snapshot's events.
