@@ -96,7 +96,8 @@ func (s *Sim) SetDeployReads(n int) {
 }
 
 // FailDeployment makes the deployment of the Front Door resource id end
-// Failed (from its next write on, and now if it is deploying).
+// Failed (the one running, or the next); writing the resource again after
+// that deploys it again.
 func (s *Sim) FailDeployment(id ID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -379,8 +380,13 @@ func (s *Sim) prepareAFD(v *View, id ID, body, prev []byte) ([]byte, error) {
 			}
 		}
 	}
-	// Each write deploys again.
+	// Each write deploys again; a failed deployment is retried by it.
 	s.deployReads[id.Key()] = 0
+	if prev != nil {
+		if old, err := decodeMap(prev); err == nil && props(old)["deploymentStatus"] == DeployFailed {
+			delete(s.failDeploy, id.Key())
+		}
+	}
 	return editJSON(body, func(m map[string]any) {
 		pr := props(m)
 		pr["deploymentStatus"] = DeployNotStarted

@@ -259,6 +259,19 @@ func (p *Provider) deployGateway(ctx context.Context, gw model.Gateway, held []s
 			return removeKinds(kindRule, kindRuleSet, kindOrigin, kindOriginGroup, kindDomain, kindEndpoint)
 		},
 	}
+	// Fail static: when a cluster's origin could not be read, what is
+	// planned lacks it for want of knowledge, so nothing is removed.
+	var unknown []string
+	for ref, o := range origins {
+		if o.Unknown {
+			unknown = append(unknown, ref)
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		p.log.Info("not withdrawing anything: origins could not be read", "gateway", key, "frontends", unknown)
+		steps = []func() error{steps[0], steps[2]}
+	}
 	for _, step := range steps {
 		if err := step(); err != nil {
 			return p.fail(key, err)
@@ -349,6 +362,9 @@ func (p *Provider) apply(ctx context.Context, key string, it item, cur any) erro
 		}
 		if s := m.Properties.ProvisioningState; s != "" && s != "Succeeded" {
 			changes = append(changes, "provisioningState "+s)
+		}
+		if m.Properties.DeploymentStatus == string(armcdn.DeploymentStatusFailed) {
+			changes = append(changes, "deploymentStatus Failed") // written again to deploy again
 		}
 		if len(changes) == 0 {
 			return nil

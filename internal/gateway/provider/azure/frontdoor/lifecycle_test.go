@@ -357,3 +357,53 @@ func TestDriftRepaired(t *testing.T) {
 		t.Errorf("origin after repair: weight %d state %s", deref(after.Properties.Weight), deref(after.Properties.EnabledState))
 	}
 }
+
+// A cluster whose load balancer cannot be read (500) is not a reason to
+// withdraw its origins: nothing is deleted, and the Gateway says why.
+func TestUnreadableOriginRemovesNothing(t *testing.T) {
+	h := newHarness(t, armsim.Options{Polls: 1})
+	p := h.provider()
+	ctx := context.Background()
+	if err := p.Deploy(ctx, modelOf("v1", h.gateway("afd-standard", nil))); err != nil {
+		t.Fatal(err)
+	}
+	before := len(h.sim.Resources(armsim.TypeOrigin))
+	in := h.sim.Inject(armsim.Fault{API: "LoadBalancersClient.Get", ID: memberRG + "-west", Err: armsim.InternalServerError()})
+	n := len(h.sim.Writes())
+	if err := p.Deploy(ctx, modelOf("v2", h.gateway("afd-standard", nil))); err != nil {
+		t.Fatal(err)
+	}
+	if w := h.writes(n); len(w) != 0 {
+		t.Errorf("writes while an origin is unreadable: %v", w)
+	}
+	if after := len(h.sim.Resources(armsim.TypeOrigin)); after != before {
+		t.Errorf("origins %d -> %d", before, after)
+	}
+	if g := p.Gateways()[gwKey]; !strings.Contains(g.Message, "cluster west: reading load balancer kubernetes: 500 InternalServerError") {
+		t.Errorf("message %q", g.Message)
+	}
+	in.Remove()
+}
+
+// A deployment that ends Failed is told, and the resource is written
+// again at the next deploy, which deploys it again.
+func TestFailedDeploymentWrittenAgain(t *testing.T) {
+	h := newHarness(t, armsim.Options{Polls: 1})
+	p := h.provider()
+	ctx := context.Background()
+	if err := p.Deploy(ctx, modelOf("v1", h.gateway("afd-standard", nil))); err != nil {
+		t.Fatal(err)
+	}
+	validateDomains(h)
+	route := h.sim.Resources(armsim.TypeRoute)[0].ID
+	h.sim.FailDeployment(route)
+	h.until(p, gwKey, time.Second, func(g GatewayProgress) bool { return strings.Contains(g.Message, "provisioned, deployment Failed") })
+	n := len(h.sim.Writes())
+	if err := p.Deploy(ctx, modelOf("v1", h.gateway("afd-standard", nil))); err != nil {
+		t.Fatal(err)
+	}
+	if w := h.writes(n); len(w) != 1 || w[0] != "PUT routes "+route.Name() {
+		t.Errorf("writes %v, want the failed route again", w)
+	}
+	h.until(p, gwKey, time.Second, func(g GatewayProgress) bool { return g.Served })
+}

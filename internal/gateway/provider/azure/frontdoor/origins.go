@@ -89,7 +89,7 @@ func (p *Provider) resolve(ctx context.Context, ref string, s annotations.Settin
 	}
 	lb, err := f.NewLoadBalancersClient().Get(ctx, rg, lbName, nil)
 	if err != nil {
-		return Origin{Problem: fmt.Sprintf("reading load balancer %s: %v", lbName, describe(err))}
+		return Origin{Problem: fmt.Sprintf("reading load balancer %s: %v", lbName, describe(err)), Unknown: !isNotFound(err)}
 	}
 	var fe *armnetwork.FrontendIPConfiguration
 	if lb.Properties != nil {
@@ -117,7 +117,7 @@ func (p *Provider) resolve(ctx context.Context, ref string, s annotations.Settin
 		}
 		pip, err := pf.NewPublicIPAddressesClient().Get(ctx, pm[2], pm[3], nil)
 		if err != nil {
-			return Origin{Problem: fmt.Sprintf("reading public IP address %s: %v", pm[3], describe(err))}
+			return Origin{Problem: fmt.Sprintf("reading public IP address %s: %v", pm[3], describe(err)), Unknown: !isNotFound(err)}
 		}
 		addr := ""
 		if pip.Properties != nil {
@@ -143,7 +143,7 @@ func (p *Provider) resolve(ctx context.Context, ref string, s annotations.Settin
 		for pager.More() {
 			page, err := pager.NextPage(ctx)
 			if err != nil {
-				return Origin{Problem: fmt.Sprintf("listing the Private Link Services of resource group %s: %v", plsRG, describe(err))}
+				return Origin{Problem: fmt.Sprintf("listing the Private Link Services of resource group %s: %v", plsRG, describe(err)), Unknown: !isNotFound(err)}
 			}
 			list = append(list, page.Value...)
 		}

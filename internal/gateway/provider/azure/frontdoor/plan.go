@@ -34,6 +34,9 @@ type Origin struct {
 	PrivateLinkLocation string
 	// Problem says why the cluster has no origin ("" when it has).
 	Problem string
+	// Unknown: the Problem is a failed read (not a definite answer), so
+	// the cluster's existing origins must not be withdrawn.
+	Unknown bool
 }
 
 // Refusal is a route match that Front Door cannot serve as written; it is
