@@ -83,8 +83,11 @@ install names them all.
 {{- if and (eq .Values.poolSource "memory") (gt (int .Values.replicas) 1) }}
 {{- $problems = append $problems (printf "replicas=%d with poolSource=memory: registrations live in one process, so replicas must be 1" (int .Values.replicas)) }}
 {{- end }}
-{{- if and (ne .Values.poolSource "memory") .Values.memory.routers }}
-{{- $problems = append $problems (printf "memory.routers is for poolSource=memory; %s finds the router replicas itself (kubernetes.routersService)" .Values.poolSource) }}
+{{- if and (eq .Values.poolSource "kubernetes") .Values.routers }}
+{{- $problems = append $problems "routers is for poolSource=memory or registry; kubernetes finds the router replicas itself (kubernetes.routersService)" }}
+{{- end }}
+{{- if and (eq .Values.poolSource "registry") (not .Values.registry.address) }}
+{{- $problems = append $problems "registry.address is required with poolSource=registry: host:port of fleetnet-registry as this cluster reaches it" }}
 {{- end }}
 {{- if and .Values.tls.clientCertificates (not .Values.tls.enabled) }}
 {{- $problems = append $problems "tls.clientCertificates needs tls.enabled: client certificates come with HTTPS" }}
