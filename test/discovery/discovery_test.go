@@ -5,6 +5,7 @@
 // serves it with the Pods' names as instance ids (the name travels from the
 // exporting slice's targetRef through the registry), and the kubernetes
 // source on west serves it from the imported slices, which refer to no Pod.
+// Both label the pool with the export's spec.exportedLabels.
 //
 // Run with the fleet lock on a small machine:
 //
@@ -39,6 +40,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 )
 
 const ns = "demo"
@@ -157,7 +159,8 @@ func TestPodNamesTravelThroughTheRegistry(t *testing.T) {
 				{Addresses: []string{"10.244.0.7"}}, // no Pod behind it
 			},
 		},
-		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}},
+		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"},
+			Spec: mcsv1beta1.ServiceExportSpec{ExportedLabels: map[string]string{"tier": "web"}}},
 	} {
 		if err := ec.Create(t.Context(), o); err != nil {
 			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
@@ -178,12 +181,27 @@ func TestPodNamesTravelThroughTheRegistry(t *testing.T) {
 
 	// The kubernetes source on west: the imported slices, <cluster>/<address>.
 	kst := store.New(store.Options{Base: 100})
-	ksrc, err := kubesource.New(kubesource.Config{Client: west.Clientset(t), Store: kst, Selection: kubesource.SelectionMCS, Log: logger(t, "kubernetes-source")})
+	mc, err := mcsclient.NewForConfig(west.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ksrc, err := kubesource.New(kubesource.Config{Client: west.Clientset(t), MCSClient: mc, Store: kst, Selection: kubesource.SelectionMCS, Log: logger(t, "kubernetes-source")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	run(t, "kubernetes", ksrc)
 	waitPool(t, kst, "east(region-east): east/10.244.0.5,east/10.244.0.6,east/10.244.0.7")
+
+	// Both serve the exported labels as the pool's.
+	for name, st := range map[string]*store.Store{"registry": rst, "kubernetes": kst} {
+		fleet.Eventually(t, 30*time.Second, func(context.Context) error {
+			p, _ := st.Get(store.Key{Namespace: ns, Name: "echo"})
+			if p == nil || len(p.Labels) != 1 || p.Labels["tier"] != "web" {
+				return fmt.Errorf("%s source: pool labels %v, want tier=web", name, p)
+			}
+			return nil
+		})
+	}
 
 	// The imported slices refer to no Pod (nor node): west has none of them.
 	list, err := west.Clientset(t).DiscoveryV1().EndpointSlices(ns).List(t.Context(), metav1.ListOptions{LabelSelector: mcsv1beta1.LabelServiceName + "=echo"})

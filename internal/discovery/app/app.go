@@ -46,6 +46,7 @@ type Options struct {
 	SliceSelection string
 	RoutersService string
 	ClusterName    string
+	PoolLabels     string
 
 	// Registry is how the registry source reaches the registry.
 	Registry registryclient.Options
@@ -74,6 +75,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Context, "context", "", "kubernetes: kubeconfig context; empty means its current context")
 	fs.StringVar(&o.SliceSelection, "slice-selection", string(kubesource.SelectionMCS), "kubernetes: which EndpointSlices are imported ones: mcs (labels multicluster.kubernetes.io/service-name and /source-cluster) or karmada (Karmada's derived slices)")
 	fs.StringVar(&o.RoutersService, "routers-service", "", "kubernetes: NAMESPACE/NAME of the Service whose EndpointSlices are the router replicas; empty serves none")
+	fs.StringVar(&o.PoolLabels, "pool-labels", "serviceimports", "kubernetes: where pools' labels come from: serviceimports (the ServiceImport of each pool, read with list and watch; the exporters' spec.exportedLabels with fleetnet) or none")
 	fs.StringVar(&o.ClusterName, "cluster-name", "", "kubernetes: the name of the cluster read, given to the router replicas")
 	fs.StringVar(&o.Registry.Address, "registry", "", "registry: the fleet registry's address host:port")
 	fs.StringVar(&o.Registry.CAFile, "registry-ca-file", "", "registry: CA bundle that signed the registry's certificate")
@@ -149,6 +151,7 @@ func (o *Options) validateKubernetes() []error {
 		for _, f := range []struct{ flag, value, def string }{
 			{"--kubeconfig", o.Kubeconfig, ""}, {"--context", o.Context, ""}, {"--routers-service", o.RoutersService, ""},
 			{"--cluster-name", o.ClusterName, ""}, {"--slice-selection", o.SliceSelection, string(kubesource.SelectionMCS)},
+			{"--pool-labels", o.PoolLabels, "serviceimports"},
 		} {
 			if f.value != f.def {
 				errs = append(errs, fmt.Errorf("%s=%q: only for --pool-source=kubernetes", f.flag, f.value))
@@ -158,6 +161,9 @@ func (o *Options) validateKubernetes() []error {
 	}
 	if !slices.Contains(kubesource.Selections, kubesource.Selection(o.SliceSelection)) {
 		errs = append(errs, fmt.Errorf("--slice-selection=%q: one of mcs, karmada", o.SliceSelection))
+	}
+	if o.PoolLabels != "serviceimports" && o.PoolLabels != "none" {
+		errs = append(errs, fmt.Errorf("--pool-labels=%q: serviceimports or none", o.PoolLabels))
 	}
 	if o.RoutersService != "" {
 		if _, err := parseService(o.RoutersService); err != nil {

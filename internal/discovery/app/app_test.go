@@ -73,6 +73,8 @@ func TestValidate(t *testing.T) {
 		{"unknown slice selection", func(o *app.Options) { o.PoolSource, o.SliceSelection = "kubernetes", "istio" }, `--slice-selection="istio": one of mcs, karmada`},
 		{"routers service without namespace", func(o *app.Options) { o.PoolSource, o.RoutersService = "kubernetes", "router" }, `--routers-service="router": want NAMESPACE/NAME`},
 		{"routers service with a bad name", func(o *app.Options) { o.PoolSource, o.RoutersService = "kubernetes", "routing/Router" }, `--routers-service="routing/Router": name "Router"`},
+		{"unknown pool labels", func(o *app.Options) { o.PoolLabels = "services"; o.PoolSource = "kubernetes" }, `--pool-labels="services": serviceimports or none`},
+		{"no pool labels", func(o *app.Options) { o.PoolLabels = "none"; o.PoolSource = "kubernetes" }, ""},
 		{"bad cluster name", func(o *app.Options) { o.PoolSource, o.ClusterName = "kubernetes", "Hub_1" }, `--cluster-name="Hub_1"`},
 		{"kubeconfig for the memory source", func(o *app.Options) { o.Kubeconfig = "kc" }, `--kubeconfig="kc": only for --pool-source=kubernetes`},
 		{"static routers for kubernetes", func(o *app.Options) { o.PoolSource, o.Routers = "kubernetes", []string{"r0=10.0.0.1:80"} }, `--routers: a static list is for --pool-source=memory or registry`},

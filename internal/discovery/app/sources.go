@@ -20,6 +20,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 )
 
 // Source is a pool source (--pool-source): it puts pools into the store,
@@ -84,8 +86,17 @@ var sources = map[string]func(SourceEnv) (Source, error){
 		if o.RoutersService != "" {
 			routers, _ = parseService(o.RoutersService)
 		}
+		var mc mcsclient.Interface
+		if o.PoolLabels == "serviceimports" {
+			// ServiceImports are a CRD, served as JSON only.
+			jcfg := rest.CopyConfig(cfg)
+			jcfg.ContentType, jcfg.AcceptContentTypes = "application/json", "application/json"
+			if mc, err = mcsclient.NewForConfig(jcfg); err != nil {
+				return nil, fmt.Errorf("creating the multicluster.x-k8s.io client: %w", err)
+			}
+		}
 		return kubesource.New(kubesource.Config{
-			Client: kc, Store: env.Store, Selection: kubesource.Selection(o.SliceSelection),
+			Client: kc, MCSClient: mc, Store: env.Store, Selection: kubesource.Selection(o.SliceSelection),
 			RoutersService: routers, Cluster: o.ClusterName, Log: env.Log, Registerer: env.Registerer,
 		})
 	},

@@ -123,7 +123,11 @@ func karmadaCluster(s *k8sdiscoveryv1.EndpointSlice, service string) (string, er
 // name. A nil ready is ready, a nil serving is the ready value, a nil
 // terminating is false, as the EndpointSlice API documents. Ports without a
 // number ("all ports") are left out.
-func BuildPool(k store.Key, sl []*k8sdiscoveryv1.EndpointSlice, origins []Origin) discoveryv1.Pool {
+//
+// The pool's labels are labels' (its ServiceImport's) without the reserved
+// keys (Kubernetes', the MCS API's and fleetnet's own, such as the agent's
+// managed-by label), which are no exporter's.
+func BuildPool(k store.Key, labels map[string]string, sl []*k8sdiscoveryv1.EndpointSlice, origins []Origin) discoveryv1.Pool {
 	idx := make([]int, len(sl))
 	for i := range idx {
 		idx[i] = i
@@ -171,6 +175,14 @@ func BuildPool(k store.Key, sl []*k8sdiscoveryv1.EndpointSlice, origins []Origin
 		}
 	}
 	p := discoveryv1.Pool{Namespace: k.Namespace, Name: k.Name, Clusters: make([]discoveryv1.PoolCluster, 0, len(clusters))}
+	for lk, lv := range labels {
+		if keys.ReservedExportKey(lk) == "" {
+			if p.Labels == nil {
+				p.Labels = map[string]string{}
+			}
+			p.Labels[lk] = lv
+		}
+	}
 	for _, name := range slices.Sorted(maps.Keys(clusters)) {
 		p.Clusters = append(p.Clusters, *clusters[name])
 	}

@@ -114,11 +114,13 @@ func TestBuildPool(t *testing.T) {
 			{InstanceID: "west/10.0.2.1", Addresses: []string{"10.0.2.1"}, Ports: http, Ready: true, Serving: true},
 		}},
 	}}
-	if diff := cmp.Diff(want, BuildPool(k, sl, origins)); diff != "" {
+	want.Labels = map[string]string{"tier": "web"}
+	labels := map[string]string{"tier": "web", keys.LabelManagedBy: keys.ManagedByAgent, "multicluster.kubernetes.io/x": "y"}
+	if diff := cmp.Diff(want, BuildPool(k, labels, sl, origins)); diff != "" {
 		t.Errorf("BuildPool() (-want +got):\n%s", diff)
 	}
 	// A nil ready is ready, and serving follows it.
-	p := BuildPool(k, sl[:1], origins[:1])
+	p := BuildPool(k, nil, sl[:1], origins[:1])
 	if e := p.Clusters[0].Endpoints[0]; !e.Ready || !e.Serving || e.Terminating {
 		t.Errorf("endpoint with nil conditions: %+v, want ready and serving", e)
 	}

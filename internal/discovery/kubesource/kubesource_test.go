@@ -36,15 +36,20 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
 )
 
 const ns = "demo"
 
-// role is all the source needs: list and watch EndpointSlices.
+// role is all the source needs: list and watch EndpointSlices and
+// ServiceImports (as internal/discovery/kubesource/rbac.go says).
 func role() *rbacv1.ClusterRole {
 	return &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: "fleetnet-discovery"},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}}},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
+			{APIGroups: []string{"multicluster.x-k8s.io"}, Resources: []string{"serviceimports"}, Verbs: []string{"list", "watch"}},
+		},
 	}
 }
 
@@ -67,9 +72,13 @@ func start(t testing.TB, c *fleet.Cluster, sel kubesource.Selection, routers sto
 	if err != nil {
 		t.Fatal(err)
 	}
+	mc, err := mcsclient.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	st := store.New(store.Options{Base: 100})
 	src, err := kubesource.New(kubesource.Config{
-		Client: kc, Store: st, Selection: sel, RoutersService: routers, Cluster: c.Name,
+		Client: kc, MCSClient: mc, Store: st, Selection: sel, RoutersService: routers, Cluster: c.Name,
 		Log: logger(t),
 	})
 	if err != nil {
@@ -182,7 +191,8 @@ func (e *env) waitPool(t *testing.T, k store.Key, want string) {
 // TestImportedSlices: the slices of two source clusters make one pool per
 // import, the cluster's own Service is not served, a watch sees an
 // endpoint added and a slice removed as deltas, removing the last slice
-// deletes the pool, and the router replicas follow their Service.
+// deletes the pool, a ServiceImport's labels become its pool's, and the
+// router replicas follow their Service.
 func TestImportedSlices(t *testing.T) {
 	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "hub"}}})
 	hub := f.Cluster(t, "hub")
@@ -284,8 +294,27 @@ func TestImportedSlices(t *testing.T) {
 	if _, err := admin.kube.DiscoveryV1().EndpointSlices(ns).Update(t.Context(), moved, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	api0 := store.Key{Namespace: ns, Name: "api"}
 	e.waitPool(t, web, "<none>")
-	e.waitPool(t, store.Key{Namespace: ns, Name: "api"}, "east(eu-west): east/10.244.1.5 ready, east/10.244.1.6 not-ready, east/10.244.1.7 ready")
+	e.waitPool(t, api0, "east(eu-west): east/10.244.1.5 ready, east/10.244.1.6 not-ready, east/10.244.1.7 ready")
+
+	// The ServiceImport's labels become the pool's (the agent's own
+	// managed-by label is no exporter's and is left out).
+	api := store.Key{Namespace: ns, Name: "api"}
+	si := &mcsv1beta1.ServiceImport{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "api", Labels: map[string]string{"tier": "backend", keys.LabelManagedBy: keys.ManagedByAgent}},
+		Spec:       mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, Ports: []mcsv1beta1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}}},
+	}
+	if err := hub.Client(t).Create(t.Context(), si); err != nil {
+		t.Fatal(err)
+	}
+	fleet.Eventually(t, 10*time.Second, func(context.Context) error {
+		p, _ := e.st.Get(api)
+		if p == nil || !cmp.Equal(p.Labels, map[string]string{"tier": "backend"}) {
+			return fmt.Errorf("pool %s labels: %v", api, p)
+		}
+		return nil
+	})
 
 	// Router replicas follow their Service.
 	admin.create(t, &k8sdiscoveryv1.EndpointSlice{

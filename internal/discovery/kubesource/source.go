@@ -1,7 +1,7 @@
 // Package kubesource is fleetnet-discovery's "kubernetes" pool source: the
 // imported EndpointSlices of one cluster, read through informers, become
 // pools (one per imported Service) with their endpoints grouped by source
-// cluster. Slices are selected by the Multi-Cluster Services API's labels,
+// cluster, labelled with their ServiceImport's labels. Slices are selected by the Multi-Cluster Services API's labels,
 // as fleetnet's agent and other MCS implementations write them, or by
 // Karmada's (see Selection). Router replicas come from the EndpointSlices
 // of a named Service of the same cluster.
@@ -34,6 +34,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+	mcsclient "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned"
+	mcsinformers "sigs.k8s.io/mcs-api/pkg/client/informers/externalversions"
 )
 
 // SourceName is the name under which the source contributes to the store.
@@ -44,7 +46,11 @@ const poolIndex = "pool"
 
 // Config configures a Source.
 type Config struct {
-	Client    kubernetes.Interface
+	Client kubernetes.Interface
+	// MCSClient, when set, reads the ServiceImports, whose labels (the
+	// exporters' spec.exportedLabels) become the pools' labels; nil serves
+	// pools without labels.
+	MCSClient mcsclient.Interface
 	Store     *store.Store
 	Selection Selection
 	// RoutersService is the Service whose EndpointSlices are the router
@@ -67,6 +73,9 @@ type Source struct {
 
 	routerFactory  informers.SharedInformerFactory
 	routerInformer cache.SharedIndexInformer
+
+	mcsFactory      mcsinformers.SharedInformerFactory
+	importsInformer cache.SharedIndexInformer
 
 	kick     chan struct{}
 	syncedCh chan struct{}
@@ -175,6 +184,22 @@ func New(cfg Config) (*Source, error) {
 		}
 		s.synced = append(s.synced, reg.HasSynced)
 	}
+	if cfg.MCSClient != nil {
+		s.mcsFactory = mcsinformers.NewSharedInformerFactoryWithOptions(cfg.MCSClient, 0, mcsinformers.WithTransform(trim))
+		s.importsInformer = s.mcsFactory.Multicluster().V1beta1().ServiceImports().Informer()
+		if err := s.importsInformer.SetWatchErrorHandler(s.watchError("serviceimports")); err != nil {
+			return nil, err
+		}
+		reg, err := s.importsInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    s.importChanged,
+			UpdateFunc: func(_, obj any) { s.importChanged(obj) },
+			DeleteFunc: s.importChanged,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("watching serviceimports: %w", err)
+		}
+		s.synced = append(s.synced, reg.HasSynced)
+	}
 	if cfg.Registerer != nil {
 		cfg.Registerer.MustRegister(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fleetnet_discovery_kubernetes_slices", Help: "Imported EndpointSlices in the cache, served or not."}, func() float64 {
@@ -199,7 +224,8 @@ func (s *Source) watchError(what string) cache.WatchErrorHandler {
 }
 
 // trim drops managed fields before an object is cached; they are often
-// most of its size and never read.
+// most of its size and never read. (Annotations stay: Karmada's slices
+// name their source cluster in one.)
 func trim(obj any) (any, error) {
 	if m, err := meta.Accessor(obj); err == nil {
 		m.SetManagedFields(nil)
@@ -240,6 +266,22 @@ func (s *Source) sliceChanged(obj any) {
 	s.poke()
 }
 
+// importChanged marks the pool of a ServiceImport: its labels may have
+// changed.
+func (s *Source) importChanged(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	s.dirty[store.Key{Namespace: m.GetNamespace(), Name: m.GetName()}] = true
+	s.mu.Unlock()
+	s.poke()
+}
+
 func (s *Source) routersChanged() {
 	s.mu.Lock()
 	s.routersDirty = true
@@ -263,6 +305,10 @@ func (s *Source) Run(ctx context.Context) error {
 	if s.routerFactory != nil {
 		s.routerFactory.Start(ctx.Done())
 		defer s.routerFactory.Shutdown()
+	}
+	if s.mcsFactory != nil {
+		s.mcsFactory.Start(ctx.Done())
+		defer s.mcsFactory.Shutdown()
 	}
 	// Polled every 10 ms rather than cache.WaitForCacheSync's 100 ms, so
 	// that readiness follows the sync closely.
@@ -365,7 +411,23 @@ func (s *Source) pool(k store.Key) (discoveryv1.Pool, bool) {
 	if len(sl) == 0 {
 		return discoveryv1.Pool{Namespace: k.Namespace, Name: k.Name}, false
 	}
-	return BuildPool(k, sl, origins), true
+	return BuildPool(k, s.labels(k), sl, origins), true
+}
+
+// labels returns the labels of pool k's ServiceImport, if any.
+func (s *Source) labels(k store.Key) map[string]string {
+	if s.importsInformer == nil {
+		return nil
+	}
+	obj, ok, err := s.importsInformer.GetStore().GetByKey(k.String())
+	if err != nil || !ok {
+		return nil
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil
+	}
+	return m.GetLabels()
 }
 
 // allPools builds every pool in the cache.
@@ -415,7 +477,11 @@ func (s *Source) Status() string {
 	select {
 	case <-s.syncedCh:
 	default:
-		return fmt.Sprintf("waiting for the EndpointSlice caches to sync (selector %q)", s.cfg.Selection.LabelSelector())
+		what := "EndpointSlice"
+		if s.importsInformer != nil {
+			what = "EndpointSlice and ServiceImport"
+		}
+		return fmt.Sprintf("waiting for the %s caches to sync (slice selector %q)", what, s.cfg.Selection.LabelSelector())
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
