@@ -14,6 +14,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/controlplane"
 	"github.com/fleetnet/fleetnet/internal/discovery/client"
 	"github.com/fleetnet/fleetnet/internal/pki"
+	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/test/fleet"
 )
 
@@ -32,37 +33,7 @@ func testDiscoveryRBAC(t *testing.T, binary string, c *cluster) {
 	listen, health := fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))
 	p := startChartProcess(t, "fleetnet-discovery-"+c.Name, binary, discoveryArgs(t, c, kubeconfig, dir, listen, health), dir, "http://"+health+"/readyz")
 
-	// A router of the fleet: a client certificate of organization
-	// fleetnet:clusters, which may read.
-	ca := keyPair(t)(fleetCA())
-	router, err := keyPair(t)(ca.ClusterCert("router")).TLSCertificate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tlsConfig, err := pki.ClientTLS(ca.CertPEM, &router)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The name the serving certificate holds, dialled on loopback.
-	tlsConfig.ServerName = "fleetnet-discovery.fleetnet-system.svc"
-	cl, err := client.New(client.Options{BaseURL: "https://" + listen, HTTPClient: &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
-		pool, err := cl.GetPool(ctx, "demo", "echo")
-		if err != nil {
-			return err
-		}
-		for cluster, addr := range echoAddrs {
-			i := slices.IndexFunc(pool.Clusters, func(pc discoveryv1.PoolCluster) bool { return pc.Cluster == cluster })
-			if i < 0 || !slices.ContainsFunc(pool.Clusters[i].Endpoints, func(e discoveryv1.Endpoint) bool { return slices.Contains(e.Addresses, addr) }) {
-				return fmt.Errorf("pool demo/echo has no endpoint %s of cluster %s: %+v", addr, cluster, pool.Clusters)
-			}
-		}
-		t.Logf("%s: pool demo/echo at revision %d: %+v", c.Name, pool.Revision, pool.Clusters)
-		return nil
-	})
+	waitEchoPool(t, c, "https://"+listen)
 	for _, line := range forbiddenLines(t, p) {
 		t.Errorf("fleetnet-discovery of %s logged a forbidden request with the chart's role:\n%s", c.Name, line)
 	}
@@ -93,4 +64,70 @@ func discoveryArgs(t *testing.T, c *cluster, kubeconfig, dir, listen, health str
 		return strings.Replace(value, "/etc/fleetnet/tls", filepath.Join(dir, "tls"), 1)
 	})
 	return append([]string{"--kubeconfig=" + kubeconfig}, args...)
+}
+
+// testDiscoveryRegistry runs fleetnet-discovery as the release with the
+// registry pool source has it run: the arguments of its Deployment, the
+// files of its Secrets, the test registry (which the agents of the agent
+// proof use) in place of the in-cluster one. It serves pool demo/echo with
+// the endpoints both clusters exported, read from the registry alone.
+func testDiscoveryRegistry(t *testing.T, binary string, c *cluster, reg *registrytest.Registry) {
+	dir := filepath.Join(t.TempDir(), c.Name)
+	ns := registryDiscoveryNamespace
+	secretFiles(t, c, ns, "fleetnet-discovery-tls", filepath.Join(dir, "tls"))
+	secretFiles(t, c, ns, "fleetnet-discovery-registry", filepath.Join(dir, "registry"))
+	listen, health := fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))
+	args := mapArgs(deploymentArgs(t, c, ns, "fleetnet-discovery"), func(flag, value string) string {
+		switch flag {
+		case "--listen":
+			return listen
+		case "--health-addr":
+			return health
+		case "--metrics-addr":
+			return fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))
+		case "--registry":
+			return reg.Addr // the chart's points at the in-cluster registry
+		}
+		value = strings.Replace(value, "/etc/fleetnet/tls", filepath.Join(dir, "tls"), 1)
+		return strings.Replace(value, "/etc/fleetnet/registry", filepath.Join(dir, "registry"), 1)
+	})
+	startChartProcess(t, "fleetnet-discovery-registry", binary, args, dir, "http://"+health+"/readyz")
+	waitEchoPool(t, c, "https://"+listen)
+}
+
+// waitEchoPool waits until the fleetnet-discovery at baseURL serves the
+// pool demo/echo with the endpoint of each cluster of echoAddrs, to a
+// router with a client certificate of the fleet CA (organization
+// fleetnet:clusters, which may read).
+func waitEchoPool(t *testing.T, c *cluster, baseURL string) {
+	t.Helper()
+	ca := keyPair(t)(fleetCA())
+	router, err := keyPair(t)(ca.ClusterCert("router")).TLSCertificate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tlsConfig, err := pki.ClientTLS(ca.CertPEM, &router)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The name the serving certificate holds, dialled on loopback.
+	tlsConfig.ServerName = "fleetnet-discovery.fleetnet-system.svc"
+	cl, err := client.New(client.Options{BaseURL: baseURL, HTTPClient: &http.Client{Transport: &http.Transport{TLSClientConfig: tlsConfig}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+		pool, err := cl.GetPool(ctx, "demo", "echo")
+		if err != nil {
+			return err
+		}
+		for cluster, addr := range echoAddrs {
+			i := slices.IndexFunc(pool.Clusters, func(pc discoveryv1.PoolCluster) bool { return pc.Cluster == cluster })
+			if i < 0 || !slices.ContainsFunc(pool.Clusters[i].Endpoints, func(e discoveryv1.Endpoint) bool { return slices.Contains(e.Addresses, addr) }) {
+				return fmt.Errorf("pool demo/echo has no endpoint %s of cluster %s: %+v", addr, cluster, pool.Clusters)
+			}
+		}
+		t.Logf("%s: pool demo/echo at revision %d: %+v", c.Name, pool.Revision, pool.Clusters)
+		return nil
+	})
 }

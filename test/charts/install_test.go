@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -139,6 +140,14 @@ func TestChartsOnAFleet(t *testing.T) {
 	proved := time.Now()
 	t.Run("agent RBAC", func(t *testing.T) {
 		testAgentRBAC(t, h, agentBinary(t), reg, hub, member)
+		if t.Failed() {
+			return
+		}
+		// While the agents still hold their clusters' leases (they stop
+		// with this subtest), the registry serves their imports.
+		t.Run("discovery registry source", func(t *testing.T) {
+			testDiscoveryRegistry(t, discoveryBinary(t), hub, reg)
+		})
 	})
 	t.Logf("agent RBAC proved in %s", time.Since(proved).Round(time.Millisecond))
 	if t.Failed() {
@@ -157,7 +166,8 @@ func TestChartsOnAFleet(t *testing.T) {
 
 // readmeReleases are the releases of README's "Install on a real fleet":
 // registry, agent, gateway, edge, fleetnet-dns and fleetnet-discovery in the
-// hub, an agent and fleetnet-dns in the member. The fleetnet-dns Services
+// hub, an agent and fleetnet-dns in the member, and fleetnet-discovery with
+// the registry pool source in the hub. The fleetnet-dns Services
 // take a fixed address of each cluster's service range (test/fleet's
 // 10.96.0.0/16 and 10.97.0.0/16).
 func readmeReleases() []release {
@@ -178,8 +188,15 @@ func readmeReleases() []release {
 			set: []string{"identity.clusterID=member", "identity.clustersetID=fleet", "identity.region=us-east-1", "registry.address=registry.fleet.example.com:7443"}},
 		{cluster: "member", namespace: systemNamespace, name: "fleetnet-dns", chart: "fleetnet-dns", secrets: true,
 			set: []string{"service.clusterIP=10.97.0.53"}},
+		// The README's other pool source: the registry's imports.
+		{cluster: "hub", namespace: registryDiscoveryNamespace, name: "fleetnet-discovery", chart: "fleetnet-discovery", secrets: true,
+			set: []string{"poolSource=registry", "registry.address=fleetnet-registry.fleetnet-system.svc:7443"}},
 	}
 }
+
+// registryDiscoveryNamespace holds the fleetnet-discovery release with the
+// registry pool source.
+const registryDiscoveryNamespace = "discovery-registry"
 
 // readmeSecrets creates the Secrets the README says to create for r. The
 // agents' credentials are the test registry's, so that the RBAC proof runs
@@ -209,6 +226,12 @@ func readmeSecrets(t *testing.T, c *cluster, r release, reg *registrytest.Regist
 		// None: fleetnet-dns reads only the Kubernetes API.
 	case "fleetnet-discovery":
 		tlsSecret("fleetnet-discovery-tls", keyPair(t)(ca.ServingCert("fleetnet-discovery", []string{"discovery.fleet.example.com", "fleetnet-discovery.fleetnet-system.svc"})))
+		if slices.Contains(r.set, "poolSource=registry") {
+			// The test registry's CA and a client certificate of a
+			// cluster, which may watch.
+			o := reg.ClientOptions("discovery", false)
+			c.secret(t, r.namespace, "fleetnet-discovery-registry", map[string][]byte{"ca.crt": read(t, o.CAFile), "tls.crt": read(t, o.CertFile), "tls.key": read(t, o.KeyFile)})
+		}
 	default:
 		t.Fatalf("no README Secrets for chart %s", r.chart)
 	}
