@@ -42,6 +42,7 @@ type Options struct {
 	Identity           identity.Flags
 	Registry           client.Options
 	MetricsAddr        string
+	PprofAddr          string
 	HealthAddr         string
 	LeaderElect        bool
 	LeaderElectionNS   string
@@ -72,6 +73,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Registry.Token, "registry-token", "", "bearer token, instead of a client certificate (visible to anyone who can list processes: prefer --registry-token-file)")
 	fs.StringVar(&o.Registry.TokenFile, "registry-token-file", "", "file holding a bearer token, instead of a client certificate; read at each call, so a rotated token is used at once")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address of /metrics")
+	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "", "address of Go's /debug/pprof/ profiles (empty: off); keep it on loopback")
 	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "elect a leader (a Lease in --leader-election-namespace); only the leader registers and writes")
 	fs.StringVar(&o.LeaderElectionNS, "leader-election-namespace", "fleetnet-system", "namespace of the leader election Lease")
@@ -158,6 +160,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		Logger:                  logr.FromSlogHandler(log.Handler()),
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:  o.HealthAddr,
+		PprofBindAddress:        o.PprofAddr,
 		LeaderElection:          o.LeaderElect,
 		LeaderElectionID:        keys.LeaderElectionID,
 		LeaderElectionNamespace: o.LeaderElectionNS,
