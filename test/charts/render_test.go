@@ -114,6 +114,7 @@ func TestWrongValues(t *testing.T) {
 		{chart: "fleetnet-discovery", set: []string{"kubernetes.sliceSelection=istio"}, want: "at '/kubernetes/sliceSelection'"},
 		{chart: "fleetnet-discovery", set: []string{"kubernetes.routersService=router"}, want: "at '/kubernetes/routersService'"},
 		{chart: "fleetnet-discovery", set: []string{"kubernetes.clusterName=Hub"}, want: "at '/kubernetes/clusterName'"},
+		{chart: "fleetnet-discovery", set: []string{"kubernetes.poolLabels=exported"}, want: "at '/kubernetes/poolLabels'"},
 		{chart: "fleetnet-discovery", set: []string{"memory.leaseTTL=30"}, want: "at '/memory/leaseTTL'"},
 		{chart: "fleetnet-discovery", file: "routers: [router-a]", want: "at '/routers/0'"},
 		{chart: "fleetnet-discovery", set: []string{"memory.routers={r=10.0.0.1:80}"}, want: "additional properties 'routers' not allowed"},
