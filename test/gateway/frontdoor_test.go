@@ -95,7 +95,13 @@ func TestFrontDoorGateway(t *testing.T) {
 			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "public"}}},
 			Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{
 				Group: ptr.To(gwv1.Group(mcsv1beta1.GroupName)), Kind: ptr.To(gwv1.Kind("ServiceImport")), Name: "echo", Port: ptr.To[gwv1.PortNumber](80),
-			}}}}}},
+			}}}}}, {
+				// Front Door matches paths only: this rule is refused.
+				Matches: []gwv1.HTTPRouteMatch{{Headers: []gwv1.HTTPHeaderMatch{{Name: "x-canary", Value: "1"}}}},
+				BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{
+					Group: ptr.To(gwv1.Group(mcsv1beta1.GroupName)), Kind: ptr.To(gwv1.Kind("ServiceImport")), Name: "echo", Port: ptr.To[gwv1.PortNumber](80),
+				}}}},
+			}},
 		}},
 	}
 	for _, o := range objs {
@@ -149,6 +155,23 @@ func TestFrontDoorGateway(t *testing.T) {
 		}
 		if acc.Status != metav1.ConditionFalse || !strings.Contains(acc.Message, `annotation fleetnet.dev/azure-probe-pth="/healthz": unknown annotation`) {
 			return fmt.Errorf("Accepted %s %s: %s", acc.Status, acc.Reason, acc.Message)
+		}
+		return nil
+	})
+
+	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+		route := &gwv1.HTTPRoute{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "echo"}, route); err != nil {
+			return err
+		}
+		if len(route.Status.Parents) != 1 {
+			return fmt.Errorf("parents %+v", route.Status.Parents)
+		}
+		conds := route.Status.Parents[0].Conditions
+		pi := meta.FindStatusCondition(conds, string(gwv1.RouteConditionPartiallyInvalid))
+		if !meta.IsStatusConditionTrue(conds, string(gwv1.RouteConditionAccepted)) || pi == nil || pi.Status != metav1.ConditionTrue ||
+			pi.Reason != string(gwv1.RouteReasonUnsupportedValue) || !strings.Contains(pi.Message, "rule 1 match 0: header matches (x-canary) are not expressible") {
+			return fmt.Errorf("route conditions %+v", conds)
 		}
 		return nil
 	})

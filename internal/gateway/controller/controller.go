@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/fleetnet/fleetnet/api/keys"
 	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
@@ -158,7 +159,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		}
 	}
 	for _, st := range res.Status.HTTPRoutes {
-		errs = append(errs, r.routeStatus(ctx, st))
+		errs = append(errs, r.routeStatus(ctx, withRefusals(st, progress.RouteRefusals)))
 	}
 	for _, st := range res.Status.BackendTrafficPolicies {
 		errs = append(errs, r.policyStatus(ctx, st))
@@ -428,4 +429,38 @@ func parentsEqual(a, b []gwv1.RouteParentStatus) bool {
 		}
 	}
 	return true
+}
+
+// withRefusals adds, to each parent of st served by a cloud provider that
+// refuses some of the route's matches, PartiallyInvalid=True
+// (UnsupportedValue) naming them: the rest of the route is served there.
+func withRefusals(st model.HTTPRouteStatus, refusals []provider.RouteRefusal) model.HTTPRouteStatus {
+	if len(refusals) == 0 {
+		return st
+	}
+	parents := slices.Clone(st.Parents)
+	for i, p := range parents {
+		ns := st.Namespace
+		if p.ParentRef.Namespace != nil {
+			ns = string(*p.ParentRef.Namespace)
+		}
+		var msgs []string
+		for _, rf := range refusals {
+			if rf.RouteNamespace == st.Namespace && rf.RouteName == st.Name && rf.GatewayNamespace == ns && rf.GatewayName == string(p.ParentRef.Name) {
+				msgs = append(msgs, fmt.Sprintf("rule %d match %d: %s", rf.Rule, rf.Match, rf.Reason))
+			}
+		}
+		if len(msgs) == 0 {
+			continue
+		}
+		var gen int64
+		if len(p.Conditions) > 0 {
+			gen = p.Conditions[0].ObservedGeneration
+		}
+		p.Conditions = append(slices.Clone(p.Conditions), metav1.Condition{Type: string(gwv1.RouteConditionPartiallyInvalid), Status: metav1.ConditionTrue,
+			Reason: string(gwv1.RouteReasonUnsupportedValue), Message: "not served by the Gateway's provider: " + strings.Join(msgs, "; "), ObservedGeneration: gen})
+		parents[i] = p
+	}
+	st.Parents = parents
+	return st
 }

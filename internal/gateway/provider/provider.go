@@ -40,11 +40,25 @@ type Progress struct {
 	// cloud provider serves (Split.GatewayClasses routes its class there),
 	// Served only for the newest model; the edge's Gateways have none.
 	Gateways map[string]LoadBalancerProgress
+	// RouteRefusals are the route matches cloud providers refuse, for
+	// the HTTPRoutes' status.
+	RouteRefusals []RouteRefusal
 	// ClassVersions is, per load balancer class served by such a
 	// provider, the model version it finished deploying ("" none). A
 	// deleted load balancer of that class is withdrawn once this is the
 	// current version and LoadBalancers has no entry for it.
 	ClassVersions map[string]string
+}
+
+// RouteRefusal is an HTTPRoute match that a cloud provider serving one of
+// the route's parent Gateways cannot express (e.g. a header match on Azure
+// Front Door): it is not served there; the route's other matches are.
+type RouteRefusal struct {
+	GatewayNamespace, GatewayName string
+	RouteNamespace, RouteName     string
+	Rule, Match                   int
+	// Reason names the feature and why.
+	Reason string
 }
 
 // LoadBalancerProgress is where one load balancer stands at its provider.

@@ -95,6 +95,7 @@ func (s *Split) Progress() Progress {
 		cp := c.Progress()
 		maps.Copy(p.LoadBalancers, cp.LoadBalancers)
 		maps.Copy(p.Gateways, cp.Gateways)
+		p.RouteRefusals = append(p.RouteRefusals, cp.RouteRefusals...)
 		p.ClassVersions[class] = cp.ClassVersions[class]
 	}
 	return p

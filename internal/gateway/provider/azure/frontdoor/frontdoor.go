@@ -287,6 +287,14 @@ func (p *Provider) Progress() provider.Progress {
 		msg += "; " + strings.Join(msgs, "; ")
 	}
 	per := make(map[string]provider.LoadBalancerProgress, len(gws))
+	var refusals []provider.RouteRefusal
+	for _, k := range slices.Sorted(maps.Keys(gws)) {
+		ns, name, _ := strings.Cut(k, "/")
+		for _, r := range gws[k].Refused {
+			refusals = append(refusals, provider.RouteRefusal{GatewayNamespace: ns, GatewayName: name, RouteNamespace: r.RouteNamespace, RouteName: r.RouteName,
+				Rule: r.Rule, Match: r.Match, Reason: r.Reason})
+		}
+	}
 	for k, g := range gws {
 		m := g.Message
 		if !current {
@@ -295,7 +303,7 @@ func (p *Provider) Progress() provider.Progress {
 		per[k] = provider.LoadBalancerProgress{Served: g.Served && current, Message: m, Addresses: g.Addresses}
 	}
 	return provider.Progress{Version: p.version, Served: current && served == len(gws), Message: msg, Addresses: addrs,
-		Gateways: per, ClassVersions: map[string]string{Class: p.version}}
+		Gateways: per, RouteRefusals: refusals, ClassVersions: map[string]string{Class: p.version}}
 }
 
 // Deploy makes Front Door match the Gateways of m of Config.Classes, and
