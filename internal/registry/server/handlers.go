@@ -94,6 +94,18 @@ func (r *Registry) RenewLease(ctx context.Context, req *registryv1.RenewLeaseReq
 		return nil, err
 	}
 	notFound := status.Errorf(codes.NotFound, "cluster %q holds no lease: register again and republish every export", req.GetClusterId())
+	// The view knows the cluster's lease: keep it alive in one call to the
+	// store, not three. A lease the view no longer finds alive may have been
+	// replaced through another replica that this view has not seen yet, so
+	// only the store's records answer NotFound.
+	if _, lease, ok := r.viewCluster(req.GetClusterId()); ok && lease != 0 {
+		switch err := r.store.KeepAlive(ctx, lease); {
+		case err == nil:
+			return &registryv1.RenewLeaseResponse{LeaseTtlSeconds: r.ttlSeconds()}, nil
+		case !errors.Is(err, store.ErrLeaseNotFound):
+			return nil, storeErr(err)
+		}
+	}
 	cluster, _, err := r.store.Get(ctx, records.ClusterKey(req.GetClusterId()))
 	if err != nil {
 		return nil, storeErr(err)
@@ -174,9 +186,29 @@ func (r *Registry) removeCluster(ctx context.Context, id string) error {
 	return nil
 }
 
+// viewCluster returns what the view holds of a cluster: its lease (zero
+// when not live) and whether it is registered.
+func (r *Registry) viewCluster(id string) (*registryv1.Cluster, store.LeaseID, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.synced {
+		return nil, 0, false
+	}
+	return r.view.Cluster(id)
+}
+
 // requireRegistered refuses writes of a cluster the registry does not hold:
 // the agent must register (and then republish) first.
 func (r *Registry) requireRegistered(ctx context.Context, id string) error {
+	// The view answers for a live cluster it holds, sparing a linearizable
+	// read per write; it may lag the store by a few milliseconds, so only
+	// the store answers "not registered". A cluster evicted in those
+	// milliseconds could slip a write through, as it could between a read
+	// and a write of the store before: such a record belongs to no
+	// registered cluster and takes part in no import.
+	if _, lease, ok := r.viewCluster(id); ok && lease != 0 {
+		return nil
+	}
 	kv, _, err := r.store.Get(ctx, records.ClusterKey(id))
 	if err != nil {
 		return storeErr(err)
