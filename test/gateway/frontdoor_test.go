@@ -80,6 +80,7 @@ func TestFrontDoorGateway(t *testing.T) {
 		&gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "afd"}, Spec: gwv1.GatewayClassSpec{ControllerName: keys.GatewayControllerName}},
 		gateway("public", map[string]string{keys.AnnotationAzureProbePath: "/healthz"}),
 		gateway("typo", map[string]string{"fleetnet.dev/azure-probe-pth": "/healthz"}),
+		gateway("private", map[string]string{keys.AnnotationAzureConnectivity: "private-link"}),
 		&mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}, Spec: mcsv1beta1.ServiceImportSpec{
 			Type: mcsv1beta1.ClusterSetIP, Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
 		}},
@@ -149,12 +150,18 @@ func TestFrontDoorGateway(t *testing.T) {
 		t.Errorf("routes: %d, want 1", n)
 	}
 	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
-		acc, err := condition(ctx, "typo", string(gwv1.GatewayConditionAccepted))
-		if err != nil {
-			return err
-		}
-		if acc.Status != metav1.ConditionFalse || !strings.Contains(acc.Message, `annotation fleetnet.dev/azure-probe-pth="/healthz": unknown annotation`) {
-			return fmt.Errorf("Accepted %s %s: %s", acc.Status, acc.Reason, acc.Message)
+		for name, want := range map[string]string{
+			"typo": `annotation fleetnet.dev/azure-probe-pth="/healthz": unknown annotation`,
+			// the class selects Standard
+			"private": `annotation fleetnet.dev/azure-connectivity="private-link": Private Link origins need Front Door Premium, and the tier is Standard`,
+		} {
+			acc, err := condition(ctx, name, string(gwv1.GatewayConditionAccepted))
+			if err != nil {
+				return err
+			}
+			if acc.Status != metav1.ConditionFalse || acc.Reason != string(gwv1.GatewayReasonInvalidParameters) || !strings.Contains(acc.Message, want) {
+				return fmt.Errorf("%s Accepted %s %s: %s", name, acc.Status, acc.Reason, acc.Message)
+			}
 		}
 		return nil
 	})

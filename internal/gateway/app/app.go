@@ -325,7 +325,10 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	if err != nil {
 		return err
 	}
-	gatewayClasses := map[string]string{}
+	gatewayClasses, tiers := map[string]string{}, map[string]string{}
+	for class, tier := range fdClasses {
+		tiers[class] = string(tier)
+	}
 	if fd != nil {
 		if clouds == nil {
 			clouds = map[string]provider.Provider{}
@@ -337,7 +340,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	}
 	split := &provider.Split{Edge: prov, Clouds: clouds, GatewayClasses: gatewayClasses, Log: log}
 	rec := &controller.Reconciler{Client: mgr.GetClient(), Clientset: cs, LoadBalancerClasses: split.Classes(), CRDBundleVersions: bundles,
-		Queue: split, Provider: split, Recorder: recorder, LocalCluster: o.ClusterID, LocalRegion: o.Region, Log: log, Events: events}
+		Queue: split, Provider: split, Recorder: recorder, FrontDoorTiers: tiers, LocalCluster: o.ClusterID, LocalRegion: o.Region, Log: log, Events: events}
 	split.OnChange = rec.Trigger
 	if azure != nil {
 		// Status follows long operations as they go, not only at their end;

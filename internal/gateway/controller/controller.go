@@ -64,6 +64,9 @@ type Reconciler struct {
 	// provider.Split in fleetnet-gateway).
 	Queue    Deployer
 	Provider interface{ Progress() provider.Progress }
+	// FrontDoorTiers are the GatewayClasses Azure Front Door serves, with
+	// their tiers (model.Input.FrontDoorTiers).
+	FrontDoorTiers map[string]string
 	// LocalCluster and LocalRegion are the hub's cluster id and region.
 	LocalCluster, LocalRegion string
 	Log                       *slog.Logger
@@ -199,6 +202,7 @@ func (r *Reconciler) inputs(ctx context.Context) (model.Input, error) {
 	in.BackendTrafficPolicies = policies.Items
 	in.MultiClusterLoadBalancers, in.LoadBalancerClasses = loadBalancers.Items, r.LoadBalancerClasses
 	in.CRDBundleVersions = r.CRDBundleVersions
+	in.FrontDoorTiers = r.FrontDoorTiers
 	return in, nil
 }
 

@@ -223,10 +223,10 @@ func (b *builder) buildGateways() []GatewayStatus {
 		case class.Spec.ParametersRef != nil:
 			accepted = cond(typ, false, string(gwv1.GatewayReasonInvalidParameters),
 				fmt.Sprintf("GatewayClass %s is not accepted", class.Name), gen)
-		case azureAnnotationsInvalid(gw) != nil:
+		case b.azureAnnotationsInvalid(gw) != nil:
 			// fleetnet.dev/azure-* annotations are parsed strictly: a
 			// mistake there must not fall back to defaults silently.
-			accepted = cond(typ, false, string(gwv1.GatewayReasonInvalidParameters), azureAnnotationsInvalid(gw).Error(), gen)
+			accepted = cond(typ, false, string(gwv1.GatewayReasonInvalidParameters), b.azureAnnotationsInvalid(gw).Error(), gen)
 		case len(gw.Spec.Addresses) > 0:
 			// The entry point's addresses are the data plane's; a Gateway
 			// cannot ask for others.
@@ -520,14 +520,18 @@ func virtualHostRoutes(h string, vhosts map[string][]entry) []Route {
 
 // azureAnnotationsInvalid is the error of gw's fleetnet.dev/azure-*
 // annotations, nil when they parse (or there are none). The tier is the
-// annotation's, or Premium here: the model does not know which tier a
-// GatewayClass selects, so the Front Door provider checks that
-// combination again with the class's tier.
-func azureAnnotationsInvalid(gw *gwv1.Gateway) error {
+// annotation's, else the class's (Input.FrontDoorTiers); a class not
+// served by Front Door is checked as Premium, which refuses no
+// combination.
+func (b *builder) azureAnnotationsInvalid(gw *gwv1.Gateway) error {
 	ann := annotations.Only(gw.Annotations)
 	if ann == nil {
 		return nil
 	}
-	_, err := annotations.Parse(ann, annotations.SKUPremium)
+	tier := annotations.SKU(b.in.FrontDoorTiers[string(gw.Spec.GatewayClassName)])
+	if tier == "" {
+		tier = annotations.SKUPremium
+	}
+	_, err := annotations.Parse(ann, tier)
 	return err
 }

@@ -43,6 +43,10 @@ type Input struct {
 	// LoadBalancerClasses, the classes this controller's provider serves.
 	MultiClusterLoadBalancers []networkingv1alpha1.MultiClusterLoadBalancer
 	LoadBalancerClasses       []string
+	// FrontDoorTiers are the GatewayClasses served by Azure Front Door,
+	// with the tier each selects, so that a Gateway's Azure annotations
+	// are checked against its class's tier (Private Link needs Premium).
+	FrontDoorTiers map[string]string
 }
 
 // Result is the model and the status it implies.

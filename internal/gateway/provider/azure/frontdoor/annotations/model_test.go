@@ -1,6 +1,7 @@
 package annotations_test
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
@@ -22,14 +23,17 @@ func TestBuildRefusesInvalidAnnotations(t *testing.T) {
 		message string // "" for accepted
 	}{
 		{"valid", map[string]string{keys.AnnotationAzureProbePath: "/healthz"}, ""},
+		{"private link on a Premium annotation", map[string]string{keys.AnnotationAzureSKU: "Premium", keys.AnnotationAzureConnectivity: "private-link"}, ""},
 		{"unknown key", map[string]string{"fleetnet.dev/azure-probe-timeout": "5"}, `annotation fleetnet.dev/azure-probe-timeout="5": unknown annotation`},
 		{"malformed", map[string]string{keys.AnnotationAzureProbeInterval: "fast"}, `annotation fleetnet.dev/azure-probe-interval="fast"`},
 		{"private link on Standard", map[string]string{keys.AnnotationAzureSKU: "Standard", keys.AnnotationAzureConnectivity: "private-link"},
 			`annotation fleetnet.dev/azure-connectivity="private-link": Private Link origins need Front Door Premium`},
+		{"private link on a Standard class", map[string]string{keys.AnnotationAzureConnectivity: "private-link"},
+			`annotation fleetnet.dev/azure-connectivity="private-link": Private Link origins need Front Door Premium, and the tier is Standard`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			in := model.Input{ControllerName: keys.GatewayControllerName,
+			in := model.Input{ControllerName: keys.GatewayControllerName, FrontDoorTiers: map[string]string{"afd": "Standard"},
 				GatewayClasses: []gwv1.GatewayClass{{ObjectMeta: metav1.ObjectMeta{Name: "afd"}, Spec: gwv1.GatewayClassSpec{ControllerName: keys.GatewayControllerName}}},
 				Gateways: []gwv1.Gateway{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Annotations: tt.ann, UID: "uid-1"},
 					Spec: gwv1.GatewaySpec{GatewayClassName: "afd", Listeners: []gwv1.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}}}}},
@@ -43,7 +47,7 @@ func TestBuildRefusesInvalidAnnotations(t *testing.T) {
 				if c.Status != metav1.ConditionTrue {
 					t.Fatalf("not accepted: %+v", c)
 				}
-				if len(res.Model.Gateways) != 1 || res.Model.Gateways[0].Annotations[keys.AnnotationAzureProbePath] != "/healthz" ||
+				if len(res.Model.Gateways) != 1 || !maps.Equal(res.Model.Gateways[0].Annotations, tt.ann) ||
 					res.Model.Gateways[0].Class != "afd" || res.Model.Gateways[0].UID != "uid-1" {
 					t.Errorf("model gateway: %+v", res.Model.Gateways)
 				}
