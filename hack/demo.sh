@@ -131,6 +131,17 @@ show "$KUBECTL" --context hub get serviceimport "$SVC" -n "$NS" -o wide
 show "$KUBECTL" --context hub get serviceimport "$SVC" -n "$NS" -o jsonpath='{range .status.clusters[*]}{.cluster}{"\n"}{end}'
 show "$KUBECTL" --context hub get endpointslices -n "$NS" -l "multicluster.kubernetes.io/service-name=$SVC" -L multicluster.kubernetes.io/source-cluster
 
+step "3b. The global discovery API: echo's pool by cluster and region (fleetnet-discovery, kubernetes source on hub)"
+# fleetnet-discovery listens in the hub's port range (base + 14), with the
+# fleet CA's certificates; the admin's may read.
+base=$(sed -n 's/.*"basePort": *\([0-9]*\).*/\1/p' "$DIR/state.json")
+DISCOVERY=(--server "https://127.0.0.1:$((base + 14))" --ca-file "$DIR/certs/ca.crt" --cert-file "$DIR/certs/admin.crt" --key-file "$DIR/certs/admin.key")
+pool_has() { # CLUSTERS...: discovery's echo pool holds exactly these clusters
+	[[ $("$FLEETNETCTL" discovery pools "${DISCOVERY[@]}" "$NS/$SVC" -o json | grep -o '"cluster": *"[a-z]*"' | grep -o '"[a-z]*"$' | tr -d '"' | sort | xargs) == "$*" ]]
+}
+wait_for 30 "echo's pool served with east and west" pool_has east west
+show "$FLEETNETCTL" discovery pools "${DISCOVERY[@]}" -n "$NS" -o wide
+
 step "4. By name: a client pod in hub calls echo.$NS.svc.clusterset.local (fleetnet-dns, then kube-proxy on hub's node)"
 show "$FLEETNETCTL" dev serve --dir "$DIR" --client --cluster hub --namespace "$NS" --name client
 CLIENT=hub/$NS/client-0
@@ -183,11 +194,19 @@ show "$KUBECTL" --context west get serviceimport "$SVC" -n "$NS" \
 	-o jsonpath='{.spec.ports}{"\n"}{range .status.conditions[*]}{.type}={.status} {.reason}: {.message}{"\n"}{end}'
 
 step "6. A cluster failure: west's agent stops; west leaves the import when its lease expires"
+watchlog=$(mktemp)
+"$FLEETNETCTL" discovery watch "${DISCOVERY[@]}" -n "$NS" >"$watchlog" 2>&1 &
+watcher=$!
 since=$(now_ms)
 show "$FLEETNETCTL" dev stop --dir "$DIR" west/agent
 wait_for 90 "west gone from hub's import" imports_from hub east hub
 T_LEAVE=$(($(now_ms) - since))
 wait_for 30 "west's EndpointSlices gone from hub" no_slices_from hub west
+wait_for 30 "discovery's echo pool without west" pool_has east hub
+kill "$watcher" 2>/dev/null; wait "$watcher" 2>/dev/null || true
+echo "   fleetnet-discovery's watch meanwhile (a snapshot, SYNCED, then the change):"
+sed 's/^/   /' "$watchlog"
+rm -f "$watchlog"
 show "$KUBECTL" --context hub get endpointslices -n "$NS" -l "multicluster.kubernetes.io/service-name=$SVC" -L multicluster.kubernetes.io/source-cluster
 
 step "7. West's agent is back: west returns to the import"
