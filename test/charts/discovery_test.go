@@ -16,6 +16,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/test/fleet"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // testDiscoveryRBAC runs fleetnet-discovery in c as the discovery chart's
@@ -31,7 +32,7 @@ func testDiscoveryRBAC(t *testing.T, binary string, c *cluster) {
 	kubeconfig := serviceAccountKubeconfig(t, c, systemNamespace, "fleetnet-discovery", dir)
 	secretFiles(t, c, systemNamespace, "fleetnet-discovery-tls", filepath.Join(dir, "tls"))
 	listen, health := fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))
-	p := startChartProcess(t, "fleetnet-discovery-"+c.Name, binary, discoveryArgs(t, c, kubeconfig, dir, listen, health), dir, "http://"+health+"/readyz")
+	p := startChartProcess(t, "fleetnet-discovery-"+c.Name, binary, discoveryArgs(t, c, systemNamespace, "fleetnet-discovery", kubeconfig, dir, listen, health), dir, "http://"+health+"/readyz")
 
 	waitEchoPool(t, c, "https://"+listen)
 	for _, line := range forbiddenLines(t, p) {
@@ -42,17 +43,42 @@ func testDiscoveryRBAC(t *testing.T, binary string, c *cluster) {
 	}
 	testEveryVerbNeeded(t, c, "fleetnet-discovery", func(t *testing.T, name, kubeconfig, pdir string) *controlplane.Process {
 		listen, health := fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))
-		return startChartProcess(t, name, binary, discoveryArgs(t, c, kubeconfig, dir, listen, health), pdir, "")
+		return startChartProcess(t, name, binary, discoveryArgs(t, c, systemNamespace, "fleetnet-discovery", kubeconfig, dir, listen, health), pdir, "")
+	})
+
+	// examples/routers.yaml has kubernetes.poolLabels=none, and its
+	// ClusterRole no ServiceImports: that release's process, as its own
+	// ServiceAccount, gets ready with nothing forbidden.
+	t.Run("poolLabels=none", func(t *testing.T) {
+		const ns, name = "ex-discovery-routers", "fleetnet-discovery-routers"
+		role, err := c.clientset.RbacV1().ClusterRoles().Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range role.Rules {
+			if slices.Contains(r.Resources, "serviceimports") {
+				t.Errorf("ClusterRole %s grants %v on serviceimports with kubernetes.poolLabels=none", name, r.Verbs)
+			}
+		}
+		pdir := filepath.Join(t.TempDir(), c.Name)
+		kubeconfig := serviceAccountKubeconfig(t, c, ns, name, pdir)
+		listen, health := fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))
+		// The serving certificate of the README's release: the example's
+		// Secret was never created.
+		p := startChartProcess(t, name, binary, discoveryArgs(t, c, ns, name, kubeconfig, dir, listen, health), pdir, "http://"+health+"/readyz")
+		for _, line := range forbiddenLines(t, p) {
+			t.Errorf("%s logged a forbidden request with its chart's role:\n%s", name, line)
+		}
 	})
 }
 
-// discoveryArgs returns the arguments of the chart's fleetnet-discovery
-// Deployment in c with kubeconfig, the files of its Secret under dir/tls
-// and its addresses on loopback (listen and health; metrics on a free
-// port).
-func discoveryArgs(t *testing.T, c *cluster, kubeconfig, dir, listen, health string) []string {
+// discoveryArgs returns the arguments of the fleetnet-discovery Deployment
+// namespace/name in c with kubeconfig, the files of its TLS Secret under
+// dir/tls and its addresses on loopback (listen and health; metrics on a
+// free port).
+func discoveryArgs(t *testing.T, c *cluster, namespace, name, kubeconfig, dir, listen, health string) []string {
 	t.Helper()
-	args := mapArgs(deploymentArgs(t, c, systemNamespace, "fleetnet-discovery"), func(flag, value string) string {
+	args := mapArgs(deploymentArgs(t, c, namespace, name), func(flag, value string) string {
 		switch flag {
 		case "--listen":
 			return listen
