@@ -30,6 +30,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -101,7 +102,11 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("--ca-file: %w", err)
 	}
-	conn, err := grpc.NewClient(o.Gateway, grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)))
+	// gRPC's default reconnect backoff grows to two minutes: an edge would
+	// then follow a gateway that came back long after it did. Models keep
+	// being served meanwhile (fail static), so retrying often costs little.
+	conn, err := grpc.NewClient(o.Gateway, grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: reconnectBackoff, MinConnectTimeout: 5 * time.Second}))
 	if err != nil {
 		return fmt.Errorf("--gateway: %w", err)
 	}
@@ -226,6 +231,9 @@ func probes(c *subscribe.Client) http.Handler {
 	})
 	return mux
 }
+
+// reconnectBackoff paces attempts to reach fleetnet-gateway again.
+var reconnectBackoff = backoff.Config{BaseDelay: 200 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second}
 
 func tlsCertificate(certFile, keyFile string) (cert tls.Certificate, err error) {
 	cert, err = tls.LoadX509KeyPair(certFile, keyFile)
