@@ -203,7 +203,7 @@ func (p *Provider) deployGateway(ctx context.Context, gw model.Gateway, held []s
 		return p.fail(key, fmt.Errorf("nothing changed: %w", err))
 	}
 	if obs.profile != nil && p.ownedKey(metaOf(obs.profile).Tags) != key {
-		return p.fail(key, fmt.Errorf("Front Door profile %s exists without fleetnet's tags for this Gateway (owner %s): it is not touched", g.profileName, p.cfg.Owner))
+		return p.fail(key, fmt.Errorf("the Front Door profile %s exists without fleetnet's tags for this Gateway (owner %s): it is not touched", g.profileName, p.cfg.Owner))
 	}
 	items := g.items()
 	wanted := map[string]bool{}

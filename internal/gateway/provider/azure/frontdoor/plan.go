@@ -609,9 +609,7 @@ func planGroup(bs []model.Backend, s annotations.Settings, origins map[string]Or
 			rs = append(rs, raw{b: b, c: c, o: o, weight: w})
 		}
 	}
-	for _, p := range originProblems(bs, origins) {
-		g.notes = append(g.notes, p)
-	}
+	g.notes = append(g.notes, originProblems(bs, origins)...)
 	for _, r := range rs {
 		w := r.weight
 		if maxW > 1000 {
