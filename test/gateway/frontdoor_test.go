@@ -183,6 +183,40 @@ func TestFrontDoorGateway(t *testing.T) {
 		return nil
 	})
 
+	// Resume tokens live in the Gateway's annotation, which does not
+	// change the model (its generation stays, and it is no Azure setting).
+	tokens := &gatewayapp.AnnotationTokens{Client: c}
+	want := map[string]string{"put|route|fn-a/fn-b/fn-c": `{"type":"Fake"}`}
+	if err := tokens.Save(ctx, ns+"/public", want); err != nil {
+		t.Fatal(err)
+	}
+	fleet.Eventually(t, 10*time.Second, func(ctx context.Context) error {
+		got, err := tokens.Load(ctx, ns+"/public")
+		if err != nil {
+			return err
+		}
+		if len(got) != 1 || got["put|route|fn-a/fn-b/fn-c"] != want["put|route|fn-a/fn-b/fn-c"] {
+			return fmt.Errorf("tokens %v", got)
+		}
+		return nil
+	})
+	if err := tokens.Save(ctx, ns+"/public", nil); err != nil {
+		t.Fatal(err)
+	}
+	fleet.Eventually(t, 10*time.Second, func(ctx context.Context) error {
+		gw := &gwv1.Gateway{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "public"}, gw); err != nil {
+			return err
+		}
+		if _, ok := gw.Annotations[keys.AnnotationAzureOperations]; ok || gw.Annotations[keys.AnnotationAzureProbePath] != "/healthz" {
+			return fmt.Errorf("annotations %v", gw.Annotations)
+		}
+		return nil
+	})
+	if err := tokens.Save(ctx, ns+"/gone", want); err != nil {
+		t.Errorf("saving tokens of a Gateway that is gone: %v", err)
+	}
+
 	if err := c.Delete(ctx, gateway("public", nil)); err != nil {
 		t.Fatal(err)
 	}
