@@ -606,7 +606,7 @@ func (p *Provider) assess(key string, g graph, obs *observed) {
 			}
 		}
 	}
-	st.progress = GatewayProgress{Served: len(pending) == 0, Message: strings.Join(parts, "; "), Addresses: addrs,
+	st.progress = GatewayProgress{Served: len(pending) == 0, Message: clip(parts), Addresses: addrs,
 		Refused: slices.Clone(g.refused), Withdrawing: withdrawing}
 	if len(pending) == 0 {
 		st.told = ""
@@ -632,4 +632,25 @@ func privateLinkDetail(status string, pl *struct {
 		return fmt.Sprintf("Private Link connection timed out waiting for approval on %s", pls)
 	}
 	return "Private Link connection " + status
+}
+
+// maxMessage keeps a Programmed message well within a condition's 32768
+// characters.
+const maxMessage = 8192
+
+// clip joins parts, leaving out the last ones (counted) past maxMessage.
+func clip(parts []string) string {
+	msg := ""
+	for i, p := range parts {
+		next := msg
+		if next != "" {
+			next += "; "
+		}
+		next += p
+		if len(next) > maxMessage-40 {
+			return fmt.Sprintf("%s; and %d more", msg, len(parts)-i)
+		}
+		msg = next
+	}
+	return msg
 }

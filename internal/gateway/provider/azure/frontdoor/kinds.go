@@ -20,8 +20,6 @@ const (
 	kindRule         = "rule"
 	kindRoute        = "route"
 	kindSecurity     = "security policy"
-	maxPathSegments  = 3
-	defaultParallel  = 4
 	defaultPollEvery = 10 * time.Second
 )
 

@@ -243,3 +243,19 @@ func TestWAFSecurityPolicy(t *testing.T) {
 		})
 	}
 }
+
+// A long message is clipped within a condition's limit, saying how much
+// was left out.
+func TestClip(t *testing.T) {
+	parts := make([]string, 500)
+	for i := range parts {
+		parts[i] = strings.Repeat("x", 40)
+	}
+	got := clip(parts)
+	if len(got) > maxMessage || !strings.HasSuffix(got, "more") {
+		t.Errorf("clipped to %d characters, ending %q", len(got), got[len(got)-20:])
+	}
+	if clip([]string{"a", "b"}) != "a; b" {
+		t.Error("short messages changed")
+	}
+}
