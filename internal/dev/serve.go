@@ -156,18 +156,18 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	if o.Client {
 		return nil
 	}
-	var addrs []string
+	var pods []PodState
 	for _, pod := range s.Pods {
 		if pod.Cluster == o.Cluster && pod.Namespace == o.Namespace && pod.Service == o.Name {
 			url := fmt.Sprintf("http://%s:%d/", pod.Address, o.TargetPort)
 			if err := waitHTTP(ctx, url, pod.Process); err != nil {
 				return fmt.Errorf("pod %s/%s: %w", o.Namespace, pod.Name, err)
 			}
-			addrs = append(addrs, pod.Address)
+			pods = append(pods, pod)
 		}
 	}
-	sort.Strings(addrs)
-	return applyWorkload(ctx, s, o, addrs)
+	sort.Slice(pods, func(i, j int) bool { return pods[i].Address < pods[j].Address })
+	return applyWorkload(ctx, s, o, pods)
 }
 
 // EchoFlags are the flags of `fleetnetctl dev echo` for one pod.
@@ -357,8 +357,10 @@ func waitHTTP(ctx context.Context, url string, p ProcessState) error {
 }
 
 // applyWorkload applies the namespace, the Service (no selector: its
-// endpoints are ours) and one EndpointSlice with the pods' addresses.
-func applyWorkload(ctx context.Context, s *State, o ServeOptions, addrs []string) error {
+// endpoints are ours) and one EndpointSlice with the pods' addresses. The
+// pods of a headless Service carry their names as hostnames, as a
+// StatefulSet's do, so that each has a DNS name of its own.
+func applyWorkload(ctx context.Context, s *State, o ServeOptions, pods []PodState) error {
 	cs, err := s.Clientset(o.Cluster)
 	if err != nil {
 		return err
@@ -381,10 +383,16 @@ func applyWorkload(ctx context.Context, s *State, o ServeOptions, addrs []string
 		WithLabels(map[string]string{discoveryv1.LabelServiceName: o.Name, discoveryv1.LabelManagedBy: keys.EndpointSliceManagedByDev}).
 		WithAddressType(discoveryv1.AddressTypeIPv4).
 		WithPorts(discoveryv1ac.EndpointPort().WithName(o.PortName).WithProtocol(corev1.ProtocolTCP).WithPort(o.TargetPort))
-	for _, a := range addrs {
-		slice.WithEndpoints(discoveryv1ac.Endpoint().WithAddresses(a).
+	var addrs []string
+	for _, p := range pods {
+		e := discoveryv1ac.Endpoint().WithAddresses(p.Address).
 			WithConditions(discoveryv1ac.EndpointConditions().WithReady(true).WithServing(true).WithTerminating(false)).
-			WithNodeName("kwok-" + o.Cluster))
+			WithNodeName("kwok-" + o.Cluster)
+		if o.Headless {
+			e.WithHostname(p.Name)
+		}
+		slice.WithEndpoints(e)
+		addrs = append(addrs, p.Address)
 	}
 	if _, err := cs.DiscoveryV1().EndpointSlices(o.Namespace).Apply(ctx, slice, apply); err != nil {
 		return fmt.Errorf("applying EndpointSlice %s/%s-dev: %w", o.Namespace, o.Name, err)

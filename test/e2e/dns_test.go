@@ -70,9 +70,11 @@ func TestClustersetDNSAndClusterSetIP(t *testing.T) {
 		t.Fatal(err)
 	}
 	var dbPods []string
+	dbPodsByName := map[string]string{}
 	for _, p := range s.Pods {
 		if p.Cluster == "east" && p.Namespace == ns && p.Service == "db" {
 			dbPods = append(dbPods, p.Address)
+			dbPodsByName[p.Name] = p.Address
 		}
 	}
 	sort.Strings(dbPods)
@@ -106,6 +108,10 @@ func TestClustersetDNSAndClusterSetIP(t *testing.T) {
 			})
 			fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
 				return expectAnswer(ctx, server, db, dns.TypeA, dns.RcodeSuccess, dbPods)
+			})
+			// A headless endpoint's own name: <hostname>.<cluster>.<svc>...
+			fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+				return expectAnswer(ctx, server, "db-1.east."+db, dns.TypeA, dns.RcodeSuccess, []string{dbPodsByName["db-1"]})
 			})
 			checks := []struct {
 				name  string
