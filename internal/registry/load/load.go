@@ -200,8 +200,10 @@ type run struct {
 	ackedMu sync.Mutex
 	acked   []int64
 
-	// sent holds the send time (UnixNano) of each churn write, by sequence.
-	sent []atomic.Int64
+	// sent holds the send time (UnixNano) of each churn write, by sequence,
+	// and acked how long its acknowledgement took (0: none).
+	sent    []atomic.Int64
+	ackTook []atomic.Int64
 
 	fanMu    sync.Mutex
 	fanout   map[int64][]time.Duration
@@ -254,6 +256,7 @@ func (r *run) layout() {
 	}
 	r.acked = make([]int64, len(r.chunks))
 	r.sent = make([]atomic.Int64, int(c.Churn*c.Duration.Seconds())+2)
+	r.ackTook = make([]atomic.Int64, len(r.sent))
 }
 
 func (r *run) close() {
@@ -633,6 +636,7 @@ func (r *run) churn(ctx context.Context, watchers []*Watcher) error {
 				c.OnWrite(time.Now(), err)
 			}
 			if err == nil {
+				r.ackTook[seq].Store(int64(max(took, 1)))
 				r.ackedMu.Lock()
 				r.acked[idx] = max(r.acked[idx], seq)
 				r.ackedMu.Unlock()
@@ -671,18 +675,22 @@ func (r *run) churn(ctx context.Context, watchers []*Watcher) error {
 	r.churning.Store(false)
 	r.fanMu.Lock()
 	defer r.fanMu.Unlock()
-	var all, reachAll []time.Duration
+	var all, reachAll, afterAck []time.Duration
 	complete := 0
-	for _, ds := range r.fanout {
+	for seq, ds := range r.fanout {
 		all = append(all, ds...)
 		if len(ds) >= len(watchers) {
 			complete++
-			reachAll = append(reachAll, maxDuration(ds))
+			last := maxDuration(ds)
+			reachAll = append(reachAll, last)
+			if ack := time.Duration(r.ackTook[seq].Load()); ack > 0 {
+				afterAck = append(afterAck, max(0, last-ack))
+			}
 		}
 	}
 	r.report.Fanout = FanoutStats{
 		Deliveries: len(all), Complete: complete,
-		PerWatcher: percentiles(all), AllWatchers: percentiles(reachAll),
+		PerWatcher: percentiles(all), AllWatchers: percentiles(reachAll), AfterAck: percentiles(afterAck),
 	}
 	if len(watchers) > 0 && total > 0 {
 		r.report.Fanout.BytesPerWatcherPerChange = float64(after-before) / float64(len(watchers)) / float64(total)

@@ -58,12 +58,16 @@ type ChurnStats struct {
 
 // FanoutStats describes how the changes reached the watchers: PerWatcher
 // from each write to each watcher's receipt, AllWatchers from each write
-// to the last watcher's receipt.
+// to the last watcher's receipt, AfterAck from the write's
+// acknowledgement to the last watcher's receipt (0 when every watcher had
+// it before the writer had its acknowledgement): the registry's fan-out
+// without the store's commit.
 type FanoutStats struct {
 	Deliveries int
 	// Complete counts the changes every watcher received.
 	Complete                 int
 	PerWatcher, AllWatchers  Percentiles
+	AfterAck                 Percentiles
 	BytesPerWatcherPerChange float64
 }
 
@@ -130,6 +134,7 @@ func (r *Report) Write(w io.Writer) {
 	f := r.Fanout
 	fmt.Fprintf(tw, "change to a watcher\t\t%d\t\t%s\t%s\t%s\t%s\t\n", f.PerWatcher.N, ms(f.PerWatcher.P50), ms(f.PerWatcher.P99), ms(f.PerWatcher.P999), ms(f.PerWatcher.Max))
 	fmt.Fprintf(tw, "change to all watchers\t\t%d\t\t%s\t%s\t%s\t%s\t\n", f.AllWatchers.N, ms(f.AllWatchers.P50), ms(f.AllWatchers.P99), ms(f.AllWatchers.P999), ms(f.AllWatchers.Max))
+	fmt.Fprintf(tw, "  ... after the write's ack\t\t%d\t\t%s\t%s\t%s\t%s\t\n", f.AfterAck.N, ms(f.AfterAck.P50), ms(f.AfterAck.P99), ms(f.AfterAck.P999), ms(f.AfterAck.Max))
 	l := r.Leases
 	fmt.Fprintf(tw, "lease renewal\t\t%d\t%d\t%s\t%s\t%s\t%s\t\n", l.Renewals, l.Failures, ms(l.Latency.P50), ms(l.Latency.P99), ms(l.Latency.P999), ms(l.Latency.Max))
 	tw.Flush()
