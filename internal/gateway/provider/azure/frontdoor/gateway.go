@@ -237,26 +237,59 @@ func (p *Provider) deployGateway(ctx context.Context, gw model.Gateway, held []s
 		}
 		return nil
 	}
-	removeKinds := func(kinds ...string) error {
+	// A route leaving whose domain and pattern a planned route takes must
+	// go before that route is written (Front Door refuses two routes on
+	// the same domain and pattern); other leaving routes go after the new
+	// ones serve (fail static).
+	taken := map[string]bool{}
+	for _, r := range g.routes {
+		for _, d := range routeDomains(&r.v) {
+			for _, pat := range r.v.Properties.PatternsToMatch {
+				taken[d+"\x00"+strings.ToLower(deref(pat))] = true
+			}
+		}
+	}
+	blocking := func(e entry) bool {
+		r, _ := e.v.(*armcdn.Route)
+		if r == nil || r.Properties == nil {
+			return false
+		}
+		for _, d := range routeDomains(r) {
+			for _, pat := range r.Properties.PatternsToMatch {
+				if taken[d+"\x00"+strings.ToLower(deref(pat))] {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	removed := map[string]bool{}
+	removeKinds := func(only func(entry) bool, kinds ...string) error {
 		for _, kind := range kinds {
 			for _, e := range unwanted(kind) {
+				if (only != nil && !only(e)) || removed[kind+"\x00"+pathKey(e.path)] {
+					continue
+				}
 				if err := p.remove(ctx, key, kind, e.path, e.v); err != nil {
 					return err
 				}
+				removed[kind+"\x00"+pathKey(e.path)] = true
 			}
 		}
 		return nil
 	}
-	// Dependencies first; a route's old match leaves before a new route
-	// may take its pattern; what nothing references any more last.
+	// Dependencies first, then the routes, then what nothing references
+	// any more (security policies and routes before the rule sets, origin
+	// groups and custom domains they reference; origins before their
+	// group).
 	steps := []func() error{
 		func() error {
 			return applyKinds(kindProfile, kindEndpoint, kindDomain, kindOriginGroup, kindOrigin, kindRuleSet, kindRule)
 		},
-		func() error { return removeKinds(kindSecurity, kindRoute) },
+		func() error { return removeKinds(blocking, kindRoute) },
 		func() error { return applyKinds(kindRoute, kindSecurity) },
 		func() error {
-			return removeKinds(kindRule, kindRuleSet, kindOrigin, kindOriginGroup, kindDomain, kindEndpoint)
+			return removeKinds(nil, kindSecurity, kindRoute, kindRule, kindRuleSet, kindOrigin, kindOriginGroup, kindDomain, kindEndpoint)
 		},
 	}
 	// Fail static: when a cluster's origin could not be read, what is
@@ -653,4 +686,20 @@ func clip(parts []string) string {
 		msg = next
 	}
 	return msg
+}
+
+// routeDomains are the domains a route serves: its custom domains' ids
+// and "default" for the endpoint's own domain.
+func routeDomains(r *armcdn.Route) []string {
+	var out []string
+	if r.Properties == nil {
+		return out
+	}
+	for _, d := range r.Properties.CustomDomains {
+		out = append(out, strings.ToLower(deref(d.ID)))
+	}
+	if r.Properties.LinkToDefaultDomain == nil || *r.Properties.LinkToDefaultDomain == armcdn.LinkToDefaultDomainEnabled {
+		out = append(out, "default")
+	}
+	return out
 }

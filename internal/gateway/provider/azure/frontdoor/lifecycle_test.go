@@ -407,3 +407,33 @@ func TestFailedDeploymentWrittenAgain(t *testing.T) {
 	}
 	h.until(p, gwKey, time.Second, func(g GatewayProgress) bool { return g.Served })
 }
+
+// A leaving route whose pattern a new route takes goes first (Front Door
+// refuses two routes on one domain and pattern); a leaving route nothing
+// takes goes only after the new routes are written.
+func TestRouteReplacementOrder(t *testing.T) {
+	h := newHarness(t, armsim.Options{Polls: 1})
+	p := h.provider()
+	ctx := context.Background()
+	if err := p.Deploy(ctx, modelOf("v1", h.gateway("afd-standard", nil))); err != nil {
+		t.Fatal(err)
+	}
+	gw := h.gateway("afd-standard", nil)
+	vh := &gw.Listeners[1].VirtualHosts[0]
+	vh.Routes[0].RouteName = "api2" // the same path under another HTTPRoute
+	vh.Routes = []model.Route{vh.Routes[0], route("docs", 0, "/docs", backend("api", 1, h.cluster("east", 1), h.cluster("west", 3)))}
+	n := len(h.sim.Writes())
+	if err := p.Deploy(ctx, modelOf("v2", gw)); err != nil {
+		t.Fatal(err)
+	}
+	var routeWrites []string
+	for _, w := range h.writes(n) {
+		if f := strings.Fields(w); f[1] == "routes" {
+			routeWrites = append(routeWrites, f[0]+" "+f[2][:strings.LastIndex(f[2], "-")])
+		}
+	}
+	want := []string{"DELETE fn-api", "PUT fn-api2", "PUT fn-docs", "DELETE fn-site"}
+	if !slices.Equal(routeWrites, want) {
+		t.Errorf("route writes %v, want %v", routeWrites, want)
+	}
+}
