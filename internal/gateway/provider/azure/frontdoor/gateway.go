@@ -205,6 +205,12 @@ func (p *Provider) deployGateway(ctx context.Context, gw model.Gateway, held []s
 	if obs.profile != nil && p.ownedKey(metaOf(obs.profile).Tags) != key {
 		return p.fail(key, fmt.Errorf("the Front Door profile %s exists without fleetnet's tags for this Gateway (owner %s): it is not touched", g.profileName, p.cfg.Owner))
 	}
+	if prof, ok := obs.profile.(*armcdn.Profile); ok && prof.SKU != nil && deref(prof.SKU.Name) != deref(g.profile.SKU.Name) {
+		// Front Door changes a profile's tier only by an upgrade
+		// (Standard to Premium, mapping WAF policies), never back.
+		return p.fail(key, fmt.Errorf("the Front Door profile %s is %s and the Gateway asks for %s: a profile's tier cannot be changed by writing it; fleetnet does not upgrade profiles (az afd profile upgrade), so upgrade it, or delete the Gateway and create it again",
+			g.profileName, deref(prof.SKU.Name), deref(g.profile.SKU.Name)))
+	}
 	items := g.items()
 	wanted := map[string]bool{}
 	for _, it := range items {

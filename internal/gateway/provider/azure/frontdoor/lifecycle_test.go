@@ -437,3 +437,22 @@ func TestRouteReplacementOrder(t *testing.T) {
 		t.Errorf("route writes %v, want %v", routeWrites, want)
 	}
 }
+
+// A Gateway moved to a class of another tier is not rewritten into its
+// profile (Azure refuses a tier change): it is told, nothing is written.
+func TestTierChangeRefused(t *testing.T) {
+	h := newHarness(t, armsim.Options{})
+	p := h.provider()
+	ctx := context.Background()
+	if err := p.Deploy(ctx, modelOf("v1", h.gateway("afd-standard", nil))); err != nil {
+		t.Fatal(err)
+	}
+	n := len(h.sim.Writes())
+	err := p.Deploy(ctx, modelOf("v2", h.gateway("afd-premium", nil)))
+	if err == nil || !strings.Contains(err.Error(), "is Standard_AzureFrontDoor and the Gateway asks for Premium_AzureFrontDoor") {
+		t.Fatalf("error %v", err)
+	}
+	if w := h.writes(n); len(w) != 0 {
+		t.Errorf("writes %v", w)
+	}
+}
