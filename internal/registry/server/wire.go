@@ -27,8 +27,6 @@ type encoded struct {
 	head, body []byte
 }
 
-func (e *encoded) size() int { return len(e.head) + len(e.body) }
-
 // encode marshals one event.
 func encode(e *registryv1.WatchEvent) *encoded {
 	b, err := proto.Marshal(e)
