@@ -456,3 +456,49 @@ func TestTierChangeRefused(t *testing.T) {
 		t.Errorf("writes %v", w)
 	}
 }
+
+// Without a resume token (lost, or an operation someone else started),
+// a resource whose provisioningState says an operation runs is waited
+// for, then compared: no second write when it ends as wanted.
+func TestRunningOperationWaitedFor(t *testing.T) {
+	h := newHarness(t, armsim.Options{Polls: 1})
+	h.sim.Hold(armsim.TypeRoute)
+	first := h.provider()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- first.Deploy(ctx, modelOf("v1", h.gateway("afd-standard", nil))) }()
+	for i := 0; ; i++ {
+		if rs := h.sim.Resources(armsim.TypeRoute); len(rs) > 0 && rs[0].Operation == "put" {
+			break
+		}
+		if i > 5000 {
+			t.Fatal("the route's creation never started")
+		}
+		time.Sleep(time.Millisecond) // waiting for another goroutine's progress, no timing asserted
+	}
+	cancel()
+	<-done
+	puts := countWrites(h, "PUT", "routes")
+
+	h.tokens = &MemoryTokens{} // the tokens are lost
+	second := h.provider()
+	var msgs []string
+	second.SetOnProgress(func() {
+		if g, ok := second.Gateways()[gwKey]; ok && (len(msgs) == 0 || msgs[len(msgs)-1] != g.Message) {
+			msgs = append(msgs, g.Message)
+		}
+	})
+	h.sim.Release(armsim.TypeRoute)
+	if err := second.Deploy(context.Background(), modelOf("v1", h.gateway("afd-standard", nil))); err != nil {
+		t.Fatal(err)
+	}
+	if got := countWrites(h, "PUT", "routes") - puts; got != 1 {
+		t.Errorf("route PUTs: %d, want 1 (the other route; the running one waited for)", got)
+	}
+	if !slices.ContainsFunc(msgs, func(m string) bool {
+		return strings.Contains(m, "provisioningState Creating (an operation already running)") ||
+			strings.Contains(m, "provisioningState Updating (an operation already running)")
+	}) {
+		t.Errorf("never told it waits for the running operation: %q", msgs)
+	}
+}
