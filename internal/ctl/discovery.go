@@ -140,10 +140,12 @@ in what is printed.`,
 				return err
 			}
 			out := cmd.OutOrStdout()
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			// A stream cannot be aligned by a tabwriter (it would wait for
+			// the end): fixed widths, wide enough for a revision and the
+			// events.
+			const line = "%-17v  %-8s  %-16s  %-16s  %s\n"
 			if f.isTable() {
-				fmt.Fprintln(tw, "REVISION\tEVENT\tNAMESPACE\tNAME\tCLUSTERS")
-				tw.Flush()
+				fmt.Fprintf(out, line, "REVISION", "EVENT", "NAMESPACE", "NAME", "CLUSTERS")
 			}
 			err = c.Watch(cmd.Context(), client.WatchOptions{Namespace: f.namespace, LabelSelector: f.selector, Revision: revision}, func(e discoveryv1.Event) error {
 				if e.Pool != nil && f.region != "" {
@@ -159,8 +161,8 @@ in what is printed.`,
 						clusters = clusterSummary(e.Pool.Clusters)
 					}
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", e.Revision, strings.ToUpper(string(e.Type)), ns, name, clusters)
-				return tw.Flush()
+				_, err := fmt.Fprintf(out, line, e.Revision, strings.ToUpper(string(e.Type)), ns, name, clusters)
+				return err
 			})
 			if cmd.Context().Err() != nil {
 				return nil // interrupted: the normal end
