@@ -172,6 +172,9 @@ type gatewayState struct {
 	stamps      map[string]stamp
 	absent      map[string]*absence // by resource label, "" the whole Gateway
 	told        string
+	// version is the model version last deployed without error for this
+	// Gateway.
+	version string
 }
 
 // Provider implements provider.Provider for Gateways of Config.Classes.
@@ -296,11 +299,17 @@ func (p *Provider) Progress() provider.Progress {
 		}
 	}
 	for k, g := range gws {
+		// Each Gateway is current on its own: another Gateway's failure
+		// does not make it pending.
+		cur := false
+		if st := p.gateways[k]; st != nil && p.last != nil {
+			cur = st.version == p.last.Version
+		}
 		m := g.Message
-		if !current {
+		if !cur {
 			m = "a newer configuration is being deployed; " + m
 		}
-		per[k] = provider.LoadBalancerProgress{Served: g.Served && current, Message: m, Addresses: g.Addresses}
+		per[k] = provider.LoadBalancerProgress{Served: g.Served && cur, Message: m, Addresses: g.Addresses}
 	}
 	return provider.Progress{Version: p.version, Served: current && served == len(gws), Message: msg, Addresses: addrs,
 		Gateways: per, RouteRefusals: refusals, ClassVersions: map[string]string{Class: p.version}}
@@ -440,7 +449,11 @@ func (p *Provider) deploy(ctx context.Context, m *model.Model) error {
 		p.mu.Unlock()
 		if err := p.deployGateway(ctx, want[key], held[key]); err != nil {
 			errs = append(errs, err)
+			continue
 		}
+		p.mu.Lock()
+		p.state(key).version = m.Version
+		p.mu.Unlock()
 	}
 	for _, key := range slices.Sorted(maps.Keys(held)) {
 		if _, ok := want[key]; !ok {

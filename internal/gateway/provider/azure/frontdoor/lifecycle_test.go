@@ -502,3 +502,28 @@ func TestRunningOperationWaitedFor(t *testing.T) {
 		t.Errorf("never told it waits for the running operation: %q", msgs)
 	}
 }
+
+// One Gateway's failure leaves another Gateway's progress its own.
+func TestGatewaysCurrentOnTheirOwn(t *testing.T) {
+	h := newHarness(t, armsim.Options{})
+	p := h.provider()
+	ctx := context.Background()
+	ok := h.gateway("afd-standard", nil)
+	bad := h.gateway("afd-standard", map[string]string{keys.AnnotationAzureConnectivity: "private-link"})
+	bad.Name = "private"
+	if err := p.Deploy(ctx, modelOf("v1", ok, bad)); err == nil {
+		t.Fatal("no error for the Standard Gateway asking for Private Link")
+	}
+	validateDomains(h)
+	h.until(p, gwKey, time.Second, func(g GatewayProgress) bool { return g.Served })
+	pr := p.Progress()
+	if g := pr.Gateways[gwKey]; !g.Served {
+		t.Errorf("web/public not served because of web/private: %+v", g)
+	}
+	if g := pr.Gateways["web/private"]; g.Served || !strings.Contains(g.Message, "Private Link origins need Front Door Premium") {
+		t.Errorf("web/private: %+v", g)
+	}
+	if pr.Served {
+		t.Error("the provider as a whole served with a Gateway failing")
+	}
+}
