@@ -66,7 +66,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Identity.ClusterID, "cluster-id", "", "this cluster's id, an RFC 1123 label unique in the clusterset")
 	fs.StringVar(&o.Identity.ClusterSetID, "clusterset-id", "", "the clusterset's id, an RFC 1123 label")
 	fs.StringVar(&o.Identity.Region, "region", "", "this cluster's region, a valid label value")
-	fs.StringVar(&o.Registry.Address, "registry", "", "registry address host:port")
+	fs.StringVar(&o.Registry.Address, "registry", "", "the registry's address host:port, or several replicas' host:port,host:port (calls go to the connected ones; a replica lost is failed over within a second)")
 	fs.StringVar(&o.Registry.CAFile, "registry-ca-file", "", "CA bundle that signed the registry's certificate")
 	fs.StringVar(&o.Registry.CertFile, "registry-cert-file", "", "this cluster's client certificate")
 	fs.StringVar(&o.Registry.KeyFile, "registry-key-file", "", "this cluster's client key")

@@ -77,7 +77,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.RoutersService, "routers-service", "", "kubernetes: NAMESPACE/NAME of the Service whose EndpointSlices are the router replicas; empty serves none")
 	fs.StringVar(&o.PoolLabels, "pool-labels", "serviceimports", "kubernetes: where pools' labels come from: serviceimports (the ServiceImport of each pool, read with list and watch; the exporters' spec.exportedLabels with fleetnet) or none")
 	fs.StringVar(&o.ClusterName, "cluster-name", "", "kubernetes: the name of the cluster read, given to the router replicas")
-	fs.StringVar(&o.Registry.Address, "registry", "", "registry: the fleet registry's address host:port")
+	fs.StringVar(&o.Registry.Address, "registry", "", "registry: the fleet registry's address host:port, or several replicas' host:port,host:port")
 	fs.StringVar(&o.Registry.CAFile, "registry-ca-file", "", "registry: CA bundle that signed the registry's certificate")
 	fs.StringVar(&o.Registry.CertFile, "registry-cert-file", "", "registry: client certificate (organization fleetnet:admins or fleetnet:clusters: either may watch)")
 	fs.StringVar(&o.Registry.KeyFile, "registry-key-file", "", "registry: client key")
