@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -182,6 +184,48 @@ func TestFrontDoorGateway(t *testing.T) {
 		}
 		return nil
 	})
+
+	// Azure refuses a write (403): Programmed=False with the ARM code and
+	// message, one Warning event on the Gateway, and what serves stays.
+	forbidden := sim.Inject(armsim.Fault{API: "RoutesClient.BeginCreate", Method: http.MethodPut, Err: &armsim.Error{Status: http.StatusForbidden,
+		Code: "AuthorizationFailed", Message: "The client does not have authorization to perform action 'Microsoft.Cdn/profiles/afdEndpoints/routes/write'."}})
+	docs := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "docs"}, Spec: gwv1.HTTPRouteSpec{
+		CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "public"}}},
+		Rules: []gwv1.HTTPRouteRule{{
+			Matches: []gwv1.HTTPRouteMatch{{Path: &gwv1.HTTPPathMatch{Type: ptr.To(gwv1.PathMatchPathPrefix), Value: ptr.To("/docs")}}},
+			BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{
+				Group: ptr.To(gwv1.Group(mcsv1beta1.GroupName)), Kind: ptr.To(gwv1.Kind("ServiceImport")), Name: "echo", Port: ptr.To[gwv1.PortNumber](80),
+			}}}}}},
+	}}
+	if err := c.Create(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	fleet.Eventually(t, 60*time.Second, func(ctx context.Context) error {
+		prog, err := condition(ctx, "public", string(gwv1.GatewayConditionProgrammed))
+		if err != nil {
+			return err
+		}
+		if prog.Status != metav1.ConditionFalse || !strings.Contains(prog.Message, "403 AuthorizationFailed: The client does not have authorization") {
+			return fmt.Errorf("Programmed %s: %s", prog.Status, prog.Message)
+		}
+		evs := &eventsv1.EventList{}
+		if err := c.List(ctx, evs, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.Name == "public" && e.Type == corev1.EventTypeWarning && e.Reason == keys.ReasonAzureRequestFailed && strings.Contains(e.Note, "403 AuthorizationFailed") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no %s event among %d", keys.ReasonAzureRequestFailed, len(evs.Items))
+	})
+	if n := len(sim.Resources(armsim.TypeRoute)); n != 1 {
+		t.Errorf("routes after the refused write: %d, want the 1 that served", n)
+	}
+	forbidden.Remove()
+	if err := c.Delete(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
 
 	// Resume tokens live in the Gateway's annotation, which does not
 	// change the model (its generation stays, and it is no Azure setting).
