@@ -517,9 +517,13 @@ func (p *Provider) Refresh(ctx context.Context) error {
 	m := p.last
 	var pending, gone []string
 	for key, st := range p.gateways {
-		if st.withdrawing {
+		switch {
+		case st.withdrawing:
 			gone = append(gone, key)
-		} else if !st.progress.Served || len(st.progress.Withdrawing) > 0 {
+		case m == nil || st.version != m.Version:
+			// its last deploy failed: the failure stays told until the
+			// next deploy (the queue's retry, or a resync)
+		case !st.progress.Served || len(st.progress.Withdrawing) > 0:
 			pending = append(pending, key)
 		}
 	}

@@ -527,3 +527,25 @@ func TestGatewaysCurrentOnTheirOwn(t *testing.T) {
 		t.Error("the provider as a whole served with a Gateway failing")
 	}
 }
+
+// A refresh does not paper over a failed deploy: the failure stays told.
+func TestRefreshKeepsFailure(t *testing.T) {
+	h := newHarness(t, armsim.Options{})
+	p := h.provider()
+	ctx := context.Background()
+	if err := p.Deploy(ctx, modelOf("v1", h.gateway("afd-standard", nil))); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Deploy(ctx, modelOf("v2", h.gateway("afd-premium", nil))); err == nil {
+		t.Fatal("tier change not refused")
+	}
+	validateDomains(h)
+	for range 3 {
+		if err := p.Refresh(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if g := p.Progress().Gateways[gwKey]; g.Served || !strings.Contains(g.Message, "cannot be changed by writing it") {
+		t.Errorf("after refreshes: %+v", g)
+	}
+}
