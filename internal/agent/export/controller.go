@@ -201,6 +201,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 }
 
 func (r *Reconciler) withdraw(ctx context.Context, key publish.ExportKey) error {
+	r.chunks.forget(key)
 	if _, _, ok := r.Publisher.Acknowledged(key); !ok {
 		if st, _ := r.Status.Status(key); st == nil {
 			return nil // nothing of ours in the registry
@@ -209,7 +210,6 @@ func (r *Reconciler) withdraw(ctx context.Context, key publish.ExportKey) error 
 	if err := r.Publisher.Withdraw(ctx, key, 0); err != nil {
 		return err
 	}
-	r.chunks.forget(key)
 	r.Log.Info("withdrew export", "export", key.Namespace+"/"+key.Name)
 	return nil
 }

@@ -52,3 +52,25 @@ func TestFamiliesAndPorts(t *testing.T) {
 		t.Errorf("derived names %s, %s", a, b)
 	}
 }
+
+// Keys the agent owns must match exactly, absent included; keys others
+// added do not matter.
+func TestOwnedMatch(t *testing.T) {
+	owned := []string{"weight", "frontend"}
+	tests := []struct {
+		name       string
+		have, want map[string]string
+		match      bool
+	}{
+		{"same", map[string]string{"weight": "1", "frontend": "x"}, map[string]string{"weight": "1", "frontend": "x"}, true},
+		{"another manager's key", map[string]string{"weight": "1", "team": "a"}, map[string]string{"weight": "1"}, true},
+		{"a cleared key still there", map[string]string{"weight": "1", "frontend": "x"}, map[string]string{"weight": "1"}, false},
+		{"a key missing", map[string]string{"weight": "1"}, map[string]string{"weight": "1", "frontend": "x"}, false},
+		{"a value changed", map[string]string{"weight": "1"}, map[string]string{"weight": "2"}, false},
+	}
+	for _, tt := range tests {
+		if got := ownedMatch(tt.have, tt.want, owned); got != tt.match {
+			t.Errorf("%s: ownedMatch = %v, want %v", tt.name, got, tt.match)
+		}
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -118,6 +117,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	ns := &corev1.Namespace{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Name: req.Namespace}, ns); apierrors.IsNotFound(err) || (err == nil && !ns.DeletionTimestamp.IsZero()) {
 		r.Pending.Wait(req.NamespacedName)
+		r.memo.drop(req.NamespacedName)
 		return reconcile.Result{}, nil // the Namespace watch brings it back
 	} else if err != nil {
 		return reconcile.Result{}, err
@@ -334,6 +334,7 @@ func (r *Reconciler) applySlices(ctx context.Context, si *mcsv1beta1.ServiceImpo
 	}
 	var errs []error
 	handled := map[string]bool{}
+	planned := map[string]bool{} // slices that should exist
 	clusters := make([]string, 0, len(desired.Chunks))
 	for c := range desired.Chunks {
 		clusters = append(clusters, c)
@@ -345,6 +346,11 @@ func (r *Reconciler) applySlices(ctx context.Context, si *mcsv1beta1.ServiceImpo
 		}
 		handled[cluster] = true
 		plan := PlanSlices(derived+"-"+cluster, desired.Chunks[cluster], families, existing[cluster], r.EndpointsPerSlice, memo.check)
+		for _, p := range [][]Slice{plan.Apply, plan.Keep} {
+			for _, sl := range p {
+				planned[sl.Name] = true
+			}
+		}
 		labels := SliceLabels(si.Name, derived, cluster, regions[cluster])
 		annotations := SliceAnnotations(byCluster[cluster])
 		for _, s := range plan.Apply {
@@ -365,7 +371,7 @@ func (r *Reconciler) applySlices(ctx context.Context, si *mcsv1beta1.ServiceImpo
 		// annotations (a region or weight change).
 		for _, k := range plan.Keep {
 			s := existing[cluster][k.Name]
-			if maps.Equal(s.Labels, labels) && hasAll(s.Annotations, annotations) {
+			if ownedMatch(s.Labels, labels, sliceLabelKeys) && ownedMatch(s.Annotations, annotations, sliceAnnotationKeys) {
 				memo.set(s, k.Chunk, k.Part)
 				continue
 			}
@@ -378,6 +384,8 @@ func (r *Reconciler) applySlices(ctx context.Context, si *mcsv1beta1.ServiceImpo
 			memo.set(applied, k.Chunk, k.Part)
 		}
 	}
+	// Records of slices that should no longer exist, whoever deleted them.
+	memo.retain(planned)
 	// Slices of clusters that left the import.
 	for cluster, ss := range existing {
 		if handled[cluster] {
@@ -391,6 +399,28 @@ func (r *Reconciler) applySlices(ctx context.Context, si *mcsv1beta1.ServiceImpo
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// The label and annotation keys the agent sets on imported slices; the
+// others belong to whoever added them.
+var (
+	sliceLabelKeys = []string{discoveryv1.LabelServiceName, mcsv1beta1.LabelServiceName, mcsv1beta1.LabelSourceCluster,
+		discoveryv1.LabelManagedBy, corev1.LabelTopologyRegion}
+	sliceAnnotationKeys = []string{keys.AnnotationWeight, keys.AnnotationRegionalFrontend}
+)
+
+// ownedMatch reports whether have holds exactly want's values for the keys
+// the agent owns: present with the value, or absent when want leaves it
+// out (a cleared region or frontend must go).
+func ownedMatch(have, want map[string]string, owned []string) bool {
+	for _, k := range owned {
+		h, hok := have[k]
+		w, wok := want[k]
+		if hok != wok || h != w {
+			return false
+		}
+	}
+	return true
 }
 
 // hasAll reports whether have holds every key of want with its value.

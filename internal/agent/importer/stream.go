@@ -124,6 +124,9 @@ func (s *Stream) watch(ctx context.Context) (bool, error) {
 			s.mu.Lock()
 			if staged != nil {
 				for k, d := range s.imports {
+					if n, ok := staged[k]; ok {
+						keepEqualChunks(d, n)
+					}
 					if n, ok := staged[k]; !ok || !sameDesired(d, n) {
 						changed = append(changed, k)
 					}
@@ -212,6 +215,21 @@ func apply(m map[types.NamespacedName]*Desired, ev *registryv1.WatchEvent) (type
 		return k, true
 	}
 	return types.NamespacedName{}, false
+}
+
+// keepEqualChunks puts the chunk objects held before a new snapshot in
+// place of their equal copies in it: the import planner trusts slices it
+// verified against a chunk object (see verifiedSlices), so keeping the
+// objects keeps a reconnect from costing a full comparison of every large
+// import, and keeps the old and new copies from both staying in memory.
+func keepEqualChunks(held, next *Desired) {
+	for cluster, chunks := range next.Chunks {
+		for name, c := range chunks {
+			if h := held.Chunks[cluster][name]; h != nil && proto.Equal(h, c) {
+				chunks[name] = h
+			}
+		}
+	}
 }
 
 func sameDesired(a, b *Desired) bool {

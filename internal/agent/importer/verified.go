@@ -25,12 +25,14 @@ type importMemo struct {
 	entries map[string]memoEntry
 }
 
+// memoEntry is what a slice was last verified against.
 type memoEntry struct {
 	resourceVersion string
 	chunk           *registryv1.EndpointChunk
 	part            int
 }
 
+// of returns an import's record, made empty when there is none.
 func (v *verifiedSlices) of(key types.NamespacedName) *importMemo {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -45,6 +47,7 @@ func (v *verifiedSlices) of(key types.NamespacedName) *importMemo {
 	return m
 }
 
+// drop forgets an import's record (removed, or waiting for its namespace).
 func (v *verifiedSlices) drop(key types.NamespacedName) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -62,3 +65,12 @@ func (m *importMemo) set(s *discoveryv1.EndpointSlice, c *registryv1.EndpointChu
 }
 
 func (m *importMemo) forget(name string) { delete(m.entries, name) }
+
+// retain forgets the slices not named in keep.
+func (m *importMemo) retain(keep map[string]bool) {
+	for name := range m.entries {
+		if !keep[name] {
+			delete(m.entries, name)
+		}
+	}
+}
