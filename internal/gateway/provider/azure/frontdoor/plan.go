@@ -310,9 +310,6 @@ func planFor(t target, gw model.Gateway, s annotations.Settings, origins map[str
 					continue
 				}
 			}
-			for _, p := range free {
-				taken[dom+"\x00"+p] = ""
-			}
 			rname := childName(r.RouteName, h, r.RouteNamespace, r.RouteName, fmt.Sprint(r.Rule), fmt.Sprint(r.Match))
 			for _, p := range free {
 				taken[dom+"\x00"+p] = rname
