@@ -620,8 +620,14 @@ func planGroup(bs []model.Backend, s annotations.Settings, origins map[string]Or
 		if port == 0 {
 			port = 80
 		}
+		// The backend's port carries its protocol (https by appProtocol);
+		// the other port keeps Front Door's default.
+		httpPort, httpsPort := port, int32(443)
+		if r.b.AppProtocol == "https" {
+			httpPort, httpsPort = 80, port
+		}
 		o := armcdn.AFDOrigin{Properties: &armcdn.AFDOriginProperties{
-			HostName: to.Ptr(r.o.Host), HTTPPort: to.Ptr(port), HTTPSPort: to.Ptr(port),
+			HostName: to.Ptr(r.o.Host), HTTPPort: to.Ptr(httpPort), HTTPSPort: to.Ptr(httpsPort),
 			Priority: to.Ptr[int32](1), Weight: to.Ptr(int32(w)), EnabledState: to.Ptr(enabled),
 			EnforceCertificateNameCheck: to.Ptr(true),
 		}}
