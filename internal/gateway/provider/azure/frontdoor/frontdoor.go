@@ -89,6 +89,8 @@ type Config struct {
 	// ARM gives no Retry-After, the first backoff on 409/429, and how
 	// often Run refreshes Gateways not yet served (default 10s).
 	PollInterval time.Duration
+	// Parallelism is how many Gateways are deployed at once (default 4).
+	Parallelism int
 	// Resync is how often Run deploys the last model again (default 10m).
 	Resync time.Duration
 	// AbsentFor is how long a withdrawn resource must have been observed
@@ -213,6 +215,9 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if cfg.Resync <= 0 {
 		cfg.Resync = 10 * time.Minute
+	}
+	if cfg.Parallelism <= 0 {
+		cfg.Parallelism = 4
 	}
 	if cfg.AbsentFor <= 0 {
 		cfg.AbsentFor = 2 * time.Minute
@@ -442,26 +447,44 @@ func (p *Provider) deploy(ctx context.Context, m *model.Model) error {
 			held[k] = append(held[k], mv.Name)
 		}
 	}
-	var errs []error
+	var (
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, p.cfg.Parallelism)
+		emu  sync.Mutex
+		errs []error
+	)
+	work := func(f func() error) {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			if err := f(); err != nil {
+				emu.Lock()
+				errs = append(errs, err)
+				emu.Unlock()
+			}
+		})
+	}
 	for _, key := range slices.Sorted(maps.Keys(want)) {
 		p.mu.Lock()
 		p.state(key).withdrawing = false
 		p.mu.Unlock()
-		if err := p.deployGateway(ctx, want[key], held[key]); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		p.mu.Lock()
-		p.state(key).version = m.Version
-		p.mu.Unlock()
+		work(func() error {
+			if err := p.deployGateway(ctx, want[key], held[key]); err != nil {
+				return err
+			}
+			p.mu.Lock()
+			p.state(key).version = m.Version
+			p.mu.Unlock()
+			return nil
+		})
 	}
 	for _, key := range slices.Sorted(maps.Keys(held)) {
 		if _, ok := want[key]; !ok {
-			if err := p.withdrawGateway(ctx, key, held[key]); err != nil {
-				errs = append(errs, err)
-			}
+			work(func() error { return p.withdrawGateway(ctx, key, held[key]) })
 		}
 	}
+	wg.Wait()
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
 	// Gateways gone whose profiles are gone too: confirm the absence.
 	p.mu.Lock()
 	var gone []string
