@@ -5,15 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"github.com/fleetnet/fleetnet/api/keys"
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/controlplane"
 	"github.com/fleetnet/fleetnet/internal/dev"
@@ -53,11 +56,33 @@ func newDevUpCommand(dir *string) *cobra.Command {
 			}
 			o.Dir, o.Tools, o.Fleetnet, o.Detach, o.Progress = *dir, tools, fleetnetBinDir(tools), true, cmd.ErrOrStderr()
 			if !cmd.Flags().Changed("nodes") {
-				// As root, a fleet gets its data plane unless asked not to.
-				o.Nodes = dev.NodeRequirements() == nil
+				// As root, a fleet gets its data plane unless asked not to
+				// (or it cannot have one here, which is said).
+				err := dev.NodeRequirements()
+				if err == nil {
+					err = dev.NodeBinaries(tools, o.Fleetnet)
+				}
+				o.Nodes = err == nil
+				if err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "a fleet without nodes (no Service data plane, no fleetnet-dns): %v\n", err)
+				}
 			}
 			// A fleet that exists keeps its shape unless asked otherwise.
 			if s, err := dev.Load(*dir); err == nil {
+				if cmd.Flags().Changed("nodes") && !o.Nodes && s.Nodes {
+					return fmt.Errorf("--nodes=false: the fleet in %s has nodes; they are not taken away from a running fleet (`fleetnetctl dev down --dir %s` first)", s.Dir, s.Dir)
+				}
+				if cmd.Flags().Changed("regions") {
+					have := map[string]string{}
+					for _, c := range s.Clusters {
+						if c.Region != "" {
+							have[c.Name] = c.Region
+						}
+					}
+					if !maps.Equal(have, o.Regions) {
+						return fmt.Errorf("--regions=%v: the fleet in %s has regions %v; regions are set when a fleet is created (`fleetnetctl dev down --dir %s` first)", o.Regions, s.Dir, have, s.Dir)
+					}
+				}
 				if !cmd.Flags().Changed("clusters") && !cmd.Flags().Changed("dual-stack") {
 					o.Clusters, o.DualStack, o.Regions = nil, nil, nil
 					for _, c := range s.Clusters {
@@ -124,7 +149,7 @@ func printUsage(w io.Writer, s *dev.State) {
 	if s.Nodes {
 		hub := s.Clusters[0]
 		fmt.Fprintf(w, "Connect by name from a pod:      fleetnetctl dev serve%s --client --cluster %s --namespace demo --name client\n", dirFlag, hub.Name)
-		fmt.Fprintf(w, "                                 fleetnetctl dev exec%s %s/demo/client-0 -- curl -s http://echo.demo.svc.clusterset.local/\n", dirFlag, hub.Name)
+		fmt.Fprintf(w, "                                 fleetnetctl dev exec%s %s/demo/client-0 -- curl -s http://echo.demo.svc.%s/\n", dirFlag, hub.Name, keys.ClustersetZone)
 		for _, c := range s.Clusters {
 			fmt.Fprintf(w, "  %-8s node %s, fleetnet-dns %s\n", c.Name, c.NodeAddress(), c.DNSAddress())
 		}
@@ -286,7 +311,7 @@ with other --replicas scales the workload; --replicas 0 removes its pods.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.Client && o.Headless {
-				return fmt.Errorf("--client and --headless: a client pod has no Service")
+				return errors.New("--client and --headless: a client pod has no Service")
 			}
 			exe, err := os.Executable()
 			if err != nil {
@@ -319,7 +344,7 @@ func newDevExecCommand(dir *string) *cobra.Command {
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 1 {
-				return fmt.Errorf("want CLUSTER/NAMESPACE/POD -- COMMAND [ARG...]")
+				return errors.New("want CLUSTER/NAMESPACE/POD -- COMMAND [ARG...]")
 			}
 			c, err := dev.ExecCommand(cmd.Context(), *dir, args[0], args[1:])
 			if err != nil {
@@ -330,7 +355,11 @@ func newDevExecCommand(dir *string) *cobra.Command {
 				var exit *exec.ExitError
 				if errors.As(err, &exit) {
 					// The command's own failure: its exit code, no message of ours.
-					return ExitError{Code: exit.ExitCode()}
+					code := exit.ExitCode()
+					if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+						code = 128 + int(ws.Signal()) // as a shell reports it
+					}
+					return ExitError{Code: code}
 				}
 				return err
 			}

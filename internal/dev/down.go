@@ -11,8 +11,8 @@ import (
 	"time"
 )
 
-// Down stops every process of the fleet in dir, removes the echo pods'
-// network namespaces and the bridge, and deletes the folder. A folder with
+// Down stops every process of the fleet in dir, removes the pods' and the
+// nodes' network namespaces and the bridge, and deletes the folder. A folder with
 // no fleet is not an error.
 func Down(dir string, progress io.Writer) error {
 	if progress == nil {
@@ -52,7 +52,7 @@ func Down(dir string, progress io.Writer) error {
 	}
 	if s.Nodes {
 		for _, c := range s.Clusters {
-			if err := removeNodeNetwork(c); err != nil {
+			if err := removeNodeNetwork(s.Dir, c); err != nil {
 				errs = append(errs, fmt.Errorf("node of %s: %w", c.Name, err))
 			}
 		}

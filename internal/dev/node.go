@@ -40,7 +40,7 @@ const (
 	nodeHost = 254
 	// DNSPort is where fleetnet-dns answers on a node's address.
 	DNSPort         = 53
-	kubeProxyHealth = 10256
+	kubeProxyHealth = 10256 // kube-proxy's default healthz port
 	dnsHealthPort   = 8080
 	dnsReadyPort    = 8181
 	dnsMetricsPort  = 9153
@@ -78,6 +78,22 @@ func NodeRequirements() error {
 	return nil
 }
 
+// NodeBinaries says which binary the nodes need is missing, or nil: tools
+// holds kube-proxy (`make tools`), fleetnet the folder with fleetnetctl and
+// fleetnet-dns (`make build`).
+func NodeBinaries(tools controlplane.Binaries, fleetnet string) error {
+	var errs []error
+	if _, err := tools.Path(KubeProxyBinary); err != nil {
+		errs = append(errs, err)
+	}
+	for _, name := range []string{CtlBinary, DNSBinary} {
+		if _, err := os.Stat(filepath.Join(fleetnet, name)); err != nil {
+			errs = append(errs, fmt.Errorf("%s is missing: run `make build` in the fleetnet checkout", filepath.Join(fleetnet, name)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // NodeAddress is the address of a cluster's node on the bridge; pods route
 // through it and resolve names with it.
 func (c ClusterState) NodeAddress() netip.Addr {
@@ -88,6 +104,9 @@ func (c ClusterState) NodeAddress() netip.Addr {
 	b := prefix.Addr().As4()
 	return netip.AddrFrom4([4]byte{b[0], b[1], b[2], nodeHost})
 }
+
+// KwokNodeName is the name of the cluster's Node object, kwok's.
+func (c ClusterState) KwokNodeName() string { return "kwok-" + c.Name }
 
 // NodeNetNS is the name of the node's network namespace.
 func (c ClusterState) NodeNetNS() string { return "fleetnet-node-" + c.Name }
@@ -110,9 +129,11 @@ func (u *upper) nodes(ctx context.Context) error {
 	if !u.s.Nodes {
 		return nil
 	}
-	if err := ensureBridge(); err != nil {
+	created, err := ensureBridge()
+	if err != nil {
 		return err
 	}
+	u.createdBridge = u.createdBridge || created
 	errs := make([]error, len(u.s.Clusters))
 	var wg sync.WaitGroup
 	for i, c := range u.s.Clusters {
@@ -123,7 +144,7 @@ func (u *upper) nodes(ctx context.Context) error {
 }
 
 func (u *upper) node(ctx context.Context, c ClusterState) error {
-	if err := ensureNodeNetwork(c); err != nil {
+	if err := ensureNodeNetwork(u.s.Dir, c); err != nil {
 		return fmt.Errorf("node of %s: %w", c.Name, err)
 	}
 	s := u.s
@@ -161,7 +182,7 @@ func (u *upper) node(ctx context.Context, c ClusterState) error {
 	}); err != nil {
 		return err
 	}
-	return u.ensure(c.Name+"/"+PartDNS, func() (*controlplane.Process, error) {
+	if err := u.ensure(c.Name+"/"+PartDNS, func() (*controlplane.Process, error) {
 		args := []string{"netns", "exec", c.NodeNetNS(), filepath.Join(u.o.Fleetnet, DNSBinary),
 			"--kubeconfig=" + s.KubeconfigPath(c.Name),
 			"--listen=" + c.DNSAddress(),
@@ -178,7 +199,22 @@ func (u *upper) node(ctx context.Context, c ClusterState) error {
 			return nil, err
 		}
 		return p, nil
-	})
+	}); err != nil {
+		return err
+	}
+	// Pods started before the fleet had nodes route through theirs now.
+	for _, pod := range u.s.Pods {
+		if pod.Cluster != c.Name {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(netns.Dir, pod.NetNS)); err != nil {
+			continue
+		}
+		if err := joinNode(pod, c); err != nil {
+			return fmt.Errorf("pod %s/%s/%s: %w", pod.Cluster, pod.Namespace, pod.Name, err)
+		}
+	}
+	return nil
 }
 
 // kubeProxyConfig is the node's KubeProxyConfiguration. The conntrack
@@ -203,16 +239,43 @@ conntrack:
   min: 0
   tcpEstablishedTimeout: 0s
   tcpCloseWaitTimeout: 0s
-`, s.KubeconfigPath(c.Name), "kwok-"+c.Name, c.NodeAddress(), strings.Join(c.PodCIDRs, ","),
+`, s.KubeconfigPath(c.Name), c.KwokNodeName(), c.NodeAddress(), strings.Join(c.PodCIDRs, ","),
 		c.NodeAddress(), kubeProxyHealth, c.NodeAddress())
 }
 
+// nodeOwners records which fleet (its folder) created each node
+// namespace: node namespaces are named after clusters, and every fleet has
+// a hub.
+const nodeOwners = "/run/fleetnet/nodes"
+
+// nodeOwner returns the folder of the fleet that created the namespace, or
+// "" when none is recorded.
+func nodeOwner(ns string) string {
+	data, err := os.ReadFile(filepath.Join(nodeOwners, ns))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(data))
+}
+
 // ensureNodeNetwork creates the node's namespace and its veth on the bridge,
-// unless they exist.
-func ensureNodeNetwork(c ClusterState) error {
+// unless this fleet's exist and are whole. A namespace of another fleet is
+// an error: the fleets would share the bridge, pod ranges and node
+// addresses.
+func ensureNodeNetwork(dir string, c ClusterState) error {
 	ns := c.NodeNetNS()
 	if _, err := os.Stat(filepath.Join(netns.Dir, ns)); err == nil {
-		return nil
+		if owner := nodeOwner(ns); owner != "" && owner != dir {
+			return fmt.Errorf("network namespace %s belongs to the fleet in %s; one root fleet with nodes runs on a machine at a time: run `fleetnetctl dev down --dir %s` first, or give this one --nodes=false", ns, owner, owner)
+		}
+		out, err := exec.Command("ip", "-n", ns, "-4", "addr", "show", "dev", "eth0").CombinedOutput()
+		if err == nil && strings.Contains(string(out), " "+c.NodeAddress().String()+"/") {
+			return nil
+		}
+		// Left half made by an interrupted run: made again.
+		if err := removeNodeNetwork(dir, c); err != nil {
+			return err
+		}
 	}
 	host := c.nodeVeth()
 	peer := "fnm" + strings.TrimPrefix(host, "fnn")
@@ -231,8 +294,13 @@ func ensureNodeNetwork(c ClusterState) error {
 		// it came in on; redirects would tell pods to skip it.
 		err = sysctlIn(ns, "net.ipv4.ip_forward=1", "net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf.eth0.send_redirects=0")
 	}
+	if err == nil {
+		if err = os.MkdirAll(nodeOwners, 0o755); err == nil {
+			err = os.WriteFile(filepath.Join(nodeOwners, ns), []byte(dir+"\n"), 0o644)
+		}
+	}
 	if err != nil {
-		_ = removeNodeNetwork(c)
+		_ = removeNodeNetwork(dir, c)
 		return err
 	}
 	return nil
@@ -246,16 +314,22 @@ func sysctlIn(ns string, settings ...string) error {
 	return nil
 }
 
-// removeNodeNetwork deletes the node's namespace and veth; what is already
-// gone is not an error. Deleting the namespace deletes kube-proxy's rules
-// with it.
-func removeNodeNetwork(c ClusterState) error {
+// removeNodeNetwork deletes the node's namespace and veth when this fleet
+// (dir) made them; what is already gone is not an error. Deleting the
+// namespace deletes kube-proxy's rules with it.
+func removeNodeNetwork(dir string, c ClusterState) error {
+	if owner := nodeOwner(c.NodeNetNS()); owner != "" && owner != dir {
+		return nil // another fleet's
+	}
 	var errs []error
 	if exec.Command("ip", "link", "show", c.nodeVeth()).Run() == nil {
 		errs = append(errs, ipAll([]string{"link", "del", c.nodeVeth()}))
 	}
 	if _, err := os.Stat(filepath.Join(netns.Dir, c.NodeNetNS())); err == nil {
 		errs = append(errs, ipAll([]string{"netns", "del", c.NodeNetNS()}))
+	}
+	if err := os.Remove(filepath.Join(nodeOwners, c.NodeNetNS())); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -285,13 +359,19 @@ func RunAPIServerProxy(ctx context.Context, ns, listen, to string) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return fmt.Errorf("accepting on %s in %s: %w", listen, ns, err)
+			if errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("accepting on %s in %s: %w", listen, ns, err)
+			}
+			// Out of file descriptors and the like: passes.
+			fmt.Fprintf(os.Stderr, "accepting on %s in %s: %v\n", listen, ns, err)
+			time.Sleep(100 * time.Millisecond)
+			continue
 		}
 		go func() {
 			defer conn.Close()
 			up, err := d.DialContext(ctx, "tcp", to)
 			if err != nil {
-				fmt.Fprintf(os.Stderr, "dialling %s: %v\n", to, err)
+				fmt.Fprintf(os.Stderr, "forwarding %s in %s to %s: %v\n", listen, ns, to, err)
 				return
 			}
 			defer up.Close()

@@ -103,7 +103,7 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := ensureBridge(); err != nil {
+	if _, err := ensureBridge(); err != nil {
 		return err
 	}
 
@@ -167,7 +167,7 @@ func Serve(ctx context.Context, o ServeOptions) error {
 		}
 	}
 	sort.Slice(pods, func(i, j int) bool { return pods[i].Address < pods[j].Address })
-	return applyWorkload(ctx, s, o, pods)
+	return applyWorkload(ctx, s, cluster, o, pods)
 }
 
 // EchoFlags are the flags of `fleetnetctl dev echo` for one pod.
@@ -221,11 +221,13 @@ func (s *State) freePodAddress(c ClusterState) (netip.Addr, error) {
 	return netip.Addr{}, fmt.Errorf("cluster %s has no free echo pod address left in %s", c.Name, prefix)
 }
 
-func ensureBridge() error {
+// ensureBridge creates the bridge unless it exists, and says whether it
+// did.
+func ensureBridge() (bool, error) {
 	if err := exec.Command("ip", "link", "show", BridgeName).Run(); err == nil {
-		return nil
+		return false, nil
 	}
-	return ipAll(
+	return true, ipAll(
 		[]string{"link", "add", BridgeName, "type", "bridge"},
 		[]string{"addr", "add", bridgeAddress, "dev", BridgeName},
 		[]string{"link", "set", BridgeName, "up"},
@@ -253,12 +255,7 @@ func startPod(pod *PodState, s *State, c ClusterState, o ServeOptions) error {
 		[]string{"link", "set", pod.HostVeth, "master", BridgeName, "up"},
 	)
 	if err == nil && s.Nodes {
-		// Service addresses (ClusterSetIPs included) are the node's to
-		// translate; the fleet's pods are on the bridge itself.
-		err = ipAll([]string{"-n", ns, "route", "add", "default", "via", c.NodeAddress().String()})
-		if err == nil {
-			err = writeResolvConf(ns, c, pod.Namespace)
-		}
+		err = joinNode(*pod, c)
 	}
 	if err != nil {
 		return err
@@ -299,6 +296,17 @@ func removePodNetwork(pod PodState) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// joinNode routes the pod through its cluster's node and makes it resolve
+// names with the node's fleetnet-dns. Service addresses (ClusterSetIPs
+// included) are the node's to translate; the fleet's pods are on the bridge
+// itself.
+func joinNode(pod PodState, c ClusterState) error {
+	if err := ipAll([]string{"-n", pod.NetNS, "route", "replace", "default", "via", c.NodeAddress().String()}); err != nil {
+		return err
+	}
+	return writeResolvConf(pod.NetNS, c, pod.Namespace)
 }
 
 // netnsEtc holds per-namespace files that `ip netns exec` mounts over
@@ -360,7 +368,7 @@ func waitHTTP(ctx context.Context, url string, p ProcessState) error {
 // endpoints are ours) and one EndpointSlice with the pods' addresses. The
 // pods of a headless Service carry their names as hostnames, as a
 // StatefulSet's do, so that each has a DNS name of its own.
-func applyWorkload(ctx context.Context, s *State, o ServeOptions, pods []PodState) error {
+func applyWorkload(ctx context.Context, s *State, cluster ClusterState, o ServeOptions, pods []PodState) error {
 	cs, err := s.Clientset(o.Cluster)
 	if err != nil {
 		return err
@@ -387,7 +395,7 @@ func applyWorkload(ctx context.Context, s *State, o ServeOptions, pods []PodStat
 	for _, p := range pods {
 		e := discoveryv1ac.Endpoint().WithAddresses(p.Address).
 			WithConditions(discoveryv1ac.EndpointConditions().WithReady(true).WithServing(true).WithTerminating(false)).
-			WithNodeName("kwok-" + o.Cluster)
+			WithNodeName(cluster.KwokNodeName())
 		if o.Headless {
 			e.WithHostname(p.Name)
 		}

@@ -35,6 +35,11 @@ const (
 	DiscoveryBinary = "fleetnet-discovery"
 )
 
+// reservedNames are the fleet's certificate and folder names besides the
+// clusters' (see writeCerts and the components' folders): a cluster of that
+// name would take them over.
+var reservedNames = []string{"admin", "ca", "certs", "discovery", "edge", "etcd", "gateway", "registry"}
+
 // Options describe a fleet to bring up.
 type Options struct {
 	// Dir is the fleet's folder: state, certificates, kubeconfigs, logs.
@@ -78,8 +83,8 @@ func (o *Options) validate() error {
 		if msgs := validation.IsDNS1123Label(c); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("--clusters: %q: %s", c, strings.Join(msgs, "; ")))
 		}
-		if c == "admin" || c == "registry" || c == "ca" {
-			errs = append(errs, fmt.Errorf("--clusters: %q is the name of a fleet certificate; choose another", c))
+		if slices.Contains(reservedNames, c) {
+			errs = append(errs, fmt.Errorf("--clusters: %q is the name of a fleet component's certificate or folder (%s); choose another", c, strings.Join(reservedNames, ", ")))
 		}
 		if seen[c] {
 			errs = append(errs, fmt.Errorf("--clusters: %q is named twice", c))
@@ -159,7 +164,10 @@ func Up(ctx context.Context, o Options) (*State, error) {
 		u.undo()
 		if fresh {
 			for _, c := range s.Clusters {
-				_ = removeNodeNetwork(c)
+				_ = removeNodeNetwork(s.Dir, c)
+			}
+			if u.createdBridge {
+				_ = removeBridge()
 			}
 			os.RemoveAll(dir)
 		} else {
@@ -224,6 +232,8 @@ type upper struct {
 	o       Options
 	mu      sync.Mutex
 	started []string
+	// createdBridge is set when this Up made the bridge.
+	createdBridge bool
 }
 
 func (u *upper) run(ctx context.Context, fresh bool) error {
@@ -335,14 +345,10 @@ func (u *upper) checkBinaries() error {
 			errs = append(errs, err)
 		}
 	}
-	fleetnet := []string{AgentBinary, RegistryBinary, GatewayBinary, EdgeBinary, DiscoveryBinary}
 	if u.s.Nodes {
-		if _, err := u.o.Tools.Path(KubeProxyBinary); err != nil {
-			errs = append(errs, err)
-		}
-		fleetnet = append(fleetnet, CtlBinary, DNSBinary)
+		errs = append(errs, NodeBinaries(u.o.Tools, u.o.Fleetnet))
 	}
-	for _, name := range fleetnet {
+	for _, name := range []string{AgentBinary, RegistryBinary, GatewayBinary, EdgeBinary, DiscoveryBinary} {
 		if _, err := os.Stat(filepath.Join(u.o.Fleetnet, name)); err != nil {
 			errs = append(errs, fmt.Errorf("%s is missing: run `make build` in the fleetnet checkout", filepath.Join(u.o.Fleetnet, name)))
 		}
@@ -424,7 +430,7 @@ func (u *upper) cluster(ctx context.Context, c ClusterState, crds []*apiextensio
 		}},
 		{PartKwok, func() (*controlplane.Process, error) {
 			return controlplane.StartKwok(ctx, o.Tools, api, dir, controlplane.KwokConfig{
-				NodeName: "kwok-" + c.Name, PodCIDRs: c.PodCIDRs, Port: s.clusterPort(c, offsetKwok),
+				NodeName: c.KwokNodeName(), PodCIDRs: c.PodCIDRs, Port: s.clusterPort(c, offsetKwok),
 			}, u.startOptions())
 		}},
 	}

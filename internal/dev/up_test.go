@@ -32,7 +32,8 @@ func TestUpRefusesBadInputAndLeavesNothingBehind(t *testing.T) {
 		{"cluster named twice", func(o *Options) { o.Clusters = []string{"hub", "hub"} }, []string{`"hub" is named twice`}},
 		{"dual-stack names an unknown cluster", func(o *Options) { o.DualStack = []string{"south"} }, []string{`--dual-stack: "south"`}},
 		{"lease TTL too short", func(o *Options) { o.LeaseTTL = time.Millisecond }, []string{"--lease-ttl=1ms"}},
-		{"cluster named like a certificate", func(o *Options) { o.Clusters = []string{"admin"} }, []string{`"admin" is the name of a fleet certificate`}},
+		{"cluster named like a certificate", func(o *Options) { o.Clusters = []string{"admin"} }, []string{`"admin" is the name of a fleet component's certificate or folder`}},
+		{"cluster named like a component", func(o *Options) { o.Clusters = []string{"hub", "discovery"} }, []string{`"discovery" is the name of a fleet component's certificate or folder`}},
 		{"port in use", func(o *Options) { o.BasePort = busy - offsetRegistry }, []string{"port " + strconv.Itoa(busy) + " (registry) is in use", "--base-port"}},
 		{"missing binaries", func(o *Options) {}, []string{
 			filepath.Join(emptyBin, "kube-apiserver") + " is missing: run `make tools`",

@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"runtime"
 
@@ -73,9 +74,14 @@ func in(name string, fn func() error) error {
 }
 
 // Dialer returns a dial function (for http.Transport.DialContext) whose
-// connections start inside the named network namespace.
+// connections start inside the named network namespace. The address must be
+// a literal IP and port: a name would be resolved, and a dual-stack one
+// raced, on other threads, in the host's namespace.
 func Dialer(name string) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if _, err := netip.ParseAddrPort(addr); err != nil {
+			return nil, fmt.Errorf("dialling %q from network namespace %s: want a literal IP:port: %w", addr, name, err)
+		}
 		var conn net.Conn
 		err := in(name, func() error {
 			var d net.Dialer

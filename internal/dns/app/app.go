@@ -41,7 +41,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/fleetnet/fleetnet/api/keys"
 	"log/slog"
 	"net"
 	"os"
@@ -51,6 +50,7 @@ import (
 
 	"github.com/coredns/caddy"
 	"github.com/coredns/coredns/core/dnsserver"
+	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
 
