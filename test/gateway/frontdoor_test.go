@@ -43,7 +43,7 @@ func TestFrontDoorGateway(t *testing.T) {
 		sub = "00000000-0000-0000-0000-0000000000fd"
 		rg  = "fleet"
 	)
-	sim := armsim.New(armsim.Options{Polls: 1, DeployReads: 1})
+	sim := armsim.New(armsim.Options{Polls: 1, DeployReads: 2})
 	fronts, err := sim.SeedRegionalLoadBalancer(sub, "mc-east", "kubernetes", "eastus", armsim.RegionalFrontend{Name: "web", TCP: []int32{80}})
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +132,10 @@ func TestFrontDoorGateway(t *testing.T) {
 		if len(messages) == 0 || messages[len(messages)-1] != prog.Message {
 			messages = append(messages, prog.Message)
 		}
-		if prog.Status != metav1.ConditionTrue || !strings.Contains(prog.Message, "served by Azure Front Door Standard profile") {
+		// profile, endpoint, origin group, origin, route: the whole graph
+		// (an earlier model may have had the Gateway without its route)
+		if prog.Status != metav1.ConditionTrue || !strings.Contains(prog.Message, "served by Azure Front Door Standard profile") ||
+			!strings.Contains(prog.Message, "all 5 resources deployed") {
 			return fmt.Errorf("Programmed %s: %s", prog.Status, prog.Message)
 		}
 		return nil
@@ -227,15 +230,15 @@ func TestFrontDoorGateway(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Resume tokens live in the Gateway's annotation, which does not
-	// change the model (its generation stays, and it is no Azure setting).
+	// Resume tokens live in the Gateway's annotation (on a Gateway the
+	// provider does not serve, so that it does not resume and drop them).
 	tokens := &gatewayapp.AnnotationTokens{Client: c}
 	want := map[string]string{"put|route|fn-a/fn-b/fn-c": `{"type":"Fake"}`}
-	if err := tokens.Save(ctx, ns+"/public", want); err != nil {
+	if err := tokens.Save(ctx, ns+"/typo", want); err != nil {
 		t.Fatal(err)
 	}
 	fleet.Eventually(t, 10*time.Second, func(ctx context.Context) error {
-		got, err := tokens.Load(ctx, ns+"/public")
+		got, err := tokens.Load(ctx, ns+"/typo")
 		if err != nil {
 			return err
 		}
@@ -244,15 +247,15 @@ func TestFrontDoorGateway(t *testing.T) {
 		}
 		return nil
 	})
-	if err := tokens.Save(ctx, ns+"/public", nil); err != nil {
+	if err := tokens.Save(ctx, ns+"/typo", nil); err != nil {
 		t.Fatal(err)
 	}
 	fleet.Eventually(t, 10*time.Second, func(ctx context.Context) error {
 		gw := &gwv1.Gateway{}
-		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "public"}, gw); err != nil {
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "typo"}, gw); err != nil {
 			return err
 		}
-		if _, ok := gw.Annotations[keys.AnnotationAzureOperations]; ok || gw.Annotations[keys.AnnotationAzureProbePath] != "/healthz" {
+		if _, ok := gw.Annotations[keys.AnnotationAzureOperations]; ok || gw.Annotations["fleetnet.dev/azure-probe-pth"] != "/healthz" {
 			return fmt.Errorf("annotations %v", gw.Annotations)
 		}
 		return nil
