@@ -2,6 +2,8 @@ package frontdoor
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -86,7 +88,7 @@ func (h *harness) provider() *Provider {
 		Credential: &azfake.TokenCredential{},
 		ClientOptions: &arm.ClientOptions{ClientOptions: policy.ClientOptions{Transport: h.sim.Transport(),
 			Retry: policy.RetryOptions{MaxRetries: 2, RetryDelay: time.Millisecond, MaxRetryDelay: 5 * time.Millisecond}}},
-		PollInterval: time.Millisecond, AbsentFor: time.Minute, Tokens: h.tokens, Clock: h.clock,
+		PollInterval: time.Millisecond, AbsentFor: time.Minute, Tokens: h.tokens, Clock: h.clock, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Event: func(gw, reason, msg string) {
 			h.mu.Lock()
 			defer h.mu.Unlock()
