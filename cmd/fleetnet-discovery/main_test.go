@@ -29,7 +29,7 @@ func TestFlags(t *testing.T) {
 	}
 	out, err = exec.Command(bin, "--pool-source=etcd", "--tokens-file=t.csv").CombinedOutput()
 	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), `--pool-source="etcd": unknown; one of memory`) {
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), `--pool-source="etcd": unknown; one of kubernetes, memory, registry`) {
 		t.Errorf("--pool-source=etcd: %v\n%s", err, out)
 	}
 }
