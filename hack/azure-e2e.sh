@@ -14,10 +14,10 @@
 # ENABLE_AZURE_FRONT_DOOR=true (a guard: Front Door profiles cost money).
 # Optional: AZURE_LOCATION (westeurope, the resource group's), E2E_TIER
 # (Standard or Premium; Premium adds a WAF policy), E2E_CONNECTIVITY
-# (public or private-link, Premium only: the members' Services internal,
-# their Private Link Services tagged fleetnet-pls-approval=auto, and their
-# ServiceExports naming the internal frontend in
-# fleetnet.dev/regional-frontend), HUB_CONTEXT (kubectl context of
+# (public or private-link, Premium only: the members' Services internal
+# with azure-pls-create=true, their agents started with
+# --azure-load-balancer-id, and their ServiceExports annotated
+# fleetnet.dev/pls-approval=auto), HUB_CONTEXT (kubectl context of
 # the hub, default the current one), FLEETNET_NAMESPACE (fleetnet-system),
 # GATEWAY_RELEASE (fleetnet-gateway), E2E_NAMESPACE (afd-e2e),
 # E2E_SERVICE (echo: an exported Service with a ServiceImport in

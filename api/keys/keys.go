@@ -60,6 +60,26 @@ const (
 	// it imports from that cluster.
 	AnnotationRegionalFrontend = "fleetnet.dev/regional-frontend"
 
+	// AnnotationPrivateLinkService is the resource id of the Azure Private
+	// Link Service in front of the internal load balancer that serves an
+	// exported Service, through which Azure Front Door Premium reaches the
+	// cluster without a public address. On a ServiceExport it overrides
+	// what the agent derives from cloud-provider-azure's
+	// service.beta.kubernetes.io/azure-pls-* annotations; the agent copies
+	// it onto the EndpointSlices it imports from that cluster.
+	AnnotationPrivateLinkService = "fleetnet.dev/private-link-service"
+	// AnnotationPLSApproval on a ServiceExport is "auto" or "manual"
+	// (default): with "auto", the owner of the Service's Private Link
+	// Service lets the fleet's gateway controller approve Azure Front
+	// Door's private endpoint connection to it; with "manual" the
+	// connection waits for the owner's approval. The agent copies "auto"
+	// onto the EndpointSlices it imports from that cluster.
+	AnnotationPLSApproval = "fleetnet.dev/pls-approval"
+	// PLSApprovalAuto and PLSApprovalManual are AnnotationPLSApproval's
+	// values.
+	PLSApprovalAuto   = "auto"
+	PLSApprovalManual = "manual"
+
 	// EndpointSliceManagedBy is the endpointslice.kubernetes.io/managed-by
 	// value of the EndpointSlices the agent imports.
 	EndpointSliceManagedBy = "agent.fleetnet.dev"
@@ -73,6 +93,9 @@ const (
 	// ReasonInvalidRegionalFrontend: the fleetnet.dev/regional-frontend
 	// annotation is not a resource id.
 	ReasonInvalidRegionalFrontend = "InvalidRegionalFrontend"
+	// ReasonInvalidPrivateLink: the fleetnet.dev/private-link-service or
+	// fleetnet.dev/pls-approval annotation is malformed (Valid=False).
+	ReasonInvalidPrivateLink = "InvalidPrivateLink"
 	// ReasonInvalidWeight: the fleetnet.dev/weight annotation is not an
 	// integer from 0 to 1000 (Valid=False).
 	ReasonInvalidWeight = "InvalidWeight"

@@ -700,3 +700,85 @@ func TestImportedSlicesCarryTheClusterWeight(t *testing.T) {
 		t.Errorf("the slice was replaced, not updated in place")
 	}
 }
+
+// An internal Service of type LoadBalancer for which cloud-provider-azure
+// makes a Private Link Service (azure-pls-create) publishes that PLS with
+// its export once it has its address, and the importing cluster's slices
+// carry it, with fleetnet.dev/pls-approval=auto while the ServiceExport
+// allows it; a malformed approval makes the ServiceExport Valid=False
+// naming it.
+func TestImportedSlicesCarryThePrivateLinkService(t *testing.T) {
+	const lb = "/subscriptions/0000/resourceGroups/mc-east/providers/Microsoft.Network/loadBalancers/kubernetes"
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "east"}, {Name: "west"}}})
+	east, west := f.Cluster(t, "east"), f.Cluster(t, "west")
+	r := registrytest.Start(t, server.Config{})
+	ec, wc := east.Client(t), west.Client(t)
+	ctx := context.Background()
+	createNamespace(t, ec, ns)
+	createNamespace(t, wc, ns)
+	svc := service(ns, "echo")
+	svc.Spec.Type = corev1.ServiceTypeLoadBalancer
+	svc.Annotations = map[string]string{
+		"service.beta.kubernetes.io/azure-load-balancer-internal": "true",
+		"service.beta.kubernetes.io/azure-pls-create":             "true",
+	}
+	for _, obj := range []client.Object{
+		svc,
+		endpointSlice(ns, "echo", "echo-1", "10.244.0.1"),
+		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo", Annotations: map[string]string{keys.AnnotationPLSApproval: "auto"}}},
+	} {
+		if err := ec.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startAgent(t, east, r, "east", func(o *app.Options) { o.AzureLoadBalancerID = lb })
+	startAgent(t, west, r, "west")
+	slicesSay := func(pls, approval string) func(context.Context) error {
+		return func(ctx context.Context) error {
+			ss, err := importedSlices(ctx, wc, "echo")
+			if err != nil {
+				return err
+			}
+			if len(ss) == 0 {
+				return errorf("no imported slices yet")
+			}
+			for _, s := range ss {
+				if got := s.Annotations[keys.AnnotationPrivateLinkService]; got != pls {
+					return errorf("slice %s has Private Link Service %q, want %q", s.Name, got, pls)
+				}
+				if got := s.Annotations[keys.AnnotationPLSApproval]; got != approval {
+					return errorf("slice %s has approval %q, want %q", s.Name, got, approval)
+				}
+			}
+			return nil
+		}
+	}
+	// Without an address the load balancer has no frontend, nor the PLS.
+	fleet.Eventually(t, 20*time.Second, slicesSay("", ""))
+	if err := ec.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
+		t.Fatal(err)
+	}
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "10.224.0.9"}}
+	if err := ec.Status().Update(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	pls := "/subscriptions/0000/resourceGroups/mc-east/providers/Microsoft.Network/privateLinkServices/pls-" +
+		strings.ReplaceAll("a"+string(svc.UID), "-", "")[:32]
+	fleet.Eventually(t, 20*time.Second, slicesSay(pls, "auto"))
+
+	patchAnnotation(t, ec, "echo", keys.AnnotationPLSApproval, "yes")
+	wantCondition(t, ec, "echo", mcsv1beta1.ServiceExportConditionValid, metav1.ConditionFalse, keys.ReasonInvalidPrivateLink)
+	if cond, err := condition(ec, "echo", mcsv1beta1.ServiceExportConditionValid); err != nil || !strings.Contains(cond.Message, `fleetnet.dev/pls-approval="yes"`) {
+		t.Errorf("Valid condition %+v (%v) does not name the annotation and its value", cond, err)
+	}
+	// An invalid export is not exported (KEP-1645), as with any other
+	// invalid annotation: the only exporter's slices are withdrawn.
+	fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+		if ss, err := importedSlices(ctx, wc, "echo"); err != nil || len(ss) > 0 {
+			return errorf("%d imported slices (%v), want none", len(ss), err)
+		}
+		return nil
+	})
+	patchAnnotation(t, ec, "echo", keys.AnnotationPLSApproval, "manual")
+	fleet.Eventually(t, 20*time.Second, slicesSay(pls, ""))
+}

@@ -277,8 +277,16 @@ type Export struct {
 	// frontend IP configuration of a public Standard load balancer), which a
 	// cross-region load balancer uses as a backend; empty when none.
 	RegionalFrontend string `protobuf:"bytes,14,opt,name=regional_frontend,json=regionalFrontend,proto3" json:"regional_frontend,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// private_link_service is the resource id of the cloud's private link
+	// service in front of the internal load balancer serving the Service in
+	// its cluster (on Azure, a Microsoft.Network/privateLinkServices), which
+	// a global entry point reaches privately; empty when none.
+	PrivateLinkService string `protobuf:"bytes,15,opt,name=private_link_service,json=privateLinkService,proto3" json:"private_link_service,omitempty"`
+	// private_link_auto_approval: the private link service's owner lets the
+	// fleet's gateway controller approve the entry point's connection to it.
+	PrivateLinkAutoApproval bool `protobuf:"varint,16,opt,name=private_link_auto_approval,json=privateLinkAutoApproval,proto3" json:"private_link_auto_approval,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *Export) Reset() {
@@ -407,6 +415,20 @@ func (x *Export) GetRegionalFrontend() string {
 		return x.RegionalFrontend
 	}
 	return ""
+}
+
+func (x *Export) GetPrivateLinkService() string {
+	if x != nil {
+		return x.PrivateLinkService
+	}
+	return ""
+}
+
+func (x *Export) GetPrivateLinkAutoApproval() bool {
+	if x != nil {
+		return x.PrivateLinkAutoApproval
+	}
+	return false
 }
 
 type Conflict struct {
@@ -959,8 +981,12 @@ type ImportCluster struct {
 	Weight    uint32                 `protobuf:"varint,3,opt,name=weight,proto3" json:"weight,omitempty"`
 	// regional_frontend is the cluster's export's (see Export).
 	RegionalFrontend string `protobuf:"bytes,4,opt,name=regional_frontend,json=regionalFrontend,proto3" json:"regional_frontend,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// private_link_service and private_link_auto_approval are the cluster's
+	// export's (see Export).
+	PrivateLinkService      string `protobuf:"bytes,5,opt,name=private_link_service,json=privateLinkService,proto3" json:"private_link_service,omitempty"`
+	PrivateLinkAutoApproval bool   `protobuf:"varint,6,opt,name=private_link_auto_approval,json=privateLinkAutoApproval,proto3" json:"private_link_auto_approval,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *ImportCluster) Reset() {
@@ -1019,6 +1045,20 @@ func (x *ImportCluster) GetRegionalFrontend() string {
 		return x.RegionalFrontend
 	}
 	return ""
+}
+
+func (x *ImportCluster) GetPrivateLinkService() string {
+	if x != nil {
+		return x.PrivateLinkService
+	}
+	return ""
+}
+
+func (x *ImportCluster) GetPrivateLinkAutoApproval() bool {
+	if x != nil {
+		return x.PrivateLinkAutoApproval
+	}
+	return false
 }
 
 // Import is the merge of every participating export of one Service.
@@ -2527,7 +2567,7 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x03 \x01(\tR\tclusterId\"\xba\x06\n" +
+	"cluster_id\x18\x03 \x01(\tR\tclusterId\"\xa9\a\n" +
 	"\x06Export\x121\n" +
 	"\x03key\x18\x01 \x01(\v2\x1f.fleetnet.registry.v1.ExportKeyR\x03key\x12A\n" +
 	"\x0eexported_since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\rexportedSince\x12\x12\n" +
@@ -2544,7 +2584,9 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\vannotations\x18\v \x03(\v2-.fleetnet.registry.v1.Export.AnnotationsEntryR\vannotations\x12\x16\n" +
 	"\x06weight\x18\f \x01(\rR\x06weight\x12\x1a\n" +
 	"\brevision\x18\r \x01(\x03R\brevision\x12+\n" +
-	"\x11regional_frontend\x18\x0e \x01(\tR\x10regionalFrontend\x1a9\n" +
+	"\x11regional_frontend\x18\x0e \x01(\tR\x10regionalFrontend\x120\n" +
+	"\x14private_link_service\x18\x0f \x01(\tR\x12privateLinkService\x12;\n" +
+	"\x1aprivate_link_auto_approval\x18\x10 \x01(\bR\x17privateLinkAutoApproval\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
@@ -2591,13 +2633,15 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\tendpoints\x18\x04 \x03(\v2\x1e.fleetnet.registry.v1.EndpointR\tendpoints\"=\n" +
 	"\tImportKey\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"\x8b\x01\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\xfa\x01\n" +
 	"\rImportCluster\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x16\n" +
 	"\x06region\x18\x02 \x01(\tR\x06region\x12\x16\n" +
 	"\x06weight\x18\x03 \x01(\rR\x06weight\x12+\n" +
-	"\x11regional_frontend\x18\x04 \x01(\tR\x10regionalFrontend\"\x9b\x06\n" +
+	"\x11regional_frontend\x18\x04 \x01(\tR\x10regionalFrontend\x120\n" +
+	"\x14private_link_service\x18\x05 \x01(\tR\x12privateLinkService\x12;\n" +
+	"\x1aprivate_link_auto_approval\x18\x06 \x01(\bR\x17privateLinkAutoApproval\"\x9b\x06\n" +
 	"\x06Import\x121\n" +
 	"\x03key\x18\x01 \x01(\v2\x1f.fleetnet.registry.v1.ImportKeyR\x03key\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x127\n" +

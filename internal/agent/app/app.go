@@ -78,7 +78,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "elect a leader (a Lease in --leader-election-namespace); only the leader registers and writes")
 	fs.StringVar(&o.LeaderElectionNS, "leader-election-namespace", "fleetnet-system", "namespace of the leader election Lease")
 	fs.StringVar(&o.WatchNamespaces, "watch-namespaces", "", "comma-separated namespaces to export from; empty means all")
-	fs.StringVar(&o.AzureLoadBalancerID, "azure-load-balancer-id", "", "resource id of this cluster's public Azure load balancer (AKS: loadBalancers/kubernetes in the node resource group); exported Services of type LoadBalancer then publish their frontend for cross-region load balancers")
+	fs.StringVar(&o.AzureLoadBalancerID, "azure-load-balancer-id", "", "resource id of this cluster's public Azure load balancer (AKS: loadBalancers/kubernetes in the node resource group); exported Services of type LoadBalancer then publish their frontend for cross-region load balancers, and internal ones with azure-pls-create=true their Private Link Service for Front Door Premium")
 	fs.DurationVar(&o.ExportResyncPeriod, "export-resync-period", 10*time.Minute, "how often every export is compared with the registry")
 	fs.DurationVar(&o.ImportResyncPeriod, "import-resync-period", 10*time.Minute, "how often every import is compared with the cluster, bounding repair when an event is missed")
 	fs.IntVar(&o.EndpointsPerSlice, "endpoints-per-slice", 100, "most endpoints in one imported EndpointSlice (1 to 1000)")

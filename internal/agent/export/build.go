@@ -74,7 +74,7 @@ func CheckExportedMetadata(se *mcsv1beta1.ServiceExport) *Invalid {
 // BuildExport derives the registry's export record from a ServiceExport and
 // its Service (nil when missing). azureLB is the resource id of the
 // cluster's public Azure load balancer, "" when unknown (see
-// RegionalFrontend).
+// RegionalFrontend and PrivateLinkService).
 func BuildExport(cluster string, se *mcsv1beta1.ServiceExport, svc *corev1.Service, azureLB string) (*registryv1.Export, *Invalid) {
 	if svc == nil {
 		return nil, &Invalid{Reason: string(mcsv1beta1.ServiceExportReasonNoService), Message: fmt.Sprintf("Service %s/%s does not exist", se.Namespace, se.Name)}
@@ -93,15 +93,21 @@ func BuildExport(cluster string, se *mcsv1beta1.ServiceExport, svc *corev1.Servi
 	if invalid != nil {
 		return nil, invalid
 	}
+	pls, invalid := PrivateLinkService(se, svc, azureLB)
+	if invalid != nil {
+		return nil, invalid
+	}
 	e := &registryv1.Export{
-		Key:              &registryv1.ExportKey{Namespace: se.Namespace, Name: se.Name, ClusterId: cluster},
-		ExportedSince:    timestamppb.New(se.CreationTimestamp.Time),
-		Type:             string(mcsv1beta1.ClusterSetIP),
-		SessionAffinity:  string(svc.Spec.SessionAffinity),
-		Labels:           se.Spec.ExportedLabels,
-		Annotations:      se.Spec.ExportedAnnotations,
-		Weight:           weight,
-		RegionalFrontend: frontend,
+		Key:                     &registryv1.ExportKey{Namespace: se.Namespace, Name: se.Name, ClusterId: cluster},
+		ExportedSince:           timestamppb.New(se.CreationTimestamp.Time),
+		Type:                    string(mcsv1beta1.ClusterSetIP),
+		SessionAffinity:         string(svc.Spec.SessionAffinity),
+		Labels:                  se.Spec.ExportedLabels,
+		Annotations:             se.Spec.ExportedAnnotations,
+		Weight:                  weight,
+		RegionalFrontend:        frontend,
+		PrivateLinkService:      pls.Service,
+		PrivateLinkAutoApproval: pls.AutoApproval,
 	}
 	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
 		e.Type = string(mcsv1beta1.Headless)

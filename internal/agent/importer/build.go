@@ -111,15 +111,23 @@ func DerivedServiceSpec(imp *registryv1.Import, families []corev1.IPFamily) core
 }
 
 // SliceAnnotations are the annotations of an imported EndpointSlice: the
-// source cluster's weight (fleetnet.dev/weight, from its ServiceExport) and
-// regional load balancer frontend (fleetnet.dev/regional-frontend, when it
-// has one), so that a gateway in this cluster can split traffic by cluster
-// and program a cross-region load balancer without a registry connection
-// of its own.
+// source cluster's weight (fleetnet.dev/weight, from its ServiceExport),
+// regional load balancer frontend (fleetnet.dev/regional-frontend) and
+// Private Link Service (fleetnet.dev/private-link-service, with
+// fleetnet.dev/pls-approval=auto when its owner allows it), when it has
+// them, so that a gateway in this cluster can split traffic by cluster and
+// program a cross-region load balancer or Front Door without a registry
+// connection of its own.
 func SliceAnnotations(c *registryv1.ImportCluster) map[string]string {
 	a := map[string]string{keys.AnnotationWeight: strconv.FormatUint(uint64(c.GetWeight()), 10)}
 	if f := c.GetRegionalFrontend(); f != "" {
 		a[keys.AnnotationRegionalFrontend] = f
+	}
+	if pls := c.GetPrivateLinkService(); pls != "" {
+		a[keys.AnnotationPrivateLinkService] = pls
+		if c.GetPrivateLinkAutoApproval() {
+			a[keys.AnnotationPLSApproval] = keys.PLSApprovalAuto
+		}
 	}
 	return a
 }

@@ -406,7 +406,7 @@ func (r *Reconciler) applySlices(ctx context.Context, si *mcsv1beta1.ServiceImpo
 var (
 	sliceLabelKeys = []string{discoveryv1.LabelServiceName, mcsv1beta1.LabelServiceName, mcsv1beta1.LabelSourceCluster,
 		discoveryv1.LabelManagedBy, corev1.LabelTopologyRegion}
-	sliceAnnotationKeys = []string{keys.AnnotationWeight, keys.AnnotationRegionalFrontend}
+	sliceAnnotationKeys = []string{keys.AnnotationWeight, keys.AnnotationRegionalFrontend, keys.AnnotationPrivateLinkService, keys.AnnotationPLSApproval}
 )
 
 // ownedMatch reports whether have holds exactly want's values for the keys

@@ -180,6 +180,10 @@ func (b *builder) clusters(ss []*discoveryv1.EndpointSlice, ports []string, prot
 		if f := s.Annotations[keys.AnnotationRegionalFrontend]; c.RegionalFrontend == "" || (f != "" && f < c.RegionalFrontend) {
 			c.RegionalFrontend = f
 		}
+		if pls := s.Annotations[keys.AnnotationPrivateLinkService]; c.PrivateLinkService == "" || (pls != "" && pls < c.PrivateLinkService) {
+			c.PrivateLinkService = pls
+			c.PrivateLinkAutoApproval = s.Annotations[keys.AnnotationPLSApproval] == keys.PLSApprovalAuto
+		}
 		var numbers []int32
 		for _, p := range s.Ports {
 			name := ""

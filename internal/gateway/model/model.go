@@ -325,6 +325,13 @@ type ClusterEndpoints struct {
 	// the cluster's regional load balancer frontend for the service
 	// (keys.AnnotationRegionalFrontend), "" when the cluster has none.
 	RegionalFrontend string `json:"regionalFrontend,omitempty"`
+	// PrivateLinkService is the cloud resource id of the Private Link
+	// Service in front of the cluster's internal load balancer for the
+	// service (keys.AnnotationPrivateLinkService), "" when none;
+	// PrivateLinkAutoApproval says its owner lets the gateway controller
+	// approve the entry point's connection (keys.AnnotationPLSApproval).
+	PrivateLinkService      string `json:"privateLinkService,omitempty"`
+	PrivateLinkAutoApproval bool   `json:"privateLinkAutoApproval,omitempty"`
 	// Endpoints are sorted by address then port.
 	Endpoints []Endpoint `json:"endpoints"`
 }

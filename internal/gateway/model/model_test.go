@@ -228,6 +228,12 @@ func TestWeights(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("frontend clusters %v, want %v (weight × ready endpoints)", got, want)
 	}
+	if c := bs[0].Clusters[0]; c.PrivateLinkService != "/subscriptions/s/resourceGroups/mc-east/providers/Microsoft.Network/privateLinkServices/pls-frontend" || !c.PrivateLinkAutoApproval {
+		t.Errorf("east's Private Link Service %q (auto approval %v), want its slice's annotations", c.PrivateLinkService, c.PrivateLinkAutoApproval)
+	}
+	if c := bs[0].Clusters[2]; c.PrivateLinkService != "" || c.PrivateLinkAutoApproval {
+		t.Errorf("west's Private Link Service %q (auto approval %v), want none", c.PrivateLinkService, c.PrivateLinkAutoApproval)
+	}
 	if bs[0].Weight != 90 || bs[1].Weight != 10 {
 		t.Errorf("backend weights %d/%d, want 90/10", bs[0].Weight, bs[1].Weight)
 	}

@@ -125,7 +125,8 @@ func Merge(key *registryv1.ImportKey, exports []*registryv1.Export, clusters map
 	}
 	for _, e := range part {
 		id := e.GetKey().GetClusterId()
-		imp.Clusters = append(imp.Clusters, &registryv1.ImportCluster{ClusterId: id, Region: clusters[id].Region, Weight: e.GetWeight(), RegionalFrontend: e.GetRegionalFrontend()})
+		imp.Clusters = append(imp.Clusters, &registryv1.ImportCluster{ClusterId: id, Region: clusters[id].Region, Weight: e.GetWeight(), RegionalFrontend: e.GetRegionalFrontend(),
+			PrivateLinkService: e.GetPrivateLinkService(), PrivateLinkAutoApproval: e.GetPrivateLinkAutoApproval()})
 		if len(conflicts) > 0 {
 			res.Statuses[id].Conflicts = conflicts
 		}

@@ -524,19 +524,22 @@ func TestConflictMessages(t *testing.T) {
 // clusters, whatever the other clusters export.
 func TestImportClustersCarryPerClusterValues(t *testing.T) {
 	const fe = "/subscriptions/s/resourceGroups/mc-east/providers/Microsoft.Network/loadBalancers/kubernetes/frontendIPConfigurations/a1"
+	const pls = "/subscriptions/s/resourceGroups/mc-east/providers/Microsoft.Network/privateLinkServices/pls-a1"
 	ports := []*registryv1.ServicePort{port("http", 80)}
 	res := Merge(key, []*registryv1.Export{
-		export("east", 0, ports, func(e *registryv1.Export) { e.Weight, e.RegionalFrontend = 3, fe }),
+		export("east", 0, ports, func(e *registryv1.Export) {
+			e.Weight, e.RegionalFrontend, e.PrivateLinkService, e.PrivateLinkAutoApproval = 3, fe, pls, true
+		}),
 		export("west", 1, ports),
 	}, live("east", "west"))
 	got := map[string]*registryv1.ImportCluster{}
 	for _, c := range res.Import.GetClusters() {
 		got[c.GetClusterId()] = c
 	}
-	if c := got["east"]; c.GetWeight() != 3 || c.GetRegionalFrontend() != fe || c.GetRegion() != "region-east" {
+	if c := got["east"]; c.GetWeight() != 3 || c.GetRegionalFrontend() != fe || c.GetRegion() != "region-east" || c.GetPrivateLinkService() != pls || !c.GetPrivateLinkAutoApproval() {
 		t.Errorf("east = %v", c)
 	}
-	if c := got["west"]; c.GetWeight() != 1 || c.GetRegionalFrontend() != "" {
+	if c := got["west"]; c.GetWeight() != 1 || c.GetRegionalFrontend() != "" || c.GetPrivateLinkService() != "" || c.GetPrivateLinkAutoApproval() {
 		t.Errorf("west = %v", c)
 	}
 }

@@ -159,6 +159,13 @@ func Export(e *registryv1.Export, path *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(path.Child("regionalFrontend"), f, msg))
 		}
 	}
+	if pls := e.GetPrivateLinkService(); pls != "" {
+		if msg := RegionalFrontend(pls); msg != "" {
+			errs = append(errs, field.Invalid(path.Child("privateLinkService"), pls, msg))
+		}
+	} else if e.GetPrivateLinkAutoApproval() {
+		errs = append(errs, field.Invalid(path.Child("privateLinkAutoApproval"), true, "needs privateLinkService"))
+	}
 	return errs
 }
 
@@ -166,8 +173,8 @@ func Export(e *registryv1.Export, path *field.Path) field.ErrorList {
 // Azure resource id is at most a few hundred characters).
 const MaxRegionalFrontendLength = 1024
 
-// RegionalFrontend checks a regional load balancer frontend's cloud
-// resource id: an absolute path of printable characters without spaces.
+// RegionalFrontend checks a cloud resource id (a regional load balancer
+// frontend's, or a private link service's): an absolute path of printable characters without spaces.
 // It returns what is wrong, or "".
 func RegionalFrontend(id string) string {
 	if len(id) > MaxRegionalFrontendLength {

@@ -76,6 +76,11 @@ func TestExport(t *testing.T) {
 		}, ""},
 		{"relative regional frontend", func(e *registryv1.Export) { e.RegionalFrontend = "loadBalancers/kubernetes" }, `export.regionalFrontend: Invalid value: "loadBalancers/kubernetes": must be a resource id starting with /`},
 		{"regional frontend with a space", func(e *registryv1.Export) { e.RegionalFrontend = "/a b" }, "must not contain spaces"},
+		{"private link service", func(e *registryv1.Export) {
+			e.PrivateLinkService, e.PrivateLinkAutoApproval = "/subscriptions/s/resourceGroups/mc/providers/Microsoft.Network/privateLinkServices/pls-a1", true
+		}, ""},
+		{"relative private link service", func(e *registryv1.Export) { e.PrivateLinkService = "pls-a1" }, `export.privateLinkService: Invalid value: "pls-a1": must be a resource id starting with /`},
+		{"auto approval without a private link service", func(e *registryv1.Export) { e.PrivateLinkAutoApproval = true }, "export.privateLinkAutoApproval: Invalid value: true: needs privateLinkService"},
 		{"bad label", func(e *registryv1.Export) { e.Labels = map[string]string{"a": "b c"} }, `export.labels: Invalid value: "b c"`},
 		{"reserved label", func(e *registryv1.Export) { e.Labels = map[string]string{"fleetnet.dev/export": "true"} }, `export.labels[fleetnet.dev/export]: Invalid value: "fleetnet.dev/export": the prefix fleetnet.dev/ is reserved`},
 		{"the agent's own label", func(e *registryv1.Export) { e.Labels = map[string]string{"app.kubernetes.io/managed-by": "me"} }, `export.labels[app.kubernetes.io/managed-by]`},

@@ -12,6 +12,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/cdn/armcdn/v2"
 
+	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/gateway/model"
 )
 
@@ -662,7 +663,8 @@ func privateLinkDetail(status string, pl *struct {
 	}
 	switch status {
 	case "Pending":
-		return fmt.Sprintf("Private Link connection Pending: waiting for the owner of %s to approve it (fleetnet approves only a Private Link Service tagged fleetnet-pls-approval=auto)", pls)
+		return fmt.Sprintf("Private Link connection Pending: waiting for the owner of %s to approve it (fleetnet approves it only when the cluster's ServiceExport has %s=%s or the Private Link Service is tagged %s=%s)", pls,
+			keys.AnnotationPLSApproval, keys.PLSApprovalAuto, keys.TagAzurePLSApproval, keys.PLSApprovalAuto)
 	case "Rejected":
 		return fmt.Sprintf("Private Link connection Rejected by the owner of %s", pls)
 	case "Disconnected":

@@ -148,6 +148,56 @@ func TestPrivateLinkApproval(t *testing.T) {
 	h.until(p, gwKey, time.Second, func(g GatewayProgress) bool { return g.Served })
 }
 
+// Private Link Services the clusters publish with their exports
+// (fleetnet.dev/private-link-service on the imported slices) are the
+// origins, without a regional frontend to match; the export's
+// fleetnet.dev/pls-approval=auto lets fleetnet approve an untagged PLS,
+// the other waits for its owner; a published PLS that does not exist is
+// said on the Gateway and gets no origin.
+func TestPublishedPrivateLinkService(t *testing.T) {
+	h := newHarness(t, armsim.Options{Polls: 1})
+	eastPLS := h.seedPrivate("east", "eastus", nil)
+	westPLS := h.seedPrivate("west", "westus", nil)
+	p := h.provider()
+	published := func(cluster string, pls armsim.ID, auto bool) model.ClusterEndpoints {
+		return model.ClusterEndpoints{Cluster: cluster, Weight: 1, EffectiveWeight: 1, PrivateLinkService: pls.String(), PrivateLinkAutoApproval: auto,
+			Endpoints: []model.Endpoint{{Address: "10.0.0.1", Port: 8080, Ready: true, Serving: true}}}
+	}
+	missing := armsim.ResourceID(sub, memberRG+"-north", armsim.TypePrivateLinkService, "pls-north")
+	gw := model.Gateway{Namespace: "web", Name: "public", Class: "afd-premium", Annotations: map[string]string{keys.AnnotationAzureConnectivity: "private-link"},
+		Listeners: []model.Listener{{Name: "http", Port: 80, Protocol: model.ProtocolHTTP, VirtualHosts: []model.VirtualHost{{Hostname: "*", Routes: []model.Route{
+			route("api", 0, "/", backend("api", 1, published("east", eastPLS, true), published("north", missing, true), published("west", westPLS, false)))}}}}}}
+	if err := p.Deploy(context.Background(), modelOf("v1", gw)); err != nil {
+		t.Fatal(err)
+	}
+	var origins []string
+	for _, r := range h.sim.Resources(armsim.TypeOrigin) {
+		o, _ := armsim.Lookup[armcdn.AFDOrigin](h.sim, r.ID)
+		spl := o.Properties.SharedPrivateLinkResource
+		if spl == nil || deref(o.Properties.HostName) != "10.1.0.10" {
+			t.Fatalf("origin %s: host %s, private link %+v", r.ID.Name(), deref(o.Properties.HostName), spl)
+		}
+		origins = append(origins, deref(spl.PrivateLink.ID)+" in "+deref(spl.PrivateLinkLocation))
+	}
+	slices.Sort(origins)
+	if want := []string{eastPLS.String() + " in eastus", westPLS.String() + " in westus"}; !slices.Equal(origins, want) {
+		t.Fatalf("origins' private links %q, want %q", origins, want)
+	}
+	msgs := h.until(p, gwKey, time.Second, func(g GatewayProgress) bool { return !strings.Contains(g.Message, "deployment") })
+	last := msgs[len(msgs)-1]
+	for _, want := range []string{
+		"cluster north: Private Link Service pls-north does not exist (yet)",
+		"origin cluster west for web/api: provisioned, deployed, Private Link connection Pending: waiting for the owner of " + westPLS.String(),
+	} {
+		if !strings.Contains(last, want) {
+			t.Errorf("message %q lacks %q", last, want)
+		}
+	}
+	if strings.Contains(last, "cluster east for web/api: provisioned, deployed, Private Link") {
+		t.Errorf("east's connection is not approved: %q", last)
+	}
+}
+
 // Private Link on a Standard class is refused before anything is
 // written, naming the annotation; so is any invalid annotation.
 func TestAnnotationErrors(t *testing.T) {

@@ -49,12 +49,24 @@ var frontendRef = regexp.MustCompile(`(?i)^/subscriptions/([^/]+)/resourceGroups
 
 var plsRef = regexp.MustCompile(`(?i)^/subscriptions/([^/]+)/resourceGroups/([^/]+)/providers/Microsoft\.Network/privateLinkServices/([^/]+)$`)
 
-// resolveOrigins finds, for every regional frontend gw's backends'
-// clusters publish, where Front Door reaches it: the frontend's public IP
-// address (public connectivity), or the Private Link Service that uses
-// the internal frontend, in the frontend's resource group or
-// fleetnet.dev/azure-pls-resource-group (private-link). A frontend that
-// cannot serve says why in Origin.Problem.
+// originRef is what locates cluster c's origin for settings s: its
+// published Private Link Service when the Gateway's connectivity is
+// private-link and the cluster publishes one, else its regional load
+// balancer frontend; "" when it publishes neither.
+func originRef(c model.ClusterEndpoints, s annotations.Settings) string {
+	if s.Connectivity == annotations.ConnectivityPrivateLink && c.PrivateLinkService != "" {
+		return c.PrivateLinkService
+	}
+	return c.RegionalFrontend
+}
+
+// resolveOrigins finds, for every origin reference (originRef) of gw's
+// backends' clusters, where Front Door reaches it: a regional frontend's
+// public IP address (public connectivity); with private-link, the
+// Private Link Service the cluster publishes, or else the one that uses
+// the cluster's internal frontend, in the frontend's resource group or
+// fleetnet.dev/azure-pls-resource-group. A reference that cannot serve
+// says why in Origin.Problem.
 func (p *Provider) resolveOrigins(ctx context.Context, gw model.Gateway, s annotations.Settings) map[string]Origin {
 	out := map[string]Origin{}
 	plsCache := map[string][]*armnetwork.PrivateLinkService{}
@@ -63,11 +75,17 @@ func (p *Provider) resolveOrigins(ctx context.Context, gw model.Gateway, s annot
 			for _, r := range vh.Routes {
 				for _, b := range r.Backends {
 					for _, c := range b.Clusters {
-						if c.RegionalFrontend == "" {
+						ref := originRef(c, s)
+						if ref == "" {
 							continue
 						}
-						if _, ok := out[c.RegionalFrontend]; !ok {
-							out[c.RegionalFrontend] = p.resolve(ctx, c.RegionalFrontend, s, plsCache)
+						if _, ok := out[ref]; ok {
+							continue
+						}
+						if plsRef.MatchString(ref) {
+							out[ref] = p.resolvePrivateLinkService(ctx, ref)
+						} else {
+							out[ref] = p.resolve(ctx, ref, s, plsCache)
 						}
 					}
 				}
@@ -75,6 +93,51 @@ func (p *Provider) resolveOrigins(ctx context.Context, gw model.Gateway, s annot
 		}
 	}
 	return out
+}
+
+// resolvePrivateLinkService reads a Private Link Service a cluster
+// publishes: Front Door's origin is its location, and the private address
+// of the internal frontend it serves is the origin's host name.
+func (p *Provider) resolvePrivateLinkService(ctx context.Context, id string) Origin {
+	m := plsRef.FindStringSubmatch(id)
+	f, err := p.net.factory(m[1])
+	if err != nil {
+		return Origin{Problem: err.Error()}
+	}
+	pls, err := f.NewPrivateLinkServicesClient().Get(ctx, m[2], m[3], nil)
+	if err != nil {
+		if isNotFound(err) {
+			return Origin{Problem: fmt.Sprintf("Private Link Service %s does not exist (yet)", m[3])}
+		}
+		return Origin{Problem: fmt.Sprintf("reading Private Link Service %s: %v", m[3], describe(err)), Unknown: true}
+	}
+	if pls.Properties == nil || len(pls.Properties.LoadBalancerFrontendIPConfigurations) == 0 {
+		return Origin{Problem: fmt.Sprintf("Private Link Service %s serves no load balancer frontend", m[3])}
+	}
+	if st := deref(pls.Properties.ProvisioningState); st != "" && st != armnetwork.ProvisioningStateSucceeded {
+		return Origin{Problem: fmt.Sprintf("Private Link Service %s is %s", m[3], st), Unknown: st != armnetwork.ProvisioningStateFailed}
+	}
+	feID := deref(pls.Properties.LoadBalancerFrontendIPConfigurations[0].ID)
+	fm := frontendRef.FindStringSubmatch(feID)
+	if fm == nil {
+		return Origin{Problem: fmt.Sprintf("Private Link Service %s serves %s, which is not a load balancer frontend IP configuration id", m[3], feID)}
+	}
+	ff, err := p.net.factory(fm[1])
+	if err != nil {
+		return Origin{Problem: err.Error()}
+	}
+	lb, err := ff.NewLoadBalancersClient().Get(ctx, fm[2], fm[3], nil)
+	if err != nil {
+		return Origin{Problem: fmt.Sprintf("reading load balancer %s of Private Link Service %s: %v", fm[3], m[3], describe(err)), Unknown: !isNotFound(err)}
+	}
+	if lb.Properties != nil {
+		for _, fe := range lb.Properties.FrontendIPConfigurations {
+			if strings.EqualFold(deref(fe.Name), fm[4]) && fe.Properties != nil && deref(fe.Properties.PrivateIPAddress) != "" {
+				return Origin{Host: deref(fe.Properties.PrivateIPAddress), PrivateLink: deref(pls.ID), PrivateLinkLocation: deref(pls.Location)}
+			}
+		}
+	}
+	return Origin{Problem: fmt.Sprintf("frontend %s of load balancer %s, served by Private Link Service %s, has no private address", fm[4], fm[3], m[3])}
 }
 
 func (p *Provider) resolve(ctx context.Context, ref string, s annotations.Settings, plsCache map[string][]*armnetwork.PrivateLinkService) Origin {
@@ -163,8 +226,9 @@ func (p *Provider) resolve(ctx context.Context, ref string, s annotations.Settin
 }
 
 // approve approves the Pending private endpoint connections Front Door
-// opened for g's Private Link origins on the Private Link Services tagged
-// keys.TagAzurePLSApproval=auto (connections are told apart by the
+// opened for g's Private Link origins on the Private Link Services whose
+// owner allows it: the cluster's export says so (keys.AnnotationPLSApproval)
+// or the Private Link Service is tagged keys.TagAzurePLSApproval=auto (connections are told apart by the
 // request message the origin sends, which the connection carries as its
 // description), and reads those origins again.
 func (p *Provider) approve(ctx context.Context, key string, g graph, obs *observed) error {
@@ -193,7 +257,7 @@ func (p *Provider) approve(ctx context.Context, key string, g graph, obs *observ
 			if err != nil {
 				return fmt.Errorf("reading Private Link Service %s: %w", pm[3], describe(err))
 			}
-			if deref(pls.Tags[keys.TagAzurePLSApproval]) != "auto" || pls.Properties == nil {
+			if !g.autoApproved[strings.ToLower(deref(spl.PrivateLink.ID))] && deref(pls.Tags[keys.TagAzurePLSApproval]) != keys.PLSApprovalAuto || pls.Properties == nil {
 				continue // the owner approves
 			}
 			approved := false

@@ -22,8 +22,8 @@ type target struct {
 }
 
 // Origin is where Front Door reaches one cluster's backend: what the
-// provider resolved from the cluster's regional load balancer frontend
-// (model.ClusterEndpoints.RegionalFrontend).
+// provider resolved from the cluster's origin reference (originRef: its
+// Private Link Service or its regional load balancer frontend).
 type Origin struct {
 	// Host is the origin's address: the public IP of the frontend (public
 	// connectivity) or its private IP (Private Link).
@@ -69,6 +69,9 @@ type graph struct {
 
 	refused []Refusal
 	notes   []string
+	// autoApproved are the Private Link Services (lower-case ids) whose
+	// cluster publishes that their owner allows automatic approval.
+	autoApproved map[string]bool
 }
 
 type named[T any] struct {
@@ -289,7 +292,7 @@ func planFor(t target, gw model.Gateway, s annotations.Settings, origins map[str
 				} else {
 					og := planGroup(valid, s, origins, &g)
 					if len(og.origins) == 0 {
-						refuse("no cluster of its backends has a Front Door origin: " + strings.Join(originProblems(valid, origins), "; "))
+						refuse("no cluster of its backends has a Front Door origin: " + strings.Join(originProblems(valid, s, origins), "; "))
 						continue
 					}
 					g.groups = append(g.groups, og)
@@ -547,13 +550,17 @@ func backendKey(bs []model.Backend) (string, []model.Backend) {
 	return strings.Join(parts, ","), valid
 }
 
-func originProblems(bs []model.Backend, origins map[string]Origin) []string {
+func originProblems(bs []model.Backend, s annotations.Settings, origins map[string]Origin) []string {
 	var out []string
 	for _, b := range bs {
 		for _, c := range b.Clusters {
-			if o := origins[c.RegionalFrontend]; c.RegionalFrontend == "" {
-				out = append(out, fmt.Sprintf("cluster %s publishes no regional load balancer frontend for %s/%s", c.Cluster, b.Namespace, b.Name))
-			} else if o.Problem != "" {
+			if ref := originRef(c, s); ref == "" {
+				what := "regional load balancer frontend"
+				if s.Connectivity == annotations.ConnectivityPrivateLink {
+					what = "Private Link Service or internal load balancer frontend"
+				}
+				out = append(out, fmt.Sprintf("cluster %s publishes no %s for %s/%s", c.Cluster, what, b.Namespace, b.Name))
+			} else if o := origins[ref]; o.Problem != "" {
 				out = append(out, fmt.Sprintf("cluster %s: %s", c.Cluster, o.Problem))
 			}
 		}
@@ -597,8 +604,9 @@ func planGroup(bs []model.Backend, s annotations.Settings, origins map[string]Or
 	maxW := int64(0)
 	for _, b := range bs {
 		for _, c := range b.Clusters {
-			o, ok := origins[c.RegionalFrontend]
-			if c.RegionalFrontend == "" || !ok || o.Problem != "" || o.Host == "" {
+			ref := originRef(c, s)
+			o, ok := origins[ref]
+			if ref == "" || !ok || o.Problem != "" || o.Host == "" {
 				continue
 			}
 			w := int64(b.Weight) * int64(c.Weight)
@@ -606,7 +614,7 @@ func planGroup(bs []model.Backend, s annotations.Settings, origins map[string]Or
 			rs = append(rs, raw{b: b, c: c, o: o, weight: w})
 		}
 	}
-	g.notes = append(g.notes, originProblems(bs, origins)...)
+	g.notes = append(g.notes, originProblems(bs, s, origins)...)
 	for _, r := range rs {
 		w := r.weight
 		if maxW > 1000 {
@@ -638,6 +646,12 @@ func planGroup(bs []model.Backend, s annotations.Settings, origins map[string]Or
 			o.Properties.SharedPrivateLinkResource = &armcdn.SharedPrivateLinkResourceProperties{
 				PrivateLink: &armcdn.ResourceReference{ID: to.Ptr(r.o.PrivateLink)}, PrivateLinkLocation: to.Ptr(r.o.PrivateLinkLocation),
 				RequestMessage: to.Ptr("fleetnet " + g.key)}
+			if r.c.PrivateLinkAutoApproval {
+				if g.autoApproved == nil {
+					g.autoApproved = map[string]bool{}
+				}
+				g.autoApproved[strings.ToLower(r.o.PrivateLink)] = true
+			}
 		}
 		og.origins = append(og.origins, named[armcdn.AFDOrigin]{name: childName(r.c.Cluster, r.b.Namespace, r.b.Name, fmt.Sprint(r.b.Port), r.c.Cluster),
 			label: fmt.Sprintf("cluster %s for %s/%s", r.c.Cluster, r.b.Namespace, r.b.Name), v: o})
