@@ -1,7 +1,8 @@
 // Package controller is fleetnet-gateway's Gateway API controller. Every
 // change of an input (GatewayClass, Gateway, HTTPRoute, ReferenceGrant,
-// Namespace, Service, ServiceImport, TLS Secret, EndpointSlice,
-// BackendTrafficPolicy, MultiClusterLoadBalancer) and every
+// Namespace, BackendTrafficPolicy, MultiClusterLoadBalancer, and the
+// Services, ServiceImports, EndpointSlices and TLS Secrets these
+// reference) and every
 // change of the provider's progress reconciles one key, the whole model:
 // it is built by a pure function from the cache, handed to the provider
 // queue (never deployed on the reconcile path), and the status it implies
@@ -15,6 +16,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/fleetnet/fleetnet/api/keys"
 	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
@@ -84,21 +86,26 @@ type Reconciler struct {
 	// invalidTold is, per policy, the generation and message of the last
 	// Warning event about it, so that each problem is told once.
 	invalidTold map[types.NamespacedName]string
+	// interest filters the events of Services, ServiceImports,
+	// EndpointSlices and Secrets to those the model references.
+	interest interest
 }
 
 // SetupWithManager watches every input and the trigger channel.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	toModel := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request { return []reconcile.Request{modelKey} })
+	// Only what the model references (see interest).
+	referenced := handler.EnqueueRequestsFromMapFunc(r.interest.enqueue)
 	b := ctrl.NewControllerManagedBy(mgr).Named("gateway").
 		Watches(&gwv1.GatewayClass{}, toModel).
 		Watches(&gwv1.Gateway{}, toModel).
 		Watches(&gwv1.HTTPRoute{}, toModel).
 		Watches(&gwv1.ReferenceGrant{}, toModel).
 		Watches(&corev1.Namespace{}, toModel).
-		Watches(&corev1.Service{}, toModel).
-		Watches(&mcsv1beta1.ServiceImport{}, toModel).
-		Watches(&corev1.Secret{}, toModel).
-		Watches(&discoveryv1.EndpointSlice{}, toModel).
+		Watches(&corev1.Service{}, referenced).
+		Watches(&mcsv1beta1.ServiceImport{}, referenced).
+		Watches(&corev1.Secret{}, referenced).
+		Watches(&discoveryv1.EndpointSlice{}, referenced).
 		Watches(&networkingv1alpha1.BackendTrafficPolicy{}, toModel).
 		Watches(&networkingv1alpha1.MultiClusterLoadBalancer{}, toModel).
 		WatchesRawSource(source.Channel(r.Events, toModel))
@@ -122,6 +129,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	}
 	res := model.Build(in)
 	r.Queue.Set(&res.Model)
+	// A newly referenced object's events may have been filtered out while
+	// this model was built from an older cache: build once more.
+	var again reconcile.Result
+	if r.interest.set(in) {
+		again.RequeueAfter = time.Millisecond
+	}
 
 	progress := r.Provider.Progress()
 	programmed := progress.Served && progress.Version == res.Model.Version
@@ -173,7 +186,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 			return reconcile.Result{}, err
 		}
 	}
-	return reconcile.Result{}, nil
+	return again, nil
 }
 
 func (r *Reconciler) inputs(ctx context.Context) (model.Input, error) {
