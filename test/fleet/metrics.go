@@ -28,6 +28,22 @@ func (c *Cluster) APIWrites(t testing.TB, resources ...string) float64 {
 // that cfg reaches; name is for messages.
 func APIWrites(t testing.TB, name string, cfg *rest.Config, resources ...string) float64 {
 	t.Helper()
+	total := 0.0
+	for k, n := range APIRequests(t, name, cfg) {
+		verb, resource, _ := strings.Cut(k, " ")
+		if slices.Contains([]string{"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"}, verb) &&
+			(len(resources) == 0 || slices.Contains(resources, resource)) {
+			total += n
+		}
+	}
+	return total
+}
+
+// APIRequests returns how many requests the API server that cfg reaches
+// has served, by "VERB resource" (e.g. "APPLY serviceimports"), from its
+// apiserver_request_total metric; name is for messages.
+func APIRequests(t testing.TB, name string, cfg *rest.Config) map[string]float64 {
+	t.Helper()
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -40,21 +56,15 @@ func APIWrites(t testing.TB, name string, cfg *rest.Config, resources ...string)
 	if err != nil {
 		t.Fatalf("parsing /metrics of cluster %s: %v", name, err)
 	}
-	total := 0.0
+	out := map[string]float64{}
 	for _, m := range families["apiserver_request_total"].GetMetric() {
 		labels := map[string]string{}
 		for _, l := range m.GetLabel() {
 			labels[l.GetName()] = l.GetValue()
 		}
-		if !slices.Contains([]string{"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION"}, labels["verb"]) {
-			continue
-		}
-		if len(resources) > 0 && !slices.Contains(resources, labels["resource"]) {
-			continue
-		}
-		total += m.GetCounter().GetValue()
+		out[labels["verb"]+" "+labels["resource"]] += m.GetCounter().GetValue()
 	}
-	return total
+	return out
 }
 
 // ScrapeMetrics reads a Prometheus text endpoint such as
