@@ -76,6 +76,13 @@ const (
 // the Service's exporter, decides who may connect.)
 const TagAzurePLSApproval = "fleetnet-pls-approval"
 
+// TagAzureOwnerService is the tag cloud-provider-azure puts on a Private
+// Link Service it makes for a Service (azure-pls-create), naming that
+// Service as namespace/name. fleetnet-gateway approves a connection on a
+// ServiceExport's keys.AnnotationPLSApproval only on a Private Link
+// Service that this tag names the exported Service's.
+const TagAzureOwnerService = "k8s-azure-owner-service"
+
 // Condition reasons of the Front Door provider, in Programmed messages and
 // Warning events.
 const (

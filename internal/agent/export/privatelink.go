@@ -45,7 +45,9 @@ type PrivateLink struct {
 // address: named by azure-pls-name or "pls-" and the frontend's name, in
 // azure-pls-resource-group or the load balancer's resource group and
 // subscription. keys.AnnotationPLSApproval on the ServiceExport says
-// whether the owner allows automatic approval.
+// whether the owner allows automatic approval; only of the Private Link
+// Service cloud-provider-azure makes for the Service, whose tags name the
+// Service, which the gateway's provider checks before approving.
 func PrivateLinkService(se *mcsv1beta1.ServiceExport, svc *corev1.Service, azureLB string) (PrivateLink, *Invalid) {
 	var out PrivateLink
 	switch v, ok := se.Annotations[keys.AnnotationPLSApproval]; {
@@ -60,6 +62,12 @@ func PrivateLinkService(se *mcsv1beta1.ServiceExport, svc *corev1.Service, azure
 		if !azurePLSID.MatchString(v) || len(v) > 1024 {
 			return PrivateLink{}, &Invalid{Reason: keys.ReasonInvalidPrivateLink, Message: fmt.Sprintf("annotation %s=%q must be /subscriptions/<id>/resourceGroups/<group>/providers/Microsoft.Network/privateLinkServices/<name>",
 				keys.AnnotationPrivateLinkService, v)}
+		}
+		// Whoever may write a ServiceExport may name any Private Link
+		// Service here: consent to approval must come from its owner.
+		if out.AutoApproval {
+			return PrivateLink{}, &Invalid{Reason: keys.ReasonInvalidPrivateLink, Message: fmt.Sprintf("annotation %s=%s applies only to the Private Link Service cloud-provider-azure makes for the Service (azure-pls-create), not to one named by %s: tag that one %s=%s instead",
+				keys.AnnotationPLSApproval, keys.PLSApprovalAuto, keys.AnnotationPrivateLinkService, keys.TagAzurePLSApproval, keys.PLSApprovalAuto)}
 		}
 		out.Service = v
 		return out, nil

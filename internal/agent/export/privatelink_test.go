@@ -47,7 +47,10 @@ func TestPrivateLinkService(t *testing.T) {
 		{"auto approval", export(map[string]string{keys.AnnotationPLSApproval: "auto"}), internal(), lb, PrivateLink{Service: plsPrefix + "pls-a7f3c2b1a9d8e4c7ba6f5e4d3c2b1a09", AutoApproval: true}, ""},
 		{"manual approval", export(map[string]string{keys.AnnotationPLSApproval: "manual"}), internal(), lb, PrivateLink{Service: plsPrefix + "pls-a7f3c2b1a9d8e4c7ba6f5e4d3c2b1a09"}, ""},
 		{"the annotation wins", export(map[string]string{keys.AnnotationPrivateLinkService: given}), internal(), lb, PrivateLink{Service: given}, ""},
-		{"the annotation without a load balancer id", export(map[string]string{keys.AnnotationPrivateLinkService: given, keys.AnnotationPLSApproval: "auto"}), internal(), "", PrivateLink{Service: given, AutoApproval: true}, ""},
+		{"the annotation without a load balancer id", export(map[string]string{keys.AnnotationPrivateLinkService: given, keys.AnnotationPLSApproval: "manual"}), internal(), "", PrivateLink{Service: given}, ""},
+		// the export's writer cannot consent for a PLS it merely names
+		{"auto approval of a named PLS", export(map[string]string{keys.AnnotationPrivateLinkService: given, keys.AnnotationPLSApproval: "auto"}), internal(), lb, PrivateLink{},
+			"annotation fleetnet.dev/pls-approval=auto applies only to the Private Link Service cloud-provider-azure makes for the Service"},
 		{"no azure-pls-create", export(nil), internal(annotate(azurePLSCreate, "false")), lb, PrivateLink{}, ""},
 		{"a public Service", export(nil), internal(annotate(azureInternalAnnotation, "false")), lb, PrivateLink{}, ""},
 		{"no address yet", export(nil), internal(func(s *corev1.Service) { s.Status = corev1.ServiceStatus{} }), lb, PrivateLink{}, ""},

@@ -166,7 +166,8 @@ func (b *builder) clusters(ss []*discoveryv1.EndpointSlice, ports []string, prot
 		weight := sliceWeight(s)
 		c := byCluster[cluster]
 		if c == nil {
-			c = &ClusterEndpoints{Cluster: cluster, Region: region, Weight: weight, RegionalFrontend: s.Annotations[keys.AnnotationRegionalFrontend]}
+			c = &ClusterEndpoints{Cluster: cluster, Region: region, Weight: weight, RegionalFrontend: s.Annotations[keys.AnnotationRegionalFrontend],
+				PrivateLinkAutoApproval: true} // until a slice withholds it
 			byCluster[cluster] = c
 			eps[cluster] = map[epKey]*Endpoint{}
 		}
@@ -182,8 +183,9 @@ func (b *builder) clusters(ss []*discoveryv1.EndpointSlice, ports []string, prot
 		}
 		if pls := s.Annotations[keys.AnnotationPrivateLinkService]; c.PrivateLinkService == "" || (pls != "" && pls < c.PrivateLinkService) {
 			c.PrivateLinkService = pls
-			c.PrivateLinkAutoApproval = s.Annotations[keys.AnnotationPLSApproval] == keys.PLSApprovalAuto
 		}
+		// Consent only when every slice of the cluster gives it.
+		c.PrivateLinkAutoApproval = c.PrivateLinkAutoApproval && s.Annotations[keys.AnnotationPLSApproval] == keys.PLSApprovalAuto
 		var numbers []int32
 		for _, p := range s.Ports {
 			name := ""

@@ -663,8 +663,8 @@ func privateLinkDetail(status string, pl *struct {
 	}
 	switch status {
 	case "Pending":
-		return fmt.Sprintf("Private Link connection Pending: waiting for the owner of %s to approve it (fleetnet approves it only when the cluster's ServiceExport has %s=%s or the Private Link Service is tagged %s=%s)", pls,
-			keys.AnnotationPLSApproval, keys.PLSApprovalAuto, keys.TagAzurePLSApproval, keys.PLSApprovalAuto)
+		return fmt.Sprintf("Private Link connection Pending: waiting for the owner of %s to approve it (fleetnet approves it only when the Private Link Service is tagged %s=%s, or cloud-provider-azure made it for the Service and the cluster's ServiceExport has %s=%s)", pls,
+			keys.TagAzurePLSApproval, keys.PLSApprovalAuto, keys.AnnotationPLSApproval, keys.PLSApprovalAuto)
 	case "Rejected":
 		return fmt.Sprintf("Private Link connection Rejected by the owner of %s", pls)
 	case "Disconnected":

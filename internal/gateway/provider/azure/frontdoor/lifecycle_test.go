@@ -150,23 +150,30 @@ func TestPrivateLinkApproval(t *testing.T) {
 
 // Private Link Services the clusters publish with their exports
 // (fleetnet.dev/private-link-service on the imported slices) are the
-// origins, without a regional frontend to match; the export's
-// fleetnet.dev/pls-approval=auto lets fleetnet approve an untagged PLS,
-// the other waits for its owner; a published PLS that does not exist is
-// said on the Gateway and gets no origin.
+// origins, without a regional frontend to match. The export's
+// fleetnet.dev/pls-approval=auto lets fleetnet approve a PLS that
+// cloud-provider-azure made for that Service (its owner tag names it):
+// east's is approved; south's names another Service and waits for its
+// owner. West publishes a name that does not exist, and its internal
+// frontend finds its PLS, which the export's consent does not cover.
+// North's does not exist and it has no frontend: said on the Gateway.
 func TestPublishedPrivateLinkService(t *testing.T) {
 	h := newHarness(t, armsim.Options{Polls: 1})
-	eastPLS := h.seedPrivate("east", "eastus", nil)
-	westPLS := h.seedPrivate("west", "westus", nil)
+	eastPLS := h.seedPrivate("east", "eastus", map[string]*string{keys.TagAzureOwnerService: to.Ptr("web/api")})
+	westPLS := h.seedPrivate("west", "westus", map[string]*string{keys.TagAzureOwnerService: to.Ptr("web/api")})
+	southPLS := h.seedPrivate("south", "southcentralus", map[string]*string{keys.TagAzureOwnerService: to.Ptr("web/other")})
 	p := h.provider()
-	published := func(cluster string, pls armsim.ID, auto bool) model.ClusterEndpoints {
-		return model.ClusterEndpoints{Cluster: cluster, Weight: 1, EffectiveWeight: 1, PrivateLinkService: pls.String(), PrivateLinkAutoApproval: auto,
-			Endpoints: []model.Endpoint{{Address: "10.0.0.1", Port: 8080, Ready: true, Serving: true}}}
+	published := func(cluster string, pls armsim.ID, frontend string) model.ClusterEndpoints {
+		return model.ClusterEndpoints{Cluster: cluster, Weight: 1, EffectiveWeight: 1, PrivateLinkService: pls.String(), PrivateLinkAutoApproval: true,
+			RegionalFrontend: frontend, Endpoints: []model.Endpoint{{Address: "10.0.0.1", Port: 8080, Ready: true, Serving: true}}}
 	}
-	missing := armsim.ResourceID(sub, memberRG+"-north", armsim.TypePrivateLinkService, "pls-north")
+	missing := func(cluster string) armsim.ID {
+		return armsim.ResourceID(sub, memberRG+"-"+cluster, armsim.TypePrivateLinkService, "pls-guessed-"+cluster)
+	}
 	gw := model.Gateway{Namespace: "web", Name: "public", Class: "afd-premium", Annotations: map[string]string{keys.AnnotationAzureConnectivity: "private-link"},
 		Listeners: []model.Listener{{Name: "http", Port: 80, Protocol: model.ProtocolHTTP, VirtualHosts: []model.VirtualHost{{Hostname: "*", Routes: []model.Route{
-			route("api", 0, "/", backend("api", 1, published("east", eastPLS, true), published("north", missing, true), published("west", westPLS, false)))}}}}}}
+			route("api", 0, "/", backend("api", 1, published("east", eastPLS, ""), published("north", missing("north"), ""),
+				published("south", southPLS, ""), published("west", missing("west"), h.frontends["west-internal"])))}}}}}}
 	if err := p.Deploy(context.Background(), modelOf("v1", gw)); err != nil {
 		t.Fatal(err)
 	}
@@ -180,13 +187,14 @@ func TestPublishedPrivateLinkService(t *testing.T) {
 		origins = append(origins, deref(spl.PrivateLink.ID)+" in "+deref(spl.PrivateLinkLocation))
 	}
 	slices.Sort(origins)
-	if want := []string{eastPLS.String() + " in eastus", westPLS.String() + " in westus"}; !slices.Equal(origins, want) {
+	if want := []string{eastPLS.String() + " in eastus", southPLS.String() + " in southcentralus", westPLS.String() + " in westus"}; !slices.Equal(origins, want) {
 		t.Fatalf("origins' private links %q, want %q", origins, want)
 	}
 	msgs := h.until(p, gwKey, time.Second, func(g GatewayProgress) bool { return !strings.Contains(g.Message, "deployment") })
 	last := msgs[len(msgs)-1]
 	for _, want := range []string{
-		"cluster north: Private Link Service pls-north does not exist (yet)",
+		"cluster north: Private Link Service pls-guessed-north does not exist (yet)",
+		"origin cluster south for web/api: provisioned, deployed, Private Link connection Pending: waiting for the owner of " + southPLS.String(),
 		"origin cluster west for web/api: provisioned, deployed, Private Link connection Pending: waiting for the owner of " + westPLS.String(),
 	} {
 		if !strings.Contains(last, want) {
@@ -195,6 +203,34 @@ func TestPublishedPrivateLinkService(t *testing.T) {
 	}
 	if strings.Contains(last, "cluster east for web/api: provisioned, deployed, Private Link") {
 		t.Errorf("east's connection is not approved: %q", last)
+	}
+}
+
+// A regional frontend that names a Private Link Service, on a public
+// Gateway, is not taken for one: the cluster gets no origin and the
+// Gateway says why; the others are served.
+func TestPublicGatewayIgnoresPrivateLinkServices(t *testing.T) {
+	h := newHarness(t, armsim.Options{Polls: 1})
+	pls := h.seedPrivate("east", "eastus", nil)
+	p := h.provider()
+	odd := h.cluster("east", 1)
+	odd.Cluster, odd.RegionalFrontend, odd.PrivateLinkService = "odd", pls.String(), pls.String()
+	gw := model.Gateway{Namespace: "web", Name: "public", Class: "afd-premium",
+		Listeners: []model.Listener{{Name: "http", Port: 80, Protocol: model.ProtocolHTTP, VirtualHosts: []model.VirtualHost{{Hostname: "*", Routes: []model.Route{
+			route("api", 0, "/", backend("api", 1, h.cluster("east", 1), odd))}}}}}}
+	if err := p.Deploy(context.Background(), modelOf("v1", gw)); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range h.sim.Resources(armsim.TypeOrigin) {
+		if o, _ := armsim.Lookup[armcdn.AFDOrigin](h.sim, r.ID); o.Properties.SharedPrivateLinkResource != nil {
+			t.Errorf("origin %s of a public Gateway has a private link: %+v", r.ID.Name(), o.Properties.SharedPrivateLinkResource)
+		}
+	}
+	if n := len(h.sim.Resources(armsim.TypeOrigin)); n != 1 {
+		t.Errorf("%d origins, want east's only", n)
+	}
+	if msg := p.Gateways()[gwKey].Message; !strings.Contains(msg, "cluster odd: regional frontend "+pls.String()+" is not a load balancer frontend IP configuration id") {
+		t.Errorf("message %q does not say why cluster odd has no origin", msg)
 	}
 }
 

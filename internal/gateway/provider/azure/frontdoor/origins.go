@@ -82,11 +82,20 @@ func (p *Provider) resolveOrigins(ctx context.Context, gw model.Gateway, s annot
 						if _, ok := out[ref]; ok {
 							continue
 						}
-						if plsRef.MatchString(ref) {
-							out[ref] = p.resolvePrivateLinkService(ctx, ref)
-						} else {
+						if s.Connectivity != annotations.ConnectivityPrivateLink || ref != c.PrivateLinkService {
 							out[ref] = p.resolve(ctx, ref, s, plsCache)
+							continue
 						}
+						o := p.resolvePrivateLinkService(ctx, ref)
+						// The published name is derived from cloud-provider-azure's
+						// naming, which a PLS made otherwise may not follow: the
+						// cluster's internal frontend, when it names one, finds it.
+						if o.Problem != "" && !o.Unknown && c.RegionalFrontend != "" {
+							if byFrontend := p.resolve(ctx, c.RegionalFrontend, s, plsCache); byFrontend.Problem == "" {
+								o = byFrontend
+							}
+						}
+						out[ref] = o
 					}
 				}
 			}
@@ -100,6 +109,9 @@ func (p *Provider) resolveOrigins(ctx context.Context, gw model.Gateway, s annot
 // of the internal frontend it serves is the origin's host name.
 func (p *Provider) resolvePrivateLinkService(ctx context.Context, id string) Origin {
 	m := plsRef.FindStringSubmatch(id)
+	if m == nil {
+		return Origin{Problem: fmt.Sprintf("published Private Link Service %s is not a Private Link Service id", id)}
+	}
 	f, err := p.net.factory(m[1])
 	if err != nil {
 		return Origin{Problem: err.Error()}
@@ -227,8 +239,9 @@ func (p *Provider) resolve(ctx context.Context, ref string, s annotations.Settin
 
 // approve approves the Pending private endpoint connections Front Door
 // opened for g's Private Link origins on the Private Link Services whose
-// owner allows it: the cluster's export says so (keys.AnnotationPLSApproval)
-// or the Private Link Service is tagged keys.TagAzurePLSApproval=auto (connections are told apart by the
+// owner allows it: the Private Link Service is tagged
+// keys.TagAzurePLSApproval=auto, or the export of the Service it was made
+// for (keys.TagAzureOwnerService) says so (keys.AnnotationPLSApproval) (connections are told apart by the
 // request message the origin sends, which the connection carries as its
 // description), and reads those origins again.
 func (p *Provider) approve(ctx context.Context, key string, g graph, obs *observed) error {
@@ -257,7 +270,11 @@ func (p *Provider) approve(ctx context.Context, key string, g graph, obs *observ
 			if err != nil {
 				return fmt.Errorf("reading Private Link Service %s: %w", pm[3], describe(err))
 			}
-			if !g.autoApproved[strings.ToLower(deref(spl.PrivateLink.ID))] && deref(pls.Tags[keys.TagAzurePLSApproval]) != keys.PLSApprovalAuto || pls.Properties == nil {
+			// Consent: the PLS's own tag, or the export of the Service that
+			// cloud-provider-azure made the PLS for (its owner tag names it).
+			consent := deref(pls.Tags[keys.TagAzurePLSApproval]) == keys.PLSApprovalAuto ||
+				g.autoApproved[strings.ToLower(deref(spl.PrivateLink.ID))][deref(pls.Tags[keys.TagAzureOwnerService])]
+			if !consent || pls.Properties == nil {
 				continue // the owner approves
 			}
 			approved := false

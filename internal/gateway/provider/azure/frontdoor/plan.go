@@ -69,9 +69,10 @@ type graph struct {
 
 	refused []Refusal
 	notes   []string
-	// autoApproved are the Private Link Services (lower-case ids) whose
-	// cluster publishes that their owner allows automatic approval.
-	autoApproved map[string]bool
+	// autoApproved are, by Private Link Service (lower-case id), the
+	// exported Services (namespace/name) whose cluster publishes that the
+	// Service's owner allows automatic approval.
+	autoApproved map[string]map[string]bool
 }
 
 type named[T any] struct {
@@ -646,11 +647,17 @@ func planGroup(bs []model.Backend, s annotations.Settings, origins map[string]Or
 			o.Properties.SharedPrivateLinkResource = &armcdn.SharedPrivateLinkResourceProperties{
 				PrivateLink: &armcdn.ResourceReference{ID: to.Ptr(r.o.PrivateLink)}, PrivateLinkLocation: to.Ptr(r.o.PrivateLinkLocation),
 				RequestMessage: to.Ptr("fleetnet " + g.key)}
-			if r.c.PrivateLinkAutoApproval {
+			// The export's consent covers the PLS it published, not one
+			// found by its frontend instead.
+			if r.c.PrivateLinkAutoApproval && strings.EqualFold(r.o.PrivateLink, r.c.PrivateLinkService) {
+				pls := strings.ToLower(r.o.PrivateLink)
 				if g.autoApproved == nil {
-					g.autoApproved = map[string]bool{}
+					g.autoApproved = map[string]map[string]bool{}
 				}
-				g.autoApproved[strings.ToLower(r.o.PrivateLink)] = true
+				if g.autoApproved[pls] == nil {
+					g.autoApproved[pls] = map[string]bool{}
+				}
+				g.autoApproved[pls][r.b.Namespace+"/"+r.b.Name] = true
 			}
 		}
 		og.origins = append(og.origins, named[armcdn.AFDOrigin]{name: childName(r.c.Cluster, r.b.Namespace, r.b.Name, fmt.Sprint(r.b.Port), r.c.Cluster),
