@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/fleetnet/fleetnet/api/keys"
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
@@ -59,6 +60,9 @@ type Reconciler struct {
 	Workers int
 
 	memo verifiedSlices
+	// written holds the expectations of the reconciler's own ServiceImport
+	// writes.
+	written writtenImports
 }
 
 // verified returns the import's record of verified slices.
@@ -126,6 +130,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 	si := &mcsv1beta1.ServiceImport{}
 	err := r.Client.Get(ctx, req.NamespacedName, si)
+	if cached := si; err == nil || apierrors.IsNotFound(err) {
+		if err != nil {
+			cached = nil
+		}
+		if r.written.behind(req.NamespacedName, cached, time.Now()) {
+			return reconcile.Result{RequeueAfter: cacheBehindRetry}, nil // our last write is on its way to the cache
+		}
+	}
 	if err == nil && si.Labels[keys.LabelManagedBy] != keys.ManagedByAgent {
 		r.Recorder.Eventf(si, nil, corev1.EventTypeWarning, keys.ReasonBlocked, "Import", "ServiceImport %s exists and is not managed by fleetnet; the import waits until it is removed", req)
 		r.Log.Info("import blocked by a ServiceImport fleetnet does not manage", "import", req.String())
@@ -149,7 +161,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	applied := si
 	labels, annotations := ImportMetadata(imp)
 	if want := withIPs(spec, si.Spec.IPs); si.UID == "" || !equality.Semantic.DeepEqual(si.Spec, want) || !metadataApplied(si, labels, annotations) {
-		if applied, err = r.applyServiceImport(ctx, req.NamespacedName, spec, si.Spec.IPs, labels, annotations); err != nil {
+		if applied, err = r.applyServiceImport(ctx, si, req.NamespacedName, spec, si.Spec.IPs, labels, annotations); err != nil {
 			return reconcile.Result{}, fmt.Errorf("applying ServiceImport %s: %w", req, err)
 		}
 	}
@@ -178,7 +190,7 @@ func (r *Reconciler) materialise(ctx context.Context, si *mcsv1beta1.ServiceImpo
 	}
 	if ips := svc.Spec.ClusterIPs; imp.GetType() != string(mcsv1beta1.Headless) && !equality.Semantic.DeepEqual(ips, si.Spec.IPs) {
 		labels, annotations := ImportMetadata(imp)
-		updated, err := r.applyServiceImport(ctx, types.NamespacedName{Namespace: si.Namespace, Name: si.Name}, si.Spec, ips, labels, annotations)
+		updated, err := r.applyServiceImport(ctx, si, types.NamespacedName{Namespace: si.Namespace, Name: si.Name}, si.Spec, ips, labels, annotations)
 		if err != nil {
 			return si, &stepError{"setting ServiceImport spec.ips", err}
 		}
@@ -196,7 +208,7 @@ func withIPs(spec mcsv1beta1.ServiceImportSpec, ips []string) mcsv1beta1.Service
 // applyServiceImport applies the ServiceImport's spec and metadata. Every
 // apply carries the whole desired labels and annotations: server-side apply
 // removes the keys the agent applied before and leaves out now.
-func (r *Reconciler) applyServiceImport(ctx context.Context, key types.NamespacedName, spec mcsv1beta1.ServiceImportSpec, ips []string, labels, annotations map[string]string) (*mcsv1beta1.ServiceImport, error) {
+func (r *Reconciler) applyServiceImport(ctx context.Context, base *mcsv1beta1.ServiceImport, key types.NamespacedName, spec mcsv1beta1.ServiceImportSpec, ips []string, labels, annotations map[string]string) (*mcsv1beta1.ServiceImport, error) {
 	spec.IPs = ips
 	si := &mcsv1beta1.ServiceImport{
 		TypeMeta:   metav1.TypeMeta{APIVersion: mcsv1beta1.GroupVersion.String(), Kind: "ServiceImport"},
@@ -207,6 +219,7 @@ func (r *Reconciler) applyServiceImport(ctx context.Context, key types.Namespace
 	if err := r.apply(ctx, si, out, ""); err != nil {
 		return nil, err
 	}
+	r.written.record(base, out, time.Now())
 	return out, nil
 }
 
@@ -488,9 +501,11 @@ func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImpo
 		ObjectMeta: metav1.ObjectMeta{Namespace: si.Namespace, Name: si.Name},
 		Status:     st,
 	}
-	if err := r.apply(ctx, patch, &mcsv1beta1.ServiceImport{}, "status"); err != nil {
+	out := &mcsv1beta1.ServiceImport{}
+	if err := r.apply(ctx, patch, out, "status"); err != nil {
 		return fmt.Errorf("applying status of ServiceImport %s/%s: %w", si.Namespace, si.Name, err)
 	}
+	r.written.record(si, out, time.Now())
 	return nil
 }
 
@@ -517,6 +532,7 @@ func conflictCondition(imp *registryv1.Import, generation int64) metav1.Conditio
 // the garbage collector.
 func (r *Reconciler) remove(ctx context.Context, key types.NamespacedName) error {
 	r.memo.drop(key)
+	r.written.forget(key)
 	si := &mcsv1beta1.ServiceImport{}
 	if err := r.Client.Get(ctx, key, si); err == nil && si.Labels[keys.LabelManagedBy] == keys.ManagedByAgent {
 		if err := r.Client.Delete(ctx, si); client.IgnoreNotFound(err) != nil {
