@@ -30,7 +30,10 @@ GEN_TOOLS := $(BIN)/controller-gen $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grp
 	$(BIN)/client-gen $(BIN)/lister-gen $(BIN)/informer-gen $(BIN)/applyconfiguration-gen $(BIN)/openapi-gen
 
 # Tests run packages in parallel; each fleet test starts its own API servers.
-TEST_FLAGS ?= -p 2 -timeout 30m
+# -count=1: the end-to-end suites build fleetnet's binaries in a
+# subprocess, which Go's test cache cannot see, so a cached pass could be
+# stale.
+TEST_FLAGS ?= -count=1 -p 2 -timeout 30m
 
 .PHONY: all
 all: build
