@@ -26,11 +26,9 @@ package crossregion
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -41,6 +39,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6"
 
+	"github.com/fleetnet/fleetnet/internal/azure/armerr"
 	"github.com/fleetnet/fleetnet/internal/gateway/model"
 	"github.com/fleetnet/fleetnet/internal/gateway/provider"
 )
@@ -295,7 +294,7 @@ func (p *Provider) observe(ctx context.Context) (observed, error) {
 	for lbPager.More() {
 		page, err := lbPager.NextPage(ctx)
 		if err != nil {
-			return o, fmt.Errorf("listing the load balancers of resource group %s: %w", p.cfg.ResourceGroup, describe(err))
+			return o, fmt.Errorf("listing the load balancers of resource group %s: %w", p.cfg.ResourceGroup, armerr.Describe(err))
 		}
 		for _, v := range page.Value {
 			o.lbs[strings.ToLower(deref(v.Name))] = v
@@ -305,7 +304,7 @@ func (p *Provider) observe(ctx context.Context) (observed, error) {
 	for pipPager.More() {
 		page, err := pipPager.NextPage(ctx)
 		if err != nil {
-			return o, fmt.Errorf("listing the public IP addresses of resource group %s: %w", p.cfg.ResourceGroup, describe(err))
+			return o, fmt.Errorf("listing the public IP addresses of resource group %s: %w", p.cfg.ResourceGroup, armerr.Describe(err))
 		}
 		for _, v := range page.Value {
 			o.pips[strings.ToLower(deref(v.Name))] = v
@@ -596,11 +595,11 @@ func settle[T any](ctx context.Context, p *Provider, k kind[T], key, name string
 			return nil, err
 		}
 		v, err := k.get(ctx, name)
-		if isNotFound(err) {
+		if armerr.IsNotFound(err) {
 			return nil, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading %s %s: %w", k.what, name, describe(err))
+			return nil, fmt.Errorf("reading %s %s: %w", k.what, name, armerr.Describe(err))
 		}
 		cur = v
 	}
@@ -641,18 +640,18 @@ func apply[T any](ctx context.Context, p *Provider, k kind[T], key, name string,
 			}
 			return got, nil
 		}
-		if attempt == 0 && isConflict(err) {
+		if attempt == 0 && armerr.IsConflict(err) {
 			// Someone else's operation runs: wait for it, then look again.
 			v, gerr := k.get(ctx, name)
-			if gerr != nil && !isNotFound(gerr) {
-				return nil, fmt.Errorf("reading %s %s: %w", k.what, name, describe(gerr))
+			if gerr != nil && !armerr.IsNotFound(gerr) {
+				return nil, fmt.Errorf("reading %s %s: %w", k.what, name, armerr.Describe(gerr))
 			}
 			if cur, err = settle(ctx, p, k, key, name, v); err != nil {
 				return nil, err
 			}
 			continue
 		}
-		return nil, fmt.Errorf("%s %s %s: %w", verb, k.what, name, describe(err))
+		return nil, fmt.Errorf("%s %s %s: %w", verb, k.what, name, armerr.Describe(err))
 	}
 }
 
@@ -670,20 +669,20 @@ func remove[T any](ctx context.Context, p *Provider, k kind[T], key, name string
 		if err == nil {
 			return nil
 		}
-		if attempt == 0 && isConflict(err) {
+		if attempt == 0 && armerr.IsConflict(err) {
 			v, gerr := k.get(ctx, name)
-			if isNotFound(gerr) {
+			if armerr.IsNotFound(gerr) {
 				return nil
 			}
 			if gerr != nil {
-				return fmt.Errorf("reading %s %s: %w", k.what, name, describe(gerr))
+				return fmt.Errorf("reading %s %s: %w", k.what, name, armerr.Describe(gerr))
 			}
 			if v, err = settle(ctx, p, k, key, name, v); err != nil || v == nil {
 				return err
 			}
 			continue
 		}
-		return fmt.Errorf("deleting %s %s: %w", k.what, name, describe(err))
+		return fmt.Errorf("deleting %s %s: %w", k.what, name, armerr.Describe(err))
 	}
 }
 
@@ -696,74 +695,4 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
-}
-
-func isNotFound(err error) bool {
-	var re *azcore.ResponseError
-	return errors.As(err, &re) && re.StatusCode == http.StatusNotFound
-}
-
-func isConflict(err error) bool {
-	var re *azcore.ResponseError
-	return errors.As(err, &re) && re.StatusCode == http.StatusConflict
-}
-
-// ARMError is an ARM error response in one line: status, code and
-// message (azcore's ResponseError prints the whole response).
-type ARMError struct {
-	// Status is the HTTP status; 0 for an operation that ended Failed.
-	Status  int
-	Code    string
-	Message string
-	Err     *azcore.ResponseError
-}
-
-func (e *ARMError) Error() string {
-	if e.Status == 0 {
-		return fmt.Sprintf("the operation ended Failed: %s: %s", e.Code, e.Message)
-	}
-	return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message)
-}
-
-func (e *ARMError) Unwrap() error { return e.Err }
-
-// describe turns an *azcore.ResponseError into an *ARMError; other errors
-// stay.
-func describe(err error) error {
-	var re *azcore.ResponseError
-	if !errors.As(err, &re) {
-		return err
-	}
-	e := &ARMError{Status: re.StatusCode, Code: re.ErrorCode, Err: re}
-	if re.RawResponse != nil {
-		if body, rerr := runtime.Payload(re.RawResponse); rerr == nil {
-			var env struct {
-				Status string `json:"status"`
-				Error  struct {
-					Code    string `json:"code"`
-					Message string `json:"message"`
-					Details []struct {
-						Code    string `json:"code"`
-						Message string `json:"message"`
-					} `json:"details"`
-				} `json:"error"`
-			}
-			if json.Unmarshal(body, &env) == nil {
-				e.Message = env.Error.Message
-				for _, d := range env.Error.Details {
-					e.Message += " (" + d.Code + ": " + d.Message + ")"
-				}
-				if env.Status == "Failed" {
-					e.Status = 0
-				}
-			}
-		}
-	}
-	if e.Message == "" {
-		e.Message = http.StatusText(re.StatusCode)
-	}
-	if e.Status == http.StatusOK {
-		e.Status = 0
-	}
-	return e
 }

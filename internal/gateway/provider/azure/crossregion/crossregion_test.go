@@ -19,6 +19,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6"
 
+	"github.com/fleetnet/fleetnet/internal/azure/armerr"
 	"github.com/fleetnet/fleetnet/internal/azure/armsim"
 	"github.com/fleetnet/fleetnet/internal/gateway/model"
 	"github.com/fleetnet/fleetnet/internal/gateway/provider"
@@ -509,9 +510,9 @@ func TestTransientErrors(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "load balancer demo/db") {
 				t.Fatalf("error %v, want it to contain %q", err, tc.wantErr)
 			}
-			var ae *ARMError
+			var ae *armerr.Error
 			if !errors.As(err, &ae) {
-				t.Errorf("error %v does not wrap an *ARMError", err)
+				t.Errorf("error %v does not wrap an *armerr.Error", err)
 			}
 			got := entry(t, p)
 			if got.Served || !strings.Contains(got.Message, tc.wantErr) {

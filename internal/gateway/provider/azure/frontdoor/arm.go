@@ -3,92 +3,12 @@ package frontdoor
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net/http"
 	"reflect"
 	"slices"
 	"strings"
 	"time"
-
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 )
-
-// ARMError is an ARM error response in one line: status, code and
-// message (azcore's ResponseError prints the whole response), what
-// Programmed messages and Warning events carry.
-type ARMError struct {
-	// Status is the HTTP status; 0 for an operation that ended Failed.
-	Status  int
-	Code    string
-	Message string
-	Err     *azcore.ResponseError
-}
-
-func (e *ARMError) Error() string {
-	if e.Status == 0 {
-		return fmt.Sprintf("the operation ended Failed: %s: %s", e.Code, e.Message)
-	}
-	return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message)
-}
-
-func (e *ARMError) Unwrap() error { return e.Err }
-
-// describe turns an *azcore.ResponseError into an *ARMError; other errors
-// stay.
-func describe(err error) error {
-	var re *azcore.ResponseError
-	if !errors.As(err, &re) {
-		return err
-	}
-	e := &ARMError{Status: re.StatusCode, Code: re.ErrorCode, Err: re}
-	if re.RawResponse != nil {
-		if body, rerr := runtime.Payload(re.RawResponse); rerr == nil {
-			var env struct {
-				Status string `json:"status"`
-				Error  struct {
-					Code    string `json:"code"`
-					Message string `json:"message"`
-				} `json:"error"`
-			}
-			if json.Unmarshal(body, &env) == nil {
-				e.Message = env.Error.Message
-				if e.Code == "" {
-					e.Code = env.Error.Code
-				}
-				if env.Status == "Failed" {
-					e.Status = 0
-				}
-			}
-		}
-	}
-	if e.Message == "" {
-		e.Message = http.StatusText(re.StatusCode)
-	}
-	if e.Status == http.StatusOK {
-		e.Status = 0
-	}
-	return e
-}
-
-func status(err error) int {
-	var re *azcore.ResponseError
-	if errors.As(err, &re) {
-		return re.StatusCode
-	}
-	return 0
-}
-
-func isNotFound(err error) bool { return status(err) == http.StatusNotFound }
-
-// transient errors are waited for: 409 (another operation on the
-// resource or one it depends on is in progress) and 429 (throttled,
-// once azcore's own retries honouring Retry-After are spent).
-func transient(err error) bool {
-	s := status(err)
-	return s == http.StatusConflict || s == http.StatusTooManyRequests
-}
 
 // meta is what every Front Door resource says of itself.
 type meta struct {

@@ -58,6 +58,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/internal/azure/armerr"
 	"github.com/fleetnet/fleetnet/internal/gateway/model"
 	"github.com/fleetnet/fleetnet/internal/gateway/provider"
 	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/frontdoor/annotations"
@@ -434,7 +435,7 @@ func (p *Provider) deploy(ctx context.Context, m *model.Model) error {
 	want := p.served(m)
 	profiles, err := p.kinds[kindProfile].list(ctx, nil)
 	if err != nil {
-		err = fmt.Errorf("nothing changed: listing the Front Door profiles of resource group %s: %w", p.cfg.ResourceGroup, describe(err))
+		err = fmt.Errorf("nothing changed: listing the Front Door profiles of resource group %s: %w", p.cfg.ResourceGroup, armerr.Describe(err))
 		for key := range want {
 			p.setMessage(key, err.Error())
 		}
@@ -565,7 +566,7 @@ func (p *Provider) Refresh(ctx context.Context) error {
 	if len(gone) > 0 {
 		profiles, err := p.kinds[kindProfile].list(ctx, nil)
 		if err != nil {
-			return errors.Join(append(errs, fmt.Errorf("listing profiles: %w", describe(err)))...)
+			return errors.Join(append(errs, fmt.Errorf("listing profiles: %w", armerr.Describe(err)))...)
 		}
 		held := map[string]bool{}
 		for _, v := range profiles {

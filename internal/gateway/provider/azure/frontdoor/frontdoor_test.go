@@ -12,6 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/cdn/armcdn/v2"
 
 	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/internal/azure/armerr"
 	"github.com/fleetnet/fleetnet/internal/azure/armsim"
 )
 
@@ -139,7 +140,7 @@ func TestTransientAndForbidden(t *testing.T) {
 	gw := h.gateway("afd-standard", nil)
 	gw.Listeners[1].VirtualHosts[0].Routes = append(gw.Listeners[1].VirtualHosts[0].Routes, route("docs", 0, "/docs", backend("site", 1, h.cluster("east", 1))))
 	err := p.Deploy(ctx, modelOf("v2", gw))
-	var ae *ARMError
+	var ae *armerr.Error
 	if !errors.As(err, &ae) || ae.Status != http.StatusForbidden || ae.Code != "AuthorizationFailed" {
 		t.Fatalf("deploy error %v, want the 403 as an ARMError", err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/cdn/armcdn/v2"
 
 	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/internal/azure/armerr"
 	"github.com/fleetnet/fleetnet/internal/gateway/model"
 )
 
@@ -58,18 +59,18 @@ func (o *observed) sorted(kind string) []entry {
 func (p *Provider) observe(ctx context.Context, profile string) (*observed, error) {
 	o := &observed{res: map[string]map[string]entry{}}
 	v, err := p.kinds[kindProfile].get(ctx, []string{profile})
-	if isNotFound(err) {
+	if armerr.IsNotFound(err) {
 		return o, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading Front Door profile %s: %w", profile, describe(err))
+		return nil, fmt.Errorf("reading Front Door profile %s: %w", profile, armerr.Describe(err))
 	}
 	o.profile = v
 	o.add(kindProfile, []string{profile}, v)
 	list := func(kind string, parent []string) ([]entry, error) {
 		vs, err := p.kinds[kind].list(ctx, parent)
 		if err != nil {
-			return nil, fmt.Errorf("listing the %ss of %s: %w", kind, strings.Join(parent, "/"), describe(err))
+			return nil, fmt.Errorf("listing the %ss of %s: %w", kind, strings.Join(parent, "/"), armerr.Describe(err))
 		}
 		var out []entry
 		for _, v := range vs {
@@ -340,11 +341,11 @@ func (p *Provider) retry(ctx context.Context, key, what string, f func() error) 
 	delay := p.cfg.PollInterval
 	for attempt := 1; ; attempt++ {
 		err := f()
-		if err == nil || !transient(err) || attempt >= 6 || ctx.Err() != nil {
+		if err == nil || !armerr.Transient(err) || attempt >= 6 || ctx.Err() != nil {
 			return err
 		}
-		p.log.Info("waiting for Azure", "gateway", key, "resource", what, "status", status(err), "attempt", attempt, "retryIn", delay, "cause", describe(err))
-		p.setMessage(key, fmt.Sprintf("waiting to write %s: %s (attempt %d, again in %s)", what, describe(err), attempt, delay))
+		p.log.Info("waiting for Azure", "gateway", key, "resource", what, "status", armerr.Status(err), "attempt", attempt, "retryIn", delay, "cause", armerr.Describe(err))
+		p.setMessage(key, fmt.Sprintf("waiting to write %s: %s (attempt %d, again in %s)", what, armerr.Describe(err), attempt, delay))
 		if err := sleep(ctx, delay); err != nil {
 			return err
 		}
@@ -363,11 +364,11 @@ func (p *Provider) settle(ctx context.Context, key, kind string, path []string, 
 			return nil, err
 		}
 		v, err := p.kinds[kind].get(ctx, path)
-		if isNotFound(err) {
+		if armerr.IsNotFound(err) {
 			return nil, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading %s %s: %w", kind, path[len(path)-1], describe(err))
+			return nil, fmt.Errorf("reading %s %s: %w", kind, path[len(path)-1], armerr.Describe(err))
 		}
 		cur = v
 	}
@@ -421,7 +422,7 @@ func (p *Provider) apply(ctx context.Context, key string, it item, cur any) erro
 		p.track(ctx, key, op, "")
 	}
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", verb, it, describe(err))
+		return fmt.Errorf("%s %s: %w", verb, it, armerr.Describe(err))
 	}
 	return nil
 }
@@ -444,8 +445,8 @@ func (p *Provider) remove(ctx context.Context, key, kind string, path []string, 
 		if ctx.Err() == nil {
 			p.track(ctx, key, op, "")
 		}
-		if err != nil && !isNotFound(err) {
-			return fmt.Errorf("deleting %s %s: %w", kind, name, describe(err))
+		if err != nil && !armerr.IsNotFound(err) {
+			return fmt.Errorf("deleting %s %s: %w", kind, name, armerr.Describe(err))
 		}
 	}
 	p.mu.Lock()

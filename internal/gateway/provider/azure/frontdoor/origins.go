@@ -13,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6"
 
 	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/internal/azure/armerr"
 	"github.com/fleetnet/fleetnet/internal/gateway/model"
 	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/frontdoor/annotations"
 )
@@ -118,10 +119,10 @@ func (p *Provider) resolvePrivateLinkService(ctx context.Context, id string) Ori
 	}
 	pls, err := f.NewPrivateLinkServicesClient().Get(ctx, m[2], m[3], nil)
 	if err != nil {
-		if isNotFound(err) {
+		if armerr.IsNotFound(err) {
 			return Origin{Problem: fmt.Sprintf("Private Link Service %s does not exist (yet)", m[3])}
 		}
-		return Origin{Problem: fmt.Sprintf("reading Private Link Service %s: %v", m[3], describe(err)), Unknown: true}
+		return Origin{Problem: fmt.Sprintf("reading Private Link Service %s: %v", m[3], armerr.Describe(err)), Unknown: true}
 	}
 	if pls.Properties == nil || len(pls.Properties.LoadBalancerFrontendIPConfigurations) == 0 {
 		return Origin{Problem: fmt.Sprintf("Private Link Service %s serves no load balancer frontend", m[3])}
@@ -140,7 +141,7 @@ func (p *Provider) resolvePrivateLinkService(ctx context.Context, id string) Ori
 	}
 	lb, err := ff.NewLoadBalancersClient().Get(ctx, fm[2], fm[3], nil)
 	if err != nil {
-		return Origin{Problem: fmt.Sprintf("reading load balancer %s of Private Link Service %s: %v", fm[3], m[3], describe(err)), Unknown: !isNotFound(err)}
+		return Origin{Problem: fmt.Sprintf("reading load balancer %s of Private Link Service %s: %v", fm[3], m[3], armerr.Describe(err)), Unknown: !armerr.IsNotFound(err)}
 	}
 	if lb.Properties != nil {
 		for _, fe := range lb.Properties.FrontendIPConfigurations {
@@ -164,7 +165,7 @@ func (p *Provider) resolve(ctx context.Context, ref string, s annotations.Settin
 	}
 	lb, err := f.NewLoadBalancersClient().Get(ctx, rg, lbName, nil)
 	if err != nil {
-		return Origin{Problem: fmt.Sprintf("reading load balancer %s: %v", lbName, describe(err)), Unknown: !isNotFound(err)}
+		return Origin{Problem: fmt.Sprintf("reading load balancer %s: %v", lbName, armerr.Describe(err)), Unknown: !armerr.IsNotFound(err)}
 	}
 	var fe *armnetwork.FrontendIPConfiguration
 	if lb.Properties != nil {
@@ -192,7 +193,7 @@ func (p *Provider) resolve(ctx context.Context, ref string, s annotations.Settin
 		}
 		pip, err := pf.NewPublicIPAddressesClient().Get(ctx, pm[2], pm[3], nil)
 		if err != nil {
-			return Origin{Problem: fmt.Sprintf("reading public IP address %s: %v", pm[3], describe(err)), Unknown: !isNotFound(err)}
+			return Origin{Problem: fmt.Sprintf("reading public IP address %s: %v", pm[3], armerr.Describe(err)), Unknown: !armerr.IsNotFound(err)}
 		}
 		addr := ""
 		if pip.Properties != nil {
@@ -218,7 +219,7 @@ func (p *Provider) resolve(ctx context.Context, ref string, s annotations.Settin
 		for pager.More() {
 			page, err := pager.NextPage(ctx)
 			if err != nil {
-				return Origin{Problem: fmt.Sprintf("listing the Private Link Services of resource group %s: %v", plsRG, describe(err)), Unknown: !isNotFound(err)}
+				return Origin{Problem: fmt.Sprintf("listing the Private Link Services of resource group %s: %v", plsRG, armerr.Describe(err)), Unknown: !armerr.IsNotFound(err)}
 			}
 			list = append(list, page.Value...)
 		}
@@ -268,7 +269,7 @@ func (p *Provider) approve(ctx context.Context, key string, g graph, obs *observ
 			c := f.NewPrivateLinkServicesClient()
 			pls, err := c.Get(ctx, pm[2], pm[3], nil)
 			if err != nil {
-				return fmt.Errorf("reading Private Link Service %s: %w", pm[3], describe(err))
+				return fmt.Errorf("reading Private Link Service %s: %w", pm[3], armerr.Describe(err))
 			}
 			// Consent: the PLS's own tag, or the export of the Service that
 			// cloud-provider-azure made the PLS for (its owner tag names it).
@@ -289,14 +290,14 @@ func (p *Provider) approve(ctx context.Context, key string, g graph, obs *observ
 					Name: pc.Name, Properties: &armnetwork.PrivateEndpointConnectionProperties{PrivateLinkServiceConnectionState: &armnetwork.PrivateLinkServiceConnectionState{
 						Status: to.Ptr("Approved"), Description: to.Ptr("approved by fleetnet for Gateway " + key)}}}, nil)
 				if err != nil {
-					return fmt.Errorf("approving connection %s on Private Link Service %s: %w", deref(pc.Name), pm[3], describe(err))
+					return fmt.Errorf("approving connection %s on Private Link Service %s: %w", deref(pc.Name), pm[3], armerr.Describe(err))
 				}
 				approved = true
 			}
 			if approved {
 				v, err := p.kinds[kindOrigin].get(ctx, path)
 				if err != nil {
-					return fmt.Errorf("reading origin %s: %w", o.name, describe(err))
+					return fmt.Errorf("reading origin %s: %w", o.name, armerr.Describe(err))
 				}
 				obs.add(kindOrigin, path, v)
 			}

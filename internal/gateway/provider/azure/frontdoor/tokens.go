@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/fleetnet/fleetnet/internal/azure/armerr"
 )
 
 // TokenStore keeps, per Gateway ("namespace/name"), the resume tokens of
@@ -112,8 +114,8 @@ func (p *Provider) resume(ctx context.Context, gateway string) {
 		if err != nil && ctx.Err() != nil {
 			return
 		}
-		if err != nil && !isNotFound(err) {
-			p.log.Info("a resumed operation did not succeed; the resource is written again if it differs", "gateway", gateway, "key", k, "err", describe(err))
+		if err != nil && !armerr.IsNotFound(err) {
+			p.log.Info("a resumed operation did not succeed; the resource is written again if it differs", "gateway", gateway, "key", k, "err", armerr.Describe(err))
 		}
 		p.track(ctx, gateway, k, "")
 	}

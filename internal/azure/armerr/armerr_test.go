@@ -1,0 +1,56 @@
+package armerr
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+)
+
+func response(status int, body string) error {
+	return runtime.NewResponseError(&http.Response{StatusCode: status, Status: http.StatusText(status), Header: http.Header{},
+		Body: io.NopCloser(strings.NewReader(body)), Request: &http.Request{Method: http.MethodPut, URL: &url.URL{Scheme: "https", Host: "management.azure.com", Path: "/subscriptions/s"}}})
+}
+
+func TestDescribe(t *testing.T) {
+	tests := []struct {
+		name      string
+		err       error
+		want      string
+		notFound  bool
+		transient bool
+	}{
+		{"a refusal", response(http.StatusForbidden, `{"error":{"code":"AuthorizationFailed","message":"no write on routes"}}`),
+			"403 AuthorizationFailed: no write on routes", false, false},
+		{"details", response(http.StatusBadRequest, `{"error":{"code":"InvalidResource","message":"bad origin","details":[{"code":"HostName","message":"empty"}]}}`),
+			"400 InvalidResource: bad origin (HostName: empty)", false, false},
+		{"a failed operation", response(http.StatusOK, `{"status":"Failed","error":{"code":"Conflict","message":"in use"}}`),
+			"the operation ended Failed: Conflict: in use", false, false},
+		{"no body", response(http.StatusNotFound, ``), "404 : Not Found", true, false},
+		{"throttled", response(http.StatusTooManyRequests, `{"error":{"code":"TooManyRequests","message":"slow down"}}`),
+			"429 TooManyRequests: slow down", false, true},
+		{"another operation running", response(http.StatusConflict, `{"error":{"code":"Conflict","message":"busy"}}`),
+			"409 Conflict: busy", false, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			wrapped := fmt.Errorf("writing route: %w", tt.err)
+			got := Describe(wrapped)
+			var e *Error
+			if !errors.As(got, &e) || got.Error() != tt.want {
+				t.Errorf("Describe = %q, want %q as an *Error", got, tt.want)
+			}
+			if IsNotFound(wrapped) != tt.notFound || Transient(wrapped) != tt.transient {
+				t.Errorf("not found %v, transient %v; want %v, %v", IsNotFound(wrapped), Transient(wrapped), tt.notFound, tt.transient)
+			}
+		})
+	}
+	if plain := errors.New("dial tcp: refused"); Describe(plain) != plain || Status(plain) != 0 {
+		t.Error("an error that is not an ARM response changed")
+	}
+}
