@@ -8,6 +8,7 @@ import (
 
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/registry/client"
+	"github.com/fleetnet/fleetnet/internal/registry/importstate"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -16,11 +17,7 @@ import (
 
 // Desired is what the registry says one import should be: its spec and
 // its endpoints by source cluster and chunk.
-type Desired struct {
-	Import *registryv1.Import
-	// Chunks by source cluster, then chunk name.
-	Chunks map[string]map[string]*registryv1.EndpointChunk
-}
+type Desired = importstate.Import
 
 // Stream follows the registry's watch and holds the desired state of every
 // import. It keeps what it holds while the registry is unreachable (fail
@@ -177,44 +174,7 @@ func (s *Stream) setSynced(v bool) {
 
 // apply applies one delta to m and returns the import it touched.
 func apply(m map[types.NamespacedName]*Desired, ev *registryv1.WatchEvent) (types.NamespacedName, bool) {
-	entry := func(ns, name string) (*Desired, types.NamespacedName) {
-		k := types.NamespacedName{Namespace: ns, Name: name}
-		d := m[k]
-		if d == nil {
-			d = &Desired{Chunks: map[string]map[string]*registryv1.EndpointChunk{}}
-			m[k] = d
-		}
-		return d, k
-	}
-	switch e := ev.GetEvent().(type) {
-	case *registryv1.WatchEvent_ImportUpsert:
-		d, k := entry(e.ImportUpsert.GetKey().GetNamespace(), e.ImportUpsert.GetKey().GetName())
-		d.Import = e.ImportUpsert
-		return k, true
-	case *registryv1.WatchEvent_ImportDelete:
-		k := types.NamespacedName{Namespace: e.ImportDelete.GetNamespace(), Name: e.ImportDelete.GetName()}
-		delete(m, k)
-		return k, true
-	case *registryv1.WatchEvent_EndpointsUpsert:
-		c := e.EndpointsUpsert
-		d, k := entry(c.GetKey().GetNamespace(), c.GetKey().GetName())
-		if d.Chunks[c.GetKey().GetClusterId()] == nil {
-			d.Chunks[c.GetKey().GetClusterId()] = map[string]*registryv1.EndpointChunk{}
-		}
-		d.Chunks[c.GetKey().GetClusterId()][c.GetKey().GetChunk()] = c
-		return k, true
-	case *registryv1.WatchEvent_EndpointsDelete:
-		c := e.EndpointsDelete
-		k := types.NamespacedName{Namespace: c.GetNamespace(), Name: c.GetName()}
-		if d := m[k]; d != nil {
-			delete(d.Chunks[c.GetClusterId()], c.GetChunk())
-			if len(d.Chunks[c.GetClusterId()]) == 0 {
-				delete(d.Chunks, c.GetClusterId())
-			}
-		}
-		return k, true
-	}
-	return types.NamespacedName{}, false
+	return importstate.Apply(m, ev, func(ns, name string) types.NamespacedName { return types.NamespacedName{Namespace: ns, Name: name} })
 }
 
 // keepEqualChunks puts the chunk objects held before a new snapshot in

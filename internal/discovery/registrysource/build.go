@@ -9,14 +9,12 @@ import (
 	discoveryv1 "github.com/fleetnet/fleetnet/api/discovery/v1"
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/discovery/store"
+	"github.com/fleetnet/fleetnet/internal/registry/importstate"
 )
 
 // Import is what the registry says of one import: its merged spec and its
 // endpoint chunks by source cluster, then chunk name.
-type Import struct {
-	Import *registryv1.Import
-	Chunks map[string]map[string]*registryv1.EndpointChunk
-}
+type Import = importstate.Import
 
 // BuildPool makes the pool of an import: its labels are the import's
 // (the exporters' spec.exportedLabels), its clusters the participating
@@ -87,45 +85,5 @@ func canonicalAddress(a string) string {
 
 // apply applies one watch delta to m and returns the import it touched.
 func apply(m map[store.Key]*Import, ev *registryv1.WatchEvent) (store.Key, bool) {
-	entry := func(ns, name string) (*Import, store.Key) {
-		k := store.Key{Namespace: ns, Name: name}
-		d := m[k]
-		if d == nil {
-			d = &Import{Chunks: map[string]map[string]*registryv1.EndpointChunk{}}
-			m[k] = d
-		}
-		return d, k
-	}
-	switch e := ev.GetEvent().(type) {
-	case *registryv1.WatchEvent_ImportUpsert:
-		d, k := entry(e.ImportUpsert.GetKey().GetNamespace(), e.ImportUpsert.GetKey().GetName())
-		d.Import = e.ImportUpsert
-		return k, true
-	case *registryv1.WatchEvent_ImportDelete:
-		k := store.Key{Namespace: e.ImportDelete.GetNamespace(), Name: e.ImportDelete.GetName()}
-		delete(m, k)
-		return k, true
-	case *registryv1.WatchEvent_EndpointsUpsert:
-		c := e.EndpointsUpsert
-		d, k := entry(c.GetKey().GetNamespace(), c.GetKey().GetName())
-		if d.Chunks[c.GetKey().GetClusterId()] == nil {
-			d.Chunks[c.GetKey().GetClusterId()] = map[string]*registryv1.EndpointChunk{}
-		}
-		d.Chunks[c.GetKey().GetClusterId()][c.GetKey().GetChunk()] = c
-		return k, true
-	case *registryv1.WatchEvent_EndpointsDelete:
-		c := e.EndpointsDelete
-		k := store.Key{Namespace: c.GetNamespace(), Name: c.GetName()}
-		if d := m[k]; d != nil {
-			delete(d.Chunks[c.GetClusterId()], c.GetChunk())
-			if len(d.Chunks[c.GetClusterId()]) == 0 {
-				delete(d.Chunks, c.GetClusterId())
-			}
-			if d.Import == nil && len(d.Chunks) == 0 {
-				delete(m, k)
-			}
-		}
-		return k, true
-	}
-	return store.Key{}, false
+	return importstate.Apply(m, ev, func(ns, name string) store.Key { return store.Key{Namespace: ns, Name: name} })
 }
