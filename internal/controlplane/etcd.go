@@ -3,7 +3,6 @@ package controlplane
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"path/filepath"
 	"time"
 )
@@ -55,19 +54,7 @@ func StartEtcd(ctx context.Context, bins Binaries, cfg EtcdConfig, opts StartOpt
 	e := &Etcd{Process: p, Endpoint: client}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	httpClient := &http.Client{Timeout: time.Second}
-	err = p.WaitFor(ctx, "health", func(ctx context.Context) error {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, client+"/health", nil)
-		resp, err := httpClient.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/health answered %s", resp.Status)
-		}
-		return nil
-	})
+	err = p.WaitFor(ctx, "health", func(ctx context.Context) error { return HTTPOK(ctx, client+"/health") })
 	if err != nil {
 		p.Kill()
 		return nil, err

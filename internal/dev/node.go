@@ -337,7 +337,7 @@ func removeNodeNetwork(dir string, c ClusterState) error {
 func waitReady(ctx context.Context, p *controlplane.Process, url string) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	return p.WaitFor(ctx, url, func(ctx context.Context) error { return httpOK(ctx, url) })
+	return p.WaitFor(ctx, url, func(ctx context.Context) error { return controlplane.HTTPOK(ctx, url) })
 }
 
 // RunAPIServerProxy listens on listen inside the named network namespace

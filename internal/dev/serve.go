@@ -349,7 +349,7 @@ func waitHTTP(ctx context.Context, url string, p ProcessState) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	for {
-		err := httpOK(ctx, url)
+		err := controlplane.HTTPOK(ctx, url)
 		if err == nil {
 			return nil
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -462,7 +461,7 @@ func (u *upper) startRegistry(ctx context.Context) (*controlplane.Process, error
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	err = p.WaitFor(ctx, "/readyz", func(ctx context.Context) error { return httpOK(ctx, "http://"+metrics+"/readyz") })
+	err = p.WaitFor(ctx, "/readyz", func(ctx context.Context) error { return controlplane.HTTPOK(ctx, "http://"+metrics+"/readyz") })
 	if err != nil {
 		p.Kill()
 		return nil, err
@@ -496,7 +495,7 @@ func (u *upper) startGateway(ctx context.Context) (*controlplane.Process, error)
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	if err := p.WaitFor(ctx, "/readyz", func(ctx context.Context) error { return httpOK(ctx, "http://"+health+"/readyz") }); err != nil {
+	if err := p.WaitFor(ctx, "/readyz", func(ctx context.Context) error { return controlplane.HTTPOK(ctx, "http://"+health+"/readyz") }); err != nil {
 		p.Kill()
 		return nil, err
 	}
@@ -689,22 +688,4 @@ func portFree(port int) error {
 		return err
 	}
 	return l.Close()
-}
-
-func httpOK(ctx context.Context, url string) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s answered %s", url, resp.Status)
-	}
-	return nil
 }

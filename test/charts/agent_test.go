@@ -3,7 +3,6 @@ package charts
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -200,16 +199,7 @@ func startAgent(t *testing.T, binary string, c *cluster, reg *registrytest.Regis
 		if exited, err := p.Exited(); exited {
 			t.Fatalf("%s's agent exited: %v\n%s", c.Name, err, controlplane.Tail(p.LogPath, 20))
 		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort), nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/readyz answered %s", resp.Status)
-		}
-		return nil
+		return controlplane.HTTPOK(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort))
 	})
 	return a
 }

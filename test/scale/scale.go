@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -305,19 +304,7 @@ func (d *Deployment) RestartMember(ctx context.Context, m *Member) error {
 func (m *Member) waitHealthy(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	hc := &http.Client{Timeout: time.Second}
-	return m.Proc.WaitFor(ctx, "health", func(ctx context.Context) error {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, m.ClientURL+"/health", nil)
-		resp, err := hc.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/health answered %s", resp.Status)
-		}
-		return nil
-	})
+	return m.Proc.WaitFor(ctx, "health", func(ctx context.Context) error { return controlplane.HTTPOK(ctx, m.ClientURL+"/health") })
 }
 
 // StartReplica starts replica i (again) and waits until it is ready: its
@@ -335,19 +322,7 @@ func (d *Deployment) StartReplica(ctx context.Context, i int) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	hc := &http.Client{Timeout: time.Second}
-	return r.Proc.WaitFor(ctx, "ready", func(ctx context.Context) error {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.MetricsAddr+"/readyz", nil)
-		resp, err := hc.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/readyz answered %s", resp.Status)
-		}
-		return nil
-	})
+	return r.Proc.WaitFor(ctx, "ready", func(ctx context.Context) error { return controlplane.HTTPOK(ctx, "http://"+r.MetricsAddr+"/readyz") })
 }
 
 // KillAll kills (SIGKILL) every replica and every etcd member.
