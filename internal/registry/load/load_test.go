@@ -3,8 +3,6 @@ package load_test
 import (
 	"bytes"
 	"context"
-	"io"
-	"log/slog"
 	"net"
 	"path/filepath"
 	"strings"
@@ -13,7 +11,7 @@ import (
 
 	"github.com/fleetnet/fleetnet/internal/controlplane"
 	"github.com/fleetnet/fleetnet/internal/pki"
-	"github.com/fleetnet/fleetnet/internal/registry/auth"
+	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/internal/registry/load"
 	"github.com/fleetnet/fleetnet/internal/registry/server"
 	"github.com/fleetnet/fleetnet/internal/registry/store"
@@ -40,42 +38,8 @@ func startRegistry(t *testing.T) (string, string, *pki.KeyPair) {
 	}
 	st := store.NewEtcd(ec, "/load-test/")
 	t.Cleanup(func() { st.Close() })
-
-	dir := t.TempDir()
-	ca, err := pki.NewCA("load-test-ca")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ca.Write(dir, "ca"); err != nil {
-		t.Fatal(err)
-	}
-	serving, err := ca.ServingCert("registry", []string{"127.0.0.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	servingTLS, err := serving.TLSCertificate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	tlsCfg, err := pki.ServerTLS(servingTLS, ca.CertPEM, true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := server.New(st, server.Config{LeaseTTL: 3 * time.Second, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	ctx, cancel := context.WithCancel(context.Background())
-	go reg.Run(ctx)
-	gs, _ := server.NewGRPCServer(reg, tlsCfg, &auth.Authenticator{})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go gs.Serve(lis)
-	t.Cleanup(func() {
-		reg.Stop()
-		gs.Stop()
-		cancel()
-	})
-	return lis.Addr().String(), filepath.Join(dir, "ca.crt"), ca
+	r := registrytest.StartOnStore(t, st, server.Config{LeaseTTL: 3 * time.Second})
+	return r.Addr, filepath.Join(r.CertDir, "ca.crt"), r.CA()
 }
 
 func freePorts(t *testing.T, n int) []int {

@@ -23,12 +23,14 @@ import (
 
 // Registry is a running registry.
 type Registry struct {
-	Addr  string
+	Addr string
+	// Store is the registry's memory store (nil from StartOnStore).
 	Store *store.Memory
 	// CertDir holds ca.crt and <id>.crt/.key for every client made.
 	CertDir string
 
 	t      testing.TB
+	st     store.Store
 	ca     *pki.KeyPair
 	gs     *grpc.Server
 	reg    *server.Registry
@@ -37,9 +39,23 @@ type Registry struct {
 	tls    *tls.Config
 }
 
-// Start serves a registry until the test ends. Set cfg.Registerer to read
-// its metrics.
+// Start serves a registry on a memory store until the test ends. Set
+// cfg.Registerer to read its metrics.
 func Start(t testing.TB, cfg server.Config) *Registry {
+	t.Helper()
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	mem := store.NewMemory(cfg.Clock, 1000000)
+	t.Cleanup(func() { mem.Close() })
+	r := StartOnStore(t, mem, cfg)
+	r.Store = mem
+	return r
+}
+
+// StartOnStore serves a registry on st (which the caller closes) until the
+// test ends.
+func StartOnStore(t testing.TB, st store.Store, cfg server.Config) *Registry {
 	t.Helper()
 	dir := t.TempDir()
 	ca, err := pki.NewCA("registrytest-ca")
@@ -64,18 +80,19 @@ func Start(t testing.TB, cfg server.Config) *Registry {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	r := &Registry{Addr: "127.0.0.1:0", Store: store.NewMemory(cfg.Clock, 1000000), CertDir: dir, t: t, ca: ca, cfg: cfg, tls: tlsCfg}
+	r := &Registry{Addr: "127.0.0.1:0", st: st, CertDir: dir, t: t, ca: ca, cfg: cfg, tls: tlsCfg}
 	r.serve()
-	t.Cleanup(func() {
-		r.Stop()
-		r.Store.Close()
-	})
+	t.Cleanup(r.Stop)
 	return r
 }
 
+// CA is the fleet's certificate authority, which signed the registry's
+// serving certificate, for clients that make their own certificates.
+func (r *Registry) CA() *pki.KeyPair { return r.ca }
+
 func (r *Registry) serve() {
 	r.t.Helper()
-	r.reg = server.New(r.Store, r.cfg)
+	r.reg = server.New(r.st, r.cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go r.reg.Run(ctx)
