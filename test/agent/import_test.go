@@ -40,6 +40,26 @@ func importedSlices(ctx context.Context, c client.Client, name string) ([]discov
 	return list.Items, err
 }
 
+// everyImportedSlice is a condition: c has imported slices of name, and
+// check passes on each.
+func everyImportedSlice(c client.Client, name string, check func(discoveryv1.EndpointSlice) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		ss, err := importedSlices(ctx, c, name)
+		if err != nil {
+			return err
+		}
+		if len(ss) == 0 {
+			return errorf("no imported slices yet")
+		}
+		for _, s := range ss {
+			if err := check(s); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
 func addresses(ss []discoveryv1.EndpointSlice) []string {
 	var out []string
 	for _, s := range ss {
@@ -672,24 +692,15 @@ func TestImportedSlicesCarryTheClusterWeight(t *testing.T) {
 	startAgent(t, east, r, "east")
 	startAgent(t, west, r, "west")
 	weightIs := func(want string) func(context.Context) error {
-		return func(ctx context.Context) error {
-			ss, err := importedSlices(ctx, wc, "echo")
-			if err != nil {
-				return err
+		return everyImportedSlice(wc, "echo", func(s discoveryv1.EndpointSlice) error {
+			if got := s.Annotations[keys.AnnotationWeight]; got != want {
+				return errorf("slice %s has weight %q, want %q", s.Name, got, want)
 			}
-			if len(ss) == 0 {
-				return errorf("no imported slices yet")
-			}
-			for _, s := range ss {
-				if got := s.Annotations[keys.AnnotationWeight]; got != want {
-					return errorf("slice %s has weight %q, want %q", s.Name, got, want)
-				}
-				if got := s.Annotations[keys.AnnotationRegionalFrontend]; got != frontend {
-					return errorf("slice %s has regional frontend %q, want %q", s.Name, got, frontend)
-				}
+			if got := s.Annotations[keys.AnnotationRegionalFrontend]; got != frontend {
+				return errorf("slice %s has regional frontend %q, want %q", s.Name, got, frontend)
 			}
 			return nil
-		}
+		})
 	}
 	fleet.Eventually(t, 20*time.Second, weightIs("5"))
 	ss, _ := importedSlices(ctx, wc, "echo")
@@ -734,24 +745,15 @@ func TestImportedSlicesCarryThePrivateLinkService(t *testing.T) {
 	startAgent(t, east, r, "east", func(o *app.Options) { o.AzureLoadBalancerID = lb })
 	startAgent(t, west, r, "west")
 	slicesSay := func(pls, approval string) func(context.Context) error {
-		return func(ctx context.Context) error {
-			ss, err := importedSlices(ctx, wc, "echo")
-			if err != nil {
-				return err
+		return everyImportedSlice(wc, "echo", func(s discoveryv1.EndpointSlice) error {
+			if got := s.Annotations[keys.AnnotationPrivateLinkService]; got != pls {
+				return errorf("slice %s has Private Link Service %q, want %q", s.Name, got, pls)
 			}
-			if len(ss) == 0 {
-				return errorf("no imported slices yet")
-			}
-			for _, s := range ss {
-				if got := s.Annotations[keys.AnnotationPrivateLinkService]; got != pls {
-					return errorf("slice %s has Private Link Service %q, want %q", s.Name, got, pls)
-				}
-				if got := s.Annotations[keys.AnnotationPLSApproval]; got != approval {
-					return errorf("slice %s has approval %q, want %q", s.Name, got, approval)
-				}
+			if got := s.Annotations[keys.AnnotationPLSApproval]; got != approval {
+				return errorf("slice %s has approval %q, want %q", s.Name, got, approval)
 			}
 			return nil
-		}
+		})
 	}
 	// Without an address the load balancer has no frontend, nor the PLS.
 	fleet.Eventually(t, 20*time.Second, slicesSay("", ""))
