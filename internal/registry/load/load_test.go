@@ -11,8 +11,8 @@ import (
 
 	"github.com/fleetnet/fleetnet/internal/controlplane"
 	"github.com/fleetnet/fleetnet/internal/pki"
-	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/internal/registry/load"
+	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/internal/registry/server"
 	"github.com/fleetnet/fleetnet/internal/registry/store"
 	clientv3 "go.etcd.io/etcd/client/v3"
