@@ -40,6 +40,10 @@ all: build
 
 ##@ Build
 
+.PHONY: deps
+deps: ## Install the Debian packages the README's commands need, only what is missing (hack/install-deps.sh; root).
+	hack/install-deps.sh
+
 .PHONY: build
 build: ## Build every fleetnet binary into bin/.
 	go build -o $(BIN)/ ./cmd/...
@@ -107,7 +111,9 @@ images: ## Build an OCI image layout per binary for linux/amd64 and linux/arm64 
 ##@ Run
 
 .PHONY: demo
-demo: $(KUBE_TOOLS) $(DEMO_TOOLS) build ## Bring up a local fleet of three clusters and show fleetnet working (needs root).
+# deps first, then the rest: nothing is built on a machine that cannot run it.
+demo: deps ## Bring up a local fleet of three clusters and show fleetnet working (needs root).
+	$(MAKE) --no-print-directory $(KUBE_TOOLS) $(DEMO_TOOLS) build
 	hack/demo.sh
 
 .PHONY: demo-down
@@ -117,7 +123,7 @@ demo-down: ## Stop the demo's fleet and remove it.
 ##@ Generate
 
 .PHONY: generate
-generate: $(GEN_TOOLS) ## Regenerate CRDs, deepcopy, clientset, listers, informers, apply configurations, OpenAPI, RBAC and protobuf code.
+generate: deps $(GEN_TOOLS) ## Regenerate CRDs, deepcopy, clientset, listers, informers, apply configurations, OpenAPI, RBAC and protobuf code.
 	$(BIN)/controller-gen object:headerFile=hack/boilerplate.go.txt \
 		crd:crdVersions=v1 output:crd:artifacts:config=config/crd \
 		paths=./api/about/...
@@ -156,7 +162,8 @@ charts-verify: $(BIN)/helm-$(HELM_VERSION) ## helm lint --strict and helm templa
 	go test -count=1 -v -run '^(TestEveryChartIsTested|TestRender|TestWrongValues)$$' ./test/charts/
 
 .PHONY: test
-test: tools ## Build what the tests need, then run every test.
+test: deps ## Install and build what the tests need, then run every test.
+	$(MAKE) --no-print-directory tools
 	go test $(TEST_FLAGS) ./...
 
 .PHONY: bench

@@ -56,15 +56,18 @@ func newDevUpCommand(dir *string) *cobra.Command {
 			}
 			o.Dir, o.Tools, o.Fleetnet, o.Detach, o.Progress = *dir, tools, fleetnetBinDir(tools), true, cmd.ErrOrStderr()
 			if !cmd.Flags().Changed("nodes") {
-				// As root, a fleet gets its data plane unless asked not to
-				// (or it cannot have one here, which is said).
-				err := dev.NodeRequirements()
-				if err == nil {
-					err = dev.NodeBinaries(tools, o.Fleetnet)
+				// As root, a fleet gets its data plane unless asked not
+				// to; one that cannot have it here is refused rather than
+				// quietly made without (a demo or test would then fail
+				// far from the cause). Not root, there is no choice.
+				o.Nodes = os.Geteuid() == 0
+				if !o.Nodes {
+					fmt.Fprintln(cmd.ErrOrStderr(), "a fleet without nodes (no Service data plane, no fleetnet-dns): nodes live in network namespaces, which needs root")
 				}
-				o.Nodes = err == nil
-				if err != nil {
-					fmt.Fprintf(cmd.ErrOrStderr(), "a fleet without nodes (no Service data plane, no fleetnet-dns): %v\n", err)
+			}
+			if o.Nodes {
+				if err := dev.NodeBinaries(tools, o.Fleetnet); err != nil {
+					return fmt.Errorf("--nodes: %w", err)
 				}
 			}
 			// A fleet that exists keeps its shape unless asked otherwise.
@@ -116,7 +119,7 @@ func newDevUpCommand(dir *string) *cobra.Command {
 	cmd.Flags().StringSliceVar(&o.DualStack, "dual-stack", nil, "clusters that get an IPv6 service CIDR and pod range as well (their Pods get an address of each family)")
 	cmd.Flags().IntVar(&o.BasePort, "base-port", 17400, "first loopback port of the fleet; it uses 10 + 10 per cluster from there")
 	cmd.Flags().DurationVar(&o.LeaseTTL, "lease-ttl", 10*time.Second, "the registry's lease TTL: how soon a cluster whose agent stopped leaves the imports")
-	cmd.Flags().BoolVar(&o.Nodes, "nodes", false, "give every cluster a node: kube-proxy (nftables) and fleetnet-dns in a network namespace, so that pods reach Services and ClusterSetIPs by name (needs root; the default when run as root)")
+	cmd.Flags().BoolVar(&o.Nodes, "nodes", false, "give every cluster a node: kube-proxy (nftables) and fleetnet-dns in a network namespace, so that pods reach Services and ClusterSetIPs by name (needs root, and nft, ip and sysctl: make deps; the default when run as root, which then fails when nodes cannot be made)")
 	return cmd
 }
 

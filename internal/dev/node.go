@@ -73,7 +73,7 @@ func NodeRequirements() error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("nodes need %s", strings.Join(missing, " and "))
+		return fmt.Errorf("nodes need %s (hack/install-deps.sh installs them)", strings.Join(missing, " and "))
 	}
 	return nil
 }

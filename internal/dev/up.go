@@ -114,7 +114,7 @@ func (o *Options) validate() error {
 	}
 	if o.Nodes {
 		if err := NodeRequirements(); err != nil {
-			errs = append(errs, fmt.Errorf("--nodes: %w", err))
+			errs = append(errs, fmt.Errorf("--nodes: %w; or --nodes=false for a fleet without a Service data plane", err))
 		}
 	}
 	return errors.Join(errs...)

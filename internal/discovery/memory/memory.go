@@ -179,8 +179,11 @@ func (m *Memory) Register(_ context.Context, reg discoveryv1.Registration) (disc
 		m.byPool[k] = map[string]*lease{}
 	}
 	m.byPool[k][l.id] = l
+	rev := m.applyLocked(k)
+	// Synced only once the registration is in the store: a watch waiting
+	// for the sync takes its snapshot right after and must see it.
 	m.markSyncedLocked()
-	return m.leaseOf(l, m.applyLocked(k)), nil
+	return m.leaseOf(l, rev), nil
 }
 
 // Renew extends a registration's lease; with reg, it also replaces the
@@ -256,9 +259,6 @@ func (m *Memory) Expire() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.cfg.Clock.Now()
-	if !now.Before(m.started.Add(m.cfg.Grace)) {
-		m.markSyncedLocked()
-	}
 	touched := map[store.Key]bool{}
 	for _, l := range m.leases {
 		if !now.Before(l.expires) {
@@ -273,6 +273,10 @@ func (m *Memory) Expire() {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	}) {
 		m.applyLocked(k)
+	}
+	// After the expiries are in the store, as in Register.
+	if !now.Before(m.started.Add(m.cfg.Grace)) {
+		m.markSyncedLocked()
 	}
 }
 

@@ -165,8 +165,11 @@ func rev(r int64) string { return strconv.FormatInt(base+r, 10) }
 func TestWatchServerSentEvents(t *testing.T) {
 	env := discoverytest.Start(t, discoverytest.Options{})
 	register(t, env, discoverytest.Registration("demo", "echo", "east", "eu", "e1"))
-	// read opens a watch with header, registers pool and returns the events
-	// up to the pool's.
+	// read opens a watch with header, registers pool once the watch is
+	// established and returns the events up to the pool's. A watch from the
+	// start is established at its synced event (the answer's headers come
+	// before the snapshot is taken); a resumed one at once, as the store
+	// still holds the changes since its revision.
 	read := func(t *testing.T, pool string, header ...string) []discoverytest.SSEEvent {
 		t.Helper()
 		req, _ := http.NewRequest("GET", env.URL+"/v1/watch", nil)
@@ -182,9 +185,14 @@ func TestWatchServerSentEvents(t *testing.T) {
 		if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "text/event-stream" {
 			t.Fatalf("%d %s", resp.StatusCode, ct)
 		}
+		resumed := len(header) > 0
 		// Read up to the next registration's event.
 		var raw strings.Builder
 		done := make(chan error, 1)
+		established := make(chan struct{})
+		if resumed {
+			close(established)
+		}
 		go func() {
 			r := bufio.NewReader(resp.Body)
 			for {
@@ -193,6 +201,9 @@ func TestWatchServerSentEvents(t *testing.T) {
 				if err != nil {
 					done <- err
 					return
+				}
+				if !resumed && line == "event: synced\n" {
+					close(established)
 				}
 				if strings.HasPrefix(line, "data: ") && strings.Contains(line, `"name":"`+pool+`"`) {
 					// The blank line that ends the event.
@@ -203,6 +214,13 @@ func TestWatchServerSentEvents(t *testing.T) {
 				}
 			}
 		}()
+		select {
+		case <-established:
+		case err := <-done:
+			t.Fatalf("stream ended before its synced event: %v\n%s", err, raw.String())
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no synced event:\n%s", raw.String())
+		}
 		register(t, env, discoverytest.Registration("demo", pool, "east", "eu", "o1"))
 		select {
 		case err := <-done:

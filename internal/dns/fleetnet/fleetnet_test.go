@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,7 +18,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 	mcsfake "sigs.k8s.io/mcs-api/pkg/client/clientset/versioned/fake"
@@ -103,6 +106,19 @@ func TestWatcherFeedsTheIndex(t *testing.T) {
 		Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.Headless,
 			Ports: []mcsv1beta1.ServicePort{{Name: "pg", Protocol: corev1.ProtocolTCP, Port: 5432}}},
 	})
+	// The informers watch after their first list, and a fake sends a watch
+	// only the changes made once it is registered (the mcs-api's fake not
+	// even those since the list): the changes below wait for both watches.
+	slicesWatched := watching(&kc.Fake, "endpointslices", func(a k8stesting.Action) (watch.Interface, error) {
+		var opts []metav1.ListOptions
+		if wa, ok := a.(k8stesting.WatchActionImpl); ok {
+			opts = append(opts, wa.ListOptions)
+		}
+		return kc.Tracker().Watch(a.GetResource(), a.GetNamespace(), opts...)
+	})
+	importsWatched := watching(&mc.Fake, "serviceimports", func(a k8stesting.Action) (watch.Interface, error) {
+		return mc.Tracker().Watch(a.GetResource(), a.GetNamespace())
+	})
 	ix := index.New(slog.New(slog.DiscardHandler), nil)
 	h := &Handler{Zones: []string{"clusterset.local."}, TTL: 5, Index: ix}
 	w, err := NewWatcher(kc, mc, ix, slog.New(slog.DiscardHandler))
@@ -112,6 +128,13 @@ func TestWatcherFeedsTheIndex(t *testing.T) {
 	w.Start(h.SetSynced)
 	defer w.Stop()
 	waitFor(t, "the caches to sync", h.Ready)
+	for what, ch := range map[string]<-chan struct{}{"endpointslices": slicesWatched, "serviceimports": importsWatched} {
+		select {
+		case <-ch:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("the informer of %s does not watch", what)
+		}
+	}
 	if m := query(t, h, "db-0.east.db.demo.svc.clusterset.local.", dns.TypeA); len(m.Answer) != 1 {
 		t.Fatalf("after sync: %v", m)
 	}
@@ -133,6 +156,22 @@ func TestWatcherFeedsTheIndex(t *testing.T) {
 	waitFor(t, "the removed import to be NXDOMAIN", func() bool {
 		return query(t, h, "db.demo.svc.clusterset.local.", dns.TypeA).Rcode == dns.RcodeNameError
 	})
+}
+
+// watching makes fake's watches of resource with start (as its default
+// reactor would) and returns a channel closed once the first is registered.
+func watching(fake *k8stesting.Fake, resource string, start func(k8stesting.Action) (watch.Interface, error)) <-chan struct{} {
+	ch := make(chan struct{})
+	var once sync.Once
+	fake.PrependWatchReactor(resource, func(a k8stesting.Action) (bool, watch.Interface, error) {
+		w, err := start(a)
+		if err != nil {
+			return false, nil, err
+		}
+		once.Do(func() { close(ch) })
+		return true, w, nil
+	})
+	return ch
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {

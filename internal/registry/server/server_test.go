@@ -389,14 +389,26 @@ func TestSlowWatcherIsCutOffOthersContinue(t *testing.T) {
 	if _, err := a.PutExport(ctx, &registryv1.PutExportRequest{Export: export("a", 0, "http")}); err != nil {
 		t.Fatal(err)
 	}
-	// The slow watcher does not read until the end, and its small HTTP/2
-	// windows make the registry's sends to it block.
+	// The slow watcher reads nothing past its snapshot until the end, and
+	// its small HTTP/2 windows make the registry's sends to it block.
 	slowCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	slowClient := e.client("a", false, grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
 	slow, err := slowClient.Watch(slowCtx, &registryv1.WatchRequest{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The stream is open before the registry subscribed it: read up to its
+	// synced mark, so that the changes below reach it as changes rather
+	// than in a snapshot taken after them (which nothing would cut off).
+	for {
+		ev, err := slow.Recv()
+		if err != nil {
+			t.Fatalf("slow watcher before its synced mark: %v", err)
+		}
+		if isSynced(ev) {
+			break
+		}
 	}
 	for i := range 200 {
 		var addrs []string

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Installs the Debian packages that the README's commands need, and only the
+# missing ones. `make demo`, `make test`, `make generate` and `.ci/run` call it
+# first, so whichever a newcomer runs first works on a fresh machine. It runs
+# apt-get as root; not root and something missing, it stops before anything is
+# built and prints the command to run.
+#
+#   hack/install-deps.sh          install what is missing
+#   hack/install-deps.sh --check  only say what is missing (exit 1 if anything)
+set -euo pipefail
+
+# command package why
+deps=(
+	"protoc protobuf-compiler make generate: the gRPC contracts' code"
+	"ip iproute2 the local fleet: pods' and nodes' network namespaces, the bridge"
+	"nft nftables the local fleet: kube-proxy in nftables mode on every node"
+	"sysctl procps the local fleet: forwarding on the bridge"
+	"curl curl make demo: the requests it counts"
+)
+
+check=false
+[[ ${1:-} == --check ]] && check=true
+
+# has CMD: on PATH, or in an sbin folder that a user's PATH may lack.
+has() { command -v "$1" >/dev/null 2>&1 || [[ -x /usr/sbin/$1 || -x /sbin/$1 ]]; }
+
+missing=()
+for d in "${deps[@]}"; do
+	read -r cmd pkg why <<<"$d"
+	if ! has "$cmd"; then
+		missing+=("$pkg")
+		echo "install-deps: \`$cmd\` is missing ($pkg; $why)" >&2
+	fi
+done
+((${#missing[@]})) || exit 0
+$check && exit 1
+
+if [[ $(id -u) != 0 ]]; then
+	echo "install-deps: run as root first: sudo apt-get update && sudo apt-get install -y ${missing[*]}" >&2
+	echo "install-deps: (or: sudo hack/install-deps.sh)" >&2
+	exit 1
+fi
+echo "install-deps: apt-get install ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+for d in "${deps[@]}"; do
+	read -r cmd pkg _ <<<"$d"
+	if ! has "$cmd"; then
+		echo "install-deps: $pkg installed, but \`$cmd\` is still not found" >&2
+		exit 1
+	fi
+done
