@@ -30,9 +30,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	edgeapp "github.com/fleetnet/fleetnet/internal/edge/app"
 	"github.com/fleetnet/fleetnet/internal/edge/proxy"
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+
 	"github.com/fleetnet/fleetnet/internal/pki"
 )
 
@@ -191,21 +192,21 @@ func run(ctx context.Context, o options, out io.Writer) error {
 // benchModel is one Gateway with an HTTP and an HTTPS listener, each
 // routing every path of every host to one ServiceImport whose endpoints
 // are the backends, in one cluster.
-func benchModel(backends []string, plain, secure int) *model.Model {
-	var eps []model.Endpoint
+func benchModel(backends []string, plain, secure int) *edgev1.Model {
+	var eps []edgev1.Endpoint
 	for _, a := range backends {
 		host, p, _ := net.SplitHostPort(a)
 		port, _ := strconv.Atoi(p)
-		eps = append(eps, model.Endpoint{Address: host, Port: int32(port), Ready: true, Serving: true})
+		eps = append(eps, edgev1.Endpoint{Address: host, Port: int32(port), Ready: true, Serving: true})
 	}
-	route := model.Route{RouteNamespace: "bench", RouteName: "echo", Path: model.PathMatch{Type: model.PathPrefix, Value: "/"},
-		Backends: []model.Backend{{Kind: model.KindServiceImport, Namespace: "bench", Name: "echo", Weight: 1,
-			Clusters: []model.ClusterEndpoints{{Cluster: "local", Weight: 1, EffectiveWeight: int64(len(eps)), Endpoints: eps}}}}}
-	hosts := []model.VirtualHost{{Hostname: "*", Routes: []model.Route{route}}}
-	return &model.Model{Version: "edgebench", Gateways: []model.Gateway{{Namespace: "bench", Name: "edge", Listeners: []model.Listener{
-		{Name: "http", Port: int32(plain), Protocol: model.ProtocolHTTP, VirtualHosts: hosts},
-		{Name: "https", Port: int32(secure), Protocol: model.ProtocolHTTPS, VirtualHosts: hosts,
-			Certificates: []model.Certificate{{Namespace: "bench", Name: "tls", Digest: "edgebench"}}},
+	route := edgev1.Route{RouteNamespace: "bench", RouteName: "echo", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/"},
+		Backends: []edgev1.Backend{{Kind: edgev1.KindServiceImport, Namespace: "bench", Name: "echo", Weight: 1,
+			Clusters: []edgev1.ClusterEndpoints{{Cluster: "local", Weight: 1, EffectiveWeight: int64(len(eps)), Endpoints: eps}}}}}
+	hosts := []edgev1.VirtualHost{{Hostname: "*", Routes: []edgev1.Route{route}}}
+	return &edgev1.Model{Version: "edgebench", Gateways: []edgev1.Gateway{{Namespace: "bench", Name: "edge", Listeners: []edgev1.Listener{
+		{Name: "http", Port: int32(plain), Protocol: edgev1.ProtocolHTTP, VirtualHosts: hosts},
+		{Name: "https", Port: int32(secure), Protocol: edgev1.ProtocolHTTPS, VirtualHosts: hosts,
+			Certificates: []edgev1.ListenerCertificate{{Namespace: "bench", Name: "tls", Digest: "edgebench"}}},
 	}}}}
 }
 

@@ -18,11 +18,12 @@ import (
 	"testing"
 	"time"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/config/rbac"
 	edgeapp "github.com/fleetnet/fleetnet/internal/edge/app"
 	gatewayapp "github.com/fleetnet/fleetnet/internal/gateway/app"
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+
 	"github.com/fleetnet/fleetnet/internal/gateway/provider"
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/fleetnet/fleetnet/test/fleet"
@@ -416,7 +417,7 @@ func TestStatusReasons(t *testing.T) {
 // failingProvider refuses every model, as a cloud API out of quota would.
 type failingProvider struct{}
 
-func (failingProvider) Deploy(context.Context, *model.Model) error {
+func (failingProvider) Deploy(context.Context, *edgev1.Model) error {
 	return fmt.Errorf("quota exceeded for front door profiles")
 }
 

@@ -11,10 +11,11 @@ import (
 	"testing"
 	"time"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/api/keys"
 	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
 	gatewayapp "github.com/fleetnet/fleetnet/internal/gateway/app"
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+
 	"github.com/fleetnet/fleetnet/internal/gateway/provider"
 	"github.com/fleetnet/fleetnet/internal/pki"
 	networkingac "github.com/fleetnet/fleetnet/pkg/generated/applyconfiguration/networking/v1alpha1"
@@ -246,7 +247,7 @@ func TestMultiClusterLoadBalancerValidation(t *testing.T) {
 // answering would.
 type hangingProvider struct{}
 
-func (hangingProvider) Deploy(ctx context.Context, _ *model.Model) error {
+func (hangingProvider) Deploy(ctx context.Context, _ *edgev1.Model) error {
 	<-ctx.Done()
 	return ctx.Err()
 }

@@ -31,9 +31,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	edgeapp "github.com/fleetnet/fleetnet/internal/edge/app"
 	"github.com/fleetnet/fleetnet/internal/edge/l4"
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
 )
 
 func main() {
@@ -250,27 +250,27 @@ func errs(r *result) string {
 
 // benchModel is one load balancer with a TCP and a UDP port whose
 // endpoints are the backends, in one cluster.
-func benchModel(tcp, udp []string, tcpPort, udpPort int) *model.Model {
-	endpoints := func(addrs []string) []model.Endpoint {
-		var eps []model.Endpoint
+func benchModel(tcp, udp []string, tcpPort, udpPort int) *edgev1.Model {
+	endpoints := func(addrs []string) []edgev1.Endpoint {
+		var eps []edgev1.Endpoint
 		for _, a := range addrs {
 			host, p, _ := net.SplitHostPort(a)
 			port, _ := strconv.Atoi(p)
-			eps = append(eps, model.Endpoint{Address: host, Port: int32(port), Ready: true, Serving: true})
+			eps = append(eps, edgev1.Endpoint{Address: host, Port: int32(port), Ready: true, Serving: true})
 		}
 		return eps
 	}
-	clusters := func(eps []model.Endpoint) []model.ClusterEndpoints {
-		return []model.ClusterEndpoints{{Cluster: "local", Weight: 1, EffectiveWeight: int64(len(eps)), Endpoints: eps}}
+	clusters := func(eps []edgev1.Endpoint) []edgev1.ClusterEndpoints {
+		return []edgev1.ClusterEndpoints{{Cluster: "local", Weight: 1, EffectiveWeight: int64(len(eps)), Endpoints: eps}}
 	}
-	return &model.Model{Version: "l4bench", LoadBalancers: []model.LoadBalancer{{
+	return &edgev1.Model{Version: "l4bench", LoadBalancers: []edgev1.LoadBalancer{{
 		Namespace: "bench", Name: "echo", Generation: 1, Class: l4.ClassEdge,
-		Ports: []model.LoadBalancerPort{
-			{Port: int32(tcpPort), Protocol: model.ProtocolTCP, TargetPort: 7000, Clusters: clusters(endpoints(tcp))},
-			{Port: int32(udpPort), Protocol: model.ProtocolUDP, TargetPort: 7000, Clusters: clusters(endpoints(udp))},
+		Ports: []edgev1.LoadBalancerPort{
+			{Port: int32(tcpPort), Protocol: edgev1.ProtocolTCP, TargetPort: 7000, Clusters: clusters(endpoints(tcp))},
+			{Port: int32(udpPort), Protocol: edgev1.ProtocolUDP, TargetPort: 7000, Clusters: clusters(endpoints(udp))},
 		},
-		HealthCheck:          model.DefaultBackendPolicy().HealthCheck,
-		ConnectTimeoutMillis: 1000, TCPIdleMillis: model.DefaultTCPIdleMillis, UDPIdleMillis: model.DefaultUDPIdleMillis, DrainMillis: model.DefaultDrainMillis,
+		HealthCheck:          edgev1.DefaultBackendPolicy().HealthCheck,
+		ConnectTimeoutMillis: 1000, TCPIdleMillis: edgev1.DefaultTCPIdleMillis, UDPIdleMillis: edgev1.DefaultUDPIdleMillis, DrainMillis: edgev1.DefaultDrainMillis,
 	}}}
 }
 

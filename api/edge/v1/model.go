@@ -1,15 +1,11 @@
-// Package model turns Gateway API objects, the ServiceImports and Services
-// they reference and the EndpointSlices behind those into a normalized,
-// deterministic, provider-neutral model of what the global entry point must
-// serve, and into the Gateway API status that those objects imply.
-//
-// Build is pure: no client, no IO, no clock. The same objects in any order
-// give byte-identical JSON and the same Version, so a provider can compare
-// versions instead of contents. Conditions carry no lastTransitionTime: the
-// controller merges them into the objects' status (keeping the time unless
-// the status flips), and Programmed, which depends on the data plane, is the
-// controller's to set.
-package model
+package edgev1
+
+// The model: what fleetnet-gateway sends and fleetnet-edge serves, as the
+// JSON document inside a ModelUpdate (EncodeModel, DecodeModel). It is the
+// contract between the two: fleetnet-gateway's model builder
+// (internal/gateway/model) produces it from Gateway API objects, the
+// providers (the edge, Azure) consume it, and neither imports the other. It
+// depends on no Kubernetes API package.
 
 // Model is everything the entry point serves, for every Gateway of
 // fleetnet's GatewayClasses.
@@ -45,6 +41,14 @@ type LoadBalancer struct {
 	// cluster, or to a port no longer served, may continue.
 	DrainMillis int64 `json:"drainMillis"`
 }
+
+// Defaults of a load balancer's timeouts, which an edge also takes for a
+// zero in the model.
+const (
+	DefaultTCPIdleMillis = int64(60 * 60 * 1000) // an hour
+	DefaultUDPIdleMillis = int64(60 * 1000)      // a minute
+	DefaultDrainMillis   = int64(30 * 1000)
+)
 
 // L4 protocols of a LoadBalancerPort.
 const (
@@ -105,13 +109,13 @@ type Listener struct {
 	Hostname string `json:"hostname,omitempty"`
 	// Certificates terminate TLS for HTTPS, in the listener's order (the
 	// first is the default when SNI selects none).
-	Certificates []Certificate `json:"certificates,omitempty"`
+	Certificates []ListenerCertificate `json:"certificates,omitempty"`
 	// VirtualHosts are sorted by hostname.
 	VirtualHosts []VirtualHost `json:"virtualHosts"`
 }
 
-// Certificate is a kubernetes.io/tls Secret that a listener presents.
-type Certificate struct {
+// ListenerCertificate is a kubernetes.io/tls Secret that a listener presents.
+type ListenerCertificate struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	// Digest is the SHA-256 of the certificate and key, so that a rotated

@@ -1,38 +1,36 @@
-// Package wire is how a model travels from fleetnet-gateway to
-// fleetnet-edge inside a fleetnet.edge.v1 ModelUpdate: the model as JSON
-// (the same document the golden files show), and the listeners' key pairs
-// beside it, by digest, since the model's JSON never carries a key.
-package wire
+package edgev1
+
+// How a model travels from fleetnet-gateway to fleetnet-edge inside a
+// ModelUpdate: the model as JSON (the same document the golden files
+// show), and the listeners' key pairs beside it, by digest, since the
+// model's JSON never carries a key.
 
 import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"sort"
-
-	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
 )
 
-// ContentType names this encoding; an edge refuses others.
-const ContentType = "application/vnd.fleetnet.model.v1+json"
+// ModelContentType names this encoding; an edge refuses others.
+const ModelContentType = "application/vnd.fleetnet.model.v1+json"
 
-// Encode returns the model's document and its certificates, sorted by
+// EncodeModel returns the model's document and its certificates, sorted by
 // digest, each once.
-func Encode(m *model.Model) ([]byte, []*edgev1.Certificate, error) {
+func EncodeModel(m *Model) ([]byte, []*Certificate, error) {
 	doc, err := json.Marshal(m)
 	if err != nil {
 		return nil, nil, fmt.Errorf("encoding the model: %w", err)
 	}
-	byDigest := map[string]*edgev1.Certificate{}
+	byDigest := map[string]*Certificate{}
 	for _, gw := range m.Gateways {
 		for _, l := range gw.Listeners {
 			for _, c := range l.Certificates {
-				byDigest[c.Digest] = &edgev1.Certificate{Digest: c.Digest, CertPem: c.CertPEM, KeyPem: c.KeyPEM}
+				byDigest[c.Digest] = &Certificate{Digest: c.Digest, CertPem: c.CertPEM, KeyPem: c.KeyPEM}
 			}
 		}
 	}
-	certs := make([]*edgev1.Certificate, 0, len(byDigest))
+	certs := make([]*Certificate, 0, len(byDigest))
 	for _, c := range byDigest {
 		certs = append(certs, c)
 	}
@@ -40,12 +38,12 @@ func Encode(m *model.Model) ([]byte, []*edgev1.Certificate, error) {
 	return doc, certs, nil
 }
 
-// Decode returns the model of an update and its key pairs by digest.
-func Decode(u *edgev1.ModelUpdate) (*model.Model, map[string]*tls.Certificate, error) {
-	if u.GetContentType() != ContentType {
-		return nil, nil, fmt.Errorf("content type %q is not %q", u.GetContentType(), ContentType)
+// DecodeModel returns the model of an update and its key pairs by digest.
+func DecodeModel(u *ModelUpdate) (*Model, map[string]*tls.Certificate, error) {
+	if u.GetContentType() != ModelContentType {
+		return nil, nil, fmt.Errorf("content type %q is not %q", u.GetContentType(), ModelContentType)
 	}
-	m := &model.Model{}
+	m := &Model{}
 	if err := json.Unmarshal(u.GetModel(), m); err != nil {
 		return nil, nil, fmt.Errorf("decoding the model: %w", err)
 	}

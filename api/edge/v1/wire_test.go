@@ -1,12 +1,11 @@
-package wire_test
+package edgev1_test
 
 import (
 	"bytes"
 	"testing"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
-	"github.com/fleetnet/fleetnet/internal/edge/wire"
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+
 	"github.com/fleetnet/fleetnet/internal/pki"
 )
 
@@ -21,29 +20,29 @@ func TestRoundTripKeepsKeysOutOfTheDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cert := model.Certificate{Namespace: "demo", Name: "shop-tls", Digest: "d1", CertPEM: kp.CertPEM, KeyPEM: kp.KeyPEM}
-	m := &model.Model{Version: "x", Gateways: []model.Gateway{{Namespace: "demo", Name: "edge", Listeners: []model.Listener{
-		{Name: "a", Port: 443, Protocol: model.ProtocolHTTPS, Certificates: []model.Certificate{cert}},
-		{Name: "b", Port: 8443, Protocol: model.ProtocolHTTPS, Certificates: []model.Certificate{cert}},
+	cert := edgev1.ListenerCertificate{Namespace: "demo", Name: "shop-tls", Digest: "d1", CertPEM: kp.CertPEM, KeyPEM: kp.KeyPEM}
+	m := &edgev1.Model{Version: "x", Gateways: []edgev1.Gateway{{Namespace: "demo", Name: "edge", Listeners: []edgev1.Listener{
+		{Name: "a", Port: 443, Protocol: edgev1.ProtocolHTTPS, Certificates: []edgev1.ListenerCertificate{cert}},
+		{Name: "b", Port: 8443, Protocol: edgev1.ProtocolHTTPS, Certificates: []edgev1.ListenerCertificate{cert}},
 	}}}}
-	doc, certs, err := wire.Encode(m)
+	doc, certs, err := edgev1.EncodeModel(m)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if bytes.Contains(doc, []byte("PRIVATE KEY")) || len(certs) != 1 {
 		t.Fatalf("document carries a key, or %d certificates for one", len(certs))
 	}
-	got, pairs, err := wire.Decode(&edgev1.ModelUpdate{ContentType: wire.ContentType, Model: doc, Certificates: certs})
+	got, pairs, err := edgev1.DecodeModel(&edgev1.ModelUpdate{ContentType: edgev1.ModelContentType, Model: doc, Certificates: certs})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if pairs["d1"] == nil || len(got.Gateways[0].Listeners) != 2 || got.Version != "x" {
 		t.Errorf("decoded %+v with key pairs %v", got, pairs)
 	}
-	if _, _, err := wire.Decode(&edgev1.ModelUpdate{ContentType: "text/plain", Model: doc}); err == nil {
+	if _, _, err := edgev1.DecodeModel(&edgev1.ModelUpdate{ContentType: "text/plain", Model: doc}); err == nil {
 		t.Error("another content type was accepted")
 	}
-	if _, _, err := wire.Decode(&edgev1.ModelUpdate{ContentType: wire.ContentType, Model: doc, Certificates: []*edgev1.Certificate{{Digest: "bad", CertPem: []byte("x")}}}); err == nil {
+	if _, _, err := edgev1.DecodeModel(&edgev1.ModelUpdate{ContentType: edgev1.ModelContentType, Model: doc, Certificates: []*edgev1.Certificate{{Digest: "bad", CertPem: []byte("x")}}}); err == nil {
 		t.Error("a broken key pair was accepted")
 	}
 }

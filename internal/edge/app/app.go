@@ -22,8 +22,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/edge/l4"
 	"github.com/fleetnet/fleetnet/internal/edge/proxy"
 	"github.com/fleetnet/fleetnet/internal/edge/subscribe"
-	"github.com/fleetnet/fleetnet/internal/edge/wire"
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -120,12 +119,12 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		http:   proxy.New(proxy.Options{ListenHost: o.ListenHost, Region: o.Region, Log: log, Registerer: reg, AccessLog: o.AccessLog, Health: checker}),
 		l4:     l4.New(l4.Options{ListenHost: o.ListenHost, Log: log, Registerer: reg, Health: checker}),
 		log:    log,
-		served: &model.Model{},
+		served: &edgev1.Model{},
 	}
 	client := &subscribe.Client{
 		Conn: conn, Region: o.Region, StateDir: o.StateDir, Log: log,
 		Apply: func(_ context.Context, u *edgev1.ModelUpdate) error {
-			m, certs, err := wire.Decode(u)
+			m, certs, err := edgev1.DecodeModel(u)
 			if err != nil {
 				return err
 			}
@@ -180,7 +179,7 @@ type dataPlanes struct {
 	mu sync.Mutex
 	// served is the model the HTTP proxy serves and its certificates, to
 	// put back if the L4 proxy cannot complete a model.
-	served      *model.Model
+	served      *edgev1.Model
 	servedCerts map[string]*tls.Certificate
 }
 
@@ -189,7 +188,7 @@ type dataPlanes struct {
 // then the load balancers. A port handed from a Gateway listener to a
 // load balancer is bound once the HTTP proxy let it go; should that bind
 // fail, the HTTP proxy goes back to the model before.
-func (d *dataPlanes) apply(m *model.Model, certs map[string]*tls.Certificate) error {
+func (d *dataPlanes) apply(m *edgev1.Model, certs map[string]*tls.Certificate) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	change, err := d.l4.Prepare(m, func(port int32) bool { return d.http.Addr(port) != nil })

@@ -17,9 +17,9 @@ import (
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/edge/app"
-	"github.com/fleetnet/fleetnet/internal/edge/wire"
+
 	"github.com/fleetnet/fleetnet/internal/gateway/distribute"
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -94,19 +94,19 @@ func TestEdgeServesAndKeepsServing(t *testing.T) {
 	host, portStr, _ := net.SplitHostPort(backend.Listener.Addr().String())
 	bport, _ := strconv.Atoi(portStr)
 	listen := int32(freePort(t))
-	m := &model.Model{Version: "1", Gateways: []model.Gateway{{Namespace: "demo", Name: "edge", Listeners: []model.Listener{{
-		Name: "http", Port: listen, Protocol: model.ProtocolHTTP, VirtualHosts: []model.VirtualHost{{Hostname: "*", Routes: []model.Route{{
-			RouteName: "echo", Path: model.PathMatch{Type: model.PathPrefix, Value: "/"},
-			Backends: []model.Backend{{Kind: model.KindServiceImport, Namespace: "demo", Name: "echo", Weight: 1, Clusters: []model.ClusterEndpoints{{
-				Cluster: "east", Weight: 1, EffectiveWeight: 1, Endpoints: []model.Endpoint{{Address: host, Port: int32(bport), Ready: true, Serving: true}},
+	m := &edgev1.Model{Version: "1", Gateways: []edgev1.Gateway{{Namespace: "demo", Name: "edge", Listeners: []edgev1.Listener{{
+		Name: "http", Port: listen, Protocol: edgev1.ProtocolHTTP, VirtualHosts: []edgev1.VirtualHost{{Hostname: "*", Routes: []edgev1.Route{{
+			RouteName: "echo", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/"},
+			Backends: []edgev1.Backend{{Kind: edgev1.KindServiceImport, Namespace: "demo", Name: "echo", Weight: 1, Clusters: []edgev1.ClusterEndpoints{{
+				Cluster: "east", Weight: 1, EffectiveWeight: 1, Endpoints: []edgev1.Endpoint{{Address: host, Port: int32(bport), Ready: true, Serving: true}},
 			}}}},
 		}}}},
 	}}}}}
-	doc, certs, err := wire.Encode(m)
+	doc, certs, err := edgev1.EncodeModel(m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv.Publish(wire.ContentType, doc, certs)
+	srv.Publish(edgev1.ModelContentType, doc, certs)
 
 	opts := app.Options{
 		Gateway: lis.Addr().String(), CAFile: filepath.Join(dir, "ca.crt"), CertFile: filepath.Join(dir, "edge.crt"), KeyFile: filepath.Join(dir, "edge.key"),

@@ -14,9 +14,8 @@ import (
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/edge/app"
-	"github.com/fleetnet/fleetnet/internal/edge/wire"
+
 	"github.com/fleetnet/fleetnet/internal/gateway/distribute"
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -42,13 +41,13 @@ func TestEdgeServesLoadBalancers(t *testing.T) {
 
 	gateway := httpGateway(t, web.Listener.Addr().String(), httpPort)
 	db := loadBalancer("db", echo, tcpPort)
-	publish := func(m *model.Model) int64 {
+	publish := func(m *edgev1.Model) int64 {
 		t.Helper()
-		doc, certs, err := wire.Encode(m)
+		doc, certs, err := edgev1.EncodeModel(m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return srv.Publish(wire.ContentType, doc, certs)
+		return srv.Publish(edgev1.ModelContentType, doc, certs)
 	}
 	servedOrRefused := func(version int64) (refused string) {
 		t.Helper()
@@ -72,7 +71,7 @@ func TestEdgeServesLoadBalancers(t *testing.T) {
 		}
 	}
 
-	v1 := publish(&model.Model{Version: "1", Gateways: []model.Gateway{gateway}, LoadBalancers: []model.LoadBalancer{db}})
+	v1 := publish(&edgev1.Model{Version: "1", Gateways: []edgev1.Gateway{gateway}, LoadBalancers: []edgev1.LoadBalancer{db}})
 	runEdge(t, opts)
 	if r := servedOrRefused(v1); r != "" {
 		t.Fatalf("version 1 refused: %s", r)
@@ -82,12 +81,12 @@ func TestEdgeServesLoadBalancers(t *testing.T) {
 	// A listener on a port another process holds: the HTTP proxy refuses
 	// the model after the L4 proxy prepared its ports.
 	busyHTTP := gateway
-	busyHTTP.Listeners = append([]model.Listener{}, gateway.Listeners...)
-	busyHTTP.Listeners = append(busyHTTP.Listeners, model.Listener{Name: "busy", Port: busyPort, Protocol: model.ProtocolHTTP})
+	busyHTTP.Listeners = append([]edgev1.Listener{}, gateway.Listeners...)
+	busyHTTP.Listeners = append(busyHTTP.Listeners, edgev1.Listener{Name: "busy", Port: busyPort, Protocol: edgev1.ProtocolHTTP})
 	tests := []struct {
 		name    string
-		gateway model.Gateway
-		lb      model.LoadBalancer
+		gateway edgev1.Gateway
+		lb      edgev1.LoadBalancer
 		want    []string
 	}{
 		{"a Gateway listener's port", gateway, loadBalancer("clash", echo, httpPort),
@@ -102,7 +101,7 @@ func TestEdgeServesLoadBalancers(t *testing.T) {
 			// The load balancer also asks for a new port, which must not
 			// stay bound.
 			extra := loadBalancer("extra", echo, otherPort)
-			v := publish(&model.Model{Version: tt.name, Gateways: []model.Gateway{tt.gateway}, LoadBalancers: []model.LoadBalancer{tt.lb, db, extra}})
+			v := publish(&edgev1.Model{Version: tt.name, Gateways: []edgev1.Gateway{tt.gateway}, LoadBalancers: []edgev1.LoadBalancer{tt.lb, db, extra}})
 			refused := servedOrRefused(v)
 			if refused == "" {
 				t.Fatal("served")
@@ -120,7 +119,7 @@ func TestEdgeServesLoadBalancers(t *testing.T) {
 	}
 
 	// The Gateway goes away and a load balancer takes its port.
-	v := publish(&model.Model{Version: "handover", LoadBalancers: []model.LoadBalancer{loadBalancer("web-tcp", echo, httpPort), db}})
+	v := publish(&edgev1.Model{Version: "handover", LoadBalancers: []edgev1.LoadBalancer{loadBalancer("web-tcp", echo, httpPort), db}})
 	if r := servedOrRefused(v); r != "" {
 		t.Fatalf("refused: %s", r)
 	}
@@ -167,40 +166,40 @@ func startGateway(t *testing.T) (*distribute.Server, app.Options) {
 	}
 }
 
-func endpointOf(t *testing.T, hostport string) model.Endpoint {
+func endpointOf(t *testing.T, hostport string) edgev1.Endpoint {
 	t.Helper()
 	host, p, err := net.SplitHostPort(hostport)
 	if err != nil {
 		t.Fatal(err)
 	}
 	port, _ := strconv.Atoi(p)
-	return model.Endpoint{Address: host, Port: int32(port), Ready: true, Serving: true}
+	return edgev1.Endpoint{Address: host, Port: int32(port), Ready: true, Serving: true}
 }
 
-func httpGateway(t *testing.T, backend string, port int32) model.Gateway {
-	return model.Gateway{Namespace: "demo", Name: "edge", Listeners: []model.Listener{{
-		Name: "http", Port: port, Protocol: model.ProtocolHTTP, VirtualHosts: []model.VirtualHost{{Hostname: "*", Routes: []model.Route{{
-			RouteName: "echo", Path: model.PathMatch{Type: model.PathPrefix, Value: "/"},
-			Backends: []model.Backend{{Kind: model.KindServiceImport, Namespace: "demo", Name: "echo", Weight: 1, Clusters: []model.ClusterEndpoints{{
-				Cluster: "east", Weight: 1, EffectiveWeight: 1, Endpoints: []model.Endpoint{endpointOf(t, backend)},
+func httpGateway(t *testing.T, backend string, port int32) edgev1.Gateway {
+	return edgev1.Gateway{Namespace: "demo", Name: "edge", Listeners: []edgev1.Listener{{
+		Name: "http", Port: port, Protocol: edgev1.ProtocolHTTP, VirtualHosts: []edgev1.VirtualHost{{Hostname: "*", Routes: []edgev1.Route{{
+			RouteName: "echo", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/"},
+			Backends: []edgev1.Backend{{Kind: edgev1.KindServiceImport, Namespace: "demo", Name: "echo", Weight: 1, Clusters: []edgev1.ClusterEndpoints{{
+				Cluster: "east", Weight: 1, EffectiveWeight: 1, Endpoints: []edgev1.Endpoint{endpointOf(t, backend)},
 			}}}},
 		}}}},
 	}}}
 }
 
-func loadBalancer(name string, backend model.Endpoint, port int32) model.LoadBalancer {
-	return model.LoadBalancer{
+func loadBalancer(name string, backend edgev1.Endpoint, port int32) edgev1.LoadBalancer {
+	return edgev1.LoadBalancer{
 		Namespace: "demo", Name: name, Generation: 1, Class: "edge",
-		Ports: []model.LoadBalancerPort{{Port: port, Protocol: model.ProtocolTCP, TargetPort: 7000, Clusters: []model.ClusterEndpoints{{
-			Cluster: "east", Weight: 1, EffectiveWeight: 1, Endpoints: []model.Endpoint{backend},
+		Ports: []edgev1.LoadBalancerPort{{Port: port, Protocol: edgev1.ProtocolTCP, TargetPort: 7000, Clusters: []edgev1.ClusterEndpoints{{
+			Cluster: "east", Weight: 1, EffectiveWeight: 1, Endpoints: []edgev1.Endpoint{backend},
 		}}}},
-		HealthCheck:          model.DefaultBackendPolicy().HealthCheck,
-		ConnectTimeoutMillis: 1000, TCPIdleMillis: model.DefaultTCPIdleMillis, UDPIdleMillis: model.DefaultUDPIdleMillis, DrainMillis: 1000,
+		HealthCheck:          edgev1.DefaultBackendPolicy().HealthCheck,
+		ConnectTimeoutMillis: 1000, TCPIdleMillis: edgev1.DefaultTCPIdleMillis, UDPIdleMillis: edgev1.DefaultUDPIdleMillis, DrainMillis: 1000,
 	}
 }
 
 // echoServer answers each line with "echo <line>".
-func echoServer(t *testing.T) model.Endpoint {
+func echoServer(t *testing.T) edgev1.Endpoint {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

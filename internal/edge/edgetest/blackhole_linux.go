@@ -7,7 +7,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 )
 
 // Blackhole is an endpoint on loopback that never completes a
@@ -16,7 +16,7 @@ import (
 // for a stopped pod whose address no longer answers ARP. (Routing to an
 // unused address does not do it everywhere: some sandboxes answer every
 // connection.)
-func Blackhole(t *testing.T) model.Endpoint {
+func Blackhole(t *testing.T) edgev1.Endpoint {
 	t.Helper()
 	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -33,7 +33,7 @@ func Blackhole(t *testing.T) model.Endpoint {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep := model.Endpoint{Address: "127.0.0.1", Port: int32(sa.(*syscall.SockaddrInet4).Port), Ready: true, Serving: true}
+	ep := edgev1.Endpoint{Address: "127.0.0.1", Port: int32(sa.(*syscall.SockaddrInet4).Port), Ready: true, Serving: true}
 	// The one connection the queue holds; it is never accepted.
 	conn, err := net.Dial("tcp", net.JoinHostPort(ep.Address, strconv.Itoa(int(ep.Port))))
 	if err != nil {

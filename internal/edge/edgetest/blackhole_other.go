@@ -5,13 +5,13 @@ package edgetest
 import (
 	"testing"
 
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 )
 
 // Blackhole needs Linux's accept queue semantics (a full queue drops every
 // SYN); elsewhere the tests that use it cannot run.
-func Blackhole(t *testing.T) model.Endpoint {
+func Blackhole(t *testing.T) edgev1.Endpoint {
 	t.Helper()
 	t.Fatal("this test needs Linux: a loopback endpoint that drops connections relies on Linux's accept queue; run the edge tests on Linux")
-	return model.Endpoint{}
+	return edgev1.Endpoint{}
 }

@@ -26,7 +26,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 )
 
 // MaxProbes bounds the probes in flight over every unit, so that a model
@@ -40,7 +40,7 @@ const MaxProbes = 256
 type Key struct {
 	Address string
 	Port    int32
-	Check   model.HealthCheck
+	Check   edgev1.HealthCheck
 	// H2C: an HTTP check speaks HTTP/2 with prior knowledge, as the
 	// backend's appProtocol says its endpoints do.
 	H2C bool
@@ -194,7 +194,7 @@ func (c *Checker) start(k Key) *Target {
 func (c *Checker) run(ctx context.Context, tg *Target) {
 	interval := millis(tg.key.Check.IntervalMillis)
 	if interval <= 0 {
-		interval = millis(model.DefaultBackendPolicy().HealthCheck.IntervalMillis)
+		interval = millis(edgev1.DefaultBackendPolicy().HealthCheck.IntervalMillis)
 	}
 	// The first probe comes anywhere in the first interval, so that the
 	// units of a new model are not all probed at the same moment.
@@ -227,7 +227,7 @@ func (c *Checker) run(ctx context.Context, tg *Target) {
 func (c *Checker) probe(ctx context.Context, tg *Target) bool {
 	ctx, cancel := context.WithTimeout(ctx, millis(tg.key.Check.TimeoutMillis))
 	defer cancel()
-	if tg.key.Check.Type != model.HealthCheckHTTP {
+	if tg.key.Check.Type != edgev1.HealthCheckHTTP {
 		var d net.Dialer
 		conn, err := d.DialContext(ctx, "tcp", tg.hostport)
 		if err != nil {

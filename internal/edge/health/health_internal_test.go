@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 )
 
 // The health of a unit through a script of active check results and
@@ -52,7 +52,7 @@ func TestTargetStates(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var now time.Time
-			tg := &Target{key: Key{Check: model.HealthCheck{HealthyThreshold: 2, UnhealthyThreshold: 2}}, wake: make(chan struct{}, 1),
+			tg := &Target{key: Key{Check: edgev1.HealthCheck{HealthyThreshold: 2, UnhealthyThreshold: 2}}, wake: make(chan struct{}, 1),
 				now: func() time.Time { return now }}
 			for i, s := range tt.steps {
 				now = t0.Add(s.at)
@@ -77,7 +77,7 @@ func TestTargetStates(t *testing.T) {
 func TestSetsShareUnits(t *testing.T) {
 	c := New()
 	t.Cleanup(c.Close)
-	check := model.DefaultBackendPolicy().HealthCheck
+	check := edgev1.DefaultBackendPolicy().HealthCheck
 	other := check
 	other.IntervalMillis = 2000
 	k1 := Key{Address: "127.0.0.1", Port: 1, Check: check}
@@ -133,8 +133,8 @@ func TestTCPCheck(t *testing.T) {
 	s := c.NewSet()
 	var tg *Target
 	s.Track(func(unit func(Key) *Target) {
-		tg = unit(Key{Address: "127.0.0.1", Port: int32(addr.Port), Check: model.HealthCheck{
-			Type: model.HealthCheckTCP, IntervalMillis: 20, TimeoutMillis: 10, HealthyThreshold: 1, UnhealthyThreshold: 1}})
+		tg = unit(Key{Address: "127.0.0.1", Port: int32(addr.Port), Check: edgev1.HealthCheck{
+			Type: edgev1.HealthCheckTCP, IntervalMillis: 20, TimeoutMillis: 10, HealthyThreshold: 1, UnhealthyThreshold: 1}})
 	})
 	_ = ln.Close()
 	waitFor(t, "the stopped endpoint is out", func() bool { return !tg.Healthy() })

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 )
 
 // Models the edge cannot serve are refused with an error naming what
@@ -21,26 +21,26 @@ func TestApplyRefuses(t *testing.T) {
 	t.Cleanup(func() { _ = busy.Close() })
 	busyPort := int32(busy.Addr().(*net.TCPAddr).Port)
 	ep := cluster("east", 1, east.endpoint())
-	withListener := func(port int32, lbs ...model.LoadBalancer) *model.Model {
+	withListener := func(port int32, lbs ...edgev1.LoadBalancer) *edgev1.Model {
 		m := modelOf("bad", lbs...)
-		m.Gateways = []model.Gateway{{Namespace: "web", Name: "edge", Listeners: []model.Listener{{Name: "http", Port: port, Protocol: model.ProtocolHTTP}}}}
+		m.Gateways = []edgev1.Gateway{{Namespace: "web", Name: "edge", Listeners: []edgev1.Listener{{Name: "http", Port: port, Protocol: edgev1.ProtocolHTTP}}}}
 		return m
 	}
 	tests := []struct {
 		name  string
-		model *model.Model
+		model *edgev1.Model
 		want  []string
 	}{
-		{"a TCP port of a Gateway listener", withListener(other, lb("db", other, model.ProtocolTCP, ep)),
+		{"a TCP port of a Gateway listener", withListener(other, lb("db", other, edgev1.ProtocolTCP, ep)),
 			[]string{"MultiClusterLoadBalancer demo/db", "listener http of Gateway web/edge", "both serve it"}},
-		{"two load balancers on one port", modelOf("bad", lb("a", other, model.ProtocolTCP, ep), lb("b", other, model.ProtocolTCP, ep)),
+		{"two load balancers on one port", modelOf("bad", lb("a", other, edgev1.ProtocolTCP, ep), lb("b", other, edgev1.ProtocolTCP, ep)),
 			[]string{"demo/a and demo/b both serve it"}},
-		{"a port out of range", modelOf("bad", lb("db", 70000, model.ProtocolTCP, ep)), []string{"port 70000 is not between 1 and 65535"}},
-		{"a port another process holds", modelOf("bad", lb("db", busyPort, model.ProtocolTCP, ep), lb("other", other, model.ProtocolTCP, ep)),
+		{"a port out of range", modelOf("bad", lb("db", 70000, edgev1.ProtocolTCP, ep)), []string{"port 70000 is not between 1 and 65535"}},
+		{"a port another process holds", modelOf("bad", lb("db", busyPort, edgev1.ProtocolTCP, ep), lb("other", other, edgev1.ProtocolTCP, ep)),
 			[]string{"MultiClusterLoadBalancer demo/db", "address already in use"}},
 	}
 	p, _ := newProxy(t, nil)
-	if err := p.Apply(modelOf("1", lb("served", served, model.ProtocolTCP, ep))); err != nil {
+	if err := p.Apply(modelOf("1", lb("served", served, edgev1.ProtocolTCP, ep))); err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range tests {
@@ -57,13 +57,13 @@ func TestApplyRefuses(t *testing.T) {
 			if name, err := once(served); err != nil || name != "east-1" {
 				t.Errorf("the model served before: %q %v", name, err)
 			}
-			if p.Addr(other, model.ProtocolTCP) != nil {
+			if p.Addr(other, edgev1.ProtocolTCP) != nil {
 				t.Errorf("port %d of the refused model is bound", other)
 			}
 		})
 	}
 	// A UDP port beside a Gateway listener's TCP port is no conflict.
-	if err := p.Apply(withListener(other, lb("dns", other, model.ProtocolUDP, ep))); err != nil {
+	if err := p.Apply(withListener(other, lb("dns", other, edgev1.ProtocolUDP, ep))); err != nil {
 		t.Errorf("UDP beside a TCP listener: %v", err)
 	}
 }
@@ -73,15 +73,15 @@ func TestApplyRefuses(t *testing.T) {
 func TestApplyLeavesOut(t *testing.T) {
 	east := startTCP(t, "east-1")
 	a, b, c := freePort(t), freePort(t), freePort(t)
-	azure := lb("azure", a, model.ProtocolTCP, cluster("east", 1, east.endpoint()))
+	azure := lb("azure", a, edgev1.ProtocolTCP, cluster("east", 1, east.endpoint()))
 	azure.Class = "azure-cross-region"
 	sctp := lb("sctp", b, "SCTP", cluster("east", 1, east.endpoint()))
-	tcp := lb("db", c, model.ProtocolTCP, cluster("east", 1, east.endpoint()))
+	tcp := lb("db", c, edgev1.ProtocolTCP, cluster("east", 1, east.endpoint()))
 	p, _ := newProxy(t, nil)
 	if err := p.Apply(modelOf("1", azure, tcp, sctp)); err != nil {
 		t.Fatal(err)
 	}
-	if p.Addr(a, model.ProtocolTCP) != nil || p.Addr(b, "SCTP") != nil {
+	if p.Addr(a, edgev1.ProtocolTCP) != nil || p.Addr(b, "SCTP") != nil {
 		t.Error("a port of another class or protocol is bound")
 	}
 	if name, err := once(c); err != nil || name != "east-1" {
@@ -97,7 +97,7 @@ func TestPrepareHandOver(t *testing.T) {
 	mine, theirs := freePort(t), freePort(t)
 	p, _ := newProxy(t, nil)
 	ep := cluster("east", 1, east.endpoint())
-	if err := p.Apply(modelOf("1", lb("db", mine, model.ProtocolTCP, ep))); err != nil {
+	if err := p.Apply(modelOf("1", lb("db", mine, edgev1.ProtocolTCP, ep))); err != nil {
 		t.Fatal(err)
 	}
 	// The HTTP proxy holds theirs; the next model gives mine to a Gateway
@@ -106,8 +106,8 @@ func TestPrepareHandOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	next := modelOf("2", lb("db", theirs, model.ProtocolTCP, ep))
-	next.Gateways = []model.Gateway{{Namespace: "web", Name: "edge", Listeners: []model.Listener{{Name: "http", Port: mine, Protocol: model.ProtocolHTTP}}}}
+	next := modelOf("2", lb("db", theirs, edgev1.ProtocolTCP, ep))
+	next.Gateways = []edgev1.Gateway{{Namespace: "web", Name: "edge", Listeners: []edgev1.Listener{{Name: "http", Port: mine, Protocol: edgev1.ProtocolHTTP}}}}
 	held := func(port int32) bool { return port == theirs }
 
 	change, err := p.Prepare(next, held)

@@ -15,8 +15,9 @@ import (
 	"testing"
 	"time"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/edge/l4"
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -96,8 +97,8 @@ func (b *tcpBackend) stop() {
 	}
 }
 
-func (b *tcpBackend) endpoint() model.Endpoint {
-	return model.Endpoint{Address: "127.0.0.1", Port: int32(b.port), Ready: true, Serving: true}
+func (b *tcpBackend) endpoint() edgev1.Endpoint {
+	return edgev1.Endpoint{Address: "127.0.0.1", Port: int32(b.port), Ready: true, Serving: true}
 }
 
 // udpBackend answers every datagram with "<name> <client port> <payload>".
@@ -128,28 +129,28 @@ func startUDP(t *testing.T, name string) *udpBackend {
 	return b
 }
 
-func (b *udpBackend) endpoint() model.Endpoint {
-	return model.Endpoint{Address: "127.0.0.1", Port: int32(b.port), Ready: true, Serving: true}
+func (b *udpBackend) endpoint() edgev1.Endpoint {
+	return edgev1.Endpoint{Address: "127.0.0.1", Port: int32(b.port), Ready: true, Serving: true}
 }
 
 // cluster is a cluster of weight w with the endpoints given.
-func cluster(name string, w int32, eps ...model.Endpoint) model.ClusterEndpoints {
-	return model.ClusterEndpoints{Cluster: name, Weight: w, EffectiveWeight: int64(w) * int64(len(eps)), Endpoints: eps}
+func cluster(name string, w int32, eps ...edgev1.Endpoint) edgev1.ClusterEndpoints {
+	return edgev1.ClusterEndpoints{Cluster: name, Weight: w, EffectiveWeight: int64(w) * int64(len(eps)), Endpoints: eps}
 }
 
 // lb is a load balancer demo/<name> of one port; mod adjusts it.
-func lb(name string, port int32, proto string, clusters ...model.ClusterEndpoints) model.LoadBalancer {
-	return model.LoadBalancer{
+func lb(name string, port int32, proto string, clusters ...edgev1.ClusterEndpoints) edgev1.LoadBalancer {
+	return edgev1.LoadBalancer{
 		Namespace: "demo", Name: name, Generation: 1, Class: l4.ClassEdge,
-		Ports: []model.LoadBalancerPort{{Port: port, Protocol: proto, TargetPort: 9000, Clusters: clusters}},
+		Ports: []edgev1.LoadBalancerPort{{Port: port, Protocol: proto, TargetPort: 9000, Clusters: clusters}},
 		// Checks often, so that endpoints come back quickly.
-		HealthCheck:          model.HealthCheck{Type: model.HealthCheckTCP, IntervalMillis: 50, TimeoutMillis: 40, HealthyThreshold: 1, UnhealthyThreshold: 1},
+		HealthCheck:          edgev1.HealthCheck{Type: edgev1.HealthCheckTCP, IntervalMillis: 50, TimeoutMillis: 40, HealthyThreshold: 1, UnhealthyThreshold: 1},
 		ConnectTimeoutMillis: 1000, TCPIdleMillis: 60_000, UDPIdleMillis: 60_000, DrainMillis: 30_000,
 	}
 }
 
-func modelOf(version string, lbs ...model.LoadBalancer) *model.Model {
-	return &model.Model{Version: version, LoadBalancers: lbs}
+func modelOf(version string, lbs ...edgev1.LoadBalancer) *edgev1.Model {
+	return &edgev1.Model{Version: version, LoadBalancers: lbs}
 }
 
 // newProxy starts a proxy on loopback, closed by the test's cleanup.

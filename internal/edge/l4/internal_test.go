@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/edge/health"
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
 )
 
 // The pick's rules, on a service whose clusters each have one endpoint,
@@ -85,32 +85,32 @@ func TestUDPEndpointRefused(t *testing.T) {
 // Zero fields of a load balancer take the defaults, except DrainMillis,
 // whose zero closes at once; the check is always a TCP connect.
 func TestCompileDefaults(t *testing.T) {
-	def := model.DefaultBackendPolicy().HealthCheck
+	def := edgev1.DefaultBackendPolicy().HealthCheck
 	type settings struct {
-		check                            model.HealthCheck
+		check                            edgev1.HealthCheck
 		connect, tcpIdle, udpIdle, drain time.Duration
 	}
 	tests := []struct {
 		name string
-		in   model.LoadBalancer
+		in   edgev1.LoadBalancer
 		want settings
 	}{
-		{"zero", model.LoadBalancer{}, settings{
-			check:   model.HealthCheck{Type: model.HealthCheckTCP, IntervalMillis: def.IntervalMillis, TimeoutMillis: def.TimeoutMillis, HealthyThreshold: def.HealthyThreshold, UnhealthyThreshold: def.UnhealthyThreshold},
+		{"zero", edgev1.LoadBalancer{}, settings{
+			check:   edgev1.HealthCheck{Type: edgev1.HealthCheckTCP, IntervalMillis: def.IntervalMillis, TimeoutMillis: def.TimeoutMillis, HealthyThreshold: def.HealthyThreshold, UnhealthyThreshold: def.UnhealthyThreshold},
 			connect: time.Second, tcpIdle: time.Hour, udpIdle: time.Minute, drain: 0,
 		}},
-		{"set", model.LoadBalancer{
-			HealthCheck:          model.HealthCheck{Type: "HTTP", Path: "/x", IntervalMillis: 2000, TimeoutMillis: 100, HealthyThreshold: 3, UnhealthyThreshold: 4},
+		{"set", edgev1.LoadBalancer{
+			HealthCheck:          edgev1.HealthCheck{Type: "HTTP", Path: "/x", IntervalMillis: 2000, TimeoutMillis: 100, HealthyThreshold: 3, UnhealthyThreshold: 4},
 			ConnectTimeoutMillis: 50, TCPIdleMillis: 5000, UDPIdleMillis: 6000, DrainMillis: 7000,
 		}, settings{
-			check:   model.HealthCheck{Type: model.HealthCheckTCP, IntervalMillis: 2000, TimeoutMillis: 100, HealthyThreshold: 3, UnhealthyThreshold: 4},
+			check:   edgev1.HealthCheck{Type: edgev1.HealthCheckTCP, IntervalMillis: 2000, TimeoutMillis: 100, HealthyThreshold: 3, UnhealthyThreshold: 4},
 			connect: 50 * time.Millisecond, tcpIdle: 5 * time.Second, udpIdle: 6 * time.Second, drain: 7 * time.Second,
 		}},
 	}
 	met := newMetrics(nil, nil, nil)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := compileService("demo/x", &tt.in, model.LoadBalancerPort{Port: 1, Protocol: model.ProtocolTCP}, met)
+			s := compileService("demo/x", &tt.in, edgev1.LoadBalancerPort{Port: 1, Protocol: edgev1.ProtocolTCP}, met)
 			got := settings{check: s.check, connect: s.connect, tcpIdle: s.tcpIdle, udpIdle: s.udpIdle, drain: s.drain}
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got  %+v\nwant %+v", got, tt.want)
@@ -124,10 +124,10 @@ func TestCompileDefaults(t *testing.T) {
 func TestTrackSharesUnits(t *testing.T) {
 	c := health.New()
 	c.Close()
-	ep := model.Endpoint{Address: "10.0.0.1", Port: 5432, Ready: true}
-	m := &model.Model{LoadBalancers: []model.LoadBalancer{{Namespace: "d", Name: "db", Ports: []model.LoadBalancerPort{
-		{Port: 5432, Protocol: model.ProtocolTCP, Clusters: []model.ClusterEndpoints{{Cluster: "east", Weight: 1, Endpoints: []model.Endpoint{ep}}}},
-		{Port: 5432, Protocol: model.ProtocolUDP, Clusters: []model.ClusterEndpoints{{Cluster: "east", Weight: 1, Endpoints: []model.Endpoint{ep}}}},
+	ep := edgev1.Endpoint{Address: "10.0.0.1", Port: 5432, Ready: true}
+	m := &edgev1.Model{LoadBalancers: []edgev1.LoadBalancer{{Namespace: "d", Name: "db", Ports: []edgev1.LoadBalancerPort{
+		{Port: 5432, Protocol: edgev1.ProtocolTCP, Clusters: []edgev1.ClusterEndpoints{{Cluster: "east", Weight: 1, Endpoints: []edgev1.Endpoint{ep}}}},
+		{Port: 5432, Protocol: edgev1.ProtocolUDP, Clusters: []edgev1.ClusterEndpoints{{Cluster: "east", Weight: 1, Endpoints: []edgev1.Endpoint{ep}}}},
 	}}}}
 	tb, _, err := compile(m, newMetrics(nil, nil, nil))
 	if err != nil {
@@ -136,10 +136,10 @@ func TestTrackSharesUnits(t *testing.T) {
 	track(c.NewSet(), tb)
 	var httpUnit *health.Target
 	c.NewSet().Track(func(unit func(health.Key) *health.Target) {
-		httpUnit = unit(health.Key{Address: "10.0.0.1", Port: 5432, Check: model.DefaultBackendPolicy().HealthCheck})
+		httpUnit = unit(health.Key{Address: "10.0.0.1", Port: 5432, Check: edgev1.DefaultBackendPolicy().HealthCheck})
 	})
-	tcp := tb.services[sockKey{5432, model.ProtocolTCP}].clusters[0].ready[0].health
-	udp := tb.services[sockKey{5432, model.ProtocolUDP}].clusters[0].ready[0].health
+	tcp := tb.services[sockKey{5432, edgev1.ProtocolTCP}].clusters[0].ready[0].health
+	udp := tb.services[sockKey{5432, edgev1.ProtocolUDP}].clusters[0].ready[0].health
 	switch {
 	case tcp != httpUnit:
 		t.Error("the load balancer's default check and the HTTP default check are two units")

@@ -32,8 +32,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/edge/health"
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -48,7 +49,7 @@ const maxAttempts = 3
 // udpEjection is how long a UDP endpoint that refused a datagram (ICMP
 // port unreachable) takes no new flow: the passive ejection time of the
 // HTTP proxy's default policy. UDP ports have no active check.
-var udpEjection = millis(model.DefaultBackendPolicy().Passive.EjectionMillis)
+var udpEjection = millis(edgev1.DefaultBackendPolicy().Passive.EjectionMillis)
 
 // Options configure a Proxy.
 type Options struct {
@@ -125,7 +126,7 @@ func New(o Options) *Proxy {
 	}
 	p.checks = p.health.NewSet()
 	p.dials, p.cancelDial = context.WithCancel(context.Background())
-	p.table.Store(&table{services: map[sockKey]*service{}, lbs: map[string]*model.LoadBalancer{}})
+	p.table.Store(&table{services: map[sockKey]*service{}, lbs: map[string]*edgev1.LoadBalancer{}})
 	p.metrics = newMetrics(o.Registerer, p.table.Load, p.now)
 	return p
 }
@@ -136,7 +137,7 @@ func (p *Proxy) now() int64 { return int64(time.Since(p.epoch)) }
 // Apply serves m's load balancers from now on. An error (a port that a
 // Gateway listener or another load balancer also serves, a port the edge
 // cannot bind) leaves what was served before in place.
-func (p *Proxy) Apply(m *model.Model) error {
+func (p *Proxy) Apply(m *edgev1.Model) error {
 	c, err := p.Prepare(m, nil)
 	if err != nil {
 		return err
@@ -174,7 +175,7 @@ type Change struct {
 // bound by Commit, after the HTTP proxy let them go. The proxy's own TCP
 // ports that m gives to a Gateway listener stop accepting now, so that
 // the HTTP proxy can bind them; Abort listens on them again.
-func (p *Proxy) Prepare(m *model.Model, heldElsewhere func(port int32) bool) (*Change, error) {
+func (p *Proxy) Prepare(m *edgev1.Model, heldElsewhere func(port int32) bool) (*Change, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
@@ -192,7 +193,7 @@ func (p *Proxy) Prepare(m *model.Model, heldElsewhere func(port int32) bool) (*C
 		if _, ok := p.sockets[k]; ok {
 			continue
 		}
-		if k.proto == model.ProtocolTCP && heldElsewhere != nil && heldElsewhere(k.port) {
+		if k.proto == edgev1.ProtocolTCP && heldElsewhere != nil && heldElsewhere(k.port) {
 			c.deferred = append(c.deferred, k)
 			continue
 		}
@@ -207,7 +208,7 @@ func (p *Proxy) Prepare(m *model.Model, heldElsewhere func(port int32) bool) (*C
 	}
 	http := gatewayPorts(m)
 	for k, s := range p.sockets {
-		if k.proto == model.ProtocolTCP && http[k.port] && t.services[k] == nil {
+		if k.proto == edgev1.ProtocolTCP && http[k.port] && t.services[k] == nil {
 			s.close()
 			c.released[k] = true
 		}
@@ -301,7 +302,7 @@ func (c *Change) Abort() {
 // Callers hold p.mu.
 func (p *Proxy) bind(k sockKey) (socket, error) {
 	addr := net.JoinHostPort(p.opts.ListenHost, strconv.Itoa(int(k.port)))
-	if k.proto == model.ProtocolUDP {
+	if k.proto == edgev1.ProtocolUDP {
 		pc, err := net.ListenPacket("udp", addr)
 		if err != nil {
 			return nil, fmt.Errorf("listening on port %s: %w", k, err)
@@ -316,7 +317,7 @@ func (p *Proxy) bind(k sockKey) (socket, error) {
 }
 
 // Addr returns the address a port of the model is bound to (protocol
-// model.ProtocolTCP or model.ProtocolUDP), nil when it is not.
+// edgev1.ProtocolTCP or edgev1.ProtocolUDP), nil when it is not.
 func (p *Proxy) Addr(port int32, protocol string) net.Addr {
 	p.mu.Lock()
 	defer p.mu.Unlock()

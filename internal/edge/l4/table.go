@@ -13,8 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/edge/health"
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
 )
 
 // ClassEdge is the class of the load balancers the edge serves; a model
@@ -37,7 +37,7 @@ type table struct {
 	version  string
 	services map[sockKey]*service
 	// lbs are the served load balancers by namespace/name.
-	lbs map[string]*model.LoadBalancer
+	lbs map[string]*edgev1.LoadBalancer
 }
 
 // service is one port of one load balancer.
@@ -48,7 +48,7 @@ type service struct {
 	clusters []*cluster
 	byName   map[string]*cluster
 	// check is the load balancer's health check with every field set.
-	check                     model.HealthCheck
+	check                     edgev1.HealthCheck
 	connect, tcpIdle, udpIdle time.Duration
 	drain                     time.Duration
 	// unserved counts connections and datagrams no endpoint took.
@@ -101,8 +101,8 @@ func served(class string) bool { return class == "" || class == ClassEdge }
 // this edge does not know (from a newer controller) leaves that port out,
 // reported in skipped: refusing the model over it would stop every other
 // update.
-func compile(m *model.Model, met *metrics) (t *table, skipped []string, err error) {
-	t = &table{version: m.Version, services: map[sockKey]*service{}, lbs: map[string]*model.LoadBalancer{}}
+func compile(m *edgev1.Model, met *metrics) (t *table, skipped []string, err error) {
+	t = &table{version: m.Version, services: map[sockKey]*service{}, lbs: map[string]*edgev1.LoadBalancer{}}
 	listeners := map[int32]string{}
 	for _, gw := range m.Gateways {
 		for _, l := range gw.Listeners {
@@ -120,7 +120,7 @@ func compile(m *model.Model, met *metrics) (t *table, skipped []string, err erro
 		name := lb.Namespace + "/" + lb.Name
 		t.lbs[name] = lb
 		for _, p := range lb.Ports {
-			if p.Protocol != model.ProtocolTCP && p.Protocol != model.ProtocolUDP {
+			if p.Protocol != edgev1.ProtocolTCP && p.Protocol != edgev1.ProtocolUDP {
 				skipped = append(skipped, fmt.Sprintf("MultiClusterLoadBalancer %s port %d: protocol %q", name, p.Port, p.Protocol))
 				continue
 			}
@@ -132,7 +132,7 @@ func compile(m *model.Model, met *metrics) (t *table, skipped []string, err erro
 			case other != nil:
 				errs = append(errs, fmt.Errorf("port %s: MultiClusterLoadBalancers %s and %s both serve it", k, other.lb, name))
 				continue
-			case p.Protocol == model.ProtocolTCP && listeners[p.Port] != "":
+			case p.Protocol == edgev1.ProtocolTCP && listeners[p.Port] != "":
 				errs = append(errs, fmt.Errorf("port %s: MultiClusterLoadBalancer %s and %s both serve it", k, name, listeners[p.Port]))
 				continue
 			}
@@ -145,23 +145,23 @@ func compile(m *model.Model, met *metrics) (t *table, skipped []string, err erro
 	return t, skipped, nil
 }
 
-func compileService(name string, lb *model.LoadBalancer, p model.LoadBalancerPort, met *metrics) *service {
-	def := model.DefaultBackendPolicy()
+func compileService(name string, lb *edgev1.LoadBalancer, p edgev1.LoadBalancerPort, met *metrics) *service {
+	def := edgev1.DefaultBackendPolicy()
 	hc := lb.HealthCheck
 	s := &service{
 		key: sockKey{port: p.Port, proto: p.Protocol}, lb: name, byName: map[string]*cluster{},
 		// Always a TCP connect: no path or host, so that a load balancer
 		// and an HTTP backend checking an endpoint alike share its unit.
-		check: model.HealthCheck{
-			Type:               model.HealthCheckTCP,
+		check: edgev1.HealthCheck{
+			Type:               edgev1.HealthCheckTCP,
 			IntervalMillis:     orDefault(hc.IntervalMillis, def.HealthCheck.IntervalMillis),
 			TimeoutMillis:      orDefault(hc.TimeoutMillis, def.HealthCheck.TimeoutMillis),
 			HealthyThreshold:   orDefault(hc.HealthyThreshold, def.HealthCheck.HealthyThreshold),
 			UnhealthyThreshold: orDefault(hc.UnhealthyThreshold, def.HealthCheck.UnhealthyThreshold),
 		},
 		connect: millis(orDefault(lb.ConnectTimeoutMillis, def.ConnectTimeoutMillis)),
-		tcpIdle: millis(orDefault(lb.TCPIdleMillis, model.DefaultTCPIdleMillis)),
-		udpIdle: millis(orDefault(lb.UDPIdleMillis, model.DefaultUDPIdleMillis)),
+		tcpIdle: millis(orDefault(lb.TCPIdleMillis, edgev1.DefaultTCPIdleMillis)),
+		udpIdle: millis(orDefault(lb.UDPIdleMillis, edgev1.DefaultUDPIdleMillis)),
 		// 0 is a valid drain: established connections close at once.
 		drain: millis(max(lb.DrainMillis, 0)),
 	}
@@ -198,7 +198,7 @@ func compileService(name string, lb *model.LoadBalancer, p model.LoadBalancerPor
 func track(s *health.Set, t *table) {
 	s.Track(func(unit func(health.Key) *health.Target) {
 		for _, svc := range t.services {
-			if svc.key.proto != model.ProtocolTCP {
+			if svc.key.proto != edgev1.ProtocolTCP {
 				continue
 			}
 			for _, c := range svc.clusters {
@@ -215,7 +215,7 @@ func track(s *health.Set, t *table) {
 func carryOver(old, t *table) {
 	for k, svc := range t.services {
 		prev := old.services[k]
-		if k.proto != model.ProtocolUDP || prev == nil {
+		if k.proto != edgev1.ProtocolUDP || prev == nil {
 			continue
 		}
 		refused := map[string]int64{}
@@ -280,7 +280,7 @@ func (t *table) draining(lb string) string {
 }
 
 // gatewayPorts are the ports of m's Gateway listeners.
-func gatewayPorts(m *model.Model) map[int32]bool {
+func gatewayPorts(m *edgev1.Model) map[int32]bool {
 	ports := map[int32]bool{}
 	for _, gw := range m.Gateways {
 		for _, l := range gw.Listeners {

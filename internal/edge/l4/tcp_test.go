@@ -3,7 +3,6 @@ package l4_test
 import (
 	"errors"
 	"fmt"
-	"github.com/fleetnet/fleetnet/internal/edge/edgetest"
 	"io"
 	"math"
 	"net"
@@ -13,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"github.com/fleetnet/fleetnet/internal/edge/edgetest"
 )
 
 // Lines go through the proxy and back, and the metrics count the
@@ -22,10 +22,10 @@ func TestTCPForwards(t *testing.T) {
 	east := startTCP(t, "east-1")
 	port := freePort(t)
 	p, reg := newProxy(t, nil)
-	if err := p.Apply(modelOf("1", lb("db", port, model.ProtocolTCP, cluster("east", 1, east.endpoint())))); err != nil {
+	if err := p.Apply(modelOf("1", lb("db", port, edgev1.ProtocolTCP, cluster("east", 1, east.endpoint())))); err != nil {
 		t.Fatal(err)
 	}
-	if got := p.Addr(port, model.ProtocolTCP); got == nil || got.String() != addr(port) {
+	if got := p.Addr(port, edgev1.ProtocolTCP); got == nil || got.String() != addr(port) {
 		t.Fatalf("Addr = %v, want %s", got, addr(port))
 	}
 	c := mustDial(t, port)
@@ -63,7 +63,7 @@ func TestTCPHalfClose(t *testing.T) {
 	east := startTCP(t, "east-1")
 	port := freePort(t)
 	p, _ := newProxy(t, nil)
-	if err := p.Apply(modelOf("1", lb("db", port, model.ProtocolTCP, cluster("east", 1, east.endpoint())))); err != nil {
+	if err := p.Apply(modelOf("1", lb("db", port, edgev1.ProtocolTCP, cluster("east", 1, east.endpoint())))); err != nil {
 		t.Fatal(err)
 	}
 	c := mustDial(t, port)
@@ -97,7 +97,7 @@ func TestTCPWeights(t *testing.T) {
 	drained := cluster("drained", 5, d1.endpoint())
 	drained.Draining, drained.EffectiveWeight = true, 0
 	// east: 1 × 3 endpoints, west: 1 × 1 (the other is not ready).
-	m := modelOf("1", lb("db", port, model.ProtocolTCP,
+	m := modelOf("1", lb("db", port, edgev1.ProtocolTCP,
 		drained, cluster("east", 1, e1.endpoint(), e2.endpoint(), e3.endpoint()), cluster("west", 1, w1.endpoint(), notReady), cluster("zero", 0, z1.endpoint())))
 	if err := p.Apply(m); err != nil {
 		t.Fatal(err)
@@ -136,7 +136,7 @@ func TestTCPFailover(t *testing.T) {
 	east, west := startTCP(t, "east-1"), startTCP(t, "west-1")
 	port := freePort(t)
 	p, reg := newProxy(t, nil)
-	m := lb("db", port, model.ProtocolTCP, cluster("east", 1, east.endpoint()), cluster("west", 1, west.endpoint()))
+	m := lb("db", port, edgev1.ProtocolTCP, cluster("east", 1, east.endpoint()), cluster("west", 1, west.endpoint()))
 	// The active check would find the stopped endpoint only after a
 	// minute: what ejects it here is the failed connection.
 	m.HealthCheck.IntervalMillis, m.HealthCheck.TimeoutMillis = 60_000, 1000
@@ -192,7 +192,7 @@ func TestTCPConnectTimeoutRetried(t *testing.T) {
 	west := startTCP(t, "west-1")
 	port := freePort(t)
 	p, reg := newProxy(t, nil)
-	m := lb("db", port, model.ProtocolTCP, cluster("east", 1, edgetest.Blackhole(t)), cluster("west", 1, west.endpoint()))
+	m := lb("db", port, edgev1.ProtocolTCP, cluster("east", 1, edgetest.Blackhole(t)), cluster("west", 1, west.endpoint()))
 	m.ConnectTimeoutMillis = 100
 	m.HealthCheck.IntervalMillis, m.HealthCheck.TimeoutMillis = 60_000, 1000
 	if err := p.Apply(modelOf("1", m)); err != nil {
@@ -215,7 +215,7 @@ func TestTCPDrain(t *testing.T) {
 	east, west := startTCP(t, "east-1"), startTCP(t, "west-1")
 	port := freePort(t)
 	p, reg := newProxy(t, nil)
-	base := lb("db", port, model.ProtocolTCP, cluster("east", 1, east.endpoint()), cluster("west", 1, west.endpoint()))
+	base := lb("db", port, edgev1.ProtocolTCP, cluster("east", 1, east.endpoint()), cluster("west", 1, west.endpoint()))
 	if err := p.Apply(modelOf("1", base)); err != nil {
 		t.Fatal(err)
 	}
@@ -235,8 +235,8 @@ func TestTCPDrain(t *testing.T) {
 		}
 	}
 	draining := base
-	draining.Ports = []model.LoadBalancerPort{base.Ports[0]}
-	draining.Ports[0].Clusters = []model.ClusterEndpoints{base.Ports[0].Clusters[0], base.Ports[0].Clusters[1]}
+	draining.Ports = []edgev1.LoadBalancerPort{base.Ports[0]}
+	draining.Ports[0].Clusters = []edgev1.ClusterEndpoints{base.Ports[0].Clusters[0], base.Ports[0].Clusters[1]}
 	draining.Ports[0].Clusters[0].Draining = true
 	draining.DrainMillis = 300
 	if err := p.Apply(modelOf("2", draining)); err != nil {
@@ -294,7 +294,7 @@ func TestTCPIdleTimeout(t *testing.T) {
 	east := startTCP(t, "east-1")
 	port := freePort(t)
 	p, _ := newProxy(t, nil)
-	m := lb("db", port, model.ProtocolTCP, cluster("east", 1, east.endpoint()))
+	m := lb("db", port, edgev1.ProtocolTCP, cluster("east", 1, east.endpoint()))
 	m.TCPIdleMillis = 500
 	if err := p.Apply(modelOf("1", m)); err != nil {
 		t.Fatal(err)
@@ -328,8 +328,8 @@ func TestTCPSwapUnderLoad(t *testing.T) {
 	east, west := startTCP(t, "east-1"), startTCP(t, "west-1")
 	stay, gone := freePort(t), freePort(t)
 	p, _ := newProxy(t, nil)
-	stayLB := lb("db", stay, model.ProtocolTCP, cluster("east", 1, east.endpoint()))
-	goneLB := lb("cache", gone, model.ProtocolTCP, cluster("east", 1, east.endpoint()))
+	stayLB := lb("db", stay, edgev1.ProtocolTCP, cluster("east", 1, east.endpoint()))
+	goneLB := lb("cache", gone, edgev1.ProtocolTCP, cluster("east", 1, east.endpoint()))
 	goneLB.DrainMillis = 200
 	if err := p.Apply(modelOf("0", goneLB, stayLB)); err != nil {
 		t.Fatal(err)
@@ -361,9 +361,9 @@ func TestTCPSwapUnderLoad(t *testing.T) {
 	// the connections talk.
 	for v := range 20 {
 		withWest := stayLB
-		withWest.Ports = []model.LoadBalancerPort{stayLB.Ports[0]}
+		withWest.Ports = []edgev1.LoadBalancerPort{stayLB.Ports[0]}
 		if v%2 == 0 {
-			withWest.Ports[0].Clusters = append([]model.ClusterEndpoints{}, stayLB.Ports[0].Clusters[0], cluster("west", 1, west.endpoint()))
+			withWest.Ports[0].Clusters = append([]edgev1.ClusterEndpoints{}, stayLB.Ports[0].Clusters[0], cluster("west", 1, west.endpoint()))
 		}
 		withWest.Generation = int64(v + 2)
 		if err := p.Apply(modelOf(fmt.Sprint(v+1), withWest)); err != nil {

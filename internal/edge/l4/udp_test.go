@@ -5,8 +5,8 @@ import (
 	"net"
 	"testing"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/edge/l4"
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
 )
 
 // Datagrams go through the proxy and back from the port's socket; a
@@ -17,12 +17,12 @@ func TestUDPFlows(t *testing.T) {
 	b1, b2 := startUDP(t, "east-1"), startUDP(t, "east-2")
 	port := freePort(t)
 	p, reg := newProxy(t, nil)
-	m := lb("dns", port, model.ProtocolUDP, cluster("east", 1, b1.endpoint(), b2.endpoint()))
+	m := lb("dns", port, edgev1.ProtocolUDP, cluster("east", 1, b1.endpoint(), b2.endpoint()))
 	m.UDPIdleMillis = 200
 	if err := p.Apply(modelOf("1", m)); err != nil {
 		t.Fatal(err)
 	}
-	if got := p.Addr(port, model.ProtocolUDP); got == nil || got.String() != addr(port) {
+	if got := p.Addr(port, edgev1.ProtocolUDP); got == nil || got.String() != addr(port) {
 		t.Fatalf("Addr = %v", got)
 	}
 	flows := func() float64 {
@@ -65,7 +65,7 @@ func TestUDPFlowBound(t *testing.T) {
 	b := startUDP(t, "east-1")
 	port := freePort(t)
 	p, reg := newProxy(t, func(o *l4.Options) { o.MaxUDPFlows = 4 })
-	if err := p.Apply(modelOf("1", lb("dns", port, model.ProtocolUDP, cluster("east", 1, b.endpoint())))); err != nil {
+	if err := p.Apply(modelOf("1", lb("dns", port, edgev1.ProtocolUDP, cluster("east", 1, b.endpoint())))); err != nil {
 		t.Fatal(err)
 	}
 	labels := []string{"load_balancer", "demo/dns", "port", fmt.Sprintf("%d/UDP", port)}
@@ -114,11 +114,11 @@ func TestUDPRefusedEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dead := model.Endpoint{Address: "127.0.0.1", Port: int32(deadConn.LocalAddr().(*net.UDPAddr).Port), Ready: true}
+	dead := edgev1.Endpoint{Address: "127.0.0.1", Port: int32(deadConn.LocalAddr().(*net.UDPAddr).Port), Ready: true}
 	_ = deadConn.Close()
 	port := freePort(t)
 	p, reg := newProxy(t, nil)
-	if err := p.Apply(modelOf("1", lb("dns", port, model.ProtocolUDP, cluster("east", 1, live.endpoint(), dead)))); err != nil {
+	if err := p.Apply(modelOf("1", lb("dns", port, edgev1.ProtocolUDP, cluster("east", 1, live.endpoint(), dead)))); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 20 {
@@ -142,7 +142,7 @@ func TestUDPDrain(t *testing.T) {
 	east, west := startUDP(t, "east-1"), startUDP(t, "west-1")
 	port := freePort(t)
 	p, reg := newProxy(t, nil)
-	base := lb("dns", port, model.ProtocolUDP, cluster("east", 1, east.endpoint()), cluster("west", 1, west.endpoint()))
+	base := lb("dns", port, edgev1.ProtocolUDP, cluster("east", 1, east.endpoint()), cluster("west", 1, west.endpoint()))
 	if err := p.Apply(modelOf("1", base)); err != nil {
 		t.Fatal(err)
 	}
@@ -154,8 +154,8 @@ func TestUDPDrain(t *testing.T) {
 		}
 	}
 	draining := base
-	draining.Ports = []model.LoadBalancerPort{base.Ports[0]}
-	draining.Ports[0].Clusters = []model.ClusterEndpoints{base.Ports[0].Clusters[0], base.Ports[0].Clusters[1]}
+	draining.Ports = []edgev1.LoadBalancerPort{base.Ports[0]}
+	draining.Ports[0].Clusters = []edgev1.ClusterEndpoints{base.Ports[0].Clusters[0], base.Ports[0].Clusters[1]}
 	draining.Ports[0].Clusters[0].Draining = true
 	draining.DrainMillis = 300
 	if err := p.Apply(modelOf("2", draining)); err != nil {

@@ -6,43 +6,43 @@ import (
 	"testing"
 	"time"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/edge/health"
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
 )
 
 func TestCompilePolicy(t *testing.T) {
-	def := model.DefaultBackendPolicy()
+	def := edgev1.DefaultBackendPolicy()
 	defCheck := def.HealthCheck
 	tests := []struct {
 		name string
-		in   model.BackendPolicy
+		in   edgev1.BackendPolicy
 		want policy
 	}{
-		{"zero is the default", model.BackendPolicy{}, policy{
+		{"zero is the default", edgev1.BackendPolicy{}, policy{
 			check: defCheck, consecutive5xx: 5, ejection: 10 * time.Second, attempts: 1,
 			connect: time.Second, localFirst: false,
 		}},
-		{"partial: zero fields take the default's, zeros that mean something stay", model.BackendPolicy{
-			HealthCheck: model.HealthCheck{Type: model.HealthCheckHTTP, IntervalMillis: 2000},
-			Locality:    model.LocalityLocalFirst,
+		{"partial: zero fields take the default's, zeros that mean something stay", edgev1.BackendPolicy{
+			HealthCheck: edgev1.HealthCheck{Type: edgev1.HealthCheckHTTP, IntervalMillis: 2000},
+			Locality:    edgev1.LocalityLocalFirst,
 		}, policy{
-			check:    model.HealthCheck{Type: model.HealthCheckHTTP, Path: "/", IntervalMillis: 2000, TimeoutMillis: 300, HealthyThreshold: 1, UnhealthyThreshold: 2},
+			check:    edgev1.HealthCheck{Type: edgev1.HealthCheckHTTP, Path: "/", IntervalMillis: 2000, TimeoutMillis: 300, HealthyThreshold: 1, UnhealthyThreshold: 2},
 			ejection: 10 * time.Second, connect: time.Second, localFirst: true,
 		}},
-		{"every field set", model.BackendPolicy{
+		{"every field set", edgev1.BackendPolicy{
 			Source:               "demo/p",
-			HealthCheck:          model.HealthCheck{Type: model.HealthCheckHTTP, Path: "/healthz", Hostname: "h", IntervalMillis: 100, TimeoutMillis: 50, HealthyThreshold: 3, UnhealthyThreshold: 4},
-			Passive:              model.PassiveHealthCheck{Consecutive5xx: 7, EjectionMillis: 2000},
-			Retry:                model.Retry{Attempts: 3, Codes: []int32{502, 503}},
-			ConnectTimeoutMillis: 250, BackendRequestMillis: 900, Locality: model.LocalityWeighted,
+			HealthCheck:          edgev1.HealthCheck{Type: edgev1.HealthCheckHTTP, Path: "/healthz", Hostname: "h", IntervalMillis: 100, TimeoutMillis: 50, HealthyThreshold: 3, UnhealthyThreshold: 4},
+			Passive:              edgev1.PassiveHealthCheck{Consecutive5xx: 7, EjectionMillis: 2000},
+			Retry:                edgev1.Retry{Attempts: 3, Codes: []int32{502, 503}},
+			ConnectTimeoutMillis: 250, BackendRequestMillis: 900, Locality: edgev1.LocalityWeighted,
 		}, policy{
-			check:          model.HealthCheck{Type: model.HealthCheckHTTP, Path: "/healthz", Hostname: "h", IntervalMillis: 100, TimeoutMillis: 50, HealthyThreshold: 3, UnhealthyThreshold: 4},
+			check:          edgev1.HealthCheck{Type: edgev1.HealthCheckHTTP, Path: "/healthz", Hostname: "h", IntervalMillis: 100, TimeoutMillis: 50, HealthyThreshold: 3, UnhealthyThreshold: 4},
 			consecutive5xx: 7, ejection: 2 * time.Second, attempts: 3, codes: []int32{502, 503},
 			connect: 250 * time.Millisecond, backendRequest: 900 * time.Millisecond,
 		}},
-		{"a TCP check drops path and host; unknown type and locality fall back", model.BackendPolicy{
+		{"a TCP check drops path and host; unknown type and locality fall back", edgev1.BackendPolicy{
 			Source:      "demo/p",
-			HealthCheck: model.HealthCheck{Type: "GRPC", Path: "/x", Hostname: "h"},
+			HealthCheck: edgev1.HealthCheck{Type: "GRPC", Path: "/x", Hostname: "h"},
 			Locality:    "Nearest",
 		}, policy{check: defCheck, ejection: 10 * time.Second, connect: time.Second}},
 	}
@@ -82,7 +82,7 @@ func TestPickRules(t *testing.T) {
 			var tried uint64
 			var last *endpoint
 			for i, name := range []string{"eu1", "eu2", "us"} {
-				c := &cluster{ClusterEndpoints: model.ClusterEndpoints{Cluster: name, Weight: 1}, bit: 1 << i, local: name != "us"}
+				c := &cluster{ClusterEndpoints: edgev1.ClusterEndpoints{Cluster: name, Weight: 1}, bit: 1 << i, local: name != "us"}
 				c.ready = []endpoint{{health: &health.Target{}}}
 				if slices.Contains(tt.down, name) {
 					c.ready[0].health.Eject(time.Time{})
@@ -123,20 +123,20 @@ func TestTrackAcrossModels(t *testing.T) {
 	h := health.New()
 	h.Close() // no probes: the test sets the states
 	set := h.NewSet()
-	httpCheck := model.DefaultBackendPolicy()
-	httpCheck.HealthCheck.Type, httpCheck.HealthCheck.Path = model.HealthCheckHTTP, "/healthz"
-	ep := func(addr string) model.Endpoint { return model.Endpoint{Address: addr, Port: 80, Ready: true} }
+	httpCheck := edgev1.DefaultBackendPolicy()
+	httpCheck.HealthCheck.Type, httpCheck.HealthCheck.Path = edgev1.HealthCheckHTTP, "/healthz"
+	ep := func(addr string) edgev1.Endpoint { return edgev1.Endpoint{Address: addr, Port: 80, Ready: true} }
 	tableOf := func(addrs ...string) *table {
-		var eps []model.Endpoint
+		var eps []edgev1.Endpoint
 		for _, a := range addrs {
 			eps = append(eps, ep(a))
 		}
-		clusters := []model.ClusterEndpoints{{Cluster: "east", Weight: 1, EffectiveWeight: int64(len(eps)), Endpoints: eps}}
-		tcp := model.Backend{Kind: model.KindServiceImport, Namespace: "d", Name: "tcp", Weight: 1, Clusters: clusters}
-		checked := model.Backend{Kind: model.KindServiceImport, Namespace: "d", Name: "http", Weight: 1, Clusters: clusters, Policy: httpCheck}
-		m := &model.Model{Gateways: []model.Gateway{{Listeners: []model.Listener{{Port: 80, Protocol: model.ProtocolHTTP, VirtualHosts: []model.VirtualHost{{Hostname: "*", Routes: []model.Route{
-			{Path: model.PathMatch{Type: model.PathPrefix, Value: "/tcp"}, Backends: []model.Backend{tcp}},
-			{Path: model.PathMatch{Type: model.PathPrefix, Value: "/http"}, Backends: []model.Backend{checked}},
+		clusters := []edgev1.ClusterEndpoints{{Cluster: "east", Weight: 1, EffectiveWeight: int64(len(eps)), Endpoints: eps}}
+		tcp := edgev1.Backend{Kind: edgev1.KindServiceImport, Namespace: "d", Name: "tcp", Weight: 1, Clusters: clusters}
+		checked := edgev1.Backend{Kind: edgev1.KindServiceImport, Namespace: "d", Name: "http", Weight: 1, Clusters: clusters, Policy: httpCheck}
+		m := &edgev1.Model{Gateways: []edgev1.Gateway{{Listeners: []edgev1.Listener{{Port: 80, Protocol: edgev1.ProtocolHTTP, VirtualHosts: []edgev1.VirtualHost{{Hostname: "*", Routes: []edgev1.Route{
+			{Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/tcp"}, Backends: []edgev1.Backend{tcp}},
+			{Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/http"}, Backends: []edgev1.Backend{checked}},
 		}}}}}}}}
 		tb, err := compile(m, nil, "")
 		if err != nil {

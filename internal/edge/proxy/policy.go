@@ -4,15 +4,15 @@ import (
 	"slices"
 	"time"
 
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 )
 
-// policy is a backend's model.BackendPolicy compiled for serving: every
+// policy is a backend's edgev1.BackendPolicy compiled for serving: every
 // field set, durations as durations.
 type policy struct {
 	// check is the active health check, with every field set; with the
 	// endpoint it names the unit whose health the backend's picks consult.
-	check          model.HealthCheck
+	check          edgev1.HealthCheck
 	consecutive5xx int32
 	ejection       time.Duration
 	attempts       int
@@ -24,31 +24,31 @@ type policy struct {
 
 // defaultConnect bounds a dial that no backend's policy bounds (none
 // should: every request is routed to a backend before it is forwarded).
-var defaultConnect = millis(model.DefaultBackendPolicy().ConnectTimeoutMillis)
+var defaultConnect = millis(edgev1.DefaultBackendPolicy().ConnectTimeoutMillis)
 
 // compilePolicy fills in a backend's policy. A zero policy, from a
-// controller older than the field, is model.DefaultBackendPolicy. A zero
+// controller older than the field, is edgev1.DefaultBackendPolicy. A zero
 // field of a partly filled one takes the default's value, except where
 // zero means something: Consecutive5xx (never eject), Retry.Attempts (no
 // retry) and BackendRequestMillis (no timeout). A health check type or a
 // locality this edge does not know (from a newer controller) is TCP or
 // Weighted: refusing the whole model over one backend's policy would stop
 // every Gateway's updates.
-func compilePolicy(p model.BackendPolicy) policy {
-	def := model.DefaultBackendPolicy()
+func compilePolicy(p edgev1.BackendPolicy) policy {
+	def := edgev1.DefaultBackendPolicy()
 	if isZero(p) {
 		p = def
 	}
 	hc := p.HealthCheck
 	switch hc.Type {
-	case model.HealthCheckHTTP:
+	case edgev1.HealthCheckHTTP:
 		if hc.Path == "" {
 			hc.Path = "/"
 		}
 	default:
 		// A TCP check has no path or host; clearing them keeps two
 		// backends with the same TCP check on one checked unit.
-		hc = model.HealthCheck{Type: model.HealthCheckTCP, IntervalMillis: hc.IntervalMillis, TimeoutMillis: hc.TimeoutMillis,
+		hc = edgev1.HealthCheck{Type: edgev1.HealthCheckTCP, IntervalMillis: hc.IntervalMillis, TimeoutMillis: hc.TimeoutMillis,
 			HealthyThreshold: hc.HealthyThreshold, UnhealthyThreshold: hc.UnhealthyThreshold}
 	}
 	hc.IntervalMillis = orDefault(hc.IntervalMillis, def.HealthCheck.IntervalMillis)
@@ -63,12 +63,12 @@ func compilePolicy(p model.BackendPolicy) policy {
 		codes:          p.Retry.Codes,
 		connect:        millis(orDefault(p.ConnectTimeoutMillis, def.ConnectTimeoutMillis)),
 		backendRequest: millis(max(p.BackendRequestMillis, 0)),
-		localFirst:     p.Locality == model.LocalityLocalFirst,
+		localFirst:     p.Locality == edgev1.LocalityLocalFirst,
 	}
 }
 
-func isZero(p model.BackendPolicy) bool {
-	return p.Source == "" && p.HealthCheck == (model.HealthCheck{}) && p.Passive == (model.PassiveHealthCheck{}) &&
+func isZero(p edgev1.BackendPolicy) bool {
+	return p.Source == "" && p.HealthCheck == (edgev1.HealthCheck{}) && p.Passive == (edgev1.PassiveHealthCheck{}) &&
 		p.Retry.Attempts == 0 && len(p.Retry.Codes) == 0 && p.ConnectTimeoutMillis == 0 && p.BackendRequestMillis == 0 && p.Locality == ""
 }
 

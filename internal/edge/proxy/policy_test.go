@@ -4,7 +4,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"github.com/fleetnet/fleetnet/internal/edge/edgetest"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -13,8 +12,11 @@ import (
 	"testing"
 	"time"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"github.com/fleetnet/fleetnet/internal/edge/edgetest"
+
 	"github.com/fleetnet/fleetnet/internal/edge/proxy"
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -27,7 +29,7 @@ type server struct {
 	checkHost      atomic.Pointer[string]
 }
 
-func newServer(t *testing.T, name string) (*server, model.Endpoint) {
+func newServer(t *testing.T, name string) (*server, edgev1.Endpoint) {
 	t.Helper()
 	s := &server{}
 	s.status.Store(http.StatusOK)
@@ -48,16 +50,16 @@ func newServer(t *testing.T, name string) (*server, model.Endpoint) {
 	t.Cleanup(srv.Close)
 	host, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	p, _ := strconv.Atoi(port)
-	return s, model.Endpoint{Address: host, Port: int32(p), Ready: true, Serving: true}
+	return s, edgev1.Endpoint{Address: host, Port: int32(p), Ready: true, Serving: true}
 }
 
-func inRegion(c model.ClusterEndpoints, region string) model.ClusterEndpoints {
+func inRegion(c edgev1.ClusterEndpoints, region string) edgev1.ClusterEndpoints {
 	c.Region = region
 	return c
 }
 
-func everything(backends ...model.Backend) model.VirtualHost {
-	return model.VirtualHost{Hostname: "*", Routes: []model.Route{{RouteName: "r", Path: model.PathMatch{Type: model.PathPrefix, Value: "/"}, Backends: backends}}}
+func everything(backends ...edgev1.Backend) edgev1.VirtualHost {
+	return edgev1.VirtualHost{Hostname: "*", Routes: []edgev1.Route{{RouteName: "r", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/"}, Backends: backends}}}
 }
 
 // answers sends n GETs to path and counts them by answering backend;
@@ -114,14 +116,14 @@ func TestHTTPHealthCheck(t *testing.T) {
 	east, eastEP := newServer(t, "east")
 	_, westEP := newServer(t, "west")
 	httpCheck := fastChecks()
-	httpCheck.HealthCheck.Type, httpCheck.HealthCheck.Path, httpCheck.HealthCheck.Hostname = model.HealthCheckHTTP, "/healthz", "health.example"
+	httpCheck.HealthCheck.Type, httpCheck.HealthCheck.Path, httpCheck.HealthCheck.Hostname = edgev1.HealthCheckHTTP, "/healthz", "health.example"
 	reg := prometheus.NewRegistry()
 	port := freePort(t)
-	startWith(t, proxy.Options{Registerer: reg}, oneListener(port, model.ProtocolHTTP, model.VirtualHost{Hostname: "*", Routes: []model.Route{
-		{RouteName: "http", Path: model.PathMatch{Type: model.PathPrefix, Value: "/http"}, Backends: []model.Backend{
+	startWith(t, proxy.Options{Registerer: reg}, oneListener(port, edgev1.ProtocolHTTP, edgev1.VirtualHost{Hostname: "*", Routes: []edgev1.Route{
+		{RouteName: "http", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/http"}, Backends: []edgev1.Backend{
 			withPolicy(backend("web", 1, inCluster("east", 1, eastEP), inCluster("west", 1, westEP)), httpCheck),
 		}},
-		{RouteName: "tcp", Path: model.PathMatch{Type: model.PathPrefix, Value: "/tcp"}, Backends: []model.Backend{
+		{RouteName: "tcp", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/tcp"}, Backends: []edgev1.Backend{
 			withPolicy(backend("web-tcp", 1, inCluster("east", 1, eastEP), inCluster("west", 1, westEP)), fastChecks()),
 		}},
 	}}), nil)
@@ -179,13 +181,13 @@ func TestPassive5xxEjection(t *testing.T) {
 			east.status.Store(http.StatusInternalServerError)
 			_, westEP := newServer(t, "west")
 			pol := fastChecks()
-			pol.HealthCheck.Type, pol.HealthCheck.Path = model.HealthCheckHTTP, "/healthz"
-			pol.Passive = model.PassiveHealthCheck{Consecutive5xx: tt.consecutive, EjectionMillis: 60_000}
-			pol.Retry = model.Retry{}
+			pol.HealthCheck.Type, pol.HealthCheck.Path = edgev1.HealthCheckHTTP, "/healthz"
+			pol.Passive = edgev1.PassiveHealthCheck{Consecutive5xx: tt.consecutive, EjectionMillis: 60_000}
+			pol.Retry = edgev1.Retry{}
 			var now atomic.Int64
 			now.Store(time.Now().UnixNano())
 			port := freePort(t)
-			startWith(t, proxy.Options{}, oneListener(port, model.ProtocolHTTP, everything(
+			startWith(t, proxy.Options{}, oneListener(port, edgev1.ProtocolHTTP, everything(
 				withPolicy(backend("web", 1, inCluster("east", 1, eastEP), inCluster("west", 1, westEP)), pol),
 			)), nil, func(p *proxy.Proxy) { proxy.SetNow(p, func() time.Time { return time.Unix(0, now.Load()) }) })
 
@@ -253,7 +255,7 @@ func TestRetryPolicy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var servers []*server
-			var clusters []model.ClusterEndpoints
+			var clusters []edgev1.ClusterEndpoints
 			for i, status := range tt.statuses {
 				name := fmt.Sprintf("c%d", i)
 				s, ep := newServer(t, name)
@@ -261,12 +263,12 @@ func TestRetryPolicy(t *testing.T) {
 				servers = append(servers, s)
 				clusters = append(clusters, inCluster(name, 1, ep))
 			}
-			pol := model.DefaultBackendPolicy()
-			pol.Retry = model.Retry{Attempts: tt.attempts, Codes: tt.codes}
+			pol := edgev1.DefaultBackendPolicy()
+			pol.Retry = edgev1.Retry{Attempts: tt.attempts, Codes: tt.codes}
 			pol.Passive.Consecutive5xx = 0 // no ejection to change the picks
 			reg := prometheus.NewRegistry()
 			port := freePort(t)
-			startWith(t, proxy.Options{Registerer: reg}, oneListener(port, model.ProtocolHTTP, everything(withPolicy(backend("web", 1, clusters...), pol))), nil)
+			startWith(t, proxy.Options{Registerer: reg}, oneListener(port, edgev1.ProtocolHTTP, everything(withPolicy(backend("web", 1, clusters...), pol))), nil)
 
 			for range n {
 				resp := do(t, tt.method, port, "x", "/", nil)
@@ -294,9 +296,9 @@ func TestRetryPolicy(t *testing.T) {
 func TestLocalFirst(t *testing.T) {
 	eu := newFlaky(t, "eu")
 	pol := fastChecks()
-	pol.Locality = model.LocalityLocalFirst
+	pol.Locality = edgev1.LocalityLocalFirst
 	port := freePort(t)
-	startWith(t, proxy.Options{Region: "eu"}, oneListener(port, model.ProtocolHTTP, everything(withPolicy(backend("web", 1,
+	startWith(t, proxy.Options{Region: "eu"}, oneListener(port, edgev1.ProtocolHTTP, everything(withPolicy(backend("web", 1,
 		inRegion(inCluster("eu", 1, eu.endpoint()), "eu"),
 		inRegion(inCluster("us", 1, echo(t, "us")), "us"),
 		inRegion(inCluster("ap", 1, echo(t, "ap")), "ap"),
@@ -344,7 +346,7 @@ func TestConnectTimeoutFromPolicy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			hole := edgetest.Blackhole(t)
-			pol := model.DefaultBackendPolicy()
+			pol := edgev1.DefaultBackendPolicy()
 			pol.ConnectTimeoutMillis = tt.connectMillis
 			// No active check within the test: only the dial matters.
 			pol.HealthCheck.IntervalMillis, pol.HealthCheck.UnhealthyThreshold = 300_000, 10
@@ -352,7 +354,7 @@ func TestConnectTimeoutFromPolicy(t *testing.T) {
 			port := freePort(t)
 			vh := everything(withPolicy(backend("web", 1, inCluster("east", 1000, hole), inCluster("west", 1, echo(t, "west"))), pol))
 			vh.Routes[0].Timeouts.RequestMillis = tt.requestMillis
-			startWith(t, proxy.Options{Registerer: reg}, oneListener(port, model.ProtocolHTTP, vh), nil)
+			startWith(t, proxy.Options{Registerer: reg}, oneListener(port, edgev1.ProtocolHTTP, vh), nil)
 			retries := func() float64 {
 				return metric(t, reg, "fleetnet_edge_retries_total", "backend", "ServiceImport/demo/web")
 			}
@@ -413,14 +415,14 @@ func TestHTTP2FromClients(t *testing.T) {
 			tr := &http.Transport{Protocols: new(http.Protocols)}
 			url := fmt.Sprintf("http://127.0.0.1:%d/", port)
 			if tt.tls {
-				m := oneListener(port, model.ProtocolHTTPS, vh)
-				m.Gateways[0].Listeners[0].Certificates = []model.Certificate{{Name: "shop", Digest: "d"}}
+				m := oneListener(port, edgev1.ProtocolHTTPS, vh)
+				m.Gateways[0].Listeners[0].Certificates = []edgev1.ListenerCertificate{{Name: "shop", Digest: "d"}}
 				start(t, m, map[string]*tls.Certificate{"d": &cert})
 				tr.Protocols.SetHTTP2(true)
 				tr.TLSClientConfig = &tls.Config{RootCAs: pool, ServerName: "shop.example.com"}
 				url = fmt.Sprintf("https://127.0.0.1:%d/", port)
 			} else {
-				start(t, oneListener(port, model.ProtocolHTTP, vh), nil)
+				start(t, oneListener(port, edgev1.ProtocolHTTP, vh), nil)
 				tr.Protocols.SetUnencryptedHTTP2(true)
 			}
 			t.Cleanup(tr.CloseIdleConnections)

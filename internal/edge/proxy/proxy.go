@@ -26,13 +26,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/edge/health"
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Options configure a Proxy. How endpoints are checked, retried and
-// picked is each backend's model.BackendPolicy, from the model.
+// picked is each backend's edgev1.BackendPolicy, from the model.
 type Options struct {
 	// ListenHost is the address listeners bind, e.g. 127.0.0.1 or "" for
 	// every interface.
@@ -112,7 +113,7 @@ func New(o Options) *Proxy {
 // Apply serves m from now on. Certificates are the listeners' TLS key
 // pairs by their model digest. An error (a model the edge cannot serve, a
 // port it cannot bind) leaves what was served before in place.
-func (p *Proxy) Apply(m *model.Model, certs map[string]*tls.Certificate) error {
+func (p *Proxy) Apply(m *edgev1.Model, certs map[string]*tls.Certificate) error {
 	t, err := compile(m, certs, p.opts.Region)
 	if err != nil {
 		return err
@@ -251,8 +252,8 @@ type picked struct {
 	backend  *backend
 	cluster  *cluster
 	endpoint *endpoint
-	rewrite  *model.Rewrite
-	respMods []*model.HeaderModifier
+	rewrite  *edgev1.Rewrite
+	respMods []*edgev1.HeaderModifier
 }
 
 type pickedKey struct{}
@@ -277,8 +278,8 @@ func (p *Proxy) serve(num int32, w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pk.route = rt
-	var respMods []*model.HeaderModifier
-	var rewrite *model.Rewrite
+	var respMods []*edgev1.HeaderModifier
+	var rewrite *edgev1.Rewrite
 	if done := applyFilters(rec, r, rt.Filters, &rt.Route, &respMods, &rewrite, pt.tls); done {
 		return
 	}
@@ -377,16 +378,16 @@ func (bufferPool) Put(b []byte) { buffers.Put(&b) }
 // applyFilters applies filters to the request (header modifiers, rewrite)
 // and collects response modifiers; it answers a redirect itself and then
 // reports true.
-func applyFilters(w http.ResponseWriter, r *http.Request, filters []model.Filter, rt *model.Route, respMods *[]*model.HeaderModifier, rewrite **model.Rewrite, isTLS bool) bool {
+func applyFilters(w http.ResponseWriter, r *http.Request, filters []edgev1.Filter, rt *edgev1.Route, respMods *[]*edgev1.HeaderModifier, rewrite **edgev1.Rewrite, isTLS bool) bool {
 	for _, f := range filters {
 		switch f.Type {
-		case model.FilterRequestHeaderModifier:
+		case edgev1.FilterRequestHeaderModifier:
 			modifyHeaders(r.Header, f.RequestHeaderModifier)
-		case model.FilterResponseHeaderModifier:
+		case edgev1.FilterResponseHeaderModifier:
 			*respMods = append(*respMods, f.ResponseHeaderModifier)
-		case model.FilterURLRewrite:
+		case edgev1.FilterURLRewrite:
 			*rewrite = f.URLRewrite
-		case model.FilterRequestRedirect:
+		case edgev1.FilterRequestRedirect:
 			redirect(w, r, f.RequestRedirect, rt.Path, isTLS)
 			return true
 		}
@@ -394,7 +395,7 @@ func applyFilters(w http.ResponseWriter, r *http.Request, filters []model.Filter
 	return false
 }
 
-func modifyHeaders(h http.Header, m *model.HeaderModifier) {
+func modifyHeaders(h http.Header, m *edgev1.HeaderModifier) {
 	if m == nil {
 		return
 	}
@@ -411,7 +412,7 @@ func modifyHeaders(h http.Header, m *model.HeaderModifier) {
 
 // redirect answers with the Gateway API's RequestRedirect: unset parts keep
 // the request's; the port is left out when it is the scheme's default.
-func redirect(w http.ResponseWriter, r *http.Request, rd *model.Redirect, match model.PathMatch, isTLS bool) {
+func redirect(w http.ResponseWriter, r *http.Request, rd *edgev1.Redirect, match edgev1.PathMatch, isTLS bool) {
 	scheme := "http"
 	if isTLS {
 		scheme = "https"
@@ -452,11 +453,11 @@ func redirect(w http.ResponseWriter, r *http.Request, rd *model.Redirect, match 
 
 // rewritePath applies a path modifier: the whole path, or the prefix the
 // route matched.
-func rewritePath(path string, match model.PathMatch, m *model.PathModifier) string {
+func rewritePath(path string, match edgev1.PathMatch, m *edgev1.PathModifier) string {
 	switch m.Type {
-	case model.PathReplaceFull:
+	case edgev1.PathReplaceFull:
 		return m.Value
-	case model.PathReplacePrefix:
+	case edgev1.PathReplacePrefix:
 		prefix := strings.TrimSuffix(match.Value, "/")
 		rest := strings.TrimPrefix(path, prefix)
 		repl := strings.TrimSuffix(m.Value, "/")

@@ -16,14 +16,15 @@ import (
 	"testing"
 	"time"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/edge/proxy"
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+
 	"github.com/fleetnet/fleetnet/internal/pki"
 )
 
 // echo is a backend on loopback that answers with its name and what it
 // received.
-func echo(t *testing.T, name string) model.Endpoint {
+func echo(t *testing.T, name string) edgev1.Endpoint {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("X-Backend", name)
@@ -36,11 +37,11 @@ func echo(t *testing.T, name string) model.Endpoint {
 	t.Cleanup(srv.Close)
 	host, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	p, _ := strconv.Atoi(port)
-	return model.Endpoint{Address: host, Port: int32(p), Ready: true, Serving: true}
+	return edgev1.Endpoint{Address: host, Port: int32(p), Ready: true, Serving: true}
 }
 
 // deadEndpoint is an address where nothing listens.
-func deadEndpoint(t *testing.T) model.Endpoint {
+func deadEndpoint(t *testing.T) edgev1.Endpoint {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -48,7 +49,7 @@ func deadEndpoint(t *testing.T) model.Endpoint {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	l.Close()
-	return model.Endpoint{Address: "127.0.0.1", Port: int32(port), Ready: true, Serving: true}
+	return edgev1.Endpoint{Address: "127.0.0.1", Port: int32(port), Ready: true, Serving: true}
 }
 
 func freePort(t *testing.T) int32 {
@@ -57,12 +58,12 @@ func freePort(t *testing.T) int32 {
 }
 
 // backend is a ServiceImport backend with a zero policy, which the edge
-// reads as model.DefaultBackendPolicy, as from an older controller.
-func backend(name string, weight int32, clusters ...model.ClusterEndpoints) model.Backend {
-	return model.Backend{Kind: model.KindServiceImport, Namespace: "demo", Name: name, Weight: weight, Clusters: clusters}
+// reads as edgev1.DefaultBackendPolicy, as from an older controller.
+func backend(name string, weight int32, clusters ...edgev1.ClusterEndpoints) edgev1.Backend {
+	return edgev1.Backend{Kind: edgev1.KindServiceImport, Namespace: "demo", Name: name, Weight: weight, Clusters: clusters}
 }
 
-func withPolicy(b model.Backend, p model.BackendPolicy) model.Backend {
+func withPolicy(b edgev1.Backend, p edgev1.BackendPolicy) edgev1.Backend {
 	b.Policy = p
 	return b
 }
@@ -71,36 +72,36 @@ func withPolicy(b model.Backend, p model.BackendPolicy) model.Backend {
 // wait for a check to notice a change. The timeout is longer than the
 // interval (which the controller would refuse) so that a loaded test
 // machine does not fail a check of a live endpoint.
-func fastChecks() model.BackendPolicy {
-	p := model.DefaultBackendPolicy()
+func fastChecks() edgev1.BackendPolicy {
+	p := edgev1.DefaultBackendPolicy()
 	p.HealthCheck.IntervalMillis, p.HealthCheck.TimeoutMillis = 50, 1000
 	return p
 }
 
-func inCluster(id string, weight int32, eps ...model.Endpoint) model.ClusterEndpoints {
+func inCluster(id string, weight int32, eps ...edgev1.Endpoint) edgev1.ClusterEndpoints {
 	ready := 0
 	for _, e := range eps {
 		if e.Ready {
 			ready++
 		}
 	}
-	return model.ClusterEndpoints{Cluster: id, Weight: weight, EffectiveWeight: int64(weight) * int64(ready), Endpoints: eps}
+	return edgev1.ClusterEndpoints{Cluster: id, Weight: weight, EffectiveWeight: int64(weight) * int64(ready), Endpoints: eps}
 }
 
-func oneListener(port int32, protocol string, hosts ...model.VirtualHost) *model.Model {
-	return &model.Model{Version: "v", Gateways: []model.Gateway{{Namespace: "demo", Name: "edge", Listeners: []model.Listener{{
+func oneListener(port int32, protocol string, hosts ...edgev1.VirtualHost) *edgev1.Model {
+	return &edgev1.Model{Version: "v", Gateways: []edgev1.Gateway{{Namespace: "demo", Name: "edge", Listeners: []edgev1.Listener{{
 		Name: "l", Port: port, Protocol: protocol, VirtualHosts: hosts,
 	}}}}}
 }
 
-func start(t *testing.T, m *model.Model, certs map[string]*tls.Certificate) *proxy.Proxy {
+func start(t *testing.T, m *edgev1.Model, certs map[string]*tls.Certificate) *proxy.Proxy {
 	t.Helper()
 	return startWith(t, proxy.Options{}, m, certs)
 }
 
 // startWith starts a proxy with o on loopback, and before serving m runs
 // each of before on it.
-func startWith(t *testing.T, o proxy.Options, m *model.Model, certs map[string]*tls.Certificate, before ...func(*proxy.Proxy)) *proxy.Proxy {
+func startWith(t *testing.T, o proxy.Options, m *edgev1.Model, certs map[string]*tls.Certificate, before ...func(*proxy.Proxy)) *proxy.Proxy {
 	t.Helper()
 	o.ListenHost = "127.0.0.1"
 	p := proxy.New(o)
@@ -144,20 +145,20 @@ func do(t *testing.T, method string, port int32, host, path string, header http.
 // that matches, host by exact name, then wildcard, then any.
 func TestMatching(t *testing.T) {
 	exact, prefix, method, header, query, wild, anyHost := echo(t, "exact"), echo(t, "prefix"), echo(t, "method"), echo(t, "header"), echo(t, "query"), echo(t, "wild"), echo(t, "any")
-	to := func(ep model.Endpoint) []model.Backend {
-		return []model.Backend{backend("b", 1, inCluster("east", 1, ep))}
+	to := func(ep edgev1.Endpoint) []edgev1.Backend {
+		return []edgev1.Backend{backend("b", 1, inCluster("east", 1, ep))}
 	}
 	port := freePort(t)
-	start(t, oneListener(port, model.ProtocolHTTP,
-		model.VirtualHost{Hostname: "shop.example.com", Routes: []model.Route{
-			{RouteName: "r", Path: model.PathMatch{Type: model.PathExact, Value: "/cart"}, Backends: to(exact)},
-			{RouteName: "r", Path: model.PathMatch{Type: model.PathPrefix, Value: "/api"}, Method: http.MethodPost, Backends: to(method)},
-			{RouteName: "r", Path: model.PathMatch{Type: model.PathPrefix, Value: "/api"}, Headers: []model.ValueMatch{{Type: model.MatchExact, Name: "x-canary", Value: "yes"}}, Backends: to(header)},
-			{RouteName: "r", Path: model.PathMatch{Type: model.PathPrefix, Value: "/api"}, QueryParams: []model.ValueMatch{{Type: model.MatchRegularExpression, Name: "v", Value: "^2"}}, Backends: to(query)},
-			{RouteName: "r", Path: model.PathMatch{Type: model.PathPrefix, Value: "/"}, Backends: to(prefix)},
+	start(t, oneListener(port, edgev1.ProtocolHTTP,
+		edgev1.VirtualHost{Hostname: "shop.example.com", Routes: []edgev1.Route{
+			{RouteName: "r", Path: edgev1.PathMatch{Type: edgev1.PathExact, Value: "/cart"}, Backends: to(exact)},
+			{RouteName: "r", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/api"}, Method: http.MethodPost, Backends: to(method)},
+			{RouteName: "r", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/api"}, Headers: []edgev1.ValueMatch{{Type: edgev1.MatchExact, Name: "x-canary", Value: "yes"}}, Backends: to(header)},
+			{RouteName: "r", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/api"}, QueryParams: []edgev1.ValueMatch{{Type: edgev1.MatchRegularExpression, Name: "v", Value: "^2"}}, Backends: to(query)},
+			{RouteName: "r", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/"}, Backends: to(prefix)},
 		}},
-		model.VirtualHost{Hostname: "*.example.com", Routes: []model.Route{{RouteName: "w", Path: model.PathMatch{Type: model.PathPrefix, Value: "/"}, Backends: to(wild)}}},
-		model.VirtualHost{Hostname: "*", Routes: []model.Route{{RouteName: "a", Path: model.PathMatch{Type: model.PathPrefix, Value: "/only"}, Backends: to(anyHost)}}},
+		edgev1.VirtualHost{Hostname: "*.example.com", Routes: []edgev1.Route{{RouteName: "w", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/"}, Backends: to(wild)}}},
+		edgev1.VirtualHost{Hostname: "*", Routes: []edgev1.Route{{RouteName: "a", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/only"}, Backends: to(anyHost)}}},
 	), nil)
 	tests := []struct {
 		method, host, path string
@@ -187,15 +188,15 @@ func TestMatching(t *testing.T) {
 func TestFilters(t *testing.T) {
 	ep := echo(t, "web")
 	port := freePort(t)
-	start(t, oneListener(port, model.ProtocolHTTP, model.VirtualHost{Hostname: "*", Routes: []model.Route{
-		{RouteName: "redirect", Path: model.PathMatch{Type: model.PathPrefix, Value: "/old"}, Filters: []model.Filter{{
-			Type: model.FilterRequestRedirect, RequestRedirect: &model.Redirect{Scheme: "https", StatusCode: 301, Path: &model.PathModifier{Type: model.PathReplacePrefix, Value: "/new"}},
+	start(t, oneListener(port, edgev1.ProtocolHTTP, edgev1.VirtualHost{Hostname: "*", Routes: []edgev1.Route{
+		{RouteName: "redirect", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/old"}, Filters: []edgev1.Filter{{
+			Type: edgev1.FilterRequestRedirect, RequestRedirect: &edgev1.Redirect{Scheme: "https", StatusCode: 301, Path: &edgev1.PathModifier{Type: edgev1.PathReplacePrefix, Value: "/new"}},
 		}}},
-		{RouteName: "rewrite", Path: model.PathMatch{Type: model.PathPrefix, Value: "/v1"}, Filters: []model.Filter{
-			{Type: model.FilterURLRewrite, URLRewrite: &model.Rewrite{Hostname: "internal.svc", Path: &model.PathModifier{Type: model.PathReplacePrefix, Value: "/api"}}},
-			{Type: model.FilterRequestHeaderModifier, RequestHeaderModifier: &model.HeaderModifier{Set: []model.Header{{Name: "Foo", Value: "bar"}}}},
-			{Type: model.FilterResponseHeaderModifier, ResponseHeaderModifier: &model.HeaderModifier{Add: []model.Header{{Name: "X-Edge", Value: "1"}}, Remove: []string{"X-Drop"}}},
-		}, Backends: []model.Backend{backend("web", 1, inCluster("east", 1, ep))}},
+		{RouteName: "rewrite", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/v1"}, Filters: []edgev1.Filter{
+			{Type: edgev1.FilterURLRewrite, URLRewrite: &edgev1.Rewrite{Hostname: "internal.svc", Path: &edgev1.PathModifier{Type: edgev1.PathReplacePrefix, Value: "/api"}}},
+			{Type: edgev1.FilterRequestHeaderModifier, RequestHeaderModifier: &edgev1.HeaderModifier{Set: []edgev1.Header{{Name: "Foo", Value: "bar"}}}},
+			{Type: edgev1.FilterResponseHeaderModifier, ResponseHeaderModifier: &edgev1.HeaderModifier{Add: []edgev1.Header{{Name: "X-Edge", Value: "1"}}, Remove: []string{"X-Drop"}}},
+		}, Backends: []edgev1.Backend{backend("web", 1, inCluster("east", 1, ep))}},
 	}}), nil)
 
 	resp := get(t, port, "shop.example.com", "/old/page?q=1", nil)
@@ -217,17 +218,17 @@ func TestWeightsAnd500And503(t *testing.T) {
 	port := freePort(t)
 	notReady := other
 	notReady.Ready = false
-	start(t, oneListener(port, model.ProtocolHTTP, model.VirtualHost{Hostname: "*", Routes: []model.Route{
-		{RouteName: "split", Path: model.PathMatch{Type: model.PathPrefix, Value: "/split"}, Backends: []model.Backend{
+	start(t, oneListener(port, edgev1.ProtocolHTTP, edgev1.VirtualHost{Hostname: "*", Routes: []edgev1.Route{
+		{RouteName: "split", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/split"}, Backends: []edgev1.Backend{
 			backend("echo", 90, inCluster("east", 3, east), inCluster("west", 1, west)),
 			backend("other", 10, inCluster("east", 1, other)),
 		}},
-		{RouteName: "broken", Path: model.PathMatch{Type: model.PathPrefix, Value: "/broken"}, Backends: []model.Backend{
+		{RouteName: "broken", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/broken"}, Backends: []edgev1.Backend{
 			backend("echo", 50, inCluster("east", 1, east)),
-			{Kind: model.KindServiceImport, Namespace: "demo", Name: "gone", Weight: 30, Invalid: &model.Invalid{Reason: "BackendNotFound", Message: "ServiceImport demo/gone not found"}},
-			{Kind: model.KindServiceImport, Namespace: "demo", Name: "idle", Weight: 20, NoReadyEndpoints: true, Clusters: []model.ClusterEndpoints{inCluster("east", 1, notReady)}},
+			{Kind: edgev1.KindServiceImport, Namespace: "demo", Name: "gone", Weight: 30, Invalid: &edgev1.Invalid{Reason: "BackendNotFound", Message: "ServiceImport demo/gone not found"}},
+			{Kind: edgev1.KindServiceImport, Namespace: "demo", Name: "idle", Weight: 20, NoReadyEndpoints: true, Clusters: []edgev1.ClusterEndpoints{inCluster("east", 1, notReady)}},
 		}},
-		{RouteName: "zero", Path: model.PathMatch{Type: model.PathPrefix, Value: "/zero"}, Backends: []model.Backend{backend("echo", 0, inCluster("east", 1, east))}},
+		{RouteName: "zero", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/zero"}, Backends: []edgev1.Backend{backend("echo", 0, inCluster("east", 1, east))}},
 	}}), nil)
 
 	const n = 1000
@@ -265,8 +266,8 @@ func TestWeightsAnd500And503(t *testing.T) {
 func TestRetryOnAnotherCluster(t *testing.T) {
 	west := echo(t, "west")
 	port := freePort(t)
-	start(t, oneListener(port, model.ProtocolHTTP, model.VirtualHost{Hostname: "*", Routes: []model.Route{
-		{RouteName: "r", Path: model.PathMatch{Type: model.PathPrefix, Value: "/"}, Backends: []model.Backend{
+	start(t, oneListener(port, edgev1.ProtocolHTTP, edgev1.VirtualHost{Hostname: "*", Routes: []edgev1.Route{
+		{RouteName: "r", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/"}, Backends: []edgev1.Backend{
 			backend("echo", 1, inCluster("east", 1, deadEndpoint(t)), inCluster("west", 1, west)),
 		}},
 	}}), nil)
@@ -300,12 +301,12 @@ func TestTLSBySNI(t *testing.T) {
 	}
 	ep := echo(t, "web")
 	port := freePort(t)
-	routes := []model.Route{{RouteName: "r", Path: model.PathMatch{Type: model.PathPrefix, Value: "/"}, Backends: []model.Backend{backend("web", 1, inCluster("east", 1, ep))}}}
-	m := &model.Model{Version: "v", Gateways: []model.Gateway{{Namespace: "demo", Name: "edge", Listeners: []model.Listener{
-		{Name: "a", Port: port, Protocol: model.ProtocolHTTPS, Hostname: "a.example.com", Certificates: []model.Certificate{{Name: "a", Digest: "a.example.com"}},
-			VirtualHosts: []model.VirtualHost{{Hostname: "a.example.com", Routes: routes}}},
-		{Name: "b", Port: port, Protocol: model.ProtocolHTTPS, Hostname: "b.example.com", Certificates: []model.Certificate{{Name: "b", Digest: "b.example.com"}},
-			VirtualHosts: []model.VirtualHost{{Hostname: "b.example.com", Routes: routes}}},
+	routes := []edgev1.Route{{RouteName: "r", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/"}, Backends: []edgev1.Backend{backend("web", 1, inCluster("east", 1, ep))}}}
+	m := &edgev1.Model{Version: "v", Gateways: []edgev1.Gateway{{Namespace: "demo", Name: "edge", Listeners: []edgev1.Listener{
+		{Name: "a", Port: port, Protocol: edgev1.ProtocolHTTPS, Hostname: "a.example.com", Certificates: []edgev1.ListenerCertificate{{Name: "a", Digest: "a.example.com"}},
+			VirtualHosts: []edgev1.VirtualHost{{Hostname: "a.example.com", Routes: routes}}},
+		{Name: "b", Port: port, Protocol: edgev1.ProtocolHTTPS, Hostname: "b.example.com", Certificates: []edgev1.ListenerCertificate{{Name: "b", Digest: "b.example.com"}},
+			VirtualHosts: []edgev1.VirtualHost{{Hostname: "b.example.com", Routes: routes}}},
 	}}}}
 	start(t, m, certs)
 	pool := x509.NewCertPool()
@@ -330,9 +331,9 @@ func TestTLSBySNI(t *testing.T) {
 func TestSwapUnderLoadAndRefusal(t *testing.T) {
 	a, b := echo(t, "a"), echo(t, "b")
 	port := freePort(t)
-	modelTo := func(ep model.Endpoint, version string) *model.Model {
-		m := oneListener(port, model.ProtocolHTTP, model.VirtualHost{Hostname: "*", Routes: []model.Route{
-			{RouteName: "r", Path: model.PathMatch{Type: model.PathPrefix, Value: "/"}, Backends: []model.Backend{backend("echo", 1, inCluster("east", 1, ep))}},
+	modelTo := func(ep edgev1.Endpoint, version string) *edgev1.Model {
+		m := oneListener(port, edgev1.ProtocolHTTP, edgev1.VirtualHost{Hostname: "*", Routes: []edgev1.Route{
+			{RouteName: "r", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/"}, Backends: []edgev1.Backend{backend("echo", 1, inCluster("east", 1, ep))}},
 		}})
 		m.Version = version
 		return m
@@ -382,7 +383,7 @@ func TestSwapUnderLoadAndRefusal(t *testing.T) {
 	t.Logf("%d requests during 50 swaps, none failed", total.Load())
 
 	bad := modelTo(a, "bad")
-	bad.Gateways[0].Listeners[0].VirtualHosts[0].Routes[0].Headers = []model.ValueMatch{{Type: model.MatchRegularExpression, Name: "x", Value: "("}}
+	bad.Gateways[0].Listeners[0].VirtualHosts[0].Routes[0].Headers = []edgev1.ValueMatch{{Type: edgev1.MatchRegularExpression, Name: "x", Value: "("}}
 	if err := p.Apply(bad, nil); err == nil || !strings.Contains(err.Error(), `x "("`) {
 		t.Errorf("a bad regular expression: %v", err)
 	}
@@ -432,10 +433,10 @@ func (f *flaky) stop() {
 	}
 }
 
-func (f *flaky) endpoint() model.Endpoint {
+func (f *flaky) endpoint() edgev1.Endpoint {
 	host, port, _ := net.SplitHostPort(f.addr)
 	p, _ := strconv.Atoi(port)
-	return model.Endpoint{Address: host, Port: int32(p), Ready: true, Serving: true}
+	return edgev1.Endpoint{Address: host, Port: int32(p), Ready: true, Serving: true}
 }
 
 // When a cluster's endpoints stop answering, requests go to the other
@@ -444,8 +445,8 @@ func (f *flaky) endpoint() model.Endpoint {
 func TestFailoverAndRecovery(t *testing.T) {
 	east, west := newFlaky(t, "east"), newFlaky(t, "west")
 	port := freePort(t)
-	start(t, oneListener(port, model.ProtocolHTTP, model.VirtualHost{Hostname: "*", Routes: []model.Route{
-		{RouteName: "r", Path: model.PathMatch{Type: model.PathPrefix, Value: "/"}, Backends: []model.Backend{
+	start(t, oneListener(port, edgev1.ProtocolHTTP, edgev1.VirtualHost{Hostname: "*", Routes: []edgev1.Route{
+		{RouteName: "r", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/"}, Backends: []edgev1.Backend{
 			withPolicy(backend("echo", 1, inCluster("east", 1, east.endpoint()), inCluster("west", 1, west.endpoint())), fastChecks()),
 		}},
 	}}), nil)
@@ -536,13 +537,13 @@ func TestPortChangesProtocol(t *testing.T) {
 	cert, _ := kp.TLSCertificate()
 	ep := echo(t, "web")
 	port := freePort(t)
-	routes := []model.Route{{RouteName: "r", Path: model.PathMatch{Type: model.PathPrefix, Value: "/"}, Backends: []model.Backend{backend("web", 1, inCluster("east", 1, ep))}}}
-	p := start(t, oneListener(port, model.ProtocolHTTP, model.VirtualHost{Hostname: "*", Routes: routes}), nil)
+	routes := []edgev1.Route{{RouteName: "r", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/"}, Backends: []edgev1.Backend{backend("web", 1, inCluster("east", 1, ep))}}}
+	p := start(t, oneListener(port, edgev1.ProtocolHTTP, edgev1.VirtualHost{Hostname: "*", Routes: routes}), nil)
 	if resp := get(t, port, "shop.example.com", "/", nil); resp.StatusCode != 200 {
 		t.Fatalf("HTTP: %d", resp.StatusCode)
 	}
-	https := oneListener(port, model.ProtocolHTTPS, model.VirtualHost{Hostname: "*", Routes: routes})
-	https.Gateways[0].Listeners[0].Certificates = []model.Certificate{{Name: "shop", Digest: "d"}}
+	https := oneListener(port, edgev1.ProtocolHTTPS, edgev1.VirtualHost{Hostname: "*", Routes: routes})
+	https.Gateways[0].Listeners[0].Certificates = []edgev1.ListenerCertificate{{Name: "shop", Digest: "d"}}
 	if err := p.Apply(https, map[string]*tls.Certificate{"d": &cert}); err != nil {
 		t.Fatalf("switching to HTTPS: %v", err)
 	}

@@ -11,8 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/edge/health"
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
 )
 
 // table is one model compiled for serving: immutable once built, swapped
@@ -42,7 +42,7 @@ type vhost struct {
 }
 
 type route struct {
-	model.Route
+	edgev1.Route
 	name    string // namespace/name/rule, for logs and metrics
 	headers []matcher
 	query   []matcher
@@ -68,7 +68,7 @@ func (m matcher) matches(v string, ok bool) bool {
 }
 
 type backend struct {
-	model.Backend
+	edgev1.Backend
 	name      string
 	cumWeight int64
 	clusters  []*cluster
@@ -79,7 +79,7 @@ type backend struct {
 }
 
 type cluster struct {
-	model.ClusterEndpoints
+	edgev1.ClusterEndpoints
 	// bit marks the cluster in a retry's set of tried clusters; clusters
 	// past the 64th have none, and a retry may go back to one of them.
 	bit uint64
@@ -90,7 +90,7 @@ type cluster struct {
 
 // endpoint is a ready endpoint of a backend's cluster.
 type endpoint struct {
-	model.Endpoint
+	edgev1.Endpoint
 	// hostport is the address to forward to, computed once per model.
 	hostport string
 	// health is the state of the backend's check of this endpoint, set
@@ -106,7 +106,7 @@ func track(s *health.Set, t *table) {
 			for _, c := range b.clusters {
 				for i := range c.ready {
 					e := &c.ready[i]
-					e.health = unit(health.Key{Address: e.Address, Port: e.Port, Check: b.policy.check, H2C: b.h2c && b.policy.check.Type == model.HealthCheckHTTP})
+					e.health = unit(health.Key{Address: e.Address, Port: e.Port, Check: b.policy.check, H2C: b.h2c && b.policy.check.Type == edgev1.HealthCheckHTTP})
 				}
 			}
 		}
@@ -116,16 +116,16 @@ func track(s *health.Set, t *table) {
 // compile checks and compiles a model for an edge in region. Its errors
 // name what the edge cannot serve; the edge then refuses the model (NACK)
 // and keeps serving the one before.
-func compile(m *model.Model, certs map[string]*tls.Certificate, region string) (*table, error) {
+func compile(m *edgev1.Model, certs map[string]*tls.Certificate, region string) (*table, error) {
 	t := &table{version: m.Version, ports: map[int32]*port{}}
 	for _, gw := range m.Gateways {
 		for _, l := range gw.Listeners {
 			p := t.ports[l.Port]
 			if p == nil {
-				p = &port{number: l.Port, tls: l.Protocol == model.ProtocolHTTPS, exact: map[string]*vhost{}, certs: map[string]*tls.Certificate{}}
+				p = &port{number: l.Port, tls: l.Protocol == edgev1.ProtocolHTTPS, exact: map[string]*vhost{}, certs: map[string]*tls.Certificate{}}
 				t.ports[l.Port] = p
 			}
-			if (l.Protocol == model.ProtocolHTTPS) != p.tls {
+			if (l.Protocol == edgev1.ProtocolHTTPS) != p.tls {
 				return nil, fmt.Errorf("gateway %s/%s listener %s: port %d serves both HTTP and HTTPS", gw.Namespace, gw.Name, l.Name, l.Port)
 			}
 			for _, c := range l.Certificates {
@@ -156,7 +156,7 @@ func compile(m *model.Model, certs map[string]*tls.Certificate, region string) (
 	return t, nil
 }
 
-func (p *port) add(vh model.VirtualHost, region string) error {
+func (p *port) add(vh edgev1.VirtualHost, region string) error {
 	compiled := &vhost{hostname: vh.Hostname}
 	for _, r := range vh.Routes {
 		cr, err := compileRoute(r, region)
@@ -187,15 +187,15 @@ func (p *port) add(vh model.VirtualHost, region string) error {
 	return nil
 }
 
-func compileRoute(r model.Route, region string) (*route, error) {
+func compileRoute(r edgev1.Route, region string) (*route, error) {
 	cr := &route{Route: r, name: fmt.Sprintf("%s/%s/%d", r.RouteNamespace, r.RouteName, r.Rule)}
 	for _, list := range []struct {
-		in  []model.ValueMatch
+		in  []edgev1.ValueMatch
 		out *[]matcher
 	}{{r.Headers, &cr.headers}, {r.QueryParams, &cr.query}} {
 		for _, v := range list.in {
 			m := matcher{name: v.Name, exact: v.Value}
-			if v.Type == model.MatchRegularExpression {
+			if v.Type == edgev1.MatchRegularExpression {
 				re, err := regexp.Compile(v.Value)
 				if err != nil {
 					return nil, fmt.Errorf("route %s: %s %q: %w", cr.name, v.Name, v.Value, err)
@@ -293,11 +293,11 @@ func (vh *vhost) match(r *http.Request) *route {
 func (rt *route) matches(r *http.Request) bool {
 	path := r.URL.Path
 	switch rt.Path.Type {
-	case model.PathExact:
+	case edgev1.PathExact:
 		if path != rt.Path.Value {
 			return false
 		}
-	case model.PathPrefix:
+	case edgev1.PathPrefix:
 		if !prefixMatches(rt.Path.Value, path) {
 			return false
 		}

@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/api/keys"
 	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
 	"github.com/fleetnet/fleetnet/internal/gateway/model"
@@ -50,7 +51,7 @@ var modelKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: "mod
 // Deployer takes models off the reconcile path (provider.Queue,
 // provider.Split).
 type Deployer interface {
-	Set(m *model.Model)
+	Set(m *edgev1.Model)
 	LastError() error
 }
 
@@ -66,9 +67,9 @@ type Reconciler struct {
 	// provider.Split in fleetnet-gateway).
 	Queue    Deployer
 	Provider interface{ Progress() provider.Progress }
-	// FrontDoorTiers are the GatewayClasses Azure Front Door serves, with
-	// their tiers (model.Input.FrontDoorTiers).
-	FrontDoorTiers map[string]string
+	// ValidateAnnotations checks Gateways' provider annotations
+	// (model.Input.ValidateAnnotations).
+	ValidateAnnotations func(class string, annotations map[string]string) error
 	// LocalCluster and LocalRegion are the hub's cluster id and region.
 	LocalCluster, LocalRegion string
 	Log                       *slog.Logger
@@ -215,7 +216,7 @@ func (r *Reconciler) inputs(ctx context.Context) (model.Input, error) {
 	in.BackendTrafficPolicies = policies.Items
 	in.MultiClusterLoadBalancers, in.LoadBalancerClasses = loadBalancers.Items, r.LoadBalancerClasses
 	in.CRDBundleVersions = r.CRDBundleVersions
-	in.FrontDoorTiers = r.FrontDoorTiers
+	in.ValidateAnnotations = r.ValidateAnnotations
 	return in, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/api/keys"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -23,8 +24,8 @@ const (
 
 // backend resolves one backendRef of r: kind, ReferenceGrant, object and
 // port, then the endpoints of every cluster.
-func (b *builder) backend(r *gwv1.HTTPRoute, ref gwv1.BackendRef) Backend {
-	group, kind := "", KindService
+func (b *builder) backend(r *gwv1.HTTPRoute, ref gwv1.BackendRef) edgev1.Backend {
+	group, kind := "", edgev1.KindService
 	if ref.Group != nil {
 		group = string(*ref.Group)
 	}
@@ -35,8 +36,8 @@ func (b *builder) backend(r *gwv1.HTTPRoute, ref gwv1.BackendRef) Backend {
 	if ref.Namespace != nil {
 		ns = string(*ref.Namespace)
 	}
-	be := Backend{Kind: kind, Namespace: ns, Name: string(ref.Name), Weight: 1, Policy: DefaultBackendPolicy()}
-	if group == "" && kind == KindService || group == mcsv1beta1.GroupName && kind == KindServiceImport {
+	be := edgev1.Backend{Kind: kind, Namespace: ns, Name: string(ref.Name), Weight: 1, Policy: edgev1.DefaultBackendPolicy()}
+	if group == "" && kind == edgev1.KindService || group == mcsv1beta1.GroupName && kind == edgev1.KindServiceImport {
 		be.Policy = b.backendPolicy(kind, ns, string(ref.Name))
 	}
 	if ref.Weight != nil {
@@ -46,13 +47,13 @@ func (b *builder) backend(r *gwv1.HTTPRoute, ref gwv1.BackendRef) Backend {
 		be.Port = int32(*ref.Port)
 	}
 	name := key(ns, string(ref.Name))
-	fail := func(reason gwv1.RouteConditionReason, format string, args ...any) Backend {
-		be.Invalid = &Invalid{Reason: string(reason), Message: fmt.Sprintf(format, args...)}
+	fail := func(reason gwv1.RouteConditionReason, format string, args ...any) edgev1.Backend {
+		be.Invalid = &edgev1.Invalid{Reason: string(reason), Message: fmt.Sprintf(format, args...)}
 		return be
 	}
 	switch {
-	case group == "" && kind == KindService:
-	case group == mcsv1beta1.GroupName && kind == KindServiceImport:
+	case group == "" && kind == edgev1.KindService:
+	case group == mcsv1beta1.GroupName && kind == edgev1.KindServiceImport:
 	default:
 		if group == "" {
 			group = "core"
@@ -68,7 +69,7 @@ func (b *builder) backend(r *gwv1.HTTPRoute, ref gwv1.BackendRef) Backend {
 	// ports are the backend's ports by name, as EndpointSlices name them.
 	var ports []string
 	var sel []*discoveryv1.EndpointSlice
-	if kind == KindService {
+	if kind == edgev1.KindService {
 		svc := b.services[name]
 		if svc == nil {
 			return fail(gwv1.RouteReasonBackendNotFound, "Service %s not found", name)
@@ -145,13 +146,13 @@ func importPorts(ps []mcsv1beta1.ServicePort) string {
 // cluster.
 // Imported slices name their cluster, region and weight; a local
 // Service's slices are the hub's.
-func (b *builder) clusters(ss []*discoveryv1.EndpointSlice, ports []string, protocol corev1.Protocol) []ClusterEndpoints {
-	byCluster := map[string]*ClusterEndpoints{}
+func (b *builder) clusters(ss []*discoveryv1.EndpointSlice, ports []string, protocol corev1.Protocol) []edgev1.ClusterEndpoints {
+	byCluster := map[string]*edgev1.ClusterEndpoints{}
 	type epKey struct {
 		addr string
 		port int32
 	}
-	eps := map[string]map[epKey]*Endpoint{}
+	eps := map[string]map[epKey]*edgev1.Endpoint{}
 	for _, s := range ss {
 		if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
 			continue
@@ -166,10 +167,10 @@ func (b *builder) clusters(ss []*discoveryv1.EndpointSlice, ports []string, prot
 		weight := sliceWeight(s)
 		c := byCluster[cluster]
 		if c == nil {
-			c = &ClusterEndpoints{Cluster: cluster, Region: region, Weight: weight, RegionalFrontend: s.Annotations[keys.AnnotationRegionalFrontend],
+			c = &edgev1.ClusterEndpoints{Cluster: cluster, Region: region, Weight: weight, RegionalFrontend: s.Annotations[keys.AnnotationRegionalFrontend],
 				PrivateLinkAutoApproval: true} // until a slice withholds it
 			byCluster[cluster] = c
-			eps[cluster] = map[epKey]*Endpoint{}
+			eps[cluster] = map[epKey]*edgev1.Endpoint{}
 		}
 		// Slices of one cluster disagree only while the agent rewrites
 		// them; the smaller weight and the first region keep the result
@@ -215,28 +216,28 @@ func (b *builder) clusters(ss []*discoveryv1.EndpointSlice, ports []string, prot
 						old.Serving = old.Serving || serving
 						continue
 					}
-					eps[cluster][k] = &Endpoint{Address: a, Port: n, Ready: ready, Serving: serving}
+					eps[cluster][k] = &edgev1.Endpoint{Address: a, Port: n, Ready: ready, Serving: serving}
 				}
 			}
 		}
 	}
-	out := []ClusterEndpoints{}
+	out := []edgev1.ClusterEndpoints{}
 	for name, c := range byCluster {
 		readyAddrs := map[string]bool{}
-		c.Endpoints = []Endpoint{}
+		c.Endpoints = []edgev1.Endpoint{}
 		for _, e := range eps[name] {
 			c.Endpoints = append(c.Endpoints, *e)
 			if e.Ready {
 				readyAddrs[e.Address] = true
 			}
 		}
-		slices.SortFunc(c.Endpoints, func(x, y Endpoint) int {
+		slices.SortFunc(c.Endpoints, func(x, y edgev1.Endpoint) int {
 			return cmp.Or(cmp.Compare(x.Address, y.Address), cmp.Compare(x.Port, y.Port))
 		})
 		c.EffectiveWeight = int64(c.Weight) * int64(len(readyAddrs))
 		out = append(out, *c)
 	}
-	slices.SortFunc(out, func(x, y ClusterEndpoints) int { return cmp.Compare(x.Cluster, y.Cluster) })
+	slices.SortFunc(out, func(x, y edgev1.ClusterEndpoints) int { return cmp.Compare(x.Cluster, y.Cluster) })
 	return out
 }
 

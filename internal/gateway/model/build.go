@@ -10,7 +10,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/frontdoor/annotations"
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"github.com/fleetnet/fleetnet/api/keys"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -52,7 +53,7 @@ type listenerState struct {
 	resolved   metav1.Condition
 	conflicted metav1.Condition
 	kinds      []gwv1.RouteGroupKind
-	certs      []Certificate
+	certs      []edgev1.ListenerCertificate
 	attached   map[string]bool // routes, by namespace/name
 	vhosts     map[string][]entry
 }
@@ -223,10 +224,10 @@ func (b *builder) buildGateways() []GatewayStatus {
 		case class.Spec.ParametersRef != nil:
 			accepted = cond(typ, false, string(gwv1.GatewayReasonInvalidParameters),
 				fmt.Sprintf("GatewayClass %s is not accepted", class.Name), gen)
-		case b.azureAnnotationsInvalid(gw) != nil:
-			// fleetnet.dev/azure-* annotations are parsed strictly: a
-			// mistake there must not fall back to defaults silently.
-			accepted = cond(typ, false, string(gwv1.GatewayReasonInvalidParameters), b.azureAnnotationsInvalid(gw).Error(), gen)
+		case b.annotationsInvalid(gw) != nil:
+			// Provider annotations are parsed strictly: a mistake there
+			// must not fall back to defaults silently.
+			accepted = cond(typ, false, string(gwv1.GatewayReasonInvalidParameters), b.annotationsInvalid(gw).Error(), gen)
 		case len(gw.Spec.Addresses) > 0:
 			// The entry point's addresses are the data plane's; a Gateway
 			// cannot ask for others.
@@ -353,7 +354,7 @@ func (b *builder) certificates(gw *gwv1.Gateway, l gwv1.Listener, ls *listenerSt
 		sum.Write(crt)
 		sum.Write([]byte{0})
 		sum.Write(k)
-		ls.certs = append(ls.certs, Certificate{Namespace: ns, Name: string(ref.Name),
+		ls.certs = append(ls.certs, edgev1.ListenerCertificate{Namespace: ns, Name: string(ref.Name),
 			Digest: hex.EncodeToString(sum.Sum(nil))[:16], CertPEM: crt, KeyPEM: k})
 	}
 	return "", ""
@@ -426,30 +427,30 @@ func (b *builder) granted(fromGroup, fromKind, fromNS, toGroup, toKind, toNS, to
 }
 
 // assemble orders everything the routes attached into the model.
-func (b *builder) assemble() Model {
-	m := Model{Gateways: []Gateway{}}
+func (b *builder) assemble() edgev1.Model {
+	m := edgev1.Model{Gateways: []edgev1.Gateway{}}
 	for _, gs := range b.gatewayOrder {
 		if !gs.accepted {
 			continue
 		}
-		g := Gateway{Namespace: gs.gw.Namespace, Name: gs.gw.Name, Generation: gs.gw.Generation, Listeners: []Listener{},
-			Class: string(gs.gw.Spec.GatewayClassName), UID: string(gs.gw.UID), Annotations: annotations.Only(gs.gw.Annotations)}
+		g := edgev1.Gateway{Namespace: gs.gw.Namespace, Name: gs.gw.Name, Generation: gs.gw.Generation, Listeners: []edgev1.Listener{},
+			Class: string(gs.gw.Spec.GatewayClassName), UID: string(gs.gw.UID), Annotations: providerAnnotations(gs.gw.Annotations)}
 		for _, ls := range gs.listeners {
 			if !ls.valid() {
 				continue
 			}
-			l := Listener{Name: string(ls.l.Name), Port: int32(ls.l.Port), Protocol: string(ls.l.Protocol),
-				Certificates: ls.certs, VirtualHosts: []VirtualHost{}}
+			l := edgev1.Listener{Name: string(ls.l.Name), Port: int32(ls.l.Port), Protocol: string(ls.l.Protocol),
+				Certificates: ls.certs, VirtualHosts: []edgev1.VirtualHost{}}
 			if ls.l.Hostname != nil {
 				l.Hostname = string(*ls.l.Hostname)
 			}
 			for h := range ls.vhosts {
-				l.VirtualHosts = append(l.VirtualHosts, VirtualHost{Hostname: h, Routes: virtualHostRoutes(h, ls.vhosts)})
+				l.VirtualHosts = append(l.VirtualHosts, edgev1.VirtualHost{Hostname: h, Routes: virtualHostRoutes(h, ls.vhosts)})
 			}
-			slices.SortFunc(l.VirtualHosts, func(x, y VirtualHost) int { return cmp.Compare(x.Hostname, y.Hostname) })
+			slices.SortFunc(l.VirtualHosts, func(x, y edgev1.VirtualHost) int { return cmp.Compare(x.Hostname, y.Hostname) })
 			g.Listeners = append(g.Listeners, l)
 		}
-		slices.SortFunc(g.Listeners, func(x, y Listener) int {
+		slices.SortFunc(g.Listeners, func(x, y edgev1.Listener) int {
 			return cmp.Or(cmp.Compare(x.Port, y.Port), cmp.Compare(x.Name, y.Name))
 		})
 		m.Gateways = append(m.Gateways, g)
@@ -457,7 +458,7 @@ func (b *builder) assemble() Model {
 	return m
 }
 
-func versionOf(m Model) string {
+func versionOf(m edgev1.Model) string {
 	m.Version = ""
 	data, err := json.Marshal(m)
 	if err != nil {
@@ -475,7 +476,7 @@ func versionOf(m Model) string {
 // request that matches none of those rules still falls through to the
 // wider ones, so a data plane picks the most specific virtual host and
 // the first route in it that matches.
-func virtualHostRoutes(h string, vhosts map[string][]entry) []Route {
+func virtualHostRoutes(h string, vhosts map[string][]entry) []edgev1.Route {
 	type ranked struct {
 		e    entry
 		rank int // 0 for h, then wildcards by decreasing length
@@ -506,7 +507,7 @@ func virtualHostRoutes(h string, vhosts map[string][]entry) []Route {
 		rule, match int
 	}
 	seen := map[id]bool{}
-	out := []Route{}
+	out := []edgev1.Route{}
 	for _, r := range all {
 		k := id{r.e.route.RouteNamespace, r.e.route.RouteName, r.e.route.Rule, r.e.route.Match}
 		if seen[k] {
@@ -518,20 +519,29 @@ func virtualHostRoutes(h string, vhosts map[string][]entry) []Route {
 	return out
 }
 
-// azureAnnotationsInvalid is the error of gw's fleetnet.dev/azure-*
-// annotations, nil when they parse (or there are none). The tier is the
-// annotation's, else the class's (Input.FrontDoorTiers); a class not
-// served by Front Door is checked as Premium, which refuses no
-// combination.
-func (b *builder) azureAnnotationsInvalid(gw *gwv1.Gateway) error {
-	ann := annotations.Only(gw.Annotations)
-	if ann == nil {
+// providerAnnotations is the annotations of ann with the Azure prefix (what
+// the model keeps of a Gateway's annotations), nil when there are none; the
+// controller's own operations annotation is left out, so that writing it
+// does not change the model.
+func providerAnnotations(ann map[string]string) map[string]string {
+	var out map[string]string
+	for k, v := range ann {
+		if strings.HasPrefix(k, keys.AzureAnnotationPrefix) && k != keys.AnnotationAzureOperations {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// annotationsInvalid is the error of gw's provider annotations
+// (Input.ValidateAnnotations), nil when they pass or there are none.
+func (b *builder) annotationsInvalid(gw *gwv1.Gateway) error {
+	ann := providerAnnotations(gw.Annotations)
+	if ann == nil || b.in.ValidateAnnotations == nil {
 		return nil
 	}
-	tier := annotations.SKU(b.in.FrontDoorTiers[string(gw.Spec.GatewayClassName)])
-	if tier == "" {
-		tier = annotations.SKUPremium
-	}
-	_, err := annotations.Parse(ann, tier)
-	return err
+	return b.in.ValidateAnnotations(string(gw.Spec.GatewayClassName), ann)
 }

@@ -1,6 +1,7 @@
 package model
 
 import (
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -43,16 +44,19 @@ type Input struct {
 	// LoadBalancerClasses, the classes this controller's provider serves.
 	MultiClusterLoadBalancers []networkingv1alpha1.MultiClusterLoadBalancer
 	LoadBalancerClasses       []string
-	// FrontDoorTiers are the GatewayClasses served by Azure Front Door,
-	// with the tier each selects, so that a Gateway's Azure annotations
-	// are checked against its class's tier (Private Link needs Premium).
-	FrontDoorTiers map[string]string
+	// ValidateAnnotations checks the provider annotations of a Gateway of
+	// class (those the model keeps: keys.AzureAnnotationPrefix but the
+	// controller's own); an error refuses the Gateway (Accepted=False,
+	// InvalidParameters, with the error as message). The providers hand it
+	// in (annotations.Validator for Azure Front Door), so the model knows
+	// no provider's rules. Nil accepts any.
+	ValidateAnnotations func(class string, annotations map[string]string) error
 }
 
 // Result is the model and the status it implies.
 type Result struct {
-	Model  Model  `json:"model"`
-	Status Status `json:"status"`
+	Model  edgev1.Model `json:"model"`
+	Status Status       `json:"status"`
 }
 
 // Status is the status of every object fleetnet-gateway owns, each list

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -31,19 +32,12 @@ type LoadBalancerStatus struct {
 	HealthyClusters int32  `json:"healthyClusters"`
 }
 
-// Defaults of a load balancer's timeouts.
-const (
-	DefaultTCPIdleMillis = int64(time.Hour / time.Millisecond)
-	DefaultUDPIdleMillis = int64(time.Minute / time.Millisecond)
-	DefaultDrainMillis   = int64(30 * time.Second / time.Millisecond)
-)
-
 // loadBalancers translates the MultiClusterLoadBalancers: those of a class
 // in.LoadBalancerClasses names, valid, and whose ports no older load
 // balancer and no Gateway listener of gws holds, are served. A load
 // balancer whose ServiceImport or port is missing is still served, with no
 // endpoints: a missing input never withdraws a port (fail static).
-func (b *builder) loadBalancers(gws []Gateway) ([]LoadBalancer, []LoadBalancerStatus) {
+func (b *builder) loadBalancers(gws []edgev1.Gateway) ([]edgev1.LoadBalancer, []LoadBalancerStatus) {
 	lbs := make([]*networkingv1alpha1.MultiClusterLoadBalancer, 0, len(b.in.MultiClusterLoadBalancers))
 	for i := range b.in.MultiClusterLoadBalancers {
 		lb := &b.in.MultiClusterLoadBalancers[i]
@@ -68,10 +62,10 @@ func (b *builder) loadBalancers(gws []Gateway) ([]LoadBalancer, []LoadBalancerSt
 	taken := map[string]string{}
 	for _, gw := range gws {
 		for _, l := range gw.Listeners {
-			taken[fmt.Sprintf("%d/%s", l.Port, ProtocolTCP)] = fmt.Sprintf("listener %s of Gateway %s", l.Name, key(gw.Namespace, gw.Name))
+			taken[fmt.Sprintf("%d/%s", l.Port, edgev1.ProtocolTCP)] = fmt.Sprintf("listener %s of Gateway %s", l.Name, key(gw.Namespace, gw.Name))
 		}
 	}
-	models := []LoadBalancer{}
+	models := []edgev1.LoadBalancer{}
 	statuses := []LoadBalancerStatus{}
 	for _, lb := range lbs {
 		m, st := b.loadBalancer(lb, taken)
@@ -80,7 +74,7 @@ func (b *builder) loadBalancers(gws []Gateway) ([]LoadBalancer, []LoadBalancerSt
 		}
 		statuses = append(statuses, st)
 	}
-	slices.SortFunc(models, func(x, y LoadBalancer) int {
+	slices.SortFunc(models, func(x, y edgev1.LoadBalancer) int {
 		return cmp.Or(cmp.Compare(x.Namespace, y.Namespace), cmp.Compare(x.Name, y.Name))
 	})
 	slices.SortFunc(statuses, func(x, y LoadBalancerStatus) int {
@@ -89,7 +83,7 @@ func (b *builder) loadBalancers(gws []Gateway) ([]LoadBalancer, []LoadBalancerSt
 	return models, statuses
 }
 
-func (b *builder) loadBalancer(lb *networkingv1alpha1.MultiClusterLoadBalancer, taken map[string]string) (LoadBalancer, LoadBalancerStatus) {
+func (b *builder) loadBalancer(lb *networkingv1alpha1.MultiClusterLoadBalancer, taken map[string]string) (edgev1.LoadBalancer, LoadBalancerStatus) {
 	gen := lb.Generation
 	st := LoadBalancerStatus{Namespace: lb.Namespace, Name: lb.Name, Clusters: []networkingv1alpha1.ClusterBackendStatus{}}
 	m, problems := translateLoadBalancer(lb)
@@ -97,7 +91,7 @@ func (b *builder) loadBalancer(lb *networkingv1alpha1.MultiClusterLoadBalancer, 
 	if class == "" {
 		class = string(networkingv1alpha1.LoadBalancerClassEdge)
 	}
-	refused := func(reason, msg string) (LoadBalancer, LoadBalancerStatus) {
+	refused := func(reason, msg string) (edgev1.LoadBalancer, LoadBalancerStatus) {
 		st.Conditions = []metav1.Condition{
 			cond(networkingv1alpha1.LoadBalancerConditionAccepted, false, reason, msg, gen),
 		}
@@ -155,7 +149,7 @@ func (b *builder) loadBalancer(lb *networkingv1alpha1.MultiClusterLoadBalancer, 
 	weights := map[string]int32{}
 	for i := range m.Ports {
 		p := &m.Ports[i]
-		p.Clusters = []ClusterEndpoints{}
+		p.Clusters = []edgev1.ClusterEndpoints{}
 		if si == nil {
 			continue
 		}
@@ -244,13 +238,13 @@ func (b *builder) loadBalancer(lb *networkingv1alpha1.MultiClusterLoadBalancer, 
 // translateLoadBalancer fills in defaults and checks what the CRD's schema
 // also checks, naming each field: an object stored before a schema change
 // must not reach a provider.
-func translateLoadBalancer(lb *networkingv1alpha1.MultiClusterLoadBalancer) (LoadBalancer, []string) {
-	def := DefaultBackendPolicy()
-	m := LoadBalancer{
+func translateLoadBalancer(lb *networkingv1alpha1.MultiClusterLoadBalancer) (edgev1.LoadBalancer, []string) {
+	def := edgev1.DefaultBackendPolicy()
+	m := edgev1.LoadBalancer{
 		Namespace: lb.Namespace, Name: lb.Name, Generation: lb.Generation,
-		HealthCheck:          HealthCheck{Type: HealthCheckTCP, IntervalMillis: def.HealthCheck.IntervalMillis, TimeoutMillis: def.HealthCheck.TimeoutMillis, HealthyThreshold: def.HealthCheck.HealthyThreshold, UnhealthyThreshold: def.HealthCheck.UnhealthyThreshold},
+		HealthCheck:          edgev1.HealthCheck{Type: edgev1.HealthCheckTCP, IntervalMillis: def.HealthCheck.IntervalMillis, TimeoutMillis: def.HealthCheck.TimeoutMillis, HealthyThreshold: def.HealthCheck.HealthyThreshold, UnhealthyThreshold: def.HealthCheck.UnhealthyThreshold},
 		ConnectTimeoutMillis: def.ConnectTimeoutMillis,
-		TCPIdleMillis:        DefaultTCPIdleMillis, UDPIdleMillis: DefaultUDPIdleMillis, DrainMillis: DefaultDrainMillis,
+		TCPIdleMillis:        edgev1.DefaultTCPIdleMillis, UDPIdleMillis: edgev1.DefaultUDPIdleMillis, DrainMillis: edgev1.DefaultDrainMillis,
 	}
 	v := newValidator()
 	if lb.Spec.ServiceImportName == "" {
@@ -263,9 +257,9 @@ func translateLoadBalancer(lb *networkingv1alpha1.MultiClusterLoadBalancer) (Loa
 	for i, p := range lb.Spec.Ports {
 		proto := string(p.Protocol)
 		if proto == "" {
-			proto = ProtocolTCP
+			proto = edgev1.ProtocolTCP
 		}
-		if proto != ProtocolTCP && proto != ProtocolUDP {
+		if proto != edgev1.ProtocolTCP && proto != edgev1.ProtocolUDP {
 			v.bad("spec.ports[%d].protocol: %q is not TCP or UDP", i, p.Protocol)
 		}
 		v.between(fmt.Sprintf("spec.ports[%d].port", i), p.Port, 1, 65535)
@@ -279,9 +273,9 @@ func translateLoadBalancer(lb *networkingv1alpha1.MultiClusterLoadBalancer) (Loa
 			v.bad("spec.ports[%d]: %s is listed twice", i, k)
 		}
 		seen[k] = true
-		m.Ports = append(m.Ports, LoadBalancerPort{Port: p.Port, Protocol: proto, TargetPort: target})
+		m.Ports = append(m.Ports, edgev1.LoadBalancerPort{Port: p.Port, Protocol: proto, TargetPort: target})
 	}
-	slices.SortFunc(m.Ports, func(x, y LoadBalancerPort) int {
+	slices.SortFunc(m.Ports, func(x, y edgev1.LoadBalancerPort) int {
 		return cmp.Or(cmp.Compare(x.Port, y.Port), cmp.Compare(x.Protocol, y.Protocol))
 	})
 	names := map[string]bool{}

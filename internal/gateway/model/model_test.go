@@ -11,18 +11,21 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"github.com/fleetnet/fleetnet/api/keys"
 )
 
 func TestCompareEntries(t *testing.T) {
 	old := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	young := old.Add(time.Hour)
 	mk := func(name string, created time.Time, rule int, pathType, path, method string, headers, queries int) entry {
-		r := Route{RouteNamespace: "ns", RouteName: name, Rule: rule, Path: PathMatch{Type: pathType, Value: path}, Method: method}
+		r := edgev1.Route{RouteNamespace: "ns", RouteName: name, Rule: rule, Path: edgev1.PathMatch{Type: pathType, Value: path}, Method: method}
 		for range headers {
-			r.Headers = append(r.Headers, ValueMatch{})
+			r.Headers = append(r.Headers, edgev1.ValueMatch{})
 		}
 		for range queries {
-			r.QueryParams = append(r.QueryParams, ValueMatch{})
+			r.QueryParams = append(r.QueryParams, edgev1.ValueMatch{})
 		}
 		return entry{route: r, created: created}
 	}
@@ -30,14 +33,14 @@ func TestCompareEntries(t *testing.T) {
 		name          string
 		first, second entry
 	}{
-		{"exact before a longer prefix", mk("a", young, 0, PathExact, "/a", "", 0, 0), mk("a", old, 0, PathPrefix, "/a/very/long", "", 0, 0)},
-		{"longest prefix first", mk("a", young, 0, PathPrefix, "/abc", "", 0, 0), mk("a", old, 0, PathPrefix, "/ab", "GET", 3, 3)},
-		{"method before headers", mk("a", young, 0, PathPrefix, "/", "GET", 0, 0), mk("a", old, 0, PathPrefix, "/", "", 5, 5)},
-		{"more headers first", mk("a", young, 0, PathPrefix, "/", "", 2, 0), mk("a", old, 0, PathPrefix, "/", "", 1, 9)},
-		{"more query params first", mk("a", young, 0, PathPrefix, "/", "", 1, 2), mk("a", old, 0, PathPrefix, "/", "", 1, 1)},
-		{"oldest route on a tie", mk("z", old, 5, PathPrefix, "/", "", 0, 0), mk("a", young, 0, PathPrefix, "/", "", 0, 0)},
-		{"namespace/name on a tie", mk("a", old, 5, PathPrefix, "/", "", 0, 0), mk("b", old, 0, PathPrefix, "/", "", 0, 0)},
-		{"rule order within a route", mk("a", old, 0, PathPrefix, "/", "", 0, 0), mk("a", old, 1, PathPrefix, "/", "", 0, 0)},
+		{"exact before a longer prefix", mk("a", young, 0, edgev1.PathExact, "/a", "", 0, 0), mk("a", old, 0, edgev1.PathPrefix, "/a/very/long", "", 0, 0)},
+		{"longest prefix first", mk("a", young, 0, edgev1.PathPrefix, "/abc", "", 0, 0), mk("a", old, 0, edgev1.PathPrefix, "/ab", "GET", 3, 3)},
+		{"method before headers", mk("a", young, 0, edgev1.PathPrefix, "/", "GET", 0, 0), mk("a", old, 0, edgev1.PathPrefix, "/", "", 5, 5)},
+		{"more headers first", mk("a", young, 0, edgev1.PathPrefix, "/", "", 2, 0), mk("a", old, 0, edgev1.PathPrefix, "/", "", 1, 9)},
+		{"more query params first", mk("a", young, 0, edgev1.PathPrefix, "/", "", 1, 2), mk("a", old, 0, edgev1.PathPrefix, "/", "", 1, 1)},
+		{"oldest route on a tie", mk("z", old, 5, edgev1.PathPrefix, "/", "", 0, 0), mk("a", young, 0, edgev1.PathPrefix, "/", "", 0, 0)},
+		{"namespace/name on a tie", mk("a", old, 5, edgev1.PathPrefix, "/", "", 0, 0), mk("b", old, 0, edgev1.PathPrefix, "/", "", 0, 0)},
+		{"rule order within a route", mk("a", old, 0, edgev1.PathPrefix, "/", "", 0, 0), mk("a", old, 1, edgev1.PathPrefix, "/", "", 0, 0)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -193,7 +196,7 @@ func TestStatusReasons(t *testing.T) {
 }
 
 // findBackend returns the backends of the first route of routeName.
-func findBackends(t *testing.T, m Model, routeName string, rule int) []Backend {
+func findBackends(t *testing.T, m edgev1.Model, routeName string, rule int) []edgev1.Backend {
 	t.Helper()
 	for _, g := range m.Gateways {
 		for _, l := range g.Listeners {
@@ -308,7 +311,7 @@ func TestVersion(t *testing.T) {
 	if bytes.Contains(data, []byte("PRIVATE KEY")) {
 		t.Fatal("private key in the model's JSON")
 	}
-	var c Certificate
+	var c edgev1.ListenerCertificate
 	for _, l := range base.Gateways[0].Listeners {
 		c = l.Certificates[0]
 	}
@@ -327,5 +330,15 @@ func TestVersion(t *testing.T) {
 	in2.EndpointSlices[0].Endpoints[0].Conditions.Ready = &ready
 	if v2 := Build(in2).Model.Version; v2 == v1 {
 		t.Error("an endpoint turning unready left the version unchanged")
+	}
+}
+
+func TestProviderAnnotations(t *testing.T) {
+	got := providerAnnotations(map[string]string{keys.AnnotationAzureSKU: "Premium", "a": "b", keys.AnnotationAzureOperations: "{}"})
+	if len(got) != 1 || got[keys.AnnotationAzureSKU] != "Premium" {
+		t.Errorf("providerAnnotations: %v", got)
+	}
+	if providerAnnotations(map[string]string{"a": "b"}) != nil {
+		t.Error("providerAnnotations of no provider annotation is not nil")
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -34,7 +35,7 @@ func (t policyTarget) String() string { return t.kind + " " + t.namespace + "/" 
 // what became of each target.
 type policyState struct {
 	obj      *networkingv1alpha1.BackendTrafficPolicy
-	policy   BackendPolicy
+	policy   edgev1.BackendPolicy
 	problems []string
 	// notes say, per target not applied, why.
 	notes   []string
@@ -66,9 +67,9 @@ func (b *builder) resolvePolicies() {
 			t := policyTarget{kind: string(ref.Kind), namespace: ps.obj.Namespace, name: string(ref.Name)}
 			exists := false
 			switch t.kind {
-			case KindService:
+			case edgev1.KindService:
 				exists = b.services[key(t.namespace, t.name)] != nil
-			case KindServiceImport:
+			case edgev1.KindServiceImport:
 				exists = b.imports[key(t.namespace, t.name)] != nil
 			}
 			switch holder := b.policyByTarget[t]; {
@@ -86,16 +87,16 @@ func (b *builder) resolvePolicies() {
 }
 
 // backendPolicy is the policy of a backend: its policy's or the defaults.
-func (b *builder) backendPolicy(kind, namespace, name string) BackendPolicy {
+func (b *builder) backendPolicy(kind, namespace, name string) edgev1.BackendPolicy {
 	if ps := b.policyByTarget[policyTarget{kind, namespace, name}]; ps != nil {
 		return ps.policy
 	}
-	return DefaultBackendPolicy()
+	return edgev1.DefaultBackendPolicy()
 }
 
 // policyStatuses reports every policy, with the Gateways of m whose
 // routes use it as its ancestors.
-func (b *builder) policyStatuses(m Model) []BackendTrafficPolicyStatus {
+func (b *builder) policyStatuses(m edgev1.Model) []BackendTrafficPolicyStatus {
 	gatewaysOf := map[string][]string{}
 	for _, gw := range m.Gateways {
 		seen := map[string]bool{}
@@ -167,8 +168,8 @@ func (b *builder) policyStatuses(m Model) []BackendTrafficPolicyStatus {
 // refuses most of this already; the controller checks again for objects
 // stored before a schema change, and because a value the data plane
 // cannot honour must never reach it.
-func translatePolicy(p *networkingv1alpha1.BackendTrafficPolicy) (BackendPolicy, []string) {
-	out := DefaultBackendPolicy()
+func translatePolicy(p *networkingv1alpha1.BackendTrafficPolicy) (edgev1.BackendPolicy, []string) {
+	out := edgev1.DefaultBackendPolicy()
 	out.Source = key(p.Namespace, p.Name)
 	v := newValidator()
 	bad, between, duration := v.bad, v.between, v.duration
@@ -177,7 +178,7 @@ func translatePolicy(p *networkingv1alpha1.BackendTrafficPolicy) (BackendPolicy,
 		bad("spec.targetRefs: at least one is required")
 	}
 	for i, ref := range p.Spec.TargetRefs {
-		ok := (ref.Group == "" && ref.Kind == KindService) || (ref.Group == mcsv1beta1.GroupName && ref.Kind == KindServiceImport)
+		ok := (ref.Group == "" && ref.Kind == edgev1.KindService) || (ref.Group == mcsv1beta1.GroupName && ref.Kind == edgev1.KindServiceImport)
 		if !ok {
 			bad("spec.targetRefs[%d]: group %q kind %q is not a Service (group \"\") or a ServiceImport (group %s)", i, ref.Group, ref.Kind, mcsv1beta1.GroupName)
 		}
@@ -191,12 +192,12 @@ func translatePolicy(p *networkingv1alpha1.BackendTrafficPolicy) (BackendPolicy,
 		h := &out.HealthCheck
 		switch hc.Type {
 		case "", networkingv1alpha1.HealthCheckTCP:
-			h.Type = HealthCheckTCP
+			h.Type = edgev1.HealthCheckTCP
 			if hc.HTTP != nil {
 				bad("spec.healthCheck.http: only allowed with type HTTP")
 			}
 		case networkingv1alpha1.HealthCheckHTTP:
-			h.Type = HealthCheckHTTP
+			h.Type = edgev1.HealthCheckHTTP
 			if hc.HTTP == nil {
 				bad("spec.healthCheck.http: required with type HTTP")
 				break
@@ -254,9 +255,9 @@ func translatePolicy(p *networkingv1alpha1.BackendTrafficPolicy) (BackendPolicy,
 	}
 	switch p.Spec.Locality {
 	case "", networkingv1alpha1.LocalityWeighted:
-		out.Locality = LocalityWeighted
+		out.Locality = edgev1.LocalityWeighted
 	case networkingv1alpha1.LocalityLocalFirst:
-		out.Locality = LocalityLocalFirst
+		out.Locality = edgev1.LocalityLocalFirst
 	default:
 		bad("spec.locality: %q is not Weighted or LocalFirst", p.Spec.Locality)
 	}

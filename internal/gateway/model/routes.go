@@ -12,11 +12,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
+
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 )
 
 // entry is a route with what its precedence needs beyond the model.
 type entry struct {
-	route   Route
+	route   edgev1.Route
 	created time.Time
 }
 
@@ -27,13 +29,13 @@ type entry struct {
 // "namespace/name" alphabetically, then rule and match order in the route.
 func compareEntries(x, y entry) int {
 	a, b := &x.route, &y.route
-	exact := func(r *Route) int {
-		if r.Path.Type == PathExact {
+	exact := func(r *edgev1.Route) int {
+		if r.Path.Type == edgev1.PathExact {
 			return 0
 		}
 		return 1
 	}
-	method := func(r *Route) int {
+	method := func(r *edgev1.Route) int {
 		if r.Method != "" {
 			return 0
 		}
@@ -283,9 +285,9 @@ func wildcardMatches(pattern, h string) bool {
 // translate turns r's rules into routes and resolves its backends.
 func (b *builder) translate(r *gwv1.HTTPRoute) *translated {
 	tr := &translated{rules: len(r.Spec.Rules)}
-	var invalid []*Invalid
+	var invalid []*edgev1.Invalid
 	for ri, rule := range r.Spec.Rules {
-		base := Route{RouteNamespace: r.Namespace, RouteName: r.Name, Rule: ri}
+		base := edgev1.Route{RouteNamespace: r.Namespace, RouteName: r.Name, Rule: ri}
 		var probs []problem
 		filters, p := convertFilters(rule.Filters)
 		probs = append(probs, p...)
@@ -293,7 +295,7 @@ func (b *builder) translate(r *gwv1.HTTPRoute) *translated {
 		t, p := convertTimeouts(rule.Timeouts)
 		probs = append(probs, p...)
 		base.Timeouts = t
-		redirect := slices.ContainsFunc(filters, func(f Filter) bool { return f.Type == FilterRequestRedirect })
+		redirect := slices.ContainsFunc(filters, func(f edgev1.Filter) bool { return f.Type == edgev1.FilterRequestRedirect })
 		for _, ref := range rule.BackendRefs {
 			be := b.backend(r, ref.BackendRef)
 			bf, p := convertFilters(ref.Filters)
@@ -308,14 +310,14 @@ func (b *builder) translate(r *gwv1.HTTPRoute) *translated {
 		case len(probs) > 0:
 			// An unsupported filter must not be skipped: its requests get
 			// 500 rather than being served without it.
-			base.DirectResponse = &DirectResponse{Status: http.StatusInternalServerError, Reason: probs[0].message}
+			base.DirectResponse = &edgev1.DirectResponse{Status: http.StatusInternalServerError, Reason: probs[0].message}
 			base.Backends = nil
 		case len(rule.BackendRefs) == 0 && !redirect:
-			base.DirectResponse = &DirectResponse{Status: http.StatusInternalServerError, Reason: "rule has no backendRefs"}
-		case len(rule.BackendRefs) > 0 && !slices.ContainsFunc(base.Backends, func(b Backend) bool { return b.Weight > 0 }):
+			base.DirectResponse = &edgev1.DirectResponse{Status: http.StatusInternalServerError, Reason: "rule has no backendRefs"}
+		case len(rule.BackendRefs) > 0 && !slices.ContainsFunc(base.Backends, func(b edgev1.Backend) bool { return b.Weight > 0 }):
 			// No backend may take any traffic: the spec's answer is 500,
 			// said here so that no provider has to divide by zero.
-			base.DirectResponse = &DirectResponse{Status: http.StatusInternalServerError, Reason: "every backendRef has weight 0"}
+			base.DirectResponse = &edgev1.DirectResponse{Status: http.StatusInternalServerError, Reason: "every backendRef has weight 0"}
 		}
 		matches := rule.Matches
 		if len(matches) == 0 {
@@ -357,8 +359,8 @@ func (b *builder) translate(r *gwv1.HTTPRoute) *translated {
 }
 
 // convertMatch fills rt's match fields from m, or says why it cannot.
-func convertMatch(m gwv1.HTTPRouteMatch, rt *Route) *problem {
-	rt.Path = PathMatch{Type: PathPrefix, Value: "/"}
+func convertMatch(m gwv1.HTTPRouteMatch, rt *edgev1.Route) *problem {
+	rt.Path = edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/"}
 	if m.Path != nil {
 		if m.Path.Type != nil {
 			rt.Path.Type = string(*m.Path.Type)
@@ -367,10 +369,10 @@ func convertMatch(m gwv1.HTTPRouteMatch, rt *Route) *problem {
 			rt.Path.Value = *m.Path.Value
 		}
 	}
-	if rt.Path.Type != PathExact && rt.Path.Type != PathPrefix {
+	if rt.Path.Type != edgev1.PathExact && rt.Path.Type != edgev1.PathPrefix {
 		return &problem{string(gwv1.RouteReasonUnsupportedValue), fmt.Sprintf("path match type %s is not supported", rt.Path.Type)}
 	}
-	if rt.Path.Type == PathPrefix && len(rt.Path.Value) > 1 {
+	if rt.Path.Type == edgev1.PathPrefix && len(rt.Path.Value) > 1 {
 		// "/foo/" and "/foo" match the same paths (element-wise prefix):
 		// one form keeps precedence by length and the model canonical.
 		rt.Path.Value = strings.TrimSuffix(rt.Path.Value, "/")
@@ -385,14 +387,14 @@ func convertMatch(m gwv1.HTTPRouteMatch, rt *Route) *problem {
 			continue // the spec says the first of equal names wins
 		}
 		seen = append(seen, name)
-		typ := MatchExact
+		typ := edgev1.MatchExact
 		if h.Type != nil {
 			typ = string(*h.Type)
 		}
 		if p := checkValueMatch("header", name, typ, h.Value); p != nil {
 			return p
 		}
-		rt.Headers = append(rt.Headers, ValueMatch{Type: typ, Name: name, Value: h.Value})
+		rt.Headers = append(rt.Headers, edgev1.ValueMatch{Type: typ, Name: name, Value: h.Value})
 	}
 	seen = nil
 	for _, q := range m.QueryParams {
@@ -401,17 +403,17 @@ func convertMatch(m gwv1.HTTPRouteMatch, rt *Route) *problem {
 			continue
 		}
 		seen = append(seen, name)
-		typ := MatchExact
+		typ := edgev1.MatchExact
 		if q.Type != nil {
 			typ = string(*q.Type)
 		}
 		if p := checkValueMatch("query parameter", name, typ, q.Value); p != nil {
 			return p
 		}
-		rt.QueryParams = append(rt.QueryParams, ValueMatch{Type: typ, Name: name, Value: q.Value})
+		rt.QueryParams = append(rt.QueryParams, edgev1.ValueMatch{Type: typ, Name: name, Value: q.Value})
 	}
 	// All header and query matches must hold: their order says nothing.
-	byName := func(x, y ValueMatch) int { return cmp.Compare(x.Name, y.Name) }
+	byName := func(x, y edgev1.ValueMatch) int { return cmp.Compare(x.Name, y.Name) }
 	slices.SortFunc(rt.Headers, byName)
 	slices.SortFunc(rt.QueryParams, byName)
 	return nil
@@ -419,9 +421,9 @@ func convertMatch(m gwv1.HTTPRouteMatch, rt *Route) *problem {
 
 func checkValueMatch(what, name, typ, value string) *problem {
 	switch typ {
-	case MatchExact:
+	case edgev1.MatchExact:
 		return nil
-	case MatchRegularExpression:
+	case edgev1.MatchRegularExpression:
 		// RE2, as the data plane will evaluate it; a pattern it cannot
 		// compile is reported here rather than refused by every edge.
 		if _, err := regexp.Compile(value); err != nil {
@@ -432,8 +434,8 @@ func checkValueMatch(what, name, typ, value string) *problem {
 	return &problem{string(gwv1.RouteReasonUnsupportedValue), fmt.Sprintf("%s %s: match type %s is not supported", what, name, typ)}
 }
 
-func convertTimeouts(t *gwv1.HTTPRouteTimeouts) (Timeouts, []problem) {
-	var out Timeouts
+func convertTimeouts(t *gwv1.HTTPRouteTimeouts) (edgev1.Timeouts, []problem) {
+	var out edgev1.Timeouts
 	if t == nil {
 		return out, nil
 	}
@@ -457,23 +459,23 @@ func convertTimeouts(t *gwv1.HTTPRouteTimeouts) (Timeouts, []problem) {
 	return out, probs
 }
 
-func convertFilters(fs []gwv1.HTTPRouteFilter) ([]Filter, []problem) {
-	var out []Filter
+func convertFilters(fs []gwv1.HTTPRouteFilter) ([]edgev1.Filter, []problem) {
+	var out []edgev1.Filter
 	var probs []problem
 	var redirect, rewrite bool
 	for _, f := range fs {
 		switch f.Type {
 		case gwv1.HTTPRouteFilterRequestHeaderModifier:
-			out = append(out, Filter{Type: FilterRequestHeaderModifier, RequestHeaderModifier: headerModifier(f.RequestHeaderModifier)})
+			out = append(out, edgev1.Filter{Type: edgev1.FilterRequestHeaderModifier, RequestHeaderModifier: headerModifier(f.RequestHeaderModifier)})
 		case gwv1.HTTPRouteFilterResponseHeaderModifier:
-			out = append(out, Filter{Type: FilterResponseHeaderModifier, ResponseHeaderModifier: headerModifier(f.ResponseHeaderModifier)})
+			out = append(out, edgev1.Filter{Type: edgev1.FilterResponseHeaderModifier, ResponseHeaderModifier: headerModifier(f.ResponseHeaderModifier)})
 		case gwv1.HTTPRouteFilterRequestRedirect:
 			redirect = true
 			rr := f.RequestRedirect
 			if rr == nil {
 				rr = &gwv1.HTTPRequestRedirectFilter{}
 			}
-			rd := &Redirect{StatusCode: http.StatusFound, Path: pathModifier(rr.Path)}
+			rd := &edgev1.Redirect{StatusCode: http.StatusFound, Path: pathModifier(rr.Path)}
 			if rr.Scheme != nil {
 				rd.Scheme = *rr.Scheme
 			}
@@ -486,18 +488,18 @@ func convertFilters(fs []gwv1.HTTPRouteFilter) ([]Filter, []problem) {
 			if rr.StatusCode != nil {
 				rd.StatusCode = *rr.StatusCode
 			}
-			out = append(out, Filter{Type: FilterRequestRedirect, RequestRedirect: rd})
+			out = append(out, edgev1.Filter{Type: edgev1.FilterRequestRedirect, RequestRedirect: rd})
 		case gwv1.HTTPRouteFilterURLRewrite:
 			rewrite = true
 			uw := f.URLRewrite
 			if uw == nil {
 				uw = &gwv1.HTTPURLRewriteFilter{}
 			}
-			rw := &Rewrite{Path: pathModifier(uw.Path)}
+			rw := &edgev1.Rewrite{Path: pathModifier(uw.Path)}
 			if uw.Hostname != nil {
 				rw.Hostname = string(*uw.Hostname)
 			}
-			out = append(out, Filter{Type: FilterURLRewrite, URLRewrite: rw})
+			out = append(out, edgev1.Filter{Type: edgev1.FilterURLRewrite, URLRewrite: rw})
 		default:
 			probs = append(probs, problem{string(gwv1.RouteReasonUnsupportedValue), fmt.Sprintf("filter %s is not supported", f.Type)})
 		}
@@ -508,33 +510,33 @@ func convertFilters(fs []gwv1.HTTPRouteFilter) ([]Filter, []problem) {
 	return out, probs
 }
 
-func headerModifier(h *gwv1.HTTPHeaderFilter) *HeaderModifier {
-	out := &HeaderModifier{}
+func headerModifier(h *gwv1.HTTPHeaderFilter) *edgev1.HeaderModifier {
+	out := &edgev1.HeaderModifier{}
 	if h == nil {
 		return out
 	}
 	for _, s := range h.Set {
-		out.Set = append(out.Set, Header{Name: string(s.Name), Value: s.Value})
+		out.Set = append(out.Set, edgev1.Header{Name: string(s.Name), Value: s.Value})
 	}
 	for _, a := range h.Add {
-		out.Add = append(out.Add, Header{Name: string(a.Name), Value: a.Value})
+		out.Add = append(out.Add, edgev1.Header{Name: string(a.Name), Value: a.Value})
 	}
 	out.Remove = append(out.Remove, h.Remove...)
 	return out
 }
 
-func pathModifier(p *gwv1.HTTPPathModifier) *PathModifier {
+func pathModifier(p *gwv1.HTTPPathModifier) *edgev1.PathModifier {
 	if p == nil {
 		return nil
 	}
 	switch p.Type {
 	case gwv1.FullPathHTTPPathModifier:
 		if p.ReplaceFullPath != nil {
-			return &PathModifier{Type: PathReplaceFull, Value: *p.ReplaceFullPath}
+			return &edgev1.PathModifier{Type: edgev1.PathReplaceFull, Value: *p.ReplaceFullPath}
 		}
 	case gwv1.PrefixMatchHTTPPathModifier:
 		if p.ReplacePrefixMatch != nil {
-			return &PathModifier{Type: PathReplacePrefix, Value: *p.ReplacePrefixMatch}
+			return &edgev1.PathModifier{Type: edgev1.PathReplacePrefix, Value: *p.ReplacePrefixMatch}
 		}
 	}
 	return nil

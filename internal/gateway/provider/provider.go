@@ -7,7 +7,7 @@ package provider
 import (
 	"context"
 
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 )
 
 // Provider programs a whole model.
@@ -16,7 +16,7 @@ type Provider interface {
 	// provider took it (the edge: published to the edges; a cloud: its
 	// API calls made); serving it may take longer, which Progress tells.
 	// On an error the provider keeps serving what it served before.
-	Deploy(ctx context.Context, m *model.Model) error
+	Deploy(ctx context.Context, m *edgev1.Model) error
 	// Progress says where the newest deployed model stands.
 	Progress() Progress
 }

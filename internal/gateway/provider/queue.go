@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 )
 
 // Queue deploys the newest model it was given, one at a time, off the
@@ -23,13 +23,13 @@ type Queue struct {
 	OnChange func()
 
 	mu      sync.Mutex
-	want    *model.Model
+	want    *edgev1.Model
 	lastErr error
 	wake    chan struct{}
 }
 
 // Set makes m the model to deploy.
-func (q *Queue) Set(m *model.Model) {
+func (q *Queue) Set(m *edgev1.Model) {
 	q.mu.Lock()
 	q.want = m
 	wake := q.wake

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 )
 
 // ClassEdge is the load balancer class the embedded edge serves.
@@ -62,7 +62,7 @@ func (s *Split) Run(ctx context.Context) {
 }
 
 // Set hands each provider's queue its part of m; it never waits.
-func (s *Split) Set(m *model.Model) {
+func (s *Split) Set(m *edgev1.Model) {
 	s.init()
 	for class, q := range s.queues {
 		part := *m

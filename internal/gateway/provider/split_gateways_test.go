@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"testing"
 
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 )
 
 // Gateways of a GatewayClass routed to a cloud provider go to it and not
@@ -18,10 +18,10 @@ func TestSplitGatewayClasses(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go s.Run(ctx)
-	s.Set(&model.Model{Version: "v1", Gateways: []model.Gateway{{Namespace: "web", Name: "public", Class: "afd"}, {Namespace: "web", Name: "edge", Class: "fleetnet"},
+	s.Set(&edgev1.Model{Version: "v1", Gateways: []edgev1.Gateway{{Namespace: "web", Name: "public", Class: "afd"}, {Namespace: "web", Name: "edge", Class: "fleetnet"},
 		{Namespace: "web", Name: "orphan", Class: "orphan"}}})
 	waitFor(t, "both deployed", func() bool { return edge.last() != nil && afd.last() != nil })
-	names := func(m *model.Model) []string {
+	names := func(m *edgev1.Model) []string {
 		var out []string
 		for _, g := range m.Gateways {
 			out = append(out, g.Name)

@@ -9,18 +9,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 )
 
 // recorder keeps the models it was given; it fails with err when set.
 type recorder struct {
 	mu       sync.Mutex
-	got      []*model.Model
+	got      []*edgev1.Model
 	err      error
 	progress Progress
 }
 
-func (r *recorder) Deploy(_ context.Context, m *model.Model) error {
+func (r *recorder) Deploy(_ context.Context, m *edgev1.Model) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.got = append(r.got, m)
@@ -29,7 +29,7 @@ func (r *recorder) Deploy(_ context.Context, m *model.Model) error {
 
 func (r *recorder) Progress() Progress { return r.progress }
 
-func (r *recorder) last() *model.Model {
+func (r *recorder) last() *edgev1.Model {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.got) == 0 {
@@ -69,9 +69,9 @@ func TestSplit(t *testing.T) {
 	go func() { s.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	m := &model.Model{Version: "v1",
-		Gateways: []model.Gateway{{Namespace: "demo", Name: "gw"}},
-		LoadBalancers: []model.LoadBalancer{
+	m := &edgev1.Model{Version: "v1",
+		Gateways: []edgev1.Gateway{{Namespace: "demo", Name: "gw"}},
+		LoadBalancers: []edgev1.LoadBalancer{
 			{Namespace: "demo", Name: "tcp", Class: "edge"},
 			{Namespace: "demo", Name: "db", Class: "azure-cross-region"},
 			{Namespace: "demo", Name: "old", Class: ""}, // from a controller before Class

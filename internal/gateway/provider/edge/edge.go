@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fleetnet/fleetnet/internal/edge/wire"
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/gateway/distribute"
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+
 	"github.com/fleetnet/fleetnet/internal/gateway/provider"
 )
 
@@ -26,12 +26,12 @@ type Provider struct {
 }
 
 // Deploy publishes m to every edge.
-func (p *Provider) Deploy(_ context.Context, m *model.Model) error {
-	doc, certs, err := wire.Encode(m)
+func (p *Provider) Deploy(_ context.Context, m *edgev1.Model) error {
+	doc, certs, err := edgev1.EncodeModel(m)
 	if err != nil {
 		return err
 	}
-	v := p.Server.Publish(wire.ContentType, doc, certs)
+	v := p.Server.Publish(edgev1.ModelContentType, doc, certs)
 	p.mu.Lock()
 	p.model, p.published = m.Version, v
 	p.mu.Unlock()

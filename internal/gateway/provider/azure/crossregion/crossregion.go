@@ -39,8 +39,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/azure/armerr"
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+
 	"github.com/fleetnet/fleetnet/internal/gateway/provider"
 )
 
@@ -110,8 +111,8 @@ type Provider struct {
 
 	mu           sync.Mutex
 	entries      map[string]provider.LoadBalancerProgress
-	version      string       // the model version deployed completely
-	last         *model.Model // the last model given
+	version      string        // the model version deployed completely
+	last         *edgev1.Model // the last model given
 	onProgress   func()
 	cancelResync context.CancelFunc
 }
@@ -187,7 +188,7 @@ func (p *Provider) Progress() provider.Progress {
 
 // Deploy makes Azure match the load balancers of m of class Class, and
 // returns once every operation it started or found running has ended.
-func (p *Provider) Deploy(ctx context.Context, m *model.Model) error {
+func (p *Provider) Deploy(ctx context.Context, m *edgev1.Model) error {
 	p.mu.Lock()
 	p.last = m
 	if p.cancelResync != nil {
@@ -322,7 +323,7 @@ func (p *Provider) ownedKey(tags map[string]*string) string {
 	return deref(tags[TagNamespace]) + "/" + deref(tags[TagName])
 }
 
-func (p *Provider) deploy(ctx context.Context, m *model.Model) error {
+func (p *Provider) deploy(ctx context.Context, m *edgev1.Model) error {
 	plans := map[string]plan{}
 	for _, lb := range m.LoadBalancers {
 		if lb.Class == Class {

@@ -19,9 +19,10 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/azure/armerr"
 	"github.com/fleetnet/fleetnet/internal/azure/armsim"
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+
 	"github.com/fleetnet/fleetnet/internal/gateway/provider"
 )
 
@@ -68,10 +69,10 @@ func (e *env) provider(t *testing.T) *Provider {
 }
 
 // cluster is a model cluster with its regional frontend.
-func (e *env) cluster(name string, weight int32, draining bool) model.ClusterEndpoints {
+func (e *env) cluster(name string, weight int32, draining bool) edgev1.ClusterEndpoints {
 	region := map[string]string{"east": "eastus", "west": "westus"}[name]
-	return model.ClusterEndpoints{Cluster: name, Region: region, Weight: weight, EffectiveWeight: int64(weight) * 2, Draining: draining,
-		RegionalFrontend: e.frontends[name], Endpoints: []model.Endpoint{{Address: "10.0.0.1", Port: 5432, Ready: true, Serving: true}}}
+	return edgev1.ClusterEndpoints{Cluster: name, Region: region, Weight: weight, EffectiveWeight: int64(weight) * 2, Draining: draining,
+		RegionalFrontend: e.frontends[name], Endpoints: []edgev1.Endpoint{{Address: "10.0.0.1", Port: 5432, Ready: true, Serving: true}}}
 }
 
 type portSpec struct {
@@ -79,20 +80,20 @@ type portSpec struct {
 	proto        string
 }
 
-func tcp(p int32) portSpec { return portSpec{p, p, model.ProtocolTCP} }
+func tcp(p int32) portSpec { return portSpec{p, p, edgev1.ProtocolTCP} }
 
 // mdl is a model of one load balancer demo/db (none when ports is nil)
 // over clusters.
-func mdl(version string, ports []portSpec, clusters ...model.ClusterEndpoints) *model.Model {
-	m := &model.Model{Version: version}
+func mdl(version string, ports []portSpec, clusters ...edgev1.ClusterEndpoints) *edgev1.Model {
+	m := &edgev1.Model{Version: version}
 	if ports == nil {
 		return m
 	}
-	lb := model.LoadBalancer{Namespace: "demo", Name: "db", Generation: 1, Class: Class}
+	lb := edgev1.LoadBalancer{Namespace: "demo", Name: "db", Generation: 1, Class: Class}
 	for _, p := range ports {
-		lb.Ports = append(lb.Ports, model.LoadBalancerPort{Port: p.port, TargetPort: p.target, Protocol: p.proto, Clusters: clusters})
+		lb.Ports = append(lb.Ports, edgev1.LoadBalancerPort{Port: p.port, TargetPort: p.target, Protocol: p.proto, Clusters: clusters})
 	}
-	m.LoadBalancers = []model.LoadBalancer{lb}
+	m.LoadBalancers = []edgev1.LoadBalancer{lb}
 	return m
 }
 
@@ -102,7 +103,7 @@ var (
 	ipID   = armsim.ResourceID(testSub, testRG, armsim.TypePublicIPAddress, lbName)
 )
 
-func deploy(t *testing.T, p *Provider, m *model.Model) {
+func deploy(t *testing.T, p *Provider, m *edgev1.Model) {
 	t.Helper()
 	if err := p.Deploy(context.Background(), m); err != nil {
 		t.Fatalf("Deploy(%s): %v", m.Version, err)
@@ -170,7 +171,7 @@ func rules(lb armnetwork.LoadBalancer) []string {
 func TestCreate(t *testing.T) {
 	e := newEnv(t, armsim.Options{Polls: 2})
 	p := e.provider(t)
-	deploy(t, p, mdl("v1", []portSpec{tcp(5432), {53, 53, model.ProtocolUDP}}, e.cluster("east", 1, false), e.cluster("west", 1, false)))
+	deploy(t, p, mdl("v1", []portSpec{tcp(5432), {53, 53, edgev1.ProtocolUDP}}, e.cluster("east", 1, false), e.cluster("west", 1, false)))
 
 	ip, ok := armsim.Lookup[armnetwork.PublicIPAddress](e.sim, ipID)
 	if !ok {
@@ -225,7 +226,7 @@ func TestUpdate(t *testing.T) {
 	deploy(t, p, mdl("v1", []portSpec{tcp(5432)}, e.cluster("east", 1, false), e.cluster("west", 1, false)))
 	for _, step := range []struct {
 		name     string
-		m        *model.Model
+		m        *edgev1.Model
 		writes   []string
 		backends []string
 		rules    []string
@@ -344,7 +345,7 @@ func TestWithdraw(t *testing.T) {
 func TestNotExpressible(t *testing.T) {
 	e := newEnv(t, armsim.Options{Polls: 1})
 	p := e.provider(t)
-	deploy(t, p, mdl("v1", []portSpec{tcp(5432), {8080, 6432, model.ProtocolTCP}}, e.cluster("east", 1, false), e.cluster("west", 1, false)))
+	deploy(t, p, mdl("v1", []portSpec{tcp(5432), {8080, 6432, edgev1.ProtocolTCP}}, e.cluster("east", 1, false), e.cluster("west", 1, false)))
 	if got := rules(lbOf(t, e.sim)); !slices.Equal(got, []string{"tcp-5432 Tcp 5432->5432"}) {
 		t.Errorf("rules %v", got)
 	}
@@ -414,8 +415,8 @@ func TestResumeAfterRestart(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		hold      string
-		first     *model.Model
-		second    *model.Model
+		first     *edgev1.Model
+		second    *edgev1.Model
 		wantWrite []string // all writes over both instances
 	}{
 		{name: "creating", hold: armsim.TypeLoadBalancer,

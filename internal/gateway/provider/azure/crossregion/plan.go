@@ -11,7 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6"
 
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 )
 
 // Tags on every resource the provider creates. Azure tag names cannot
@@ -106,7 +106,7 @@ func (t target) publicIPID(name string) string {
 	return fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Network/publicIPAddresses/%s", t.subscription, t.resourceGroup, name)
 }
 
-func (t target) tags(lb model.LoadBalancer) map[string]*string {
+func (t target) tags(lb edgev1.LoadBalancer) map[string]*string {
 	return map[string]*string{TagOwner: to.Ptr(t.owner), TagNamespace: to.Ptr(lb.Namespace), TagName: to.Ptr(lb.Name)}
 }
 
@@ -136,7 +136,7 @@ var frontendID = regexp.MustCompile(`(?i)^/subscriptions/[^/]+/resourceGroups/[^
 //   - Health checks are the regional load balancers' (Azure's
 //     cross-region load balancer has no configurable probe); the model's
 //     HealthCheck, timeouts and DrainMillis have no Azure counterpart.
-func planFor(t target, lb model.LoadBalancer) plan {
+func planFor(t target, lb edgev1.LoadBalancer) plan {
 	p := plan{key: lb.Namespace + "/" + lb.Name, name: resourceName(t.owner, lb.Namespace, lb.Name)}
 	lbID := t.loadBalancerID(p.name)
 	pipID := t.publicIPID(p.name)
@@ -204,7 +204,7 @@ func planFor(t target, lb model.LoadBalancer) plan {
 	rules := []*armnetwork.LoadBalancingRule{}
 	for _, port := range lb.Ports {
 		proto := armnetwork.TransportProtocolTCP
-		if port.Protocol == model.ProtocolUDP {
+		if port.Protocol == edgev1.ProtocolUDP {
 			proto = armnetwork.TransportProtocolUDP
 		}
 		switch {

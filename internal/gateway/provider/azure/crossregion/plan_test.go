@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 )
 
 func TestResourceName(t *testing.T) {
@@ -50,40 +50,40 @@ func frontend(rg string) string {
 
 func TestPlan(t *testing.T) {
 	tg := target{subscription: "sub", resourceGroup: "rg", location: "westeurope", owner: "fleet"}
-	east := model.ClusterEndpoints{Cluster: "east", Region: "eastus", Weight: 1, RegionalFrontend: frontend("MC_east")}
-	west := model.ClusterEndpoints{Cluster: "west", Region: "westus", Weight: 1, RegionalFrontend: frontend("MC_west")}
-	with := func(c model.ClusterEndpoints, f func(*model.ClusterEndpoints)) model.ClusterEndpoints {
+	east := edgev1.ClusterEndpoints{Cluster: "east", Region: "eastus", Weight: 1, RegionalFrontend: frontend("MC_east")}
+	west := edgev1.ClusterEndpoints{Cluster: "west", Region: "westus", Weight: 1, RegionalFrontend: frontend("MC_west")}
+	with := func(c edgev1.ClusterEndpoints, f func(*edgev1.ClusterEndpoints)) edgev1.ClusterEndpoints {
 		f(&c)
 		return c
 	}
-	port := func(p, target int32, proto string, cs ...model.ClusterEndpoints) model.LoadBalancerPort {
-		return model.LoadBalancerPort{Port: p, TargetPort: target, Protocol: proto, Clusters: cs}
+	port := func(p, target int32, proto string, cs ...edgev1.ClusterEndpoints) edgev1.LoadBalancerPort {
+		return edgev1.LoadBalancerPort{Port: p, TargetPort: target, Protocol: proto, Clusters: cs}
 	}
 	for _, tc := range []struct {
 		name     string
-		ports    []model.LoadBalancerPort
+		ports    []edgev1.LoadBalancerPort
 		backends []string
 		rules    []string
 		refused  []string // substrings, in order
 		notes    []string
 	}{
-		{name: "two clusters, two ports", ports: []model.LoadBalancerPort{port(53, 53, model.ProtocolUDP, east, west), port(5432, 5432, model.ProtocolTCP, east, west)},
+		{name: "two clusters, two ports", ports: []edgev1.LoadBalancerPort{port(53, 53, edgev1.ProtocolUDP, east, west), port(5432, 5432, edgev1.ProtocolTCP, east, west)},
 			backends: []string{"east", "west"}, rules: []string{"udp-53", "tcp-5432"}},
-		{name: "port differs from targetPort", ports: []model.LoadBalancerPort{port(5432, 5432, model.ProtocolTCP, east), port(8080, 80, model.ProtocolTCP, east)},
+		{name: "port differs from targetPort", ports: []edgev1.LoadBalancerPort{port(5432, 5432, edgev1.ProtocolTCP, east), port(8080, 80, edgev1.ProtocolTCP, east)},
 			backends: []string{"east"}, rules: []string{"tcp-5432"}, refused: []string{"port 8080/TCP is not served", "targetPort) is 80"}},
-		{name: "UDP port 3", ports: []model.LoadBalancerPort{port(3, 3, model.ProtocolUDP, east)}, backends: []string{"east"}, refused: []string{"port 3/UDP"}},
-		{name: "draining and weight 0 left out", ports: []model.LoadBalancerPort{port(5432, 5432, model.ProtocolTCP,
-			with(east, func(c *model.ClusterEndpoints) { c.Draining = true }), with(west, func(c *model.ClusterEndpoints) { c.Weight = 0 }))}, rules: []string{"tcp-5432"}},
-		{name: "no regional frontend", ports: []model.LoadBalancerPort{port(5432, 5432, model.ProtocolTCP, east, with(west, func(c *model.ClusterEndpoints) { c.RegionalFrontend = "" }))},
+		{name: "UDP port 3", ports: []edgev1.LoadBalancerPort{port(3, 3, edgev1.ProtocolUDP, east)}, backends: []string{"east"}, refused: []string{"port 3/UDP"}},
+		{name: "draining and weight 0 left out", ports: []edgev1.LoadBalancerPort{port(5432, 5432, edgev1.ProtocolTCP,
+			with(east, func(c *edgev1.ClusterEndpoints) { c.Draining = true }), with(west, func(c *edgev1.ClusterEndpoints) { c.Weight = 0 }))}, rules: []string{"tcp-5432"}},
+		{name: "no regional frontend", ports: []edgev1.LoadBalancerPort{port(5432, 5432, edgev1.ProtocolTCP, east, with(west, func(c *edgev1.ClusterEndpoints) { c.RegionalFrontend = "" }))},
 			backends: []string{"east"}, rules: []string{"tcp-5432"}, notes: []string{"cluster west has no regional load balancer frontend"}},
-		{name: "not a frontend id", ports: []model.LoadBalancerPort{port(5432, 5432, model.ProtocolTCP, with(east, func(c *model.ClusterEndpoints) { c.RegionalFrontend = "10.0.0.1" }))},
+		{name: "not a frontend id", ports: []edgev1.LoadBalancerPort{port(5432, 5432, edgev1.ProtocolTCP, with(east, func(c *edgev1.ClusterEndpoints) { c.RegionalFrontend = "10.0.0.1" }))},
 			rules: []string{"tcp-5432"}, notes: []string{"cluster east publishes a regional frontend that is not"}},
-		{name: "unequal weights", ports: []model.LoadBalancerPort{port(5432, 5432, model.ProtocolTCP, with(east, func(c *model.ClusterEndpoints) { c.Weight = 100 }),
-			with(west, func(c *model.ClusterEndpoints) { c.Weight = 50 }))},
+		{name: "unequal weights", ports: []edgev1.LoadBalancerPort{port(5432, 5432, edgev1.ProtocolTCP, with(east, func(c *edgev1.ClusterEndpoints) { c.Weight = 100 }),
+			with(west, func(c *edgev1.ClusterEndpoints) { c.Weight = 50 }))},
 			backends: []string{"east", "west"}, rules: []string{"tcp-5432"}, notes: []string{"weights are not expressible (east 100, west 50)"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := planFor(tg, model.LoadBalancer{Namespace: "demo", Name: "db", Class: Class, Ports: tc.ports})
+			p := planFor(tg, edgev1.LoadBalancer{Namespace: "demo", Name: "db", Class: Class, Ports: tc.ports})
 			var backends, rules []string
 			for _, a := range p.lb.Properties.BackendAddressPools[0].Properties.LoadBalancerBackendAddresses {
 				backends = append(backends, *a.Name)

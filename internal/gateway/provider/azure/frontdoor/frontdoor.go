@@ -57,9 +57,10 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/cdn/armcdn/v2"
 	"k8s.io/utils/clock"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/azure/armerr"
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+
 	"github.com/fleetnet/fleetnet/internal/gateway/provider"
 	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/frontdoor/annotations"
 )
@@ -193,7 +194,7 @@ type Provider struct {
 	mu         sync.Mutex
 	gateways   map[string]*gatewayState
 	version    string
-	last       *model.Model
+	last       *edgev1.Model
 	onProgress func()
 }
 
@@ -324,7 +325,7 @@ func (p *Provider) Progress() provider.Progress {
 // Deploy makes Front Door match the Gateways of m of Config.Classes, and
 // returns once every write it made has been provisioned (deployment goes
 // on: see Refresh).
-func (p *Provider) Deploy(ctx context.Context, m *model.Model) error {
+func (p *Provider) Deploy(ctx context.Context, m *edgev1.Model) error {
 	p.mu.Lock()
 	p.last = m
 	p.mu.Unlock()
@@ -372,8 +373,8 @@ func (p *Provider) Run(ctx context.Context) {
 }
 
 // served is the Gateways of m this provider serves, with their tiers.
-func (p *Provider) served(m *model.Model) map[string]model.Gateway {
-	out := map[string]model.Gateway{}
+func (p *Provider) served(m *edgev1.Model) map[string]edgev1.Gateway {
+	out := map[string]edgev1.Gateway{}
 	if m == nil {
 		return out
 	}
@@ -431,7 +432,7 @@ func (p *Provider) fail(key string, err error) error {
 	return fmt.Errorf("gateway %s: %w", key, err)
 }
 
-func (p *Provider) deploy(ctx context.Context, m *model.Model) error {
+func (p *Provider) deploy(ctx context.Context, m *edgev1.Model) error {
 	want := p.served(m)
 	profiles, err := p.kinds[kindProfile].list(ctx, nil)
 	if err != nil {
@@ -583,11 +584,11 @@ func (p *Provider) Refresh(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (p *Provider) settingsOf(gw model.Gateway) (annotations.Settings, error) {
+func (p *Provider) settingsOf(gw edgev1.Gateway) (annotations.Settings, error) {
 	return annotations.Parse(gw.Annotations, p.cfg.Classes[gw.Class])
 }
 
-func (p *Provider) refreshGateway(ctx context.Context, gw model.Gateway) error {
+func (p *Provider) refreshGateway(ctx context.Context, gw edgev1.Gateway) error {
 	key := gw.Namespace + "/" + gw.Name
 	s, err := p.settingsOf(gw)
 	if err != nil {

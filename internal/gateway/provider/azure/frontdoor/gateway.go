@@ -12,9 +12,9 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/cdn/armcdn/v2"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/azure/armerr"
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
 )
 
 // entry is one observed resource.
@@ -191,7 +191,7 @@ func running(state string) bool {
 	return state == "Creating" || state == "Updating" || state == "Deleting" || state == "Accepted"
 }
 
-func (p *Provider) deployGateway(ctx context.Context, gw model.Gateway, held []string) error {
+func (p *Provider) deployGateway(ctx context.Context, gw edgev1.Gateway, held []string) error {
 	key := gw.Namespace + "/" + gw.Name
 	s, err := p.settingsOf(gw)
 	if err != nil {

@@ -8,9 +8,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/azure/armsim"
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+
 	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/frontdoor/annotations"
 )
 
@@ -94,7 +95,7 @@ func TestGoldenPlans(t *testing.T) {
 	waf := "/subscriptions/s/resourceGroups/security/providers/Microsoft.Network/FrontDoorWebApplicationFirewallPolicies/fleetwaf"
 	for _, tt := range []struct {
 		name    string
-		gw      model.Gateway
+		gw      edgev1.Gateway
 		sku     annotations.SKU
 		origins map[string]Origin
 	}{

@@ -16,9 +16,10 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6"
 	testingclock "k8s.io/utils/clock/testing"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/azure/armsim"
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+
 	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/frontdoor/annotations"
 )
 
@@ -120,37 +121,37 @@ func (h *harness) writes(from int) []string {
 	return out
 }
 
-func backend(name string, weight int32, clusters ...model.ClusterEndpoints) model.Backend {
-	return model.Backend{Kind: model.KindServiceImport, Namespace: "web", Name: name, Port: 80, Weight: weight, Clusters: clusters,
-		Policy: model.DefaultBackendPolicy()}
+func backend(name string, weight int32, clusters ...edgev1.ClusterEndpoints) edgev1.Backend {
+	return edgev1.Backend{Kind: edgev1.KindServiceImport, Namespace: "web", Name: name, Port: 80, Weight: weight, Clusters: clusters,
+		Policy: edgev1.DefaultBackendPolicy()}
 }
 
-func (h *harness) cluster(name string, weight int32) model.ClusterEndpoints {
-	return model.ClusterEndpoints{Cluster: name, Weight: weight, EffectiveWeight: int64(weight) * 2, RegionalFrontend: h.frontends[name],
-		Endpoints: []model.Endpoint{{Address: "10.0.0.1", Port: 8080, Ready: true, Serving: true}}}
+func (h *harness) cluster(name string, weight int32) edgev1.ClusterEndpoints {
+	return edgev1.ClusterEndpoints{Cluster: name, Weight: weight, EffectiveWeight: int64(weight) * 2, RegionalFrontend: h.frontends[name],
+		Endpoints: []edgev1.Endpoint{{Address: "10.0.0.1", Port: 8080, Ready: true, Serving: true}}}
 }
 
-func route(name string, rule int, path string, backends ...model.Backend) model.Route {
-	return model.Route{RouteNamespace: "web", RouteName: name, Rule: rule, Path: model.PathMatch{Type: model.PathPrefix, Value: path}, Backends: backends}
+func route(name string, rule int, path string, backends ...edgev1.Backend) edgev1.Route {
+	return edgev1.Route{RouteNamespace: "web", RouteName: name, Rule: rule, Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: path}, Backends: backends}
 }
 
 // gateway is an HTTP and HTTPS Gateway for app.example.com: HTTP
 // redirects to HTTPS, which serves /api from api (east and west, 1:3) and
 // / from site (east) with a request header set.
-func (h *harness) gateway(class string, ann map[string]string) model.Gateway {
+func (h *harness) gateway(class string, ann map[string]string) edgev1.Gateway {
 	site := route("site", 0, "/", backend("site", 1, h.cluster("east", 1)))
-	site.Filters = []model.Filter{{Type: model.FilterRequestHeaderModifier, RequestHeaderModifier: &model.HeaderModifier{Set: []model.Header{{Name: "x-via", Value: "afd"}}}}}
+	site.Filters = []edgev1.Filter{{Type: edgev1.FilterRequestHeaderModifier, RequestHeaderModifier: &edgev1.HeaderModifier{Set: []edgev1.Header{{Name: "x-via", Value: "afd"}}}}}
 	redirect := route("redirect", 0, "/")
-	redirect.Filters = []model.Filter{{Type: model.FilterRequestRedirect, RequestRedirect: &model.Redirect{Scheme: "https", StatusCode: 301}}}
-	return model.Gateway{Namespace: "web", Name: "public", Generation: 1, Class: class, UID: "uid-1", Annotations: ann, Listeners: []model.Listener{
-		{Name: "http", Port: 80, Protocol: model.ProtocolHTTP, VirtualHosts: []model.VirtualHost{{Hostname: "app.example.com", Routes: []model.Route{redirect}}}},
-		{Name: "https", Port: 443, Protocol: model.ProtocolHTTPS, VirtualHosts: []model.VirtualHost{{Hostname: "app.example.com", Routes: []model.Route{
+	redirect.Filters = []edgev1.Filter{{Type: edgev1.FilterRequestRedirect, RequestRedirect: &edgev1.Redirect{Scheme: "https", StatusCode: 301}}}
+	return edgev1.Gateway{Namespace: "web", Name: "public", Generation: 1, Class: class, UID: "uid-1", Annotations: ann, Listeners: []edgev1.Listener{
+		{Name: "http", Port: 80, Protocol: edgev1.ProtocolHTTP, VirtualHosts: []edgev1.VirtualHost{{Hostname: "app.example.com", Routes: []edgev1.Route{redirect}}}},
+		{Name: "https", Port: 443, Protocol: edgev1.ProtocolHTTPS, VirtualHosts: []edgev1.VirtualHost{{Hostname: "app.example.com", Routes: []edgev1.Route{
 			route("api", 0, "/api", backend("api", 1, h.cluster("east", 1), h.cluster("west", 3))), site}}}},
 	}}
 }
 
-func modelOf(version string, gws ...model.Gateway) *model.Model {
-	return &model.Model{Version: version, Gateways: gws}
+func modelOf(version string, gws ...edgev1.Gateway) *edgev1.Model {
+	return &edgev1.Model{Version: version, Gateways: gws}
 }
 
 // settle refreshes until cond holds for key's progress (each refresh a

@@ -11,9 +11,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/cdn/armcdn/v2"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/azure/armsim"
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
 )
 
 // A controller stopped while a route's creation runs leaves its resume
@@ -89,8 +89,8 @@ func TestPrivateLinkApproval(t *testing.T) {
 	autoPLS := h.seedPrivate("east", "eastus", map[string]*string{keys.TagAzurePLSApproval: to.Ptr("auto")})
 	manualPLS := h.seedPrivate("west", "westus", nil)
 	p := h.provider()
-	gw := model.Gateway{Namespace: "web", Name: "public", Class: "afd-premium", Annotations: map[string]string{keys.AnnotationAzureConnectivity: "private-link"},
-		Listeners: []model.Listener{{Name: "http", Port: 80, Protocol: model.ProtocolHTTP, VirtualHosts: []model.VirtualHost{{Hostname: "*", Routes: []model.Route{
+	gw := edgev1.Gateway{Namespace: "web", Name: "public", Class: "afd-premium", Annotations: map[string]string{keys.AnnotationAzureConnectivity: "private-link"},
+		Listeners: []edgev1.Listener{{Name: "http", Port: 80, Protocol: edgev1.ProtocolHTTP, VirtualHosts: []edgev1.VirtualHost{{Hostname: "*", Routes: []edgev1.Route{
 			route("api", 0, "/", backend("api", 1, h.cluster("east-internal", 1), h.cluster("west-internal", 1)))}}}}}}
 	gw.Listeners[0].VirtualHosts[0].Routes[0].Backends[0].Clusters[0].Cluster = "east"
 	gw.Listeners[0].VirtualHosts[0].Routes[0].Backends[0].Clusters[1].Cluster = "west"
@@ -163,15 +163,15 @@ func TestPublishedPrivateLinkService(t *testing.T) {
 	westPLS := h.seedPrivate("west", "westus", map[string]*string{keys.TagAzureOwnerService: to.Ptr("web/api")})
 	southPLS := h.seedPrivate("south", "southcentralus", map[string]*string{keys.TagAzureOwnerService: to.Ptr("web/other")})
 	p := h.provider()
-	published := func(cluster string, pls armsim.ID, frontend string) model.ClusterEndpoints {
-		return model.ClusterEndpoints{Cluster: cluster, Weight: 1, EffectiveWeight: 1, PrivateLinkService: pls.String(), PrivateLinkAutoApproval: true,
-			RegionalFrontend: frontend, Endpoints: []model.Endpoint{{Address: "10.0.0.1", Port: 8080, Ready: true, Serving: true}}}
+	published := func(cluster string, pls armsim.ID, frontend string) edgev1.ClusterEndpoints {
+		return edgev1.ClusterEndpoints{Cluster: cluster, Weight: 1, EffectiveWeight: 1, PrivateLinkService: pls.String(), PrivateLinkAutoApproval: true,
+			RegionalFrontend: frontend, Endpoints: []edgev1.Endpoint{{Address: "10.0.0.1", Port: 8080, Ready: true, Serving: true}}}
 	}
 	missing := func(cluster string) armsim.ID {
 		return armsim.ResourceID(sub, memberRG+"-"+cluster, armsim.TypePrivateLinkService, "pls-guessed-"+cluster)
 	}
-	gw := model.Gateway{Namespace: "web", Name: "public", Class: "afd-premium", Annotations: map[string]string{keys.AnnotationAzureConnectivity: "private-link"},
-		Listeners: []model.Listener{{Name: "http", Port: 80, Protocol: model.ProtocolHTTP, VirtualHosts: []model.VirtualHost{{Hostname: "*", Routes: []model.Route{
+	gw := edgev1.Gateway{Namespace: "web", Name: "public", Class: "afd-premium", Annotations: map[string]string{keys.AnnotationAzureConnectivity: "private-link"},
+		Listeners: []edgev1.Listener{{Name: "http", Port: 80, Protocol: edgev1.ProtocolHTTP, VirtualHosts: []edgev1.VirtualHost{{Hostname: "*", Routes: []edgev1.Route{
 			route("api", 0, "/", backend("api", 1, published("east", eastPLS, ""), published("north", missing("north"), ""),
 				published("south", southPLS, ""), published("west", missing("west"), h.frontends["west-internal"])))}}}}}}
 	if err := p.Deploy(context.Background(), modelOf("v1", gw)); err != nil {
@@ -215,8 +215,8 @@ func TestPublicGatewayIgnoresPrivateLinkServices(t *testing.T) {
 	p := h.provider()
 	odd := h.cluster("east", 1)
 	odd.Cluster, odd.RegionalFrontend, odd.PrivateLinkService = "odd", pls.String(), pls.String()
-	gw := model.Gateway{Namespace: "web", Name: "public", Class: "afd-premium",
-		Listeners: []model.Listener{{Name: "http", Port: 80, Protocol: model.ProtocolHTTP, VirtualHosts: []model.VirtualHost{{Hostname: "*", Routes: []model.Route{
+	gw := edgev1.Gateway{Namespace: "web", Name: "public", Class: "afd-premium",
+		Listeners: []edgev1.Listener{{Name: "http", Port: 80, Protocol: edgev1.ProtocolHTTP, VirtualHosts: []edgev1.VirtualHost{{Hostname: "*", Routes: []edgev1.Route{
 			route("api", 0, "/", backend("api", 1, h.cluster("east", 1), odd))}}}}}}
 	if err := p.Deploy(context.Background(), modelOf("v1", gw)); err != nil {
 		t.Fatal(err)
@@ -507,7 +507,7 @@ func TestRouteReplacementOrder(t *testing.T) {
 	gw := h.gateway("afd-standard", nil)
 	vh := &gw.Listeners[1].VirtualHosts[0]
 	vh.Routes[0].RouteName = "api2" // the same path under another HTTPRoute
-	vh.Routes = []model.Route{vh.Routes[0], route("docs", 0, "/docs", backend("api", 1, h.cluster("east", 1), h.cluster("west", 3)))}
+	vh.Routes = []edgev1.Route{vh.Routes[0], route("docs", 0, "/docs", backend("api", 1, h.cluster("east", 1), h.cluster("west", 3)))}
 	n := len(h.sim.Writes())
 	if err := p.Deploy(ctx, modelOf("v2", gw)); err != nil {
 		t.Fatal(err)

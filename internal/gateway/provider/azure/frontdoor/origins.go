@@ -12,9 +12,10 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/azure/armerr"
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+
 	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/frontdoor/annotations"
 )
 
@@ -54,7 +55,7 @@ var plsRef = regexp.MustCompile(`(?i)^/subscriptions/([^/]+)/resourceGroups/([^/
 // published Private Link Service when the Gateway's connectivity is
 // private-link and the cluster publishes one, else its regional load
 // balancer frontend; "" when it publishes neither.
-func originRef(c model.ClusterEndpoints, s annotations.Settings) string {
+func originRef(c edgev1.ClusterEndpoints, s annotations.Settings) string {
 	if s.Connectivity == annotations.ConnectivityPrivateLink && c.PrivateLinkService != "" {
 		return c.PrivateLinkService
 	}
@@ -68,7 +69,7 @@ func originRef(c model.ClusterEndpoints, s annotations.Settings) string {
 // the cluster's internal frontend, in the frontend's resource group or
 // fleetnet.dev/azure-pls-resource-group. A reference that cannot serve
 // says why in Origin.Problem.
-func (p *Provider) resolveOrigins(ctx context.Context, gw model.Gateway, s annotations.Settings) map[string]Origin {
+func (p *Provider) resolveOrigins(ctx context.Context, gw edgev1.Gateway, s annotations.Settings) map[string]Origin {
 	out := map[string]Origin{}
 	plsCache := map[string][]*armnetwork.PrivateLinkService{}
 	for _, l := range gw.Listeners {

@@ -11,8 +11,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/cdn/armcdn/v2"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/api/keys"
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+
 	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/frontdoor/annotations"
 )
 
@@ -138,7 +139,7 @@ func (t target) profileID(profile string) string {
 	return fmt.Sprintf("/subscriptions/%s/resourceGroups/%s/providers/Microsoft.Cdn/profiles/%s", t.subscription, t.resourceGroup, profile)
 }
 
-func (t target) tags(gw model.Gateway) map[string]*string {
+func (t target) tags(gw edgev1.Gateway) map[string]*string {
 	tags := map[string]*string{keys.TagAzureOwner: to.Ptr(t.owner), keys.TagAzureGatewayNamespace: to.Ptr(gw.Namespace), keys.TagAzureGatewayName: to.Ptr(gw.Name)}
 	if gw.UID != "" {
 		tags[keys.TagAzureGatewayUID] = to.Ptr(gw.UID)
@@ -157,7 +158,7 @@ func skuName(s annotations.SKU) armcdn.SKUName {
 // the listeners it is served on.
 type vhostRoute struct {
 	host      string
-	r         model.Route
+	r         edgev1.Route
 	protocols map[string]bool
 }
 
@@ -172,7 +173,7 @@ type vhostRoute struct {
 // precedence already serves on the same domain. Listeners on ports other
 // than 80 and 443, wildcard hostnames (AFD-managed certificates do not
 // cover them) and clusters without an origin are noted on the Gateway.
-func planFor(t target, gw model.Gateway, s annotations.Settings, origins map[string]Origin) graph {
+func planFor(t target, gw edgev1.Gateway, s annotations.Settings, origins map[string]Origin) graph {
 	g := graph{key: gw.Namespace + "/" + gw.Name, settings: s, profileName: profileName(t.owner, gw.Namespace, gw.Name)}
 	pid := t.profileID(g.profileName)
 	g.profile = armcdn.Profile{Location: to.Ptr("Global"), SKU: &armcdn.SKU{Name: to.Ptr(skuName(s.SKU))}, Tags: t.tags(gw),
@@ -193,7 +194,7 @@ func planFor(t target, gw model.Gateway, s annotations.Settings, origins map[str
 			g.notes = append(g.notes, fmt.Sprintf("listener %s on port %d is not served: Front Door serves HTTP on 80 and HTTPS on 443 only", l.Name, l.Port))
 			continue
 		}
-		if (l.Port == 80) != (l.Protocol == model.ProtocolHTTP) {
+		if (l.Port == 80) != (l.Protocol == edgev1.ProtocolHTTP) {
 			g.notes = append(g.notes, fmt.Sprintf("listener %s is not served: Front Door serves %s on port %d only as %s", l.Name, l.Protocol, l.Port, map[int32]string{80: "HTTP", 443: "HTTPS"}[l.Port]))
 			continue
 		}
@@ -327,14 +328,14 @@ func planFor(t target, gw model.Gateway, s annotations.Settings, origins map[str
 				EnabledState:        to.Ptr(armcdn.EnabledStateEnabled),
 			}}
 			protos := []*armcdn.AFDEndpointProtocols{}
-			if v.protocols[model.ProtocolHTTP] || httpsRedirect {
+			if v.protocols[edgev1.ProtocolHTTP] || httpsRedirect {
 				protos = append(protos, to.Ptr(armcdn.AFDEndpointProtocolsHTTP))
 			}
-			if v.protocols[model.ProtocolHTTPS] {
+			if v.protocols[edgev1.ProtocolHTTPS] {
 				protos = append(protos, to.Ptr(armcdn.AFDEndpointProtocolsHTTPS))
 			}
 			route.Properties.SupportedProtocols = protos
-			if httpsRedirect && v.protocols[model.ProtocolHTTPS] {
+			if httpsRedirect && v.protocols[edgev1.ProtocolHTTPS] {
 				route.Properties.HTTPSRedirect = to.Ptr(armcdn.HTTPSRedirectEnabled)
 			}
 			if id, ok := domainID[h]; ok {
@@ -386,8 +387,8 @@ func toPtrs(ss []string) []*string {
 
 // patternsOf is the Front Door patterns of a path match: an exact path as
 // itself, a prefix as itself and everything below it.
-func patternsOf(p model.PathMatch) []string {
-	if p.Type == model.PathExact {
+func patternsOf(p edgev1.PathMatch) []string {
+	if p.Type == edgev1.PathExact {
 		return []string{p.Value}
 	}
 	v := strings.TrimSuffix(p.Value, "/")
@@ -397,18 +398,18 @@ func patternsOf(p model.PathMatch) []string {
 	return []string{v, v + "/*"}
 }
 
-func isHTTPSRedirectAll(r model.Route) bool {
-	if len(r.Filters) != 1 || r.Filters[0].Type != model.FilterRequestRedirect || len(r.Backends) > 0 {
+func isHTTPSRedirectAll(r edgev1.Route) bool {
+	if len(r.Filters) != 1 || r.Filters[0].Type != edgev1.FilterRequestRedirect || len(r.Backends) > 0 {
 		return false
 	}
 	rd := r.Filters[0].RequestRedirect
 	return rd.Scheme == "https" && rd.Hostname == "" && (rd.Port == 0 || rd.Port == 443) && rd.Path == nil &&
-		r.Path.Type == model.PathPrefix && r.Path.Value == "/" && len(r.Headers)+len(r.QueryParams) == 0 && r.Method == ""
+		r.Path.Type == edgev1.PathPrefix && r.Path.Value == "/" && len(r.Headers)+len(r.QueryParams) == 0 && r.Method == ""
 }
 
 // inexpressible names the first feature of r that Front Door cannot
 // express, "" when it can.
-func inexpressible(r model.Route) string {
+func inexpressible(r edgev1.Route) string {
 	switch {
 	case len(r.Headers) > 0:
 		return fmt.Sprintf("header matches (%s) are not expressible: a Front Door route matches paths only", r.Headers[0].Name)
@@ -431,9 +432,9 @@ func inexpressible(r model.Route) string {
 
 // rulesFor turns r's filters into rule set rules (no conditions: the rule
 // set is the route's own), or names the filter it cannot express.
-func rulesFor(r model.Route) ([]armcdn.Rule, string) {
+func rulesFor(r edgev1.Route) ([]armcdn.Rule, string) {
 	var actions []armcdn.DeliveryRuleActionAutoGeneratedClassification
-	header := func(name armcdn.DeliveryRuleAction, hm *model.HeaderModifier) {
+	header := func(name armcdn.DeliveryRuleAction, hm *edgev1.HeaderModifier) {
 		add := func(action armcdn.HeaderAction, h, v string) {
 			p := &armcdn.HeaderActionParameters{TypeName: to.Ptr(armcdn.HeaderActionParametersTypeNameDeliveryRuleHeaderActionParameters),
 				HeaderAction: to.Ptr(action), HeaderName: to.Ptr(h)}
@@ -458,16 +459,16 @@ func rulesFor(r model.Route) ([]armcdn.Rule, string) {
 	}
 	for _, f := range r.Filters {
 		switch f.Type {
-		case model.FilterRequestHeaderModifier:
+		case edgev1.FilterRequestHeaderModifier:
 			header(armcdn.DeliveryRuleActionModifyRequestHeader, f.RequestHeaderModifier)
-		case model.FilterResponseHeaderModifier:
+		case edgev1.FilterResponseHeaderModifier:
 			header(armcdn.DeliveryRuleActionModifyResponseHeader, f.ResponseHeaderModifier)
-		case model.FilterRequestRedirect:
+		case edgev1.FilterRequestRedirect:
 			rd := f.RequestRedirect
 			if rd.Port != 0 && !(rd.Port == 443 && rd.Scheme == "https") && !(rd.Port == 80 && rd.Scheme == "http") {
 				return nil, fmt.Sprintf("a redirect to port %d is not expressible: Front Door redirects to its own ports 80 and 443", rd.Port)
 			}
-			if rd.Path != nil && rd.Path.Type == model.PathReplacePrefix {
+			if rd.Path != nil && rd.Path.Type == edgev1.PathReplacePrefix {
 				return nil, "a redirect replacing the path prefix is not expressible: Front Door's redirect sets the whole path"
 			}
 			p := &armcdn.URLRedirectActionParameters{TypeName: to.Ptr(armcdn.URLRedirectActionParametersTypeNameDeliveryRuleURLRedirectActionParameters),
@@ -485,7 +486,7 @@ func rulesFor(r model.Route) ([]armcdn.Rule, string) {
 				p.CustomPath = to.Ptr(rd.Path.Value)
 			}
 			actions = append(actions, &armcdn.URLRedirectAction{Name: to.Ptr(armcdn.DeliveryRuleActionURLRedirect), Parameters: p})
-		case model.FilterURLRewrite:
+		case edgev1.FilterURLRewrite:
 			rw := f.URLRewrite
 			if rw.Hostname != "" {
 				return nil, fmt.Sprintf("a hostname rewrite (%s) is not expressible per route: Front Door sets the origin host header per origin (use %s)", rw.Hostname, keys.AnnotationAzureOriginHostHeader)
@@ -495,7 +496,7 @@ func rulesFor(r model.Route) ([]armcdn.Rule, string) {
 			}
 			source := r.Path.Value
 			p := &armcdn.URLRewriteActionParameters{TypeName: to.Ptr(armcdn.URLRewriteActionParametersTypeNameDeliveryRuleURLRewriteActionParameters),
-				SourcePattern: to.Ptr(source), Destination: to.Ptr(rw.Path.Value), PreserveUnmatchedPath: to.Ptr(rw.Path.Type == model.PathReplacePrefix)}
+				SourcePattern: to.Ptr(source), Destination: to.Ptr(rw.Path.Value), PreserveUnmatchedPath: to.Ptr(rw.Path.Type == edgev1.PathReplacePrefix)}
 			actions = append(actions, &armcdn.URLRewriteAction{Name: to.Ptr(armcdn.DeliveryRuleActionURLRewrite), Parameters: p})
 		default:
 			return nil, fmt.Sprintf("the filter %s is not expressible in Front Door", f.Type)
@@ -527,7 +528,7 @@ func redirectType(code int) armcdn.RedirectType {
 	return armcdn.RedirectTypeFound
 }
 
-func forwarding(r model.Route) armcdn.ForwardingProtocol {
+func forwarding(r edgev1.Route) armcdn.ForwardingProtocol {
 	for _, b := range r.Backends {
 		if b.AppProtocol == "https" {
 			return armcdn.ForwardingProtocolHTTPSOnly
@@ -538,8 +539,8 @@ func forwarding(r model.Route) armcdn.ForwardingProtocol {
 
 // backendKey identifies a route's valid backends (those with clusters),
 // and returns them.
-func backendKey(bs []model.Backend) (string, []model.Backend) {
-	var valid []model.Backend
+func backendKey(bs []edgev1.Backend) (string, []edgev1.Backend) {
+	var valid []edgev1.Backend
 	var parts []string
 	for _, b := range bs {
 		if b.Invalid != nil || len(b.Clusters) == 0 {
@@ -551,7 +552,7 @@ func backendKey(bs []model.Backend) (string, []model.Backend) {
 	return strings.Join(parts, ","), valid
 }
 
-func originProblems(bs []model.Backend, s annotations.Settings, origins map[string]Origin) []string {
+func originProblems(bs []edgev1.Backend, s annotations.Settings, origins map[string]Origin) []string {
 	var out []string
 	for _, b := range bs {
 		for _, c := range b.Clusters {
@@ -575,7 +576,7 @@ func originProblems(bs []model.Backend, s annotations.Settings, origins map[stri
 // disabled for a cluster of weight 0 or a backend of weight 0 (a Front
 // Door origin weighs at least 1). Front Door cannot weigh by endpoints:
 // each cluster's load balancer spreads over its own.
-func planGroup(bs []model.Backend, s annotations.Settings, origins map[string]Origin, g *graph) originGroup {
+func planGroup(bs []edgev1.Backend, s annotations.Settings, origins map[string]Origin, g *graph) originGroup {
 	var names []string
 	for _, b := range bs {
 		names = append(names, fmt.Sprintf("%s/%s:%d", b.Namespace, b.Name, b.Port))
@@ -585,7 +586,7 @@ func planGroup(bs []model.Backend, s annotations.Settings, origins map[string]Or
 	first := bs[0]
 	og := originGroup{named: named[armcdn.AFDOriginGroup]{name: childName(first.Name, key), label: label}}
 	probeProtocol, probePath := armcdn.ProbeProtocol(s.ProbeProtocol), s.ProbePath
-	if probePath == "/" && first.Policy.HealthCheck.Type == model.HealthCheckHTTP && first.Policy.HealthCheck.Path != "" {
+	if probePath == "/" && first.Policy.HealthCheck.Type == edgev1.HealthCheckHTTP && first.Policy.HealthCheck.Path != "" {
 		probePath = first.Policy.HealthCheck.Path // the backend's own check, unless annotated
 	}
 	og.v = armcdn.AFDOriginGroup{Properties: &armcdn.AFDOriginGroupProperties{
@@ -596,8 +597,8 @@ func planGroup(bs []model.Backend, s annotations.Settings, origins map[string]Or
 		SessionAffinityState: to.Ptr(armcdn.EnabledStateDisabled),
 	}}
 	type raw struct {
-		b      model.Backend
-		c      model.ClusterEndpoints
+		b      edgev1.Backend
+		c      edgev1.ClusterEndpoints
 		o      Origin
 		weight int64
 	}

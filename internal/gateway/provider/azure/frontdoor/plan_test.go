@@ -10,26 +10,27 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/cdn/armcdn/v2"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/frontdoor/armfrontdoor"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/azure/armsim"
-	"github.com/fleetnet/fleetnet/internal/gateway/model"
+
 	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/frontdoor/annotations"
 )
 
 var testTarget = target{subscription: sub, resourceGroup: rg, owner: owner}
 
-func planGateway(routes ...model.Route) model.Gateway {
-	return model.Gateway{Namespace: "web", Name: "public", Listeners: []model.Listener{{Name: "http", Port: 80, Protocol: model.ProtocolHTTP,
-		VirtualHosts: []model.VirtualHost{{Hostname: "*", Routes: routes}}}}}
+func planGateway(routes ...edgev1.Route) edgev1.Gateway {
+	return edgev1.Gateway{Namespace: "web", Name: "public", Listeners: []edgev1.Listener{{Name: "http", Port: 80, Protocol: edgev1.ProtocolHTTP,
+		VirtualHosts: []edgev1.VirtualHost{{Hostname: "*", Routes: routes}}}}}
 }
 
 var planOrigins = map[string]Origin{"fe-east": {Host: "203.0.113.1"}, "fe-west": {Host: "203.0.113.2"}, "fe-bad": {Problem: "reading load balancer kubernetes: 404 ResourceNotFound"}}
 
-func planBackend(name string, weight int32, clusters map[string]int32) model.Backend {
-	b := model.Backend{Kind: model.KindServiceImport, Namespace: "web", Name: name, Port: 8080, Weight: weight, Policy: model.DefaultBackendPolicy()}
+func planBackend(name string, weight int32, clusters map[string]int32) edgev1.Backend {
+	b := edgev1.Backend{Kind: edgev1.KindServiceImport, Namespace: "web", Name: name, Port: 8080, Weight: weight, Policy: edgev1.DefaultBackendPolicy()}
 	for _, c := range []string{"east", "west", "bad"} {
 		if w, ok := clusters[c]; ok {
-			b.Clusters = append(b.Clusters, model.ClusterEndpoints{Cluster: c, Weight: w, RegionalFrontend: "fe-" + c})
+			b.Clusters = append(b.Clusters, edgev1.ClusterEndpoints{Cluster: c, Weight: w, RegionalFrontend: "fe-" + c})
 		}
 	}
 	return b
@@ -39,49 +40,49 @@ func planBackend(name string, weight int32, clusters map[string]int32) model.Bac
 // feature; the rest is planned.
 func TestPlanRefusals(t *testing.T) {
 	api := planBackend("api", 1, map[string]int32{"east": 1})
-	with := func(f func(*model.Route)) model.Route {
+	with := func(f func(*edgev1.Route)) edgev1.Route {
 		r := route("r", 0, "/x", api)
 		f(&r)
 		return r
 	}
 	tests := []struct {
 		name  string
-		route model.Route
+		route edgev1.Route
 		want  string // "" when it is served
 	}{
 		{"plain", route("r", 0, "/x", api), ""},
-		{"header match", with(func(r *model.Route) {
-			r.Headers = []model.ValueMatch{{Type: model.MatchExact, Name: "x-canary", Value: "1"}}
+		{"header match", with(func(r *edgev1.Route) {
+			r.Headers = []edgev1.ValueMatch{{Type: edgev1.MatchExact, Name: "x-canary", Value: "1"}}
 		}), "header matches (x-canary) are not expressible"},
-		{"query match", with(func(r *model.Route) {
-			r.QueryParams = []model.ValueMatch{{Type: model.MatchExact, Name: "v", Value: "2"}}
+		{"query match", with(func(r *edgev1.Route) {
+			r.QueryParams = []edgev1.ValueMatch{{Type: edgev1.MatchExact, Name: "v", Value: "2"}}
 		}), "query parameter matches (v)"},
-		{"method", with(func(r *model.Route) { r.Method = "POST" }), "the method match POST is not expressible"},
-		{"direct response", with(func(r *model.Route) {
+		{"method", with(func(r *edgev1.Route) { r.Method = "POST" }), "the method match POST is not expressible"},
+		{"direct response", with(func(r *edgev1.Route) {
 			r.Backends = nil
-			r.DirectResponse = &model.DirectResponse{Status: 500, Reason: "no backends"}
+			r.DirectResponse = &edgev1.DirectResponse{Status: 500, Reason: "no backends"}
 		}), "a direct response (500, no backends)"},
-		{"timeouts", with(func(r *model.Route) { r.Timeouts.RequestMillis = 5000 }), "timeouts are not expressible per route"},
-		{"backend filter", with(func(r *model.Route) {
+		{"timeouts", with(func(r *edgev1.Route) { r.Timeouts.RequestMillis = 5000 }), "timeouts are not expressible per route"},
+		{"backend filter", with(func(r *edgev1.Route) {
 			b := api
-			b.Filters = []model.Filter{{Type: model.FilterRequestHeaderModifier, RequestHeaderModifier: &model.HeaderModifier{}}}
-			r.Backends = []model.Backend{b}
+			b.Filters = []edgev1.Filter{{Type: edgev1.FilterRequestHeaderModifier, RequestHeaderModifier: &edgev1.HeaderModifier{}}}
+			r.Backends = []edgev1.Backend{b}
 		}), "filters of backendRef web/api are not expressible"},
-		{"redirect port", with(func(r *model.Route) {
+		{"redirect port", with(func(r *edgev1.Route) {
 			r.Backends = nil
-			r.Filters = []model.Filter{{Type: model.FilterRequestRedirect, RequestRedirect: &model.Redirect{Hostname: "x.example.com", Port: 8443, StatusCode: 302}}}
+			r.Filters = []edgev1.Filter{{Type: edgev1.FilterRequestRedirect, RequestRedirect: &edgev1.Redirect{Hostname: "x.example.com", Port: 8443, StatusCode: 302}}}
 		}), "a redirect to port 8443 is not expressible"},
-		{"redirect prefix", with(func(r *model.Route) {
-			r.Filters = []model.Filter{{Type: model.FilterRequestRedirect, RequestRedirect: &model.Redirect{Path: &model.PathModifier{Type: model.PathReplacePrefix, Value: "/y"}, StatusCode: 302}}}
+		{"redirect prefix", with(func(r *edgev1.Route) {
+			r.Filters = []edgev1.Filter{{Type: edgev1.FilterRequestRedirect, RequestRedirect: &edgev1.Redirect{Path: &edgev1.PathModifier{Type: edgev1.PathReplacePrefix, Value: "/y"}, StatusCode: 302}}}
 		}), "a redirect replacing the path prefix is not expressible"},
-		{"hostname rewrite", with(func(r *model.Route) {
-			r.Filters = []model.Filter{{Type: model.FilterURLRewrite, URLRewrite: &model.Rewrite{Hostname: "internal.example.com"}}}
+		{"hostname rewrite", with(func(r *edgev1.Route) {
+			r.Filters = []edgev1.Filter{{Type: edgev1.FilterURLRewrite, URLRewrite: &edgev1.Rewrite{Hostname: "internal.example.com"}}}
 		}), "a hostname rewrite (internal.example.com) is not expressible per route"},
 		{"no origin", route("r", 0, "/x", planBackend("api", 1, map[string]int32{"bad": 1})), "no cluster of its backends has a Front Door origin: cluster bad: reading load balancer kubernetes: 404 ResourceNotFound"},
-		{"invalid backends", with(func(r *model.Route) {
+		{"invalid backends", with(func(r *edgev1.Route) {
 			b := api
-			b.Invalid = &model.Invalid{Reason: "BackendNotFound", Message: "no such service"}
-			r.Backends = []model.Backend{b}
+			b.Invalid = &edgev1.Invalid{Reason: "BackendNotFound", Message: "no such service"}
+			r.Backends = []edgev1.Backend{b}
 		}), "none of its backends resolves"},
 	}
 	for _, tt := range tests {
@@ -108,15 +109,15 @@ func TestPlanGraph(t *testing.T) {
 	api := planBackend("api", 1, map[string]int32{"east": 1, "west": 3})
 	canary := planBackend("canary", 0, map[string]int32{"east": 1})
 	exact := route("exact", 0, "/api", api)
-	exact.Path.Type = model.PathExact
+	exact.Path.Type = edgev1.PathExact
 	headers := route("site", 0, "/", planBackend("site", 1, map[string]int32{"east": 1}))
-	headers.Filters = []model.Filter{
-		{Type: model.FilterRequestHeaderModifier, RequestHeaderModifier: &model.HeaderModifier{Set: []model.Header{{Name: "a", Value: "1"}}, Add: []model.Header{{Name: "b", Value: "2"}}, Remove: []string{"c", "d", "e"}}},
-		{Type: model.FilterURLRewrite, URLRewrite: &model.Rewrite{Path: &model.PathModifier{Type: model.PathReplacePrefix, Value: "/v2"}}},
+	headers.Filters = []edgev1.Filter{
+		{Type: edgev1.FilterRequestHeaderModifier, RequestHeaderModifier: &edgev1.HeaderModifier{Set: []edgev1.Header{{Name: "a", Value: "1"}}, Add: []edgev1.Header{{Name: "b", Value: "2"}}, Remove: []string{"c", "d", "e"}}},
+		{Type: edgev1.FilterURLRewrite, URLRewrite: &edgev1.Rewrite{Path: &edgev1.PathModifier{Type: edgev1.PathReplacePrefix, Value: "/v2"}}},
 	}
 	gw := planGateway(exact, route("prefix", 0, "/api/", api, canary), headers, route("shadowed", 0, "/api", api))
-	gw.Listeners = append(gw.Listeners, model.Listener{Name: "alt", Port: 8080, Protocol: model.ProtocolHTTP},
-		model.Listener{Name: "wild", Port: 443, Protocol: model.ProtocolHTTPS, VirtualHosts: []model.VirtualHost{{Hostname: "*.example.com"}}})
+	gw.Listeners = append(gw.Listeners, edgev1.Listener{Name: "alt", Port: 8080, Protocol: edgev1.ProtocolHTTP},
+		edgev1.Listener{Name: "wild", Port: 443, Protocol: edgev1.ProtocolHTTPS, VirtualHosts: []edgev1.VirtualHost{{Hostname: "*.example.com"}}})
 	s := annotations.Defaults(annotations.SKUPremium)
 	s.WAFPolicyID = "/subscriptions/s/resourceGroups/g/providers/Microsoft.Network/FrontDoorWebApplicationFirewallPolicies/waf"
 	s.OriginHostHeader = "app.example.com"

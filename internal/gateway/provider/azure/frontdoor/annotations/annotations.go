@@ -84,21 +84,20 @@ var Known = []string{
 	keys.AnnotationAzurePLSResourceGroup, keys.AnnotationAzureOperations,
 }
 
-// Only is the annotations of ann with the Azure prefix (what the model
-// keeps of a Gateway's annotations), nil when there are none; the
-// controller's own operations annotation is left out, so that writing it
-// does not change the model.
-func Only(ann map[string]string) map[string]string {
-	var out map[string]string
-	for k, v := range ann {
-		if strings.HasPrefix(k, keys.AzureAnnotationPrefix) && k != keys.AnnotationAzureOperations {
-			if out == nil {
-				out = map[string]string{}
-			}
-			out[k] = v
+// Validator checks a Gateway's Azure annotations for the model builder
+// (model.Input.ValidateAnnotations) as Parse reads them. tiers are the
+// GatewayClasses Azure Front Door serves with the tier each selects, so
+// that Private Link on a Standard class is refused; a class Front Door
+// does not serve is checked as Premium, which refuses no combination.
+func Validator(tiers map[string]string) func(class string, ann map[string]string) error {
+	return func(class string, ann map[string]string) error {
+		tier := SKU(tiers[class])
+		if tier == "" {
+			tier = SKUPremium
 		}
+		_, err := Parse(ann, tier)
+		return err
 	}
-	return out
 }
 
 // Parse reads ann's Azure annotations over Defaults(classSKU) (classSKU

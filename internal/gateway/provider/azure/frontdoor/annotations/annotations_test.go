@@ -90,13 +90,3 @@ func TestParse(t *testing.T) {
 		})
 	}
 }
-
-func TestOnly(t *testing.T) {
-	got := Only(map[string]string{keys.AnnotationAzureSKU: "Premium", "a": "b", keys.AnnotationAzureOperations: "{}"})
-	if len(got) != 1 || got[keys.AnnotationAzureSKU] != "Premium" {
-		t.Errorf("Only: %v", got)
-	}
-	if Only(map[string]string{"a": "b"}) != nil {
-		t.Error("Only of no Azure annotation is not nil")
-	}
-}

@@ -10,6 +10,7 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/frontdoor/annotations"
 	"github.com/fleetnet/fleetnet/internal/gateway/model"
 )
 
@@ -33,7 +34,7 @@ func TestBuildRefusesInvalidAnnotations(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			in := model.Input{ControllerName: keys.GatewayControllerName, FrontDoorTiers: map[string]string{"afd": "Standard"},
+			in := model.Input{ControllerName: keys.GatewayControllerName, ValidateAnnotations: annotations.Validator(map[string]string{"afd": "Standard"}),
 				GatewayClasses: []gwv1.GatewayClass{{ObjectMeta: metav1.ObjectMeta{Name: "afd"}, Spec: gwv1.GatewayClassSpec{ControllerName: keys.GatewayControllerName}}},
 				Gateways: []gwv1.Gateway{{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", Annotations: tt.ann, UID: "uid-1"},
 					Spec: gwv1.GatewaySpec{GatewayClassName: "afd", Listeners: []gwv1.Listener{{Name: "http", Port: 80, Protocol: gwv1.HTTPProtocolType}}}}},
