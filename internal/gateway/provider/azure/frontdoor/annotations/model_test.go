@@ -10,8 +10,8 @@ import (
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	"github.com/fleetnet/fleetnet/api/keys"
-	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/frontdoor/annotations"
 	"github.com/fleetnet/fleetnet/internal/gateway/model"
+	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/frontdoor/annotations"
 )
 
 // The model builder refuses a Gateway whose Azure annotations do not
