@@ -53,13 +53,13 @@ CA (--cert-file, --key-file) authenticates; either needs the read role.`,
 	pf.StringVar(&f.token, "token", "", "bearer token (visible to anyone who can list processes: prefer --token-file)")
 	pf.StringVarP(&f.output, "output", "o", "table", "output format: table, wide, json or yaml")
 
-	filters := func(c *cobra.Command, region bool) {
-		c.Flags().StringVarP(&f.namespace, "namespace", "n", "", "only pools of this namespace")
-		c.Flags().StringVarP(&f.selector, "selector", "l", "", "only pools whose labels match this selector (Kubernetes syntax, e.g. tier=web,env!=dev)")
-		if region {
-			c.Flags().StringVar(&f.region, "region", "", "only the clusters of this region")
-		}
-	}
+	cmd.AddCommand(f.poolsCommand(), f.routersCommand(), f.watchCommand())
+	return cmd
+}
+
+// poolsCommand is `discovery pools`: a list or one pool, as a table or the
+// API's answer.
+func (f *discoveryFlags) poolsCommand() *cobra.Command {
 	pools := &cobra.Command{
 		Use:   "pools [NAMESPACE/NAME]",
 		Short: "List pools, or get one, with their clusters, regions and endpoints",
@@ -102,8 +102,12 @@ pool's labels; -o json and -o yaml print the API's answer.`,
 			return f.print(cmd.OutOrStdout(), list, func(w io.Writer) { poolsTable(w, list.Pools, f.output == "wide") })
 		},
 	}
-	filters(pools, true)
+	f.addFilters(pools)
+	return pools
+}
 
+// routersCommand is `discovery routers`.
+func (f *discoveryFlags) routersCommand() *cobra.Command {
 	routers := &cobra.Command{
 		Use:   "routers",
 		Short: "List the router replicas",
@@ -120,7 +124,11 @@ pool's labels; -o json and -o yaml print the API's answer.`,
 			return f.print(cmd.OutOrStdout(), list, func(w io.Writer) { routersTable(w, list.Routers, f.output == "wide") })
 		},
 	}
+	return routers
+}
 
+// watchCommand is `discovery watch`: the pools, then a line per change.
+func (f *discoveryFlags) watchCommand() *cobra.Command {
 	var revision int64
 	watch := &cobra.Command{
 		Use:   "watch",
@@ -170,11 +178,17 @@ in what is printed.`,
 			return err
 		},
 	}
-	filters(watch, true)
+	f.addFilters(watch)
 	watch.Flags().Int64Var(&revision, "revision", 0, "resume after this revision (0: start with a snapshot)")
+	return watch
+}
 
-	cmd.AddCommand(pools, routers, watch)
-	return cmd
+// addFilters adds the flags that narrow pools: namespace, label selector
+// and region.
+func (f *discoveryFlags) addFilters(c *cobra.Command) {
+	c.Flags().StringVarP(&f.namespace, "namespace", "n", "", "only pools of this namespace")
+	c.Flags().StringVarP(&f.selector, "selector", "l", "", "only pools whose labels match this selector (Kubernetes syntax, e.g. tier=web,env!=dev)")
+	c.Flags().StringVar(&f.region, "region", "", "only the clusters of this region")
 }
 
 func (f *discoveryFlags) isTable() bool { return f.output == "table" || f.output == "wide" }

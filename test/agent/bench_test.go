@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetnet/fleetnet/internal/registry/records"
+	"github.com/fleetnet/fleetnet/internal/registry/keyspace"
 	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/internal/registry/server"
 	"github.com/fleetnet/fleetnet/internal/registry/store"
@@ -73,7 +73,7 @@ func BenchmarkEndpointChangeToRegistry(b *testing.B) {
 	seen := make(chan string, 1024)
 	from, _ := r.Store.Revision(ctx)
 	go func() {
-		for resp := range r.Store.Watch(ctx, records.EndpointsPrefix, from) {
+		for resp := range r.Store.Watch(ctx, keyspace.EndpointsPrefix, from) {
 			for _, e := range resp.Events {
 				if e.Type == store.EventPut {
 					seen <- e.KV.Key
@@ -92,7 +92,7 @@ func BenchmarkEndpointChangeToRegistry(b *testing.B) {
 		if err := c.Update(ctx, slice); err != nil {
 			b.Fatal(err)
 		}
-		want := fmt.Sprintf("%s%s/%s/east/%s-1", records.EndpointsPrefix, ns, svc, svc)
+		want := fmt.Sprintf("%s%s/%s/east/%s-1", keyspace.EndpointsPrefix, ns, svc, svc)
 		for key := range seen {
 			if key == want {
 				break

@@ -12,7 +12,7 @@ import (
 	"github.com/fleetnet/fleetnet/api/keys"
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/agent/app"
-	"github.com/fleetnet/fleetnet/internal/registry/records"
+	"github.com/fleetnet/fleetnet/internal/registry/keyspace"
 	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/internal/registry/server"
 	"github.com/fleetnet/fleetnet/internal/registry/store"
@@ -309,16 +309,16 @@ func TestRegistryLossIsRepairedWithoutRestart(t *testing.T) {
 
 	exportKey := &registryv1.ExportKey{Namespace: ns, Name: "echo", ClusterId: "east"}
 	// The registry loses one endpoint chunk only.
-	if ok, _, _ := r.Store.Delete(ctx, records.ChunkKey(&registryv1.ChunkKey{Namespace: ns, Name: "echo", ClusterId: "east", Chunk: "echo-b"}), 0); !ok {
+	if ok, _, _ := r.Store.Delete(ctx, keyspace.ChunkKey(&registryv1.ChunkKey{Namespace: ns, Name: "echo", ClusterId: "east", Chunk: "echo-b"}), 0); !ok {
 		t.Fatal("chunk was not in the store")
 	}
 	fleet.Eventually(t, 20*time.Second, complete)
 
 	// The registry loses the export and all its endpoints.
-	if _, err := r.Store.DeletePrefix(ctx, records.ExportEndpointsPrefix(exportKey)); err != nil {
+	if _, err := r.Store.DeletePrefix(ctx, keyspace.ExportEndpointsPrefix(exportKey)); err != nil {
 		t.Fatal(err)
 	}
-	if ok, _, _ := r.Store.Delete(ctx, records.ExportKey(exportKey), 0); !ok {
+	if ok, _, _ := r.Store.Delete(ctx, keyspace.ExportKey(exportKey), 0); !ok {
 		t.Fatal("export was not in the store")
 	}
 	fleet.Eventually(t, 20*time.Second, complete)
@@ -506,7 +506,7 @@ func TestResyncNeverDeletesWhatWasWrittenMeanwhile(t *testing.T) {
 	resyncStarted := make(chan struct{})
 	var once sync.Once
 	go func() {
-		for resp := range r.Store.Watch(ctx, records.ExportsPrefix, from) {
+		for resp := range r.Store.Watch(ctx, keyspace.ExportsPrefix, from) {
 			mu.Lock()
 			for _, e := range resp.Events {
 				history[e.KV.Key] = append(history[e.KV.Key], change{e.Type == store.EventPut, e.KV.ModRevision})

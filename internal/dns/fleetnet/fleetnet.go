@@ -25,7 +25,7 @@ import (
 	"github.com/coredns/coredns/plugin"
 	"github.com/coredns/coredns/request"
 	"github.com/fleetnet/fleetnet/internal/dns/index"
-	"github.com/fleetnet/fleetnet/internal/dns/records"
+	"github.com/fleetnet/fleetnet/internal/dns/zone"
 	"github.com/miekg/dns"
 )
 
@@ -43,7 +43,7 @@ type Handler struct {
 	Zones []string
 	// TTL of every record.
 	TTL uint32
-	// Index holds the records.
+	// Index holds the zone.
 	Index *index.Index
 
 	// synced is set once the informers have listed everything.
@@ -64,8 +64,8 @@ func (h *Handler) SetSynced() { h.synced.Store(true) }
 // ServeDNS implements plugin.Handler.
 func (h *Handler) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg) (int, error) {
 	state := request.Request{W: w, Req: r}
-	zone := plugin.Zones(h.Zones).Matches(state.Name())
-	if zone == "" {
+	name := plugin.Zones(h.Zones).Matches(state.Name())
+	if name == "" {
 		return plugin.NextOrFailure(h.Name(), h.Next, ctx, w, r)
 	}
 	if !h.synced.Load() {
@@ -73,7 +73,7 @@ func (h *Handler) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg
 		// SERVFAIL is retried, where an NXDOMAIN would be cached.
 		return dns.RcodeServerFailure, nil
 	}
-	rep := records.Zone{Name: zone, TTL: h.TTL}.Answer(state.QName(), state.QType(), h.Index)
+	rep := zone.Zone{Name: name, TTL: h.TTL}.Answer(state.QName(), state.QType(), h.Index)
 	m := new(dns.Msg)
 	m.SetReply(r)
 	m.Authoritative = true

@@ -1,6 +1,6 @@
 // Package index keeps the records of the clusterset zone in memory, by
 // name. ServiceImport and imported EndpointSlice events rebuild the records
-// of the one import they concern (records.Build), so a query is a map read:
+// of the one import they concern (zone.Build), so a query is a map read:
 // no API call and no scan of a list per query.
 package index
 
@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fleetnet/fleetnet/internal/dns/records"
+	"github.com/fleetnet/fleetnet/internal/dns/zone"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
@@ -20,7 +20,7 @@ import (
 )
 
 // Index holds the imports and their slices, and the records built from
-// them. It implements records.Lookup. Its methods are safe for concurrent
+// them. It implements zone.Lookup. Its methods are safe for concurrent
 // use: informers of different kinds call the setters from their own
 // goroutines while queries read.
 type Index struct {
@@ -42,7 +42,7 @@ type Index struct {
 	sliceCount int
 	// services are the records of each import; namespaces count the imports
 	// of each namespace (<ns>.svc.<zone> exists while one is there).
-	services   map[types.NamespacedName]*records.Service
+	services   map[types.NamespacedName]*zone.Service
 	namespaces map[string]int
 	serial     uint32
 	// quiet holds back per-import logs during the informers' first list,
@@ -50,7 +50,7 @@ type Index struct {
 	quiet bool
 }
 
-var _ records.Lookup = (*Index)(nil)
+var _ zone.Lookup = (*Index)(nil)
 
 // New returns an empty index. now stamps the SOA serial (time.Now when
 // nil); log receives a line per import added, changed or removed.
@@ -66,27 +66,27 @@ func New(log *slog.Logger, now func() time.Time) *Index {
 		imports:    map[types.NamespacedName]*mcsv1beta1.ServiceImport{},
 		slices:     map[types.NamespacedName]map[string]*discoveryv1.EndpointSlice{},
 		sliceOwner: map[types.NamespacedName]types.NamespacedName{},
-		services:   map[types.NamespacedName]*records.Service{},
+		services:   map[types.NamespacedName]*zone.Service{},
 		namespaces: map[string]int{},
 		serial:     uint32(now().Unix()),
 	}
 }
 
-// Service implements records.Lookup.
-func (ix *Index) Service(namespace, name string) *records.Service {
+// Service implements zone.Lookup.
+func (ix *Index) Service(namespace, name string) *zone.Service {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	return ix.services[types.NamespacedName{Namespace: namespace, Name: name}]
 }
 
-// Namespace implements records.Lookup.
+// Namespace implements zone.Lookup.
 func (ix *Index) Namespace(namespace string) bool {
 	ix.mu.RLock()
 	defer ix.mu.RUnlock()
 	return ix.namespaces[namespace] > 0
 }
 
-// Serial implements records.Lookup: the Unix time of the last change, as
+// Serial implements zone.Lookup: the Unix time of the last change, as
 // CoreDNS's kubernetes plugin does.
 func (ix *Index) Serial() uint32 {
 	ix.mu.RLock()
@@ -204,7 +204,7 @@ func (ix *Index) rebuild(k types.NamespacedName) {
 	if si == nil {
 		delete(ix.services, k)
 	} else {
-		ix.services[k] = records.Build(si, slices.Collect(maps.Values(ix.slices[k])))
+		ix.services[k] = zone.Build(si, slices.Collect(maps.Values(ix.slices[k])))
 	}
 	if s := uint32(ix.now().Unix()); s > ix.serial {
 		ix.serial = s

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetnet/fleetnet/internal/dns/records"
+	"github.com/fleetnet/fleetnet/internal/dns/zone"
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -17,7 +17,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
-var zone = records.Zone{Name: "clusterset.local.", TTL: 5}
+var testZone = zone.Zone{Name: "clusterset.local.", TTL: 5}
 
 func serviceImport(name string, typ mcsv1beta1.ServiceImportType, ips ...string) *mcsv1beta1.ServiceImport {
 	return &mcsv1beta1.ServiceImport{
@@ -43,7 +43,7 @@ func slice(name, service, cluster string, addrs ...string) *discoveryv1.Endpoint
 
 // answer is the answer section of an A query as "rcode addr addr…".
 func answer(ix *Index, qname string) string {
-	r := zone.Answer(qname, dns.TypeA, ix)
+	r := testZone.Answer(qname, dns.TypeA, ix)
 	out := []string{dns.RcodeToString[r.Rcode]}
 	for _, rr := range r.Answer {
 		out = append(out, rr.(*dns.A).A.String())

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"github.com/fleetnet/fleetnet/internal/edge/edgetest"
 	"github.com/fleetnet/fleetnet/internal/edge/l4"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -268,56 +269,6 @@ func (c *client) closedByProxy() error {
 	return nil
 }
 
-// metric returns a series' value, by name and label pairs; 0 when
-// absent.
-func metric(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				have[lp.GetName()] = lp.GetValue()
-			}
-			for i := 0; i+1 < len(labels); i += 2 {
-				if have[labels[i]] != labels[i+1] {
-					continue series
-				}
-			}
-			switch {
-			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				return m.GetGauge().GetValue()
-			}
-		}
-	}
-	return 0
-}
-
-// eventually polls cond until it returns nil, for up to 10 seconds.
-func eventually(t *testing.T, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // udpClient sends datagrams through the proxy from one address.
 type udpClient struct{ c *net.UDPConn }
 
@@ -355,7 +306,7 @@ func (u *udpClient) ask(payload string) (name string, port int, err error) {
 // mustAsk asks until an answer comes.
 func (u *udpClient) mustAsk(t *testing.T, payload string) (name string, port int) {
 	t.Helper()
-	eventually(t, "an answer to "+payload, func() (err error) {
+	edgetest.Eventually(t, "an answer to "+payload, func() (err error) {
 		name, port, err = u.ask(payload)
 		return err
 	})

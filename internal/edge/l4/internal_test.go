@@ -2,73 +2,12 @@ package l4
 
 import (
 	"reflect"
-	"slices"
 	"testing"
 	"time"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/edge/health"
 )
-
-// The pick's rules, on a service whose clusters each have one endpoint,
-// with the health, drains and tries each case sets.
-func TestPickRules(t *testing.T) {
-	tests := []struct {
-		name     string
-		down     []string // clusters whose endpoint is ejected
-		draining []string
-		tried    []string
-		last     string // the cluster of the attempt before
-		want     []string
-	}{
-		{"weighted over every cluster", nil, nil, nil, "", []string{"eu1", "eu2", "us"}},
-		{"healthy ones only", []string{"eu1"}, nil, nil, "", []string{"eu2", "us"}},
-		{"draining clusters take nothing", nil, []string{"eu1", "eu2"}, nil, "", []string{"us"}},
-		{"another attempt avoids tried clusters", nil, nil, []string{"eu1", "us"}, "us", []string{"eu2"}},
-		{"every cluster tried: another healthy endpoint", nil, nil, []string{"eu1", "eu2", "us"}, "us", []string{"eu1", "eu2"}},
-		{"every endpoint out: any ready one", []string{"eu1", "eu2", "us"}, nil, nil, "", []string{"eu1", "eu2", "us"}},
-		{"every endpoint out, another attempt: any ready one but the last", []string{"eu1", "eu2", "us"}, nil, []string{"us"}, "us", []string{"eu1", "eu2"}},
-		{"every endpoint out: still not a draining cluster", []string{"eu1", "eu2", "us"}, []string{"us"}, nil, "", []string{"eu1", "eu2"}},
-		{"everything draining: nothing", nil, []string{"eu1", "eu2", "us"}, nil, "", nil},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := &service{}
-			var tried uint64
-			var last *endpoint
-			for i, name := range []string{"eu1", "eu2", "us"} {
-				c := &cluster{name: name, weight: 1, bit: 1 << i, draining: slices.Contains(tt.draining, name)}
-				c.ready = []endpoint{{health: &health.Target{}}}
-				if slices.Contains(tt.down, name) {
-					c.ready[0].health.Eject(time.Time{})
-				}
-				if slices.Contains(tt.tried, name) {
-					tried |= c.bit
-				}
-				if tt.last == name {
-					last = &c.ready[0]
-				}
-				s.clusters = append(s.clusters, c)
-			}
-			seen := map[string]bool{}
-			for range 200 {
-				c, _ := s.pick(tried, last, 0)
-				if c == nil {
-					break
-				}
-				seen[c.name] = true
-			}
-			var got []string
-			for name := range seen {
-				got = append(got, name)
-			}
-			slices.Sort(got)
-			if !slices.Equal(got, tt.want) {
-				t.Errorf("picked %v, want %v", got, tt.want)
-			}
-		})
-	}
-}
 
 // A UDP endpoint is out of picks while a refusal's ejection runs.
 func TestUDPEndpointRefused(t *testing.T) {

@@ -6,7 +6,7 @@
 //
 // A connection or flow goes to a cluster in proportion to its weight
 // times its healthy ready endpoints, then to one of those uniformly
-// (pick.go). TCP endpoints are checked by a TCP connect
+// (internal/edge/pick). TCP endpoints are checked by a TCP connect
 // (internal/edge/health, shared with the HTTP proxy) and ejected at once
 // when a connection to them fails; the connection is then tried on
 // another cluster. TCP is copied both ways with half-close kept, through

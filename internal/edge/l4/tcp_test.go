@@ -36,22 +36,22 @@ func TestTCPForwards(t *testing.T) {
 		}
 	}
 	labels := []string{"load_balancer", "demo/db", "port", fmt.Sprintf("%d/TCP", port), "cluster", "east"}
-	if got := metric(t, reg, "fleetnet_edge_l4_connections_active", labels...); got != 1 {
+	if got := edgetest.Metric(t, reg, "fleetnet_edge_l4_connections_active", labels...); got != 1 {
 		t.Errorf("active connections %v, want 1", got)
 	}
-	in := metric(t, reg, "fleetnet_edge_l4_bytes_total", append(labels, "direction", "in")...)
-	out := metric(t, reg, "fleetnet_edge_l4_bytes_total", append(labels, "direction", "out")...)
+	in := edgetest.Metric(t, reg, "fleetnet_edge_l4_bytes_total", append(labels, "direction", "in")...)
+	out := edgetest.Metric(t, reg, "fleetnet_edge_l4_bytes_total", append(labels, "direction", "out")...)
 	if in != 4+4+100_001 || out != in+float64(3*len("east-1 ")) {
 		t.Errorf("bytes in %v, out %v", in, out)
 	}
 	_ = c.c.Close()
-	eventually(t, "the connection ends", func() error {
-		if got := metric(t, reg, "fleetnet_edge_l4_connections_active", labels...); got != 0 {
+	edgetest.Eventually(t, "the connection ends", func() error {
+		if got := edgetest.Metric(t, reg, "fleetnet_edge_l4_connections_active", labels...); got != 0 {
 			return fmt.Errorf("%v active", got)
 		}
 		return nil
 	})
-	if got := metric(t, reg, "fleetnet_edge_l4_connections_total", labels...); got != 1 {
+	if got := edgetest.Metric(t, reg, "fleetnet_edge_l4_connections_total", labels...); got != 1 {
 		t.Errorf("connections %v, want 1", got)
 	}
 }
@@ -143,7 +143,7 @@ func TestTCPFailover(t *testing.T) {
 	if err := p.Apply(modelOf("1", m)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "both clusters answer", func() error {
+	edgetest.Eventually(t, "both clusters answer", func() error {
 		seen := map[string]bool{}
 		for range 40 {
 			name, err := once(port)
@@ -165,10 +165,10 @@ func TestTCPFailover(t *testing.T) {
 		}
 	}
 	eastLabels := []string{"load_balancer", "demo/db", "cluster", "east"}
-	if got := metric(t, reg, "fleetnet_edge_l4_connect_failures_total", eastLabels...); got != 1 {
+	if got := edgetest.Metric(t, reg, "fleetnet_edge_l4_connect_failures_total", eastLabels...); got != 1 {
 		t.Errorf("%v failed connections to east, want 1: the failure ejects the endpoint", got)
 	}
-	if got := metric(t, reg, "fleetnet_edge_l4_endpoints", append(eastLabels, "health", "ejected")...); got != 1 {
+	if got := edgetest.Metric(t, reg, "fleetnet_edge_l4_endpoints", append(eastLabels, "health", "ejected")...); got != 1 {
 		t.Errorf("east's endpoint: %v ejected, want 1", got)
 	}
 
@@ -180,7 +180,7 @@ func TestTCPFailover(t *testing.T) {
 			t.Fatal("a connection with every endpoint stopped was answered")
 		}
 	}
-	if got := metric(t, reg, "fleetnet_edge_l4_connections_total", "load_balancer", "demo/db", "cluster", ""); got != 1 {
+	if got := edgetest.Metric(t, reg, "fleetnet_edge_l4_connections_total", "load_balancer", "demo/db", "cluster", ""); got != 1 {
 		t.Errorf("%v connections without an endpoint, want 1", got)
 	}
 }
@@ -203,7 +203,7 @@ func TestTCPConnectTimeoutRetried(t *testing.T) {
 			t.Fatalf("connection %d: %q %v", i, name, err)
 		}
 	}
-	if got := metric(t, reg, "fleetnet_edge_l4_connect_failures_total", "load_balancer", "demo/db", "cluster", "east"); got > 1 {
+	if got := edgetest.Metric(t, reg, "fleetnet_edge_l4_connect_failures_total", "load_balancer", "demo/db", "cluster", "east"); got > 1 {
 		t.Errorf("%v failed connections to east, want at most 1", got)
 	}
 }
@@ -255,8 +255,8 @@ func TestTCPDrain(t *testing.T) {
 	if err := onEast[0].closedByProxy(); err != nil {
 		t.Fatalf("after DrainMillis: %v", err)
 	}
-	eventually(t, "east's connections are closed", func() error {
-		if got := metric(t, reg, "fleetnet_edge_l4_connections_active", "cluster", "east"); got != 0 {
+	edgetest.Eventually(t, "east's connections are closed", func() error {
+		if got := edgetest.Metric(t, reg, "fleetnet_edge_l4_connections_active", "cluster", "east"); got != 0 {
 			return fmt.Errorf("%v active on east", got)
 		}
 		return nil
@@ -370,7 +370,7 @@ func TestTCPSwapUnderLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := exchanged.Load()
-		eventually(t, "lines go on after the swap", func() error {
+		edgetest.Eventually(t, "lines go on after the swap", func() error {
 			if exchanged.Load() < before+8 {
 				return errors.New("no lines since the swap")
 			}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"github.com/fleetnet/fleetnet/internal/edge/edgetest"
 	"github.com/fleetnet/fleetnet/internal/edge/l4"
 )
 
@@ -26,7 +27,7 @@ func TestUDPFlows(t *testing.T) {
 		t.Fatalf("Addr = %v", got)
 	}
 	flows := func() float64 {
-		return metric(t, reg, "fleetnet_edge_l4_udp_flows_active", "load_balancer", "demo/dns", "port", fmt.Sprintf("%d/UDP", port), "cluster", "east")
+		return edgetest.Metric(t, reg, "fleetnet_edge_l4_udp_flows_active", "load_balancer", "demo/dns", "port", fmt.Sprintf("%d/UDP", port), "cluster", "east")
 	}
 	seen := map[string]bool{}
 	for i := range 16 {
@@ -43,10 +44,10 @@ func TestUDPFlows(t *testing.T) {
 	if !seen["east-1"] || !seen["east-2"] {
 		t.Errorf("16 clients' flows all went to %v", seen)
 	}
-	if got := metric(t, reg, "fleetnet_edge_l4_datagrams_total", "load_balancer", "demo/dns", "cluster", "east", "direction", "out"); got < 80 {
+	if got := edgetest.Metric(t, reg, "fleetnet_edge_l4_datagrams_total", "load_balancer", "demo/dns", "cluster", "east", "direction", "out"); got < 80 {
 		t.Errorf("%v datagrams out, want at least 80", got)
 	}
-	eventually(t, "idle flows are removed", func() error {
+	edgetest.Eventually(t, "idle flows are removed", func() error {
 		if got := flows(); got != 0 {
 			return fmt.Errorf("%v flows", got)
 		}
@@ -69,8 +70,8 @@ func TestUDPFlowBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	labels := []string{"load_balancer", "demo/dns", "port", fmt.Sprintf("%d/UDP", port)}
-	evicted := func() float64 { return metric(t, reg, "fleetnet_edge_l4_udp_flows_evicted_total", labels...) }
-	flows := func() float64 { return metric(t, reg, "fleetnet_edge_l4_udp_flows_active", labels...) }
+	evicted := func() float64 { return edgetest.Metric(t, reg, "fleetnet_edge_l4_udp_flows_evicted_total", labels...) }
+	flows := func() float64 { return edgetest.Metric(t, reg, "fleetnet_edge_l4_udp_flows_active", labels...) }
 	var clients []*udpClient
 	srcs := map[*udpClient]int{}
 	for i := range 6 {
@@ -128,10 +129,10 @@ func TestUDPRefusedEndpoint(t *testing.T) {
 		}
 	}
 	// 20 flows all missing the dead endpoint: one chance in a million.
-	if got := metric(t, reg, "fleetnet_edge_l4_connect_failures_total", "load_balancer", "demo/dns", "cluster", "east"); got < 1 {
+	if got := edgetest.Metric(t, reg, "fleetnet_edge_l4_connect_failures_total", "load_balancer", "demo/dns", "cluster", "east"); got < 1 {
 		t.Errorf("%v refusals counted, want at least 1", got)
 	}
-	if got := metric(t, reg, "fleetnet_edge_l4_endpoints", "load_balancer", "demo/dns", "health", "ejected"); got != 1 {
+	if got := edgetest.Metric(t, reg, "fleetnet_edge_l4_endpoints", "load_balancer", "demo/dns", "health", "ejected"); got != 1 {
 		t.Errorf("%v endpoints ejected, want the dead one", got)
 	}
 }
@@ -169,8 +170,8 @@ func TestUDPDrain(t *testing.T) {
 			t.Fatalf("a new flow went to draining %s", name)
 		}
 	}
-	eventually(t, "the drained flow is removed", func() error {
-		if got := metric(t, reg, "fleetnet_edge_l4_udp_flows_active", "cluster", "east"); got != 0 {
+	edgetest.Eventually(t, "the drained flow is removed", func() error {
+		if got := edgetest.Metric(t, reg, "fleetnet_edge_l4_udp_flows_active", "cluster", "east"); got != 0 {
 			return fmt.Errorf("%v flows on east", got)
 		}
 		return nil

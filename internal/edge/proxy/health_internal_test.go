@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"reflect"
-	"slices"
 	"testing"
 	"time"
 
@@ -50,67 +49,6 @@ func TestCompilePolicy(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := compilePolicy(tt.in); !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got  %+v\nwant %+v", got, tt.want)
-			}
-		})
-	}
-}
-
-// The pick's rules, on a backend whose clusters each have one endpoint,
-// with the health and tries each case sets.
-func TestPickRules(t *testing.T) {
-	tests := []struct {
-		name       string
-		localFirst bool
-		down       []string // clusters whose endpoint is ejected
-		tried      []string
-		last       string // the cluster of the attempt before
-		want       []string
-	}{
-		{"weighted over every cluster", false, nil, nil, "", []string{"eu1", "eu2", "us"}},
-		{"local first: the region's clusters", true, nil, nil, "", []string{"eu1", "eu2"}},
-		{"local first: the others when the region's are out", true, []string{"eu1", "eu2"}, nil, "", []string{"us"}},
-		{"local first: a retry goes to a local cluster not tried", true, nil, []string{"eu1"}, "eu1", []string{"eu2"}},
-		{"local first: then to the others", true, nil, []string{"eu1", "eu2"}, "eu2", []string{"us"}},
-		{"a retry avoids tried clusters", false, nil, []string{"eu1", "us"}, "us", []string{"eu2"}},
-		{"every cluster tried: another healthy endpoint", false, nil, []string{"eu1", "eu2", "us"}, "us", []string{"eu1", "eu2"}},
-		{"every endpoint out: any ready one", false, []string{"eu1", "eu2", "us"}, nil, "", []string{"eu1", "eu2", "us"}},
-		{"every endpoint out, a retry: any ready one but the last", false, []string{"eu1", "eu2", "us"}, []string{"us"}, "us", []string{"eu1", "eu2"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			b := &backend{policy: policy{localFirst: tt.localFirst}}
-			var tried uint64
-			var last *endpoint
-			for i, name := range []string{"eu1", "eu2", "us"} {
-				c := &cluster{ClusterEndpoints: edgev1.ClusterEndpoints{Cluster: name, Weight: 1}, bit: 1 << i, local: name != "us"}
-				c.ready = []endpoint{{health: &health.Target{}}}
-				if slices.Contains(tt.down, name) {
-					c.ready[0].health.Eject(time.Time{})
-				}
-				if slices.Contains(tt.tried, name) {
-					tried |= c.bit
-				}
-				if tt.last == name {
-					last = &c.ready[0]
-				}
-				b.clusters = append(b.clusters, c)
-			}
-			seen := map[string]bool{}
-			for range 200 {
-				c, _ := b.pick(tried, last)
-				if c == nil {
-					t.Fatal("nothing picked")
-				}
-				seen[c.Cluster] = true
-			}
-			for _, w := range tt.want {
-				if !seen[w] {
-					t.Errorf("never picked %s (picked %v)", w, seen)
-				}
-				delete(seen, w)
-			}
-			if len(seen) > 0 {
-				t.Errorf("picked %v too, want only %v", seen, tt.want)
 			}
 		})
 	}

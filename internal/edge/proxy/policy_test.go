@@ -77,38 +77,6 @@ func answers(t *testing.T, port int32, path string, n int) map[string]int {
 	return got
 }
 
-// metric is the value of the counter or gauge name whose labels include
-// the given name, value pairs; 0 when there is none.
-func metric(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range f.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for i := 0; i+1 < len(labels); i += 2 {
-				if have[labels[i]] != labels[i+1] {
-					continue next
-				}
-			}
-			if m.GetCounter() != nil {
-				return m.GetCounter().GetValue()
-			}
-			return m.GetGauge().GetValue()
-		}
-	}
-	return 0
-}
-
 // A backend whose HTTP check fails is taken out of that backend's traffic
 // while its TCP port still accepts, and back in once the check passes; a
 // backend that checks the same endpoint by TCP keeps using it.
@@ -128,17 +96,17 @@ func TestHTTPHealthCheck(t *testing.T) {
 		}},
 	}}), nil)
 	eastOf := func(health string) float64 {
-		return metric(t, reg, "fleetnet_edge_backend_endpoints", "backend", "ServiceImport/demo/web", "cluster", "east", "health", health)
+		return edgetest.Metric(t, reg, "fleetnet_edge_backend_endpoints", "backend", "ServiceImport/demo/web", "cluster", "east", "health", health)
 	}
 
-	eventuallyT(t, "a check with Host health.example", func() error {
+	edgetest.Eventually(t, "a check with Host health.example", func() error {
 		if h := east.checkHost.Load(); h == nil || *h != "health.example" {
 			return fmt.Errorf("no check with that Host yet")
 		}
 		return nil
 	})
 	east.health.Store(http.StatusServiceUnavailable)
-	eventuallyT(t, "east ejected", func() error {
+	edgetest.Eventually(t, "east ejected", func() error {
 		if got := eastOf("ejected"); got != 1 {
 			return fmt.Errorf("%v of east's endpoints ejected", got)
 		}
@@ -152,7 +120,7 @@ func TestHTTPHealthCheck(t *testing.T) {
 	}
 
 	east.health.Store(http.StatusOK)
-	eventuallyT(t, "east healthy again", func() error {
+	edgetest.Eventually(t, "east healthy again", func() error {
 		if got := eastOf("healthy"); got != 1 {
 			return fmt.Errorf("%v of east's endpoints healthy", got)
 		}
@@ -212,7 +180,7 @@ func TestPassive5xxEjection(t *testing.T) {
 				return
 			}
 			checks := east.checks.Load()
-			eventuallyT(t, "three checks of east pass while it is ejected", func() error {
+			edgetest.Eventually(t, "three checks of east pass while it is ejected", func() error {
 				if from := send(); from != "west" {
 					t.Fatalf("a request went to east while ejected")
 				}
@@ -222,7 +190,7 @@ func TestPassive5xxEjection(t *testing.T) {
 				return nil
 			})
 			now.Add(int64(61 * time.Second))
-			eventuallyT(t, "east back once its ejection time has passed", func() error {
+			edgetest.Eventually(t, "east back once its ejection time has passed", func() error {
 				if send() != "east" {
 					return fmt.Errorf("no request to east")
 				}
@@ -283,7 +251,7 @@ func TestRetryPolicy(t *testing.T) {
 			if tt.wantHits != 0 && hits != int64(tt.wantHits*n) {
 				t.Errorf("%d attempts for %d requests, want %d", hits, n, tt.wantHits*n)
 			}
-			if got := metric(t, reg, "fleetnet_edge_retries_total", "backend", "ServiceImport/demo/web"); got != float64(hits-n) {
+			if got := edgetest.Metric(t, reg, "fleetnet_edge_retries_total", "backend", "ServiceImport/demo/web"); got != float64(hits-n) {
 				t.Errorf("retries_total %v, want %d (attempts past the first)", got, hits-n)
 			}
 		})
@@ -308,7 +276,7 @@ func TestLocalFirst(t *testing.T) {
 		t.Errorf("eu healthy: %v, want everything to eu", got)
 	}
 	eu.stop()
-	eventuallyT(t, "everything to the other regions", func() error {
+	edgetest.Eventually(t, "everything to the other regions", func() error {
 		if got := answers(t, port, "/", 20); got["eu"] != 0 {
 			return fmt.Errorf("%v", got)
 		}
@@ -318,7 +286,7 @@ func TestLocalFirst(t *testing.T) {
 		t.Errorf("eu stopped: %v, want both other regions by weight", got)
 	}
 	eu.start(t)
-	eventuallyT(t, "eu in traffic again", func() error {
+	edgetest.Eventually(t, "eu in traffic again", func() error {
 		if got := answers(t, port, "/", 1); got["eu"] == 0 {
 			return fmt.Errorf("%v", got)
 		}
@@ -356,7 +324,7 @@ func TestConnectTimeoutFromPolicy(t *testing.T) {
 			vh.Routes[0].Timeouts.RequestMillis = tt.requestMillis
 			startWith(t, proxy.Options{Registerer: reg}, oneListener(port, edgev1.ProtocolHTTP, vh), nil)
 			retries := func() float64 {
-				return metric(t, reg, "fleetnet_edge_retries_total", "backend", "ServiceImport/demo/web")
+				return edgetest.Metric(t, reg, "fleetnet_edge_retries_total", "backend", "ServiceImport/demo/web")
 			}
 
 			// Nearly every request goes to east first; one that goes to
@@ -370,7 +338,7 @@ func TestConnectTimeoutFromPolicy(t *testing.T) {
 					if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Backend") != "west" || retries() != 1 {
 						t.Fatalf("%d from %q after %v retries, want 200 from west after 1", resp.StatusCode, resp.Header.Get("X-Backend"), retries())
 					}
-					if got := metric(t, reg, "fleetnet_edge_backend_endpoints", "cluster", "east", "health", "ejected"); got != 1 {
+					if got := edgetest.Metric(t, reg, "fleetnet_edge_backend_endpoints", "cluster", "east", "health", "ejected"); got != 1 {
 						t.Errorf("%v of east's endpoints ejected after a failed connection, want 1", got)
 					}
 				} else if resp.StatusCode != http.StatusGatewayTimeout || retries() != 0 {

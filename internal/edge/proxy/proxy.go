@@ -3,8 +3,9 @@
 // Gateway API's rules (the model is already in match precedence order),
 // applies the route's filters, splits traffic between backends and
 // clusters by weight and forwards to an endpoint. Each backend's policy in
-// the model says how its endpoints are checked (health.go), picked
-// (pick.go) and retried (retry.go).
+// the model says how its endpoints are checked (policy.go,
+// internal/edge/health), picked (pick.go, internal/edge/pick) and retried
+// (retry.go).
 //
 // A model is compiled into an immutable table and swapped whole: a request
 // routes on the table it started with, so a swap drops nothing in flight.

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"github.com/fleetnet/fleetnet/internal/edge/edgetest"
 	"github.com/fleetnet/fleetnet/internal/edge/proxy"
 
 	"github.com/fleetnet/fleetnet/internal/pki"
@@ -496,7 +497,7 @@ func TestFailoverAndRecovery(t *testing.T) {
 
 	west.start(t)
 	back := time.Now()
-	eventuallyT(t, "west answers again", func() error {
+	edgetest.Eventually(t, "west answers again", func() error {
 		mu.Lock()
 		defer mu.Unlock()
 		if lastWest.Before(back) {
@@ -509,21 +510,6 @@ func TestFailoverAndRecovery(t *testing.T) {
 	wg.Wait()
 	if failed != 0 {
 		t.Errorf("%d of %d requests failed in all", failed, total)
-	}
-}
-
-func eventuallyT(t *testing.T, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

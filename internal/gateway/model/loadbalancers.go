@@ -3,6 +3,7 @@ package model
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -83,6 +84,9 @@ func (b *builder) loadBalancers(gws []edgev1.Gateway) ([]edgev1.LoadBalancer, []
 	return models, statuses
 }
 
+// loadBalancer decides one MultiClusterLoadBalancer: accepted (valid, of a
+// served class, its ports free), then its backends resolved and each
+// cluster's state.
 func (b *builder) loadBalancer(lb *networkingv1alpha1.MultiClusterLoadBalancer, taken map[string]string) (edgev1.LoadBalancer, LoadBalancerStatus) {
 	gen := lb.Generation
 	st := LoadBalancerStatus{Namespace: lb.Namespace, Name: lb.Name, Clusters: []networkingv1alpha1.ClusterBackendStatus{}}
@@ -91,18 +95,47 @@ func (b *builder) loadBalancer(lb *networkingv1alpha1.MultiClusterLoadBalancer, 
 	if class == "" {
 		class = string(networkingv1alpha1.LoadBalancerClassEdge)
 	}
-	refused := func(reason, msg string) (edgev1.LoadBalancer, LoadBalancerStatus) {
+	if reason, msg := b.refusal(lb, m, class, problems, taken); reason != "" {
 		st.Conditions = []metav1.Condition{
 			cond(networkingv1alpha1.LoadBalancerConditionAccepted, false, reason, msg, gen),
 		}
 		return m, st
 	}
+	var ports []string
+	for _, p := range m.Ports {
+		k := fmt.Sprintf("%d/%s", p.Port, p.Protocol)
+		taken[k] = "MultiClusterLoadBalancer " + key(lb.Namespace, lb.Name)
+		ports = append(ports, k)
+	}
+	st.Served = true
+	m.Class = class
+	st.Ports = strings.Join(ports, ",")
+	accepted := cond(networkingv1alpha1.LoadBalancerConditionAccepted, true, networkingv1alpha1.LoadBalancerReasonAccepted, "", gen)
+
+	overrides := map[string]networkingv1alpha1.ClusterOverride{}
+	for _, o := range lb.Spec.Clusters {
+		overrides[o.Name] = o
+	}
+	br := b.loadBalancerBackends(lb, &m, overrides)
+	resolved := cond(networkingv1alpha1.LoadBalancerConditionResolvedRefs, true, networkingv1alpha1.LoadBalancerReasonResolvedRefs, "", gen)
+	if len(br.problems) > 0 {
+		resolved = cond(networkingv1alpha1.LoadBalancerConditionResolvedRefs, false, br.reason, strings.Join(br.problems, "; "), gen)
+	}
+	st.Conditions = []metav1.Condition{accepted, resolved}
+	st.Clusters, st.HealthyClusters = clusterStates(br.weights, br.ready, overrides)
+	return m, st
+}
+
+// refusal is why a load balancer is not accepted (a reason and message),
+// or "": invalid fields, a class no provider here serves, or a port an
+// earlier one holds.
+func (b *builder) refusal(lb *networkingv1alpha1.MultiClusterLoadBalancer, m edgev1.LoadBalancer, class string, problems []string, taken map[string]string) (string, string) {
 	switch {
 	case len(problems) > 0:
-		return refused(networkingv1alpha1.LoadBalancerReasonInvalid, strings.Join(problems, "; "))
+		return networkingv1alpha1.LoadBalancerReasonInvalid, strings.Join(problems, "; ")
 	case !slices.Contains(b.in.LoadBalancerClasses, class):
-		return refused(networkingv1alpha1.LoadBalancerReasonUnsupportedClass,
-			fmt.Sprintf("class %s has no provider in this fleetnet-gateway (it serves: %s)", class, strings.Join(b.in.LoadBalancerClasses, ", ")))
+		return networkingv1alpha1.LoadBalancerReasonUnsupportedClass,
+			fmt.Sprintf("class %s has no provider in this fleetnet-gateway (it serves: %s)", class, strings.Join(b.in.LoadBalancerClasses, ", "))
 	}
 	var conflicts []string
 	for _, p := range m.Ports {
@@ -112,26 +145,29 @@ func (b *builder) loadBalancer(lb *networkingv1alpha1.MultiClusterLoadBalancer, 
 		}
 	}
 	if len(conflicts) > 0 {
-		return refused(networkingv1alpha1.LoadBalancerReasonPortConflict, strings.Join(conflicts, "; "))
+		return networkingv1alpha1.LoadBalancerReasonPortConflict, strings.Join(conflicts, "; ")
 	}
-	for _, p := range m.Ports {
-		taken[fmt.Sprintf("%d/%s", p.Port, p.Protocol)] = "MultiClusterLoadBalancer " + key(lb.Namespace, lb.Name)
-	}
-	st.Served = true
-	m.Class = class
-	var ports []string
-	for _, p := range m.Ports {
-		ports = append(ports, fmt.Sprintf("%d/%s", p.Port, p.Protocol))
-	}
-	st.Ports = strings.Join(ports, ",")
-	accepted := cond(networkingv1alpha1.LoadBalancerConditionAccepted, true, networkingv1alpha1.LoadBalancerReasonAccepted, "", gen)
+	return "", ""
+}
 
-	resolved := cond(networkingv1alpha1.LoadBalancerConditionResolvedRefs, true, networkingv1alpha1.LoadBalancerReasonResolvedRefs, "", gen)
+// backendResolution is what resolving a load balancer's ServiceImport
+// found: the problems (with the ResolvedRefs reason) and, per cluster, its
+// weight and most ready endpoints on any port.
+type backendResolution struct {
+	problems []string
+	reason   string
+	ready    map[string]int32
+	weights  map[string]int32
+}
+
+// loadBalancerBackends fills in the clusters behind each of m's ports from
+// the ServiceImport's imported slices, with the overrides' weights and
+// drains.
+func (b *builder) loadBalancerBackends(lb *networkingv1alpha1.MultiClusterLoadBalancer, m *edgev1.LoadBalancer, overrides map[string]networkingv1alpha1.ClusterOverride) backendResolution {
+	br := backendResolution{reason: networkingv1alpha1.LoadBalancerReasonBackendNotFound, ready: map[string]int32{}, weights: map[string]int32{}}
 	si := b.imports[key(lb.Namespace, lb.Spec.ServiceImportName)]
-	var refProblems []string
-	refReason := networkingv1alpha1.LoadBalancerReasonBackendNotFound
 	if si == nil {
-		refProblems = append(refProblems, fmt.Sprintf("ServiceImport %s not found", key(lb.Namespace, lb.Spec.ServiceImportName)))
+		br.problems = append(br.problems, fmt.Sprintf("ServiceImport %s not found", key(lb.Namespace, lb.Spec.ServiceImportName)))
 	}
 	var sel []*discoveryv1.EndpointSlice
 	if si != nil {
@@ -141,12 +177,6 @@ func (b *builder) loadBalancer(lb *networkingv1alpha1.MultiClusterLoadBalancer, 
 			}
 		}
 	}
-	overrides := map[string]networkingv1alpha1.ClusterOverride{}
-	for _, o := range lb.Spec.Clusters {
-		overrides[o.Name] = o
-	}
-	ready := map[string]int32{}
-	weights := map[string]int32{}
 	for i := range m.Ports {
 		p := &m.Ports[i]
 		p.Clusters = []edgev1.ClusterEndpoints{}
@@ -155,7 +185,7 @@ func (b *builder) loadBalancer(lb *networkingv1alpha1.MultiClusterLoadBalancer, 
 		}
 		j := slices.IndexFunc(si.Spec.Ports, func(sp mcsv1beta1.ServicePort) bool { return sp.Port == p.TargetPort })
 		if j < 0 {
-			refProblems = append(refProblems, fmt.Sprintf("spec.ports: ServiceImport %s has no port %d (ports: %s)", key(si.Namespace, si.Name), p.TargetPort, importPorts(si.Spec.Ports)))
+			br.problems = append(br.problems, fmt.Sprintf("spec.ports: ServiceImport %s has no port %d (ports: %s)", key(si.Namespace, si.Name), p.TargetPort, importPorts(si.Spec.Ports)))
 			continue
 		}
 		sp := si.Spec.Ports[j]
@@ -164,25 +194,14 @@ func (b *builder) loadBalancer(lb *networkingv1alpha1.MultiClusterLoadBalancer, 
 			proto = corev1.ProtocolTCP
 		}
 		if string(proto) != p.Protocol {
-			refReason = networkingv1alpha1.LoadBalancerReasonProtocolMismatch
-			refProblems = append(refProblems, fmt.Sprintf("spec.ports: port %d/%s maps to port %d of ServiceImport %s, which is %s", p.Port, p.Protocol, p.TargetPort, key(si.Namespace, si.Name), proto))
+			br.reason = networkingv1alpha1.LoadBalancerReasonProtocolMismatch
+			br.problems = append(br.problems, fmt.Sprintf("spec.ports: port %d/%s maps to port %d of ServiceImport %s, which is %s", p.Port, p.Protocol, p.TargetPort, key(si.Namespace, si.Name), proto))
 			continue
 		}
 		p.Clusters = b.clusters(sel, []string{sp.Name}, proto)
 		for k := range p.Clusters {
 			c := &p.Clusters[k]
-			readyAddrs := int64(0)
-			if c.Weight > 0 {
-				readyAddrs = c.EffectiveWeight / int64(c.Weight)
-			} else {
-				seen := map[string]bool{}
-				for _, e := range c.Endpoints {
-					if e.Ready {
-						seen[e.Address] = true
-					}
-				}
-				readyAddrs = int64(len(seen))
-			}
+			readyAddrs := readyAddresses(*c)
 			if o, ok := overrides[c.Cluster]; ok {
 				if o.Weight != nil {
 					c.Weight = *o.Weight
@@ -193,15 +212,32 @@ func (b *builder) loadBalancer(lb *networkingv1alpha1.MultiClusterLoadBalancer, 
 			if c.Draining {
 				c.EffectiveWeight = 0
 			}
-			ready[c.Cluster] = max(ready[c.Cluster], int32(readyAddrs))
-			weights[c.Cluster] = c.Weight
+			br.ready[c.Cluster] = max(br.ready[c.Cluster], int32(readyAddrs))
+			br.weights[c.Cluster] = c.Weight
 		}
 	}
-	if len(refProblems) > 0 {
-		resolved = cond(networkingv1alpha1.LoadBalancerConditionResolvedRefs, false, refReason, strings.Join(refProblems, "; "), gen)
-	}
-	st.Conditions = []metav1.Condition{accepted, resolved}
+	return br
+}
 
+// readyAddresses is how many ready addresses a cluster has, from its
+// effective weight when it has a weight, else by counting.
+func readyAddresses(c edgev1.ClusterEndpoints) int64 {
+	if c.Weight > 0 {
+		return c.EffectiveWeight / int64(c.Weight)
+	}
+	seen := map[string]bool{}
+	for _, e := range c.Endpoints {
+		if e.Ready {
+			seen[e.Address] = true
+		}
+	}
+	return int64(len(seen))
+}
+
+// clusterStates is the status of every cluster that serves the load
+// balancer or is named by an override, sorted by name, and how many are
+// healthy.
+func clusterStates(weights, ready map[string]int32, overrides map[string]networkingv1alpha1.ClusterOverride) ([]networkingv1alpha1.ClusterBackendStatus, int32) {
 	names := map[string]bool{}
 	for n := range weights {
 		names[n] = true
@@ -209,13 +245,9 @@ func (b *builder) loadBalancer(lb *networkingv1alpha1.MultiClusterLoadBalancer, 
 	for n := range overrides {
 		names[n] = true
 	}
-	for _, n := range slices.Sorted(func(yield func(string) bool) {
-		for n := range names {
-			if !yield(n) {
-				return
-			}
-		}
-	}) {
+	out := []networkingv1alpha1.ClusterBackendStatus{}
+	var healthy int32
+	for _, n := range slices.Sorted(maps.Keys(names)) {
 		cs := networkingv1alpha1.ClusterBackendStatus{Name: n, Weight: weights[n], ReadyEndpoints: ready[n], State: networkingv1alpha1.ClusterStateHealthy}
 		o, overridden := overrides[n]
 		switch {
@@ -227,12 +259,12 @@ func (b *builder) loadBalancer(lb *networkingv1alpha1.MultiClusterLoadBalancer, 
 		if _, ok := weights[n]; !ok && overridden && o.Weight != nil {
 			cs.Weight = *o.Weight
 		}
-		st.Clusters = append(st.Clusters, cs)
+		out = append(out, cs)
 		if cs.State == networkingv1alpha1.ClusterStateHealthy {
-			st.HealthyClusters++
+			healthy++
 		}
 	}
-	return m, st
+	return out, healthy
 }
 
 // translateLoadBalancer fills in defaults and checks what the CRD's schema

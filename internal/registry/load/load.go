@@ -267,6 +267,9 @@ func (r *run) close() {
 	}
 }
 
+// run goes through the phases in order: connect, register, export,
+// snapshot, churn, converge, idle, verify and cleanup, each timed into the
+// report. Leases are renewed and watchers watch from their phase to the end.
 func (r *run) run(ctx context.Context) error {
 	c := r.cfg
 	rep := r.report
@@ -279,18 +282,7 @@ func (r *run) run(ctx context.Context) error {
 	rep.add(Phase{Name: "connect", Took: time.Since(start), Ops: len(r.sims)})
 
 	r.phase("register")
-	start = time.Now()
-	lat, errs := r.parallel(ctx, len(r.sims), func(ctx context.Context, i int) error {
-		s := r.sims[i]
-		resp, err := s.rc.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: &registryv1.Cluster{Id: s.id, ClustersetId: "load", Region: fmt.Sprintf("region-%d", i%4)}})
-		if err != nil {
-			return fmt.Errorf("registering %s: %w", s.id, err)
-		}
-		s.ttl = time.Duration(resp.GetLeaseTtlSeconds()) * time.Second
-		return nil
-	})
-	rep.add(phaseOf("register", start, lat, errs))
-	if err := errors.Join(errs...); err != nil {
+	if err := r.register(ctx); err != nil {
 		return err
 	}
 
@@ -308,30 +300,9 @@ func (r *run) run(ctx context.Context) error {
 	}()
 
 	r.phase("export")
-	start = time.Now()
-	items := c.Services * c.ExportersPerService
-	chunksPerExport := len(r.chunks) / items
-	lat, errs = r.parallel(ctx, items, func(ctx context.Context, i int) error {
-		s, cl := i/c.ExportersPerService, r.chunks[i*chunksPerExport].cluster
-		sim := r.sims[cl]
-		if _, err := sim.rc.PutExport(ctx, &registryv1.PutExportRequest{Export: r.export(s, cl)}); err != nil {
-			return fmt.Errorf("exporting service %d from %s: %w", s, sim.id, err)
-		}
-		for j := range chunksPerExport {
-			idx := i*chunksPerExport + j
-			if _, err := sim.rc.PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: r.chunk(idx, 0)}); err != nil {
-				return fmt.Errorf("writing endpoints of service %d from %s: %w", s, sim.id, err)
-			}
-		}
-		return nil
-	})
-	ph := phaseOf("export", start, lat, errs)
-	ph.Ops = items * (1 + chunksPerExport)
-	rep.add(ph)
-	if err := errors.Join(errs...); err != nil {
+	if err := r.exportAll(ctx); err != nil {
 		return err
 	}
-	rep.Endpoints = c.Services * c.ExportersPerService * c.EndpointsPerExport
 
 	// Watchers connect at once to the full state, as agents do after a
 	// registry restart.
@@ -342,45 +313,10 @@ func (r *run) run(ctx context.Context) error {
 		stopWatching()
 		watching.Wait()
 	}()
-	watchers := make([]*Watcher, c.Watchers)
-	snapTimes := make([]time.Duration, c.Watchers)
-	var snapMu sync.Mutex
-	var synced sync.WaitGroup
-	start = time.Now()
-	for i := range watchers {
-		synced.Add(1)
-		var once sync.Once
-		begun := time.Now()
-		w := &Watcher{Conn: r.sims[i%len(r.sims)].conn}
-		w.OnSynced = func(at time.Time) {
-			once.Do(func() {
-				snapMu.Lock()
-				snapTimes[i] = at.Sub(begun)
-				snapMu.Unlock()
-				synced.Done()
-			})
-		}
-		w.OnChunk = r.delivered
-		watchers[i] = w
-		watching.Go(func() { w.Run(watchCtx) })
+	watchers, err := r.snapshot(ctx, watchCtx, &watching)
+	if err != nil {
+		return err
 	}
-	if err := waitGroup(ctx, &synced, c.PhaseTimeout); err != nil {
-		return fmt.Errorf("waiting for %d watchers' snapshots: %w", c.Watchers, err)
-	}
-	snap := Phase{Name: "snapshot", Took: time.Since(start), Ops: c.Watchers}
-	snap.Latency = percentiles(snapTimes)
-	var snapBytes int64
-	for _, w := range watchers {
-		st := w.Stats()
-		snapBytes += st.Bytes
-		if st.Endpoints != rep.Endpoints || st.Imports != c.Services {
-			return fmt.Errorf("a watcher's snapshot holds %d imports and %d endpoints, want %d and %d", st.Imports, st.Endpoints, c.Services, rep.Endpoints)
-		}
-	}
-	if c.Watchers > 0 {
-		rep.SnapshotBytes = snapBytes / int64(c.Watchers)
-	}
-	rep.add(snap)
 
 	r.phase("churn")
 	if err := r.churn(ctx, watchers); err != nil {
@@ -406,38 +342,152 @@ func (r *run) run(ctx context.Context) error {
 	}
 
 	r.phase("verify")
-	start = time.Now()
+	if err := r.verifyAll(ctx, watchers); err != nil {
+		return err
+	}
+
+	if c.Cleanup {
+		r.phase("cleanup")
+		stopWatching()
+		stopLeases()
+		return r.cleanup(ctx)
+	}
+	return nil
+}
+
+// register registers every simulated cluster and keeps its lease TTL.
+func (r *run) register(ctx context.Context) error {
+	start := time.Now()
+	lat, errs := r.parallel(ctx, len(r.sims), func(ctx context.Context, i int) error {
+		s := r.sims[i]
+		resp, err := s.rc.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: &registryv1.Cluster{Id: s.id, ClustersetId: "load", Region: fmt.Sprintf("region-%d", i%4)}})
+		if err != nil {
+			return fmt.Errorf("registering %s: %w", s.id, err)
+		}
+		s.ttl = time.Duration(resp.GetLeaseTtlSeconds()) * time.Second
+		return nil
+	})
+	r.report.add(phaseOf("register", start, lat, errs))
+	return errors.Join(errs...)
+}
+
+// exports is how many exports the run writes (services × exporters) and
+// how many endpoint chunks each has.
+func (r *run) exports() (items, chunksPerExport int) {
+	items = r.cfg.Services * r.cfg.ExportersPerService
+	return items, len(r.chunks) / items
+}
+
+// exportAll writes every export and its endpoint chunks.
+func (r *run) exportAll(ctx context.Context) error {
+	c := r.cfg
+	start := time.Now()
+	items, chunksPerExport := r.exports()
+	lat, errs := r.parallel(ctx, items, func(ctx context.Context, i int) error {
+		s, cl := i/c.ExportersPerService, r.chunks[i*chunksPerExport].cluster
+		sim := r.sims[cl]
+		if _, err := sim.rc.PutExport(ctx, &registryv1.PutExportRequest{Export: r.export(s, cl)}); err != nil {
+			return fmt.Errorf("exporting service %d from %s: %w", s, sim.id, err)
+		}
+		for j := range chunksPerExport {
+			idx := i*chunksPerExport + j
+			if _, err := sim.rc.PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: r.chunk(idx, 0)}); err != nil {
+				return fmt.Errorf("writing endpoints of service %d from %s: %w", s, sim.id, err)
+			}
+		}
+		return nil
+	})
+	ph := phaseOf("export", start, lat, errs)
+	ph.Ops = items * (1 + chunksPerExport)
+	r.report.add(ph)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	r.report.Endpoints = c.Services * c.ExportersPerService * c.EndpointsPerExport
+	return nil
+}
+
+// snapshot starts the watchers (they watch until watchCtx ends, counted in
+// watching), waits for every one's first snapshot and checks it is whole.
+func (r *run) snapshot(ctx, watchCtx context.Context, watching *sync.WaitGroup) ([]*Watcher, error) {
+	c, rep := r.cfg, r.report
+	watchers := make([]*Watcher, c.Watchers)
+	snapTimes := make([]time.Duration, c.Watchers)
+	var snapMu sync.Mutex
+	var synced sync.WaitGroup
+	start := time.Now()
+	for i := range watchers {
+		synced.Add(1)
+		var once sync.Once
+		begun := time.Now()
+		w := &Watcher{Conn: r.sims[i%len(r.sims)].conn}
+		w.OnSynced = func(at time.Time) {
+			once.Do(func() {
+				snapMu.Lock()
+				snapTimes[i] = at.Sub(begun)
+				snapMu.Unlock()
+				synced.Done()
+			})
+		}
+		w.OnChunk = r.delivered
+		watchers[i] = w
+		watching.Go(func() { w.Run(watchCtx) })
+	}
+	if err := waitGroup(ctx, &synced, c.PhaseTimeout); err != nil {
+		return nil, fmt.Errorf("waiting for %d watchers' snapshots: %w", c.Watchers, err)
+	}
+	snap := Phase{Name: "snapshot", Took: time.Since(start), Ops: c.Watchers}
+	snap.Latency = percentiles(snapTimes)
+	var snapBytes int64
+	for _, w := range watchers {
+		st := w.Stats()
+		snapBytes += st.Bytes
+		if st.Endpoints != rep.Endpoints || st.Imports != c.Services {
+			return nil, fmt.Errorf("a watcher's snapshot holds %d imports and %d endpoints, want %d and %d", st.Imports, st.Endpoints, c.Services, rep.Endpoints)
+		}
+	}
+	if c.Watchers > 0 {
+		rep.SnapshotBytes = snapBytes / int64(c.Watchers)
+	}
+	rep.add(snap)
+	return watchers, nil
+}
+
+// verifyAll reads every chunk back and checks that each watcher holds
+// every import.
+func (r *run) verifyAll(ctx context.Context, watchers []*Watcher) error {
+	start := time.Now()
 	if err := r.verify(ctx); err != nil {
 		return err
 	}
 	for i, w := range watchers {
 		st := w.Stats()
-		rep.ExtraSnapshots += st.Snapshots - 1
-		rep.Resumes += st.Resumes
-		if st.Imports != c.Services {
-			return fmt.Errorf("watcher %d holds %d imports at the end, want %d", i, st.Imports, c.Services)
+		r.report.ExtraSnapshots += st.Snapshots - 1
+		r.report.Resumes += st.Resumes
+		if st.Imports != r.cfg.Services {
+			return fmt.Errorf("watcher %d holds %d imports at the end, want %d", i, st.Imports, r.cfg.Services)
 		}
 	}
-	rep.add(Phase{Name: "verify", Took: time.Since(start), Ops: len(r.chunks)})
+	r.report.add(Phase{Name: "verify", Took: time.Since(start), Ops: len(r.chunks)})
+	return nil
+}
 
-	if c.Cleanup {
-		r.phase("cleanup")
-		start = time.Now()
-		stopWatching()
-		stopLeases()
-		lat, errs := r.parallel(ctx, items, func(ctx context.Context, i int) error {
-			s, cl := i/c.ExportersPerService, r.chunks[i*chunksPerExport].cluster
-			_, err := r.sims[cl].rc.DeleteExport(ctx, &registryv1.DeleteExportRequest{Key: r.export(s, cl).GetKey()})
-			return err
-		})
-		_, derrs := r.parallel(ctx, len(r.sims), func(ctx context.Context, i int) error {
-			_, err := r.sims[i].rc.DeregisterCluster(ctx, &registryv1.DeregisterClusterRequest{ClusterId: r.sims[i].id})
-			return err
-		})
-		rep.add(phaseOf("cleanup", start, lat, append(errs, derrs...)))
-		if err := errors.Join(append(errs, derrs...)...); err != nil {
-			return fmt.Errorf("cleaning up: %w", err)
-		}
+// cleanup withdraws every export and deregisters every cluster.
+func (r *run) cleanup(ctx context.Context) error {
+	start := time.Now()
+	items, chunksPerExport := r.exports()
+	lat, errs := r.parallel(ctx, items, func(ctx context.Context, i int) error {
+		s, cl := i/r.cfg.ExportersPerService, r.chunks[i*chunksPerExport].cluster
+		_, err := r.sims[cl].rc.DeleteExport(ctx, &registryv1.DeleteExportRequest{Key: r.export(s, cl).GetKey()})
+		return err
+	})
+	_, derrs := r.parallel(ctx, len(r.sims), func(ctx context.Context, i int) error {
+		_, err := r.sims[i].rc.DeregisterCluster(ctx, &registryv1.DeregisterClusterRequest{ClusterId: r.sims[i].id})
+		return err
+	})
+	r.report.add(phaseOf("cleanup", start, lat, append(errs, derrs...)))
+	if err := errors.Join(append(errs, derrs...)...); err != nil {
+		return fmt.Errorf("cleaning up: %w", err)
 	}
 	return nil
 }

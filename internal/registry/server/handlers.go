@@ -6,7 +6,7 @@ import (
 
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/registry/auth"
-	"github.com/fleetnet/fleetnet/internal/registry/records"
+	"github.com/fleetnet/fleetnet/internal/registry/keyspace"
 	"github.com/fleetnet/fleetnet/internal/registry/store"
 	"github.com/fleetnet/fleetnet/internal/registry/validate"
 	"github.com/fleetnet/fleetnet/internal/registry/view"
@@ -41,7 +41,7 @@ func (r *Registry) RegisterCluster(ctx context.Context, req *registryv1.Register
 	if err := auth.RequireCluster(ctx, c.GetId()); err != nil {
 		return nil, err
 	}
-	existing, _, err := r.store.Get(ctx, records.ClusterKey(c.GetId()))
+	existing, _, err := r.store.Get(ctx, keyspace.ClusterKey(c.GetId()))
 	if err != nil {
 		return nil, storeErr(err)
 	}
@@ -61,15 +61,15 @@ func (r *Registry) RegisterCluster(ctx context.Context, req *registryv1.Register
 	}
 	if existing == nil {
 		b, _ := proto.Marshal(record)
-		if _, err := r.store.Put(ctx, records.ClusterKey(c.GetId()), b, 0); err != nil {
+		if _, err := r.store.Put(ctx, keyspace.ClusterKey(c.GetId()), b, 0); err != nil {
 			return nil, storeErr(err)
 		}
 	}
 	// Keep the current lease when it is alive; otherwise grant a new one.
-	if live, _, err := r.store.Get(ctx, records.LiveKey(c.GetId())); err != nil {
+	if live, _, err := r.store.Get(ctx, keyspace.LiveKey(c.GetId())); err != nil {
 		return nil, storeErr(err)
 	} else if live != nil {
-		if id, err := records.DecodeLease(live.Value); err == nil && r.store.KeepAlive(ctx, id) == nil {
+		if id, err := keyspace.DecodeLease(live.Value); err == nil && r.store.KeepAlive(ctx, id) == nil {
 			return &registryv1.RegisterClusterResponse{Cluster: record, LeaseTtlSeconds: r.ttlSeconds()}, nil
 		}
 	}
@@ -77,7 +77,7 @@ func (r *Registry) RegisterCluster(ctx context.Context, req *registryv1.Register
 	if err != nil {
 		return nil, storeErr(err)
 	}
-	if _, err := r.store.Put(ctx, records.LiveKey(c.GetId()), records.EncodeLease(lease), lease); err != nil {
+	if _, err := r.store.Put(ctx, keyspace.LiveKey(c.GetId()), keyspace.EncodeLease(lease), lease); err != nil {
 		return nil, storeErr(err)
 	}
 	r.log.Info("cluster registered", "cluster", c.GetId(), "clusterset", c.GetClustersetId(), "region", c.GetRegion())
@@ -106,18 +106,18 @@ func (r *Registry) RenewLease(ctx context.Context, req *registryv1.RenewLeaseReq
 			return nil, storeErr(err)
 		}
 	}
-	cluster, _, err := r.store.Get(ctx, records.ClusterKey(req.GetClusterId()))
+	cluster, _, err := r.store.Get(ctx, keyspace.ClusterKey(req.GetClusterId()))
 	if err != nil {
 		return nil, storeErr(err)
 	}
-	live, _, err := r.store.Get(ctx, records.LiveKey(req.GetClusterId()))
+	live, _, err := r.store.Get(ctx, keyspace.LiveKey(req.GetClusterId()))
 	if err != nil {
 		return nil, storeErr(err)
 	}
 	if cluster == nil || live == nil {
 		return nil, notFound
 	}
-	id, err := records.DecodeLease(live.Value)
+	id, err := keyspace.DecodeLease(live.Value)
 	if err != nil {
 		return nil, notFound
 	}
@@ -161,26 +161,26 @@ func (r *Registry) EvictCluster(ctx context.Context, req *registryv1.EvictCluste
 // removeCluster deletes the liveness record first, so the cluster stops
 // participating at once, then its exports and chunks, then the cluster.
 func (r *Registry) removeCluster(ctx context.Context, id string) error {
-	if _, _, err := r.store.Delete(ctx, records.LiveKey(id), 0); err != nil {
+	if _, _, err := r.store.Delete(ctx, keyspace.LiveKey(id), 0); err != nil {
 		return storeErr(err)
 	}
-	kvs, _, err := r.store.List(ctx, records.ExportsPrefix)
+	kvs, _, err := r.store.List(ctx, keyspace.ExportsPrefix)
 	if err != nil {
 		return storeErr(err)
 	}
-	chunks, _, err := r.store.List(ctx, records.EndpointsPrefix)
+	chunks, _, err := r.store.List(ctx, keyspace.EndpointsPrefix)
 	if err != nil {
 		return storeErr(err)
 	}
 	for _, kv := range append(chunks, kvs...) {
-		if records.Parse(kv.Key).ClusterID != id {
+		if keyspace.Parse(kv.Key).ClusterID != id {
 			continue
 		}
 		if _, _, err := r.store.Delete(ctx, kv.Key, 0); err != nil {
 			return storeErr(err)
 		}
 	}
-	if _, _, err := r.store.Delete(ctx, records.ClusterKey(id), 0); err != nil {
+	if _, _, err := r.store.Delete(ctx, keyspace.ClusterKey(id), 0); err != nil {
 		return storeErr(err)
 	}
 	return nil
@@ -209,7 +209,7 @@ func (r *Registry) requireRegistered(ctx context.Context, id string) error {
 	if _, lease, ok := r.viewCluster(id); ok && lease != 0 {
 		return nil
 	}
-	kv, _, err := r.store.Get(ctx, records.ClusterKey(id))
+	kv, _, err := r.store.Get(ctx, keyspace.ClusterKey(id))
 	if err != nil {
 		return storeErr(err)
 	}
@@ -234,7 +234,7 @@ func (r *Registry) PutExport(ctx context.Context, req *registryv1.PutExportReque
 	e.Revision = 0 // output only
 	normalize(e)
 	b, _ := proto.Marshal(e)
-	rev, err := r.store.Put(ctx, records.ExportKey(e.GetKey()), b, 0)
+	rev, err := r.store.Put(ctx, keyspace.ExportKey(e.GetKey()), b, 0)
 	if err != nil {
 		return nil, storeErr(err)
 	}
@@ -248,13 +248,13 @@ func (r *Registry) DeleteExport(ctx context.Context, req *registryv1.DeleteExpor
 	if err := auth.RequireCluster(ctx, req.GetKey().GetClusterId()); err != nil {
 		return nil, err
 	}
-	deleted, rev, err := r.store.Delete(ctx, records.ExportKey(req.GetKey()), req.GetIfRevision())
+	deleted, rev, err := r.store.Delete(ctx, keyspace.ExportKey(req.GetKey()), req.GetIfRevision())
 	if err != nil {
 		return nil, storeErr(err)
 	}
 	if deleted || req.GetIfRevision() == 0 {
 		// The endpoints go with the export.
-		if rev, err = r.store.DeletePrefix(ctx, records.ExportEndpointsPrefix(req.GetKey())); err != nil {
+		if rev, err = r.store.DeletePrefix(ctx, keyspace.ExportEndpointsPrefix(req.GetKey())); err != nil {
 			return nil, storeErr(err)
 		}
 	}
@@ -273,7 +273,7 @@ func (r *Registry) PutEndpoints(ctx context.Context, req *registryv1.PutEndpoint
 		return nil, err
 	}
 	b, _ := proto.Marshal(c)
-	rev, err := r.store.Put(ctx, records.ChunkKey(c.GetKey()), b, 0)
+	rev, err := r.store.Put(ctx, keyspace.ChunkKey(c.GetKey()), b, 0)
 	if err != nil {
 		return nil, storeErr(err)
 	}
@@ -287,7 +287,7 @@ func (r *Registry) DeleteEndpoints(ctx context.Context, req *registryv1.DeleteEn
 	if err := auth.RequireCluster(ctx, req.GetKey().GetClusterId()); err != nil {
 		return nil, err
 	}
-	deleted, rev, err := r.store.Delete(ctx, records.ChunkKey(req.GetKey()), req.GetIfRevision())
+	deleted, rev, err := r.store.Delete(ctx, keyspace.ChunkKey(req.GetKey()), req.GetIfRevision())
 	if err != nil {
 		return nil, storeErr(err)
 	}

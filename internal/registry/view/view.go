@@ -13,8 +13,8 @@ import (
 	"sort"
 
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/internal/registry/keyspace"
 	"github.com/fleetnet/fleetnet/internal/registry/merge"
-	"github.com/fleetnet/fleetnet/internal/registry/records"
 	"github.com/fleetnet/fleetnet/internal/registry/store"
 	"google.golang.org/protobuf/proto"
 )
@@ -125,10 +125,10 @@ func (v *View) apply(events []store.Event) ([]*registryv1.WatchEvent, error) {
 		}
 	}
 	for _, ev := range events {
-		p := records.Parse(ev.KV.Key)
+		p := keyspace.Parse(ev.KV.Key)
 		put := ev.Type == store.EventPut
 		switch p.Kind {
-		case records.KindCluster:
+		case keyspace.KindCluster:
 			if put {
 				c := &registryv1.Cluster{}
 				if err := proto.Unmarshal(ev.KV.Value, c); err != nil {
@@ -139,9 +139,9 @@ func (v *View) apply(events []store.Event) ([]*registryv1.WatchEvent, error) {
 				delete(v.clusters, p.ClusterID)
 			}
 			markCluster(p.ClusterID)
-		case records.KindLive:
+		case keyspace.KindLive:
 			if put {
-				id, err := records.DecodeLease(ev.KV.Value)
+				id, err := keyspace.DecodeLease(ev.KV.Value)
 				if err != nil {
 					return nil, err
 				}
@@ -150,7 +150,7 @@ func (v *View) apply(events []store.Event) ([]*registryv1.WatchEvent, error) {
 				delete(v.live, p.ClusterID)
 			}
 			markCluster(p.ClusterID)
-		case records.KindExport:
+		case keyspace.KindExport:
 			s := svcKey{p.Export.GetNamespace(), p.Export.GetName()}
 			if put {
 				e := &registryv1.Export{}
@@ -168,7 +168,7 @@ func (v *View) apply(events []store.Event) ([]*registryv1.WatchEvent, error) {
 				}
 			}
 			mark(s).full = true
-		case records.KindChunk:
+		case keyspace.KindChunk:
 			s := svcKey{p.Chunk.GetNamespace(), p.Chunk.GetName()}
 			id := chunkID{p.ClusterID, p.Chunk.GetChunk()}
 			if put {

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
-	"github.com/fleetnet/fleetnet/internal/registry/records"
+	"github.com/fleetnet/fleetnet/internal/registry/keyspace"
 	"github.com/fleetnet/fleetnet/internal/registry/store"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -23,7 +23,7 @@ func (l *log) put(t *testing.T, key string, m proto.Message) store.Event {
 	var b []byte
 	switch v := m.(type) {
 	case nil:
-		b = records.EncodeLease(1)
+		b = keyspace.EncodeLease(1)
 	default:
 		var err error
 		if b, err = proto.Marshal(v); err != nil {
@@ -122,15 +122,15 @@ func TestViewEmitsTheSmallestChange(t *testing.T) {
 	}
 
 	for _, id := range []string{"a", "b"} {
-		expect(apply(l.put(t, records.ClusterKey(id), &registryv1.Cluster{Id: id, ClustersetId: "fleet", Region: "r-" + id})))
-		expect(apply(l.put(t, records.LiveKey(id), nil)))
+		expect(apply(l.put(t, keyspace.ClusterKey(id), &registryv1.Cluster{Id: id, ClustersetId: "fleet", Region: "r-" + id})))
+		expect(apply(l.put(t, keyspace.LiveKey(id), nil)))
 	}
-	expect(apply(l.put(t, records.ExportKey(exp("a", 0, "http").Key), exp("a", 0, "http"))), "import", "status:a")
-	expect(apply(l.put(t, records.ChunkKey(chunk("a", "a1", "http").Key), chunk("a", "a1", "http", "10.0.0.1"))), "chunk:a/a1", "status:a")
+	expect(apply(l.put(t, keyspace.ExportKey(exp("a", 0, "http").Key), exp("a", 0, "http"))), "import", "status:a")
+	expect(apply(l.put(t, keyspace.ChunkKey(chunk("a", "a1", "http").Key), chunk("a", "a1", "http", "10.0.0.1"))), "chunk:a/a1", "status:a")
 	// b names its port "web": served under "http", with a Port conflict
 	// that both exports report.
-	expect(apply(l.put(t, records.ExportKey(exp("b", 1, "web").Key), exp("b", 1, "web"))), "import", "status:a", "status:b")
-	expect(apply(l.put(t, records.ChunkKey(chunk("b", "b1", "web").Key), chunk("b", "b1", "web", "10.1.0.1"))), "chunk:b/b1", "status:b")
+	expect(apply(l.put(t, keyspace.ExportKey(exp("b", 1, "web").Key), exp("b", 1, "web"))), "import", "status:a", "status:b")
+	expect(apply(l.put(t, keyspace.ChunkKey(chunk("b", "b1", "web").Key), chunk("b", "b1", "web", "10.1.0.1"))), "chunk:b/b1", "status:b")
 	if c := v.canon[svcKey{"demo", "echo"}][chunkID{"b", "b1"}]; c.GetPorts()[0].GetName() != "http" || c.GetPorts()[0].GetPort() != 8080 {
 		t.Errorf("b's chunk is served as %v, want http/8080", c.GetPorts())
 	}
@@ -139,15 +139,15 @@ func TestViewEmitsTheSmallestChange(t *testing.T) {
 	}
 
 	// One endpoint changes: one chunk event (and the exporter's status).
-	expect(apply(l.put(t, records.ChunkKey(chunk("a", "a1", "http").Key), chunk("a", "a1", "http", "10.0.0.1", "10.0.0.2"))), "chunk:a/a1", "status:a")
+	expect(apply(l.put(t, keyspace.ChunkKey(chunk("a", "a1", "http").Key), chunk("a", "a1", "http", "10.0.0.1", "10.0.0.2"))), "chunk:a/a1", "status:a")
 	// Rewriting the same content changes only the generation in the status.
-	expect(apply(l.put(t, records.ChunkKey(chunk("a", "a1", "http").Key), chunk("a", "a1", "http", "10.0.0.1", "10.0.0.2"))), "status:a")
+	expect(apply(l.put(t, keyspace.ChunkKey(chunk("a", "a1", "http").Key), chunk("a", "a1", "http", "10.0.0.1", "10.0.0.2"))), "status:a")
 
 	// b's lease expires: it leaves the import, its chunk goes, and the
 	// conflict ends for a too.
-	expect(apply(l.del(records.LiveKey("b"))), "import", "chunk-delete:b/b1", "status:a", "status:b")
+	expect(apply(l.del(keyspace.LiveKey("b"))), "import", "chunk-delete:b/b1", "status:a", "status:b")
 	// It returns.
-	expect(apply(l.put(t, records.LiveKey("b"), nil)), "import", "chunk:b/b1", "status:a", "status:b")
+	expect(apply(l.put(t, keyspace.LiveKey("b"), nil)), "import", "chunk:b/b1", "status:a", "status:b")
 
 	// A loaded view equals the incrementally built one.
 	loaded := New()
@@ -165,6 +165,6 @@ func TestViewEmitsTheSmallestChange(t *testing.T) {
 	}
 
 	// a, the oldest, unexports: b's names take over; b's chunk is renamed.
-	expect(apply(l.del(records.ExportKey(exp("a", 0, "http").Key))), "import", "chunk-delete:a/a1", "chunk:b/b1", "status-delete:a", "status:b")
-	expect(apply(l.del(records.ExportKey(exp("b", 1, "web").Key))), "chunk-delete:b/b1", "import-delete", "status-delete:b")
+	expect(apply(l.del(keyspace.ExportKey(exp("a", 0, "http").Key))), "import", "chunk-delete:a/a1", "chunk:b/b1", "status-delete:a", "status:b")
+	expect(apply(l.del(keyspace.ExportKey(exp("b", 1, "web").Key))), "chunk-delete:b/b1", "import-delete", "status-delete:b")
 }

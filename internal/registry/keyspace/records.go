@@ -1,7 +1,7 @@
-// Package records defines how the registry lays out its records in a Store:
+// Package keyspace defines how the registry lays out its records in a Store:
 // the key of each kind of record and its encoding (protobuf). Names cannot
 // contain "/" (validation ensures it), so keys split back unambiguously.
-package records
+package keyspace
 
 import (
 	"fmt"

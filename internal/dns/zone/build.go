@@ -1,9 +1,9 @@
-// Package records turns a ServiceImport and its imported EndpointSlices into
+// Package zone turns a ServiceImport and its imported EndpointSlices into
 // the DNS records of the clusterset zone (KEP-1645, "DNS"), and answers
 // questions from them. It is pure: no client, no clock, no network; the
 // index that keeps the inputs up to date and the CoreDNS plugin that writes
 // the replies live in internal/dns/index and internal/dns/fleetnet.
-package records
+package zone
 
 import (
 	"net/netip"

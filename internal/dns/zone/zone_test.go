@@ -1,4 +1,4 @@
-package records
+package zone
 
 import (
 	"net/netip"
@@ -15,7 +15,7 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
-// fakeLookup is a records.Lookup over a fixed set of services.
+// fakeLookup is a zone.Lookup over a fixed set of services.
 type fakeLookup map[string]*Service
 
 func (f fakeLookup) Service(ns, name string) *Service { return f[ns+"/"+name] }
