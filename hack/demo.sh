@@ -282,7 +282,8 @@ stopped=$(now_ms)
 show "$FLEETNETCTL" dev serve --dir "$DIR" --cluster west --namespace "$NS" --name "$SVC" --replicas 0
 sleep 3
 kill "$load" 2>/dev/null; wait "$load" 2>/dev/null || true
-last_west=$(grep 'cluster=west' "$log" | tail -1 | cut -d' ' -f1)
+# (none when the stop came before west's turn: grep finds nothing)
+last_west=$(grep 'cluster=west' "$log" | tail -1 | cut -d' ' -f1 || true)
 T_FAILOVER=$(( ${last_west:-$stopped} - stopped ))
 ((T_FAILOVER < 0)) && T_FAILOVER=0
 REQS=$(wc -l <"$log")

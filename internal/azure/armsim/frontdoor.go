@@ -16,6 +16,8 @@ import (
 	fdfake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/frontdoor/armfrontdoor/fake"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6"
 	netfake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6/fake"
+
+	"github.com/fleetnet/fleetnet/internal/azure/armutil"
 )
 
 // Azure Front Door Standard/Premium (Microsoft.Cdn), its WAF policies
@@ -122,7 +124,7 @@ func (s *Sim) SetConnectionStatus(pls ID, name, status string) bool {
 			return b
 		}
 		for _, c := range v.Properties.PrivateEndpointConnections {
-			if strings.EqualFold(deref(c.Name), name) && c.Properties != nil && c.Properties.PrivateLinkServiceConnectionState != nil {
+			if strings.EqualFold(armutil.Deref(c.Name), name) && c.Properties != nil && c.Properties.PrivateLinkServiceConnectionState != nil {
 				c.Properties.PrivateLinkServiceConnectionState.Status = to.Ptr(status)
 				found = true
 			}
@@ -308,8 +310,8 @@ func (s *Sim) prepareAFD(v *View, id ID, body, prev []byte) ([]byte, error) {
 			}
 			var pls armnetwork.PrivateLinkService
 			_ = json.Unmarshal(r.JSON, &pls)
-			if NormalizeLocation(deref(pls.Location)) != NormalizeLocation(pl.PrivateLinkLocation) {
-				return nil, badRequest("BadRequest", "Origin %s: privateLinkLocation %s is not the location of %s (%s).", id, pl.PrivateLinkLocation, plsID, deref(pls.Location)) // simulated code
+			if NormalizeLocation(armutil.Deref(pls.Location)) != NormalizeLocation(pl.PrivateLinkLocation) {
+				return nil, badRequest("BadRequest", "Origin %s: privateLinkLocation %s is not the location of %s (%s).", id, pl.PrivateLinkLocation, plsID, armutil.Deref(pls.Location)) // simulated code
 			}
 		}
 	case strings.ToLower(TypeRoute):
@@ -526,8 +528,8 @@ func (s *Sim) connect(pls ID, name, msg string) string {
 		v.Properties = &armnetwork.PrivateLinkServiceProperties{}
 	}
 	for _, c := range v.Properties.PrivateEndpointConnections {
-		if strings.EqualFold(deref(c.Name), name) {
-			return deref(c.Properties.PrivateLinkServiceConnectionState.Status)
+		if strings.EqualFold(armutil.Deref(c.Name), name) {
+			return armutil.Deref(c.Properties.PrivateLinkServiceConnectionState.Status)
 		}
 	}
 	v.Properties.PrivateEndpointConnections = append(v.Properties.PrivateEndpointConnections, &armnetwork.PrivateEndpointConnection{
@@ -555,8 +557,8 @@ func (s *Sim) connectionStatus(pls ID, name string) string {
 		return ""
 	}
 	for _, c := range v.Properties.PrivateEndpointConnections {
-		if strings.EqualFold(deref(c.Name), name) && c.Properties != nil && c.Properties.PrivateLinkServiceConnectionState != nil {
-			return deref(c.Properties.PrivateLinkServiceConnectionState.Status)
+		if strings.EqualFold(armutil.Deref(c.Name), name) && c.Properties != nil && c.Properties.PrivateLinkServiceConnectionState != nil {
+			return armutil.Deref(c.Properties.PrivateLinkServiceConnectionState.Status)
 		}
 	}
 	return "Disconnected"
@@ -925,7 +927,7 @@ func (s *Sim) plsServer() netfake.PrivateLinkServicesServer {
 			}
 			v, _ := Lookup[armnetwork.PrivateLinkService](s, pls)
 			for _, pc := range v.Properties.PrivateEndpointConnections {
-				if strings.EqualFold(deref(pc.Name), name) {
+				if strings.EqualFold(armutil.Deref(pc.Name), name) {
 					resp.SetResponse(http.StatusOK, armnetwork.PrivateLinkServicesClientUpdatePrivateEndpointConnectionResponse{PrivateEndpointConnection: *pc}, nil)
 				}
 			}

@@ -13,6 +13,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6/fake"
+
+	"github.com/fleetnet/fleetnet/internal/azure/armutil"
 )
 
 // Network resource types.
@@ -151,32 +153,32 @@ func prepareLoadBalancer(v *View, id ID, body, _ []byte) ([]byte, error) {
 	}
 	frontends := map[string]bool{}
 	for _, fe := range p.FrontendIPConfigurations {
-		if err := checkName("frontendIPConfigurations", deref(fe.Name)); err != nil {
+		if err := checkName("frontendIPConfigurations", armutil.Deref(fe.Name)); err != nil {
 			return nil, err
 		}
 		frontends[id.Child("frontendIPConfigurations", *fe.Name).Key()] = true
 	}
 	pools := map[string]*armnetwork.BackendAddressPool{}
 	for _, bp := range p.BackendAddressPools {
-		if err := checkName("backendAddressPools", deref(bp.Name)); err != nil {
+		if err := checkName("backendAddressPools", armutil.Deref(bp.Name)); err != nil {
 			return nil, err
 		}
 		pools[id.Child("backendAddressPools", *bp.Name).Key()] = bp
 		if bp.Properties != nil {
 			for _, a := range bp.Properties.LoadBalancerBackendAddresses {
-				if err := checkName("backendAddressPools/"+*bp.Name+"/addresses", deref(a.Name)); err != nil {
+				if err := checkName("backendAddressPools/"+*bp.Name+"/addresses", armutil.Deref(a.Name)); err != nil {
 					return nil, err
 				}
 			}
 		}
 	}
 	for _, r := range p.LoadBalancingRules {
-		if err := checkName("loadBalancingRules", deref(r.Name)); err != nil {
+		if err := checkName("loadBalancingRules", armutil.Deref(r.Name)); err != nil {
 			return nil, err
 		}
 	}
 	for _, pr := range p.Probes {
-		if err := checkName("probes", deref(pr.Name)); err != nil {
+		if err := checkName("probes", armutil.Deref(pr.Name)); err != nil {
 			return nil, err
 		}
 	}
@@ -200,8 +202,8 @@ func prepareLoadBalancer(v *View, id ID, body, _ []byte) ([]byte, error) {
 // checkFrontendPublicIP: the public IP exists, has the load balancer's SKU
 // and tier, is provisioned, and no other load balancer uses it.
 func checkFrontendPublicIP(v *View, id ID, fe *armnetwork.FrontendIPConfiguration, sku *armnetwork.LoadBalancerSKU) error {
-	ref := deref(fe.Properties.PublicIPAddress.ID)
-	feID := id.Child("frontendIPConfigurations", deref(fe.Name))
+	ref := armutil.Deref(fe.Properties.PublicIPAddress.ID)
+	feID := id.Child("frontendIPConfigurations", armutil.Deref(fe.Name))
 	pipID, err := ParseID(ref)
 	if err != nil || !strings.EqualFold(pipID.Type(), TypePublicIPAddress) {
 		return badRequest("InvalidResourceReference", "Resource %s referenced by resource %s is not a public IP address.", ref, feID)
@@ -245,8 +247,8 @@ func checkFrontendPublicIP(v *View, id ID, fe *armnetwork.FrontendIPConfiguratio
 			return
 		}
 		for _, ofe := range other.Properties.FrontendIPConfigurations {
-			if ofe.Properties != nil && ofe.Properties.PublicIPAddress != nil && strings.EqualFold(deref(ofe.Properties.PublicIPAddress.ID), ref) {
-				inUse = badRequest("PublicIPAddressInUse", "Resource %s is referenced by resource %s, and cannot be used by %s.", pipID, deref(ofe.ID), feID)
+			if ofe.Properties != nil && ofe.Properties.PublicIPAddress != nil && strings.EqualFold(armutil.Deref(ofe.Properties.PublicIPAddress.ID), ref) {
+				inUse = badRequest("PublicIPAddressInUse", "Resource %s is referenced by resource %s, and cannot be used by %s.", pipID, armutil.Deref(ofe.ID), feID)
 			}
 		}
 	})
@@ -272,7 +274,7 @@ func checkGlobalLoadBalancer(v *View, id ID, lb *armnetwork.LoadBalancer, fronte
 	}
 	for _, fe := range p.FrontendIPConfigurations {
 		if fe.Properties == nil || fe.Properties.PublicIPAddress == nil || fe.Properties.Subnet != nil || fe.Properties.PrivateIPAddress != nil {
-			return badRequest("GlobalLoadBalancerFrontendMustBePublic", "Frontend IP configuration %s of load balancer %s of tier Global must use a public IP address: cross-region frontends are public only.", deref(fe.Name), id) // simulated code
+			return badRequest("GlobalLoadBalancerFrontendMustBePublic", "Frontend IP configuration %s of load balancer %s of tier Global must use a public IP address: cross-region frontends are public only.", armutil.Deref(fe.Name), id) // simulated code
 		}
 		if err := checkFrontendPublicIP(v, id, fe, lb.SKU); err != nil {
 			return err
@@ -290,9 +292,9 @@ func checkGlobalLoadBalancer(v *View, id ID, lb *armnetwork.LoadBalancer, fronte
 		for _, a := range bp.Properties.LoadBalancerBackendAddresses {
 			if a.Properties == nil || a.Properties.LoadBalancerFrontendIPConfiguration == nil || a.Properties.IPAddress != nil ||
 				a.Properties.Subnet != nil || a.Properties.VirtualNetwork != nil {
-				return badRequest("GlobalLoadBalancerBackendMustBeRegionalFrontend", "Backend address %s of load balancer %s of tier Global must reference the frontend IP configuration of a regional load balancer, and nothing else.", deref(a.Name), id) // simulated code
+				return badRequest("GlobalLoadBalancerBackendMustBeRegionalFrontend", "Backend address %s of load balancer %s of tier Global must reference the frontend IP configuration of a regional load balancer, and nothing else.", armutil.Deref(a.Name), id) // simulated code
 			}
-			ref := deref(a.Properties.LoadBalancerFrontendIPConfiguration.ID)
+			ref := armutil.Deref(a.Properties.LoadBalancerFrontendIPConfiguration.ID)
 			ports, err := regionalFrontend(v, id, ref)
 			if err != nil {
 				return err
@@ -309,10 +311,10 @@ func checkGlobalLoadBalancer(v *View, id ID, lb *armnetwork.LoadBalancer, fronte
 	for _, r := range p.LoadBalancingRules {
 		rp := r.Properties
 		if rp == nil || rp.Protocol == nil || rp.FrontendPort == nil || rp.BackendPort == nil || rp.FrontendIPConfiguration == nil {
-			return badRequest("InvalidRequestFormat", "Load balancing rule %s of %s needs protocol, frontendPort, backendPort and frontendIPConfiguration.", deref(r.Name), id)
+			return badRequest("InvalidRequestFormat", "Load balancing rule %s of %s needs protocol, frontendPort, backendPort and frontendIPConfiguration.", armutil.Deref(r.Name), id)
 		}
-		if !frontends[strings.ToLower(deref(rp.FrontendIPConfiguration.ID))] {
-			return InvalidResourceReference(deref(rp.FrontendIPConfiguration.ID), id.Child("loadBalancingRules", *r.Name).String())
+		if !frontends[strings.ToLower(armutil.Deref(rp.FrontendIPConfiguration.ID))] {
+			return InvalidResourceReference(armutil.Deref(rp.FrontendIPConfiguration.ID), id.Child("loadBalancingRules", *r.Name).String())
 		}
 		if rp.Probe != nil {
 			return badRequest("GlobalLoadBalancerProbesNotSupported", "Load balancing rule %s of load balancer %s of tier Global cannot reference a probe.", *r.Name, id) // simulated code
@@ -323,17 +325,17 @@ func checkGlobalLoadBalancer(v *View, id ID, lb *armnetwork.LoadBalancer, fronte
 		if *rp.Protocol == armnetwork.TransportProtocolUDP && *rp.FrontendPort == 3 {
 			return badRequest("GlobalLoadBalancerUdpPort3NotSupported", "Load balancing rule %s: UDP on port 3 is not supported on a cross-region load balancer.", *r.Name) // simulated code
 		}
-		fk := ruleKey{string(*rp.Protocol), *rp.FrontendPort, strings.ToLower(deref(rp.FrontendIPConfiguration.ID))}
+		fk := ruleKey{string(*rp.Protocol), *rp.FrontendPort, strings.ToLower(armutil.Deref(rp.FrontendIPConfiguration.ID))}
 		if other, ok := seenFront[fk]; ok {
 			return badRequest("LoadBalancingRulesUseSameFrontendPortAndProtocol", "Load balancing rules %s and %s use the same frontend IP configuration, protocol and frontend port.", other, *r.Name)
 		}
 		seenFront[fk] = *r.Name
 		var poolRefs []string
 		if rp.BackendAddressPool != nil {
-			poolRefs = append(poolRefs, deref(rp.BackendAddressPool.ID))
+			poolRefs = append(poolRefs, armutil.Deref(rp.BackendAddressPool.ID))
 		}
 		for _, bp := range rp.BackendAddressPools {
-			poolRefs = append(poolRefs, deref(bp.ID))
+			poolRefs = append(poolRefs, armutil.Deref(bp.ID))
 		}
 		for _, ref := range poolRefs {
 			bp, ok := pools[strings.ToLower(ref)]
@@ -344,14 +346,14 @@ func checkGlobalLoadBalancer(v *View, id ID, lb *armnetwork.LoadBalancer, fronte
 			if other, ok := seenBack[bk]; ok {
 				return badRequest("RulesUseSameBackendPortProtocolAndPool",
 					"Load balancing rules %s and %s with floating IP disabled use the same protocol %s and backend port %d, and must not be used with the same backend address pool %s.",
-					other, *r.Name, *rp.Protocol, *rp.BackendPort, deref(bp.Name))
+					other, *r.Name, *rp.Protocol, *rp.BackendPort, armutil.Deref(bp.Name))
 			}
 			seenBack[bk] = *r.Name
 			if bp.Properties == nil {
 				continue
 			}
 			for _, a := range bp.Properties.LoadBalancerBackendAddresses {
-				feRef := deref(a.Properties.LoadBalancerFrontendIPConfiguration.ID)
+				feRef := armutil.Deref(a.Properties.LoadBalancerFrontendIPConfiguration.ID)
 				ports := regionalPorts[strings.ToLower(feRef)]
 				if !slices.Contains(ports[strings.ToLower(string(*rp.Protocol))], *rp.BackendPort) && !slices.Contains(ports["all"], *rp.BackendPort) {
 					// simulated code: the documentation says the backend
@@ -389,7 +391,7 @@ func regionalFrontend(v *View, by ID, ref string) (map[string][]int32, error) {
 	var fe *armnetwork.FrontendIPConfiguration
 	if lb.Properties != nil {
 		for _, f := range lb.Properties.FrontendIPConfigurations {
-			if strings.EqualFold(deref(f.Name), feID.Name()) {
+			if strings.EqualFold(armutil.Deref(f.Name), feID.Name()) {
 				fe = f
 			}
 		}
@@ -402,12 +404,12 @@ func regionalFrontend(v *View, by ID, ref string) (map[string][]int32, error) {
 	}
 	ports := map[string][]int32{}
 	for _, rule := range lb.Properties.LoadBalancingRules {
-		if rp := rule.Properties; rp != nil && rp.FrontendIPConfiguration != nil && strings.EqualFold(deref(rp.FrontendIPConfiguration.ID), ref) && rp.FrontendPort != nil && rp.Protocol != nil {
+		if rp := rule.Properties; rp != nil && rp.FrontendIPConfiguration != nil && strings.EqualFold(armutil.Deref(rp.FrontendIPConfiguration.ID), ref) && rp.FrontendPort != nil && rp.Protocol != nil {
 			ports[strings.ToLower(string(*rp.Protocol))] = append(ports[strings.ToLower(string(*rp.Protocol))], *rp.FrontendPort)
 		}
 	}
 	for _, rule := range lb.Properties.InboundNatRules {
-		if rp := rule.Properties; rp != nil && rp.FrontendIPConfiguration != nil && strings.EqualFold(deref(rp.FrontendIPConfiguration.ID), ref) && rp.FrontendPort != nil && rp.Protocol != nil {
+		if rp := rule.Properties; rp != nil && rp.FrontendIPConfiguration != nil && strings.EqualFold(armutil.Deref(rp.FrontendIPConfiguration.ID), ref) && rp.FrontendPort != nil && rp.Protocol != nil {
 			ports[strings.ToLower(string(*rp.Protocol))] = append(ports[strings.ToLower(string(*rp.Protocol))], *rp.FrontendPort)
 		}
 	}
@@ -542,23 +544,15 @@ func checkDeletePublicIP(v *View, id ID) error {
 			return
 		}
 		for _, fe := range lb.Properties.FrontendIPConfigurations {
-			if fe.Properties != nil && fe.Properties.PublicIPAddress != nil && strings.EqualFold(deref(fe.Properties.PublicIPAddress.ID), id.String()) {
+			if fe.Properties != nil && fe.Properties.PublicIPAddress != nil && strings.EqualFold(armutil.Deref(fe.Properties.PublicIPAddress.ID), id.String()) {
 				err = badRequest("PublicIPAddressCannotBeDeleted",
 					"Public IP address %s can not be deleted since it is still allocated to resource %s. In order to delete the public IP, disassociate/detach the Public IP address from the resource.  To learn how to do this, see aka.ms/deletepublicip.",
-					id, deref(fe.ID))
+					id, armutil.Deref(fe.ID))
 				return
 			}
 		}
 	})
 	return err
-}
-
-func deref[T any](p *T) T {
-	if p == nil {
-		var zero T
-		return zero
-	}
-	return *p
 }
 
 // RegionalFrontend describes one public frontend of a seeded regional

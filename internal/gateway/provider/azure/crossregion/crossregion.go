@@ -22,6 +22,10 @@
 // a write refused with 409 AnotherOperationInProgress waits for the
 // running operation and is tried once more; what persists is returned,
 // wrapped with the ARM error's status, code and message.
+//
+// Deployments run through deployloop: one at a time, the last model
+// deployed again every Config.Resync (drift, failed operations), a newer
+// model cancelling such a resync; this package plugs in deploy.
 package crossregion
 
 import (
@@ -41,8 +45,10 @@ import (
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/azure/armerr"
+	"github.com/fleetnet/fleetnet/internal/azure/armutil"
 
 	"github.com/fleetnet/fleetnet/internal/gateway/provider"
+	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/deployloop"
 )
 
 // Class is the load balancer class this provider serves.
@@ -77,7 +83,7 @@ type Config struct {
 	// (default 4).
 	Parallelism int
 	// Resync is how often Run deploys the last model again to repair
-	// drift (default 10m).
+	// drift (default deployloop.DefaultResync, 10m).
 	Resync time.Duration
 	Log    *slog.Logger
 }
@@ -90,7 +96,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("azure-cross-region: the %s is required", f.name))
 		}
 	}
-	if len(c.Owner) > 256 {
+	if len(c.Owner) > armutil.MaxTagValue {
 		errs = append(errs, fmt.Errorf("azure-cross-region: the owner %q is longer than an Azure tag value (256 characters)", c.Owner))
 	}
 	if c.Credential == nil {
@@ -103,18 +109,17 @@ func (c Config) Validate() error {
 type Provider struct {
 	cfg    Config
 	target target
-	log    *slog.Logger
-	lbs    *armnetwork.LoadBalancersClient
-	pips   *armnetwork.PublicIPAddressesClient
+	// owner recognises the resources the provider owns and the load
+	// balancer (namespace/name) each serves.
+	owner armutil.Owner
+	log   *slog.Logger
+	lbs   *armnetwork.LoadBalancersClient
+	pips  *armnetwork.PublicIPAddressesClient
+	// loop runs deploy, one deployment at a time, and resyncs.
+	loop *deployloop.Loop
 
-	deployMu sync.Mutex // one deployment (Deploy or a resync) at a time
-
-	mu           sync.Mutex
-	entries      map[string]provider.LoadBalancerProgress
-	version      string        // the model version deployed completely
-	last         *edgev1.Model // the last model given
-	onProgress   func()
-	cancelResync context.CancelFunc
+	mu      sync.Mutex
+	entries map[string]provider.LoadBalancerProgress
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -124,21 +129,12 @@ func New(cfg Config) (*Provider, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	opts := arm.ClientOptions{}
-	if cfg.ClientOptions != nil {
-		opts = *cfg.ClientOptions
-	}
-	if opts.Retry.MaxRetries == 0 && opts.Retry.MaxRetryDelay == 0 && opts.Retry.RetryDelay == 0 {
-		opts.Retry.MaxRetries, opts.Retry.MaxRetryDelay = 5, 2*time.Minute
-	}
+	opts := armutil.ClientOptions(cfg.ClientOptions)
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 10 * time.Second
 	}
 	if cfg.Parallelism <= 0 {
 		cfg.Parallelism = 4
-	}
-	if cfg.Resync <= 0 {
-		cfg.Resync = 10 * time.Minute
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
@@ -147,24 +143,24 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("azure-cross-region: creating the network clients: %w", err)
 	}
-	return &Provider{cfg: cfg, log: cfg.Log.With("provider", Class),
+	p := &Provider{cfg: cfg, log: cfg.Log.With("provider", Class),
 		target: target{subscription: cfg.SubscriptionID, resourceGroup: cfg.ResourceGroup, location: cfg.Location, owner: cfg.Owner},
-		lbs:    f.NewLoadBalancersClient(), pips: f.NewPublicIPAddressesClient(), entries: map[string]provider.LoadBalancerProgress{}}, nil
+		owner:  armutil.Owner{Tag: TagOwner, Value: cfg.Owner, NamespaceTag: TagNamespace, NameTag: TagName},
+		lbs:    f.NewLoadBalancersClient(), pips: f.NewPublicIPAddressesClient(), entries: map[string]provider.LoadBalancerProgress{}}
+	p.loop = deployloop.New(deployloop.Hooks{Deploy: p.deploy, Resync: cfg.Resync, Log: p.log})
+	return p, nil
 }
 
 // SetOnProgress sets a function called whenever Progress changes during
 // a deployment (the controller's trigger), so that status follows long
 // operations rather than only their end.
-func (p *Provider) SetOnProgress(f func()) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.onProgress = f
-}
+func (p *Provider) SetOnProgress(f func()) { p.loop.SetOnProgress(f) }
 
 // Progress is where each load balancer of the class stands: an entry per
 // load balancer for which the provider holds (or is creating) resources,
 // withdrawn ones included until their resources are gone.
 func (p *Provider) Progress() provider.Progress {
+	version, last := p.loop.Deployed()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	entries := make(map[string]provider.LoadBalancerProgress, len(p.entries))
@@ -176,85 +172,27 @@ func (p *Provider) Progress() provider.Progress {
 			served++
 		}
 	}
-	current := p.last != nil && p.version == p.last.Version
+	current := last != nil && version == last.Version
 	return provider.Progress{
-		Version:       p.version,
+		Version:       version,
 		Served:        current && served == len(entries),
 		Message:       fmt.Sprintf("%d of %d cross-region load balancers served", served, len(entries)),
 		LoadBalancers: entries,
-		ClassVersions: map[string]string{Class: p.version},
+		ClassVersions: map[string]string{Class: version},
 	}
 }
 
 // Deploy makes Azure match the load balancers of m of class Class, and
-// returns once every operation it started or found running has ended.
-func (p *Provider) Deploy(ctx context.Context, m *edgev1.Model) error {
-	p.mu.Lock()
-	p.last = m
-	if p.cancelResync != nil {
-		p.cancelResync() // a newer model supersedes a resync of the last
-	}
-	p.mu.Unlock()
-	p.deployMu.Lock()
-	defer p.deployMu.Unlock()
-	err := p.deploy(ctx, m)
-	if err == nil {
-		p.mu.Lock()
-		p.version = m.Version
-		p.mu.Unlock()
-		p.notify()
-	}
-	return err
-}
+// returns once every operation it started or found running has ended. It
+// cancels a resync in progress and waits for any other deployment.
+func (p *Provider) Deploy(ctx context.Context, m *edgev1.Model) error { return p.loop.Deploy(ctx, m) }
 
 // Run deploys the last model again every Config.Resync until ctx ends, so
 // that changes made to the resources outside fleetnet are repaired and
 // operations that failed are tried again. Run it on the leader only.
-func (p *Provider) Run(ctx context.Context) {
-	t := time.NewTicker(p.cfg.Resync)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			p.resync(ctx)
-		}
-	}
-}
+func (p *Provider) Run(ctx context.Context) { p.loop.Run(ctx) }
 
-func (p *Provider) resync(ctx context.Context) {
-	if !p.deployMu.TryLock() {
-		return // a deployment runs: it is as good as a resync
-	}
-	defer p.deployMu.Unlock()
-	p.mu.Lock()
-	m := p.last
-	rctx, cancel := context.WithCancel(ctx)
-	p.cancelResync = cancel
-	p.mu.Unlock()
-	defer func() {
-		cancel()
-		p.mu.Lock()
-		p.cancelResync = nil
-		p.mu.Unlock()
-	}()
-	if m == nil {
-		return
-	}
-	if err := p.deploy(rctx, m); err != nil && rctx.Err() == nil {
-		p.log.Error("resync failed", "version", m.Version, "err", err)
-	}
-}
-
-func (p *Provider) notify() {
-	p.mu.Lock()
-	f := p.onProgress
-	p.mu.Unlock()
-	if f != nil {
-		f()
-	}
-}
+func (p *Provider) notify() { p.loop.Notify() }
 
 func (p *Provider) set(key string, e provider.LoadBalancerProgress) {
 	p.mu.Lock()
@@ -298,7 +236,7 @@ func (p *Provider) observe(ctx context.Context) (observed, error) {
 			return o, fmt.Errorf("listing the load balancers of resource group %s: %w", p.cfg.ResourceGroup, armerr.Describe(err))
 		}
 		for _, v := range page.Value {
-			o.lbs[strings.ToLower(deref(v.Name))] = v
+			o.lbs[strings.ToLower(armutil.Deref(v.Name))] = v
 		}
 	}
 	pipPager := p.pips.NewListPager(p.cfg.ResourceGroup, nil)
@@ -308,19 +246,10 @@ func (p *Provider) observe(ctx context.Context) (observed, error) {
 			return o, fmt.Errorf("listing the public IP addresses of resource group %s: %w", p.cfg.ResourceGroup, armerr.Describe(err))
 		}
 		for _, v := range page.Value {
-			o.pips[strings.ToLower(deref(v.Name))] = v
+			o.pips[strings.ToLower(armutil.Deref(v.Name))] = v
 		}
 	}
 	return o, nil
-}
-
-// ownedKey is the load balancer key of a resource the provider owns, ""
-// for any other.
-func (p *Provider) ownedKey(tags map[string]*string) string {
-	if tags == nil || deref(tags[TagOwner]) != p.cfg.Owner || deref(tags[TagNamespace]) == "" || deref(tags[TagName]) == "" {
-		return ""
-	}
-	return deref(tags[TagNamespace]) + "/" + deref(tags[TagName])
 }
 
 func (p *Provider) deploy(ctx context.Context, m *edgev1.Model) error {
@@ -347,12 +276,12 @@ func (p *Provider) deploy(ctx context.Context, m *edgev1.Model) error {
 	}
 	held := map[string]bool{}
 	for _, v := range obs.lbs {
-		if k := p.ownedKey(v.Tags); k != "" {
+		if k := p.owner.Key(v.Tags); k != "" {
 			held[k] = true
 		}
 	}
 	for _, v := range obs.pips {
-		if k := p.ownedKey(v.Tags); k != "" {
+		if k := p.owner.Key(v.Tags); k != "" {
 			held[k] = true
 		}
 	}
@@ -370,21 +299,13 @@ func (p *Provider) deploy(ctx context.Context, m *edgev1.Model) error {
 	p.mu.Unlock()
 	p.notify()
 
-	var (
-		wg   sync.WaitGroup
-		sem  = make(chan struct{}, p.cfg.Parallelism)
-		emu  sync.Mutex
-		errs []error
-	)
+	workers := deployloop.NewWorkers(p.cfg.Parallelism)
 	work := func(key string, f func() error) {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
+		workers.Go(func() error {
 			if err := f(); err != nil {
-				emu.Lock()
-				errs = append(errs, fmt.Errorf("load balancer %s: %w", key, err))
-				emu.Unlock()
+				return fmt.Errorf("load balancer %s: %w", key, err)
 			}
+			return nil
 		})
 	}
 	for _, key := range sortedKeys(plans) {
@@ -396,9 +317,7 @@ func (p *Provider) deploy(ctx context.Context, m *edgev1.Model) error {
 			work(key, func() error { return p.withdraw(ctx, key, obs, "") })
 		}
 	}
-	wg.Wait()
-	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
-	return errors.Join(errs...)
+	return workers.Wait()
 }
 
 // ensure makes the public IP and load balancer of pl match it, then
@@ -409,18 +328,18 @@ func (p *Provider) ensure(ctx context.Context, pl plan, obs observed) error {
 		return err
 	}
 	curIP := obs.pips[strings.ToLower(pl.name)]
-	if curIP != nil && p.ownedKey(curIP.Tags) != pl.key {
+	if curIP != nil && p.owner.Key(curIP.Tags) != pl.key {
 		return fail(fmt.Errorf("public IP address %s exists without fleetnet's tags for this load balancer (%s=%s): it is not touched", pl.name, TagOwner, p.cfg.Owner))
 	}
 	curLB := obs.lbs[strings.ToLower(pl.name)]
-	if curLB != nil && p.ownedKey(curLB.Tags) != pl.key {
+	if curLB != nil && p.owner.Key(curLB.Tags) != pl.key {
 		return fail(fmt.Errorf("load balancer %s exists without fleetnet's tags for this load balancer (%s=%s): it is not touched", pl.name, TagOwner, p.cfg.Owner))
 	}
 	ip, err := apply(ctx, p, p.publicIPKind(), pl.key, pl.name, pl.pip, curIP, publicIPDiff)
 	if err != nil {
 		return fail(err)
 	}
-	address := deref(deref(ip.Properties).IPAddress)
+	address := armutil.Deref(armutil.Deref(ip.Properties).IPAddress)
 	if address != "" {
 		p.mu.Lock()
 		e := p.entries[pl.key]
@@ -447,13 +366,13 @@ func (p *Provider) ensure(ctx context.Context, pl plan, obs observed) error {
 func (p *Provider) withdraw(ctx context.Context, key string, obs observed, keep string) error {
 	var lbs, pips []string
 	for name, v := range obs.lbs {
-		if p.ownedKey(v.Tags) == key && name != strings.ToLower(keep) {
-			lbs = append(lbs, deref(v.Name))
+		if p.owner.Key(v.Tags) == key && name != strings.ToLower(keep) {
+			lbs = append(lbs, armutil.Deref(v.Name))
 		}
 	}
 	for name, v := range obs.pips {
-		if p.ownedKey(v.Tags) == key && name != strings.ToLower(keep) {
-			pips = append(pips, deref(v.Name))
+		if p.owner.Key(v.Tags) == key && name != strings.ToLower(keep) {
+			pips = append(pips, armutil.Deref(v.Name))
 		}
 	}
 	slices.Sort(lbs)
@@ -488,8 +407,8 @@ type kind[T any] struct {
 	what  string
 	state func(*T) armnetwork.ProvisioningState
 	tags  func(*T) map[string]*string
-	// withTags sets a resource's tags.
-	withTags func(T, map[string]*string) T
+	// setTags sets a resource's tags.
+	setTags func(T, map[string]*string) T
 	// get is the resource, nil when it does not exist.
 	get func(ctx context.Context, name string) (*T, error)
 	// put creates or updates it and polls the operation to its end.
@@ -506,10 +425,10 @@ func (p *Provider) publicIPKind() kind[armnetwork.PublicIPAddress] {
 	return kind[armnetwork.PublicIPAddress]{
 		what: "public IP address",
 		state: func(v *armnetwork.PublicIPAddress) armnetwork.ProvisioningState {
-			return deref(deref(v.Properties).ProvisioningState)
+			return armutil.Deref(armutil.Deref(v.Properties).ProvisioningState)
 		},
 		tags: func(v *armnetwork.PublicIPAddress) map[string]*string { return v.Tags },
-		withTags: func(v armnetwork.PublicIPAddress, t map[string]*string) armnetwork.PublicIPAddress {
+		setTags: func(v armnetwork.PublicIPAddress, t map[string]*string) armnetwork.PublicIPAddress {
 			v.Tags = t
 			return v
 		},
@@ -546,10 +465,10 @@ func (p *Provider) loadBalancerKind() kind[armnetwork.LoadBalancer] {
 	return kind[armnetwork.LoadBalancer]{
 		what: "load balancer",
 		state: func(v *armnetwork.LoadBalancer) armnetwork.ProvisioningState {
-			return deref(deref(v.Properties).ProvisioningState)
+			return armutil.Deref(armutil.Deref(v.Properties).ProvisioningState)
 		},
 		tags: func(v *armnetwork.LoadBalancer) map[string]*string { return v.Tags },
-		withTags: func(v armnetwork.LoadBalancer, t map[string]*string) armnetwork.LoadBalancer {
+		setTags: func(v armnetwork.LoadBalancer, t map[string]*string) armnetwork.LoadBalancer {
 			v.Tags = t
 			return v
 		},
@@ -582,17 +501,12 @@ func (p *Provider) loadBalancerKind() kind[armnetwork.LoadBalancer] {
 	}
 }
 
-// running is true for a provisioningState of an operation in progress.
-func running(s armnetwork.ProvisioningState) bool {
-	return s == armnetwork.ProvisioningStateUpdating || s == armnetwork.ProvisioningStateDeleting || s == "Creating" || s == "Accepted"
-}
-
 // settle waits, polling the resource, until no operation runs on it; nil
 // when it is gone.
 func settle[T any](ctx context.Context, p *Provider, k kind[T], key, name string, cur *T) (*T, error) {
-	for cur != nil && running(k.state(cur)) {
+	for cur != nil && armutil.Running(string(k.state(cur))) {
 		p.message(key, fmt.Sprintf("waiting for %s %s: provisioningState %s (an operation already running)", k.what, name, k.state(cur)))
-		if err := sleep(ctx, p.cfg.PollInterval); err != nil {
+		if err := deployloop.Sleep(ctx, p.cfg.PollInterval); err != nil {
 			return nil, err
 		}
 		v, err := k.get(ctx, name)
@@ -626,7 +540,7 @@ func apply[T any](ctx context.Context, p *Provider, k kind[T], key, name string,
 			if len(changes) == 0 {
 				return cur, nil
 			}
-			want = k.withTags(want, withTags(k.tags(&want), k.tags(cur)))
+			want = k.setTags(want, armutil.WithTags(k.tags(&want), k.tags(cur)))
 		}
 		msg := fmt.Sprintf("%s %s %s (provisioningState Updating)", verb, k.what, name)
 		if len(changes) > 0 {
@@ -684,16 +598,5 @@ func remove[T any](ctx context.Context, p *Provider, k kind[T], key, name string
 			continue
 		}
 		return fmt.Errorf("deleting %s %s: %w", k.what, name, armerr.Describe(err))
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }

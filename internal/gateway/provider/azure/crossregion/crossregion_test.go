@@ -22,6 +22,7 @@ import (
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/azure/armerr"
 	"github.com/fleetnet/fleetnet/internal/azure/armsim"
+	"github.com/fleetnet/fleetnet/internal/azure/armutil"
 
 	"github.com/fleetnet/fleetnet/internal/gateway/provider"
 )
@@ -621,7 +622,7 @@ func TestDriftRepaired(t *testing.T) {
 		return out
 	})
 	before := len(e.sim.Writes())
-	p.resync(context.Background())
+	p.loop.Resync(context.Background())
 	if w := writes(e.sim, before); !slices.Equal(w, []string{"PUT loadBalancers/" + lbName}) {
 		t.Errorf("writes %v", w)
 	}
@@ -629,7 +630,7 @@ func TestDriftRepaired(t *testing.T) {
 	if got := rules(lb); !slices.Equal(got, []string{"tcp-5432 Tcp 5432->5432"}) {
 		t.Errorf("rules %v", got)
 	}
-	if deref(lb.Tags["cost-center"]) != "42" {
+	if armutil.Deref(lb.Tags["cost-center"]) != "42" {
 		t.Errorf("a tag someone added was dropped: %v", lb.Tags)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"github.com/fleetnet/fleetnet/internal/azure/armutil"
 )
 
 // Tags on every resource the provider creates. Azure tag names cannot
@@ -269,30 +270,11 @@ func (p plan) servedMessage(address string) string {
 // compares them, ignoring case; only what the provider sets is compared,
 // so that fields Azure fills in never cause a write.
 
-func sameID(a, b *string) bool { return strings.EqualFold(deref(a), deref(b)) }
+func sameID(a, b *string) bool { return strings.EqualFold(armutil.Deref(a), armutil.Deref(b)) }
 
 func sameLocation(a, b *string) bool {
-	norm := func(s *string) string { return strings.ToLower(strings.ReplaceAll(deref(s), " ", "")) }
+	norm := func(s *string) string { return strings.ToLower(strings.ReplaceAll(armutil.Deref(s), " ", "")) }
 	return norm(a) == norm(b)
-}
-
-func deref[T any](p *T) T {
-	if p == nil {
-		var zero T
-		return zero
-	}
-	return *p
-}
-
-// tagsDiffer says which of want's tags got lacks or has otherwise.
-func tagsDiffer(want, got map[string]*string) []string {
-	var d []string
-	for _, k := range sortedKeys(want) {
-		if g, ok := got[k]; !ok || deref(g) != deref(want[k]) {
-			d = append(d, "tag "+k)
-		}
-	}
-	return d
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -304,36 +286,23 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// withTags is want with the tags got has besides the provider's, so that
-// an update keeps tags someone added.
-func withTags(want, got map[string]*string) map[string]*string {
-	out := map[string]*string{}
-	for k, v := range got {
-		out[k] = v
-	}
-	for k, v := range want {
-		out[k] = v
-	}
-	return out
-}
-
 // publicIPDiff lists how got differs from want; none means no write.
 func publicIPDiff(want armnetwork.PublicIPAddress, got *armnetwork.PublicIPAddress) []string {
 	var d []string
 	if !sameLocation(want.Location, got.Location) {
 		d = append(d, "location")
 	}
-	if got.SKU == nil || deref(got.SKU.Name) != deref(want.SKU.Name) || deref(got.SKU.Tier) != deref(want.SKU.Tier) {
+	if got.SKU == nil || armutil.Deref(got.SKU.Name) != armutil.Deref(want.SKU.Name) || armutil.Deref(got.SKU.Tier) != armutil.Deref(want.SKU.Tier) {
 		d = append(d, "sku")
 	}
-	gp := deref(got.Properties)
-	if deref(gp.PublicIPAllocationMethod) != deref(want.Properties.PublicIPAllocationMethod) {
+	gp := armutil.Deref(got.Properties)
+	if armutil.Deref(gp.PublicIPAllocationMethod) != armutil.Deref(want.Properties.PublicIPAllocationMethod) {
 		d = append(d, "allocation method")
 	}
-	if v := deref(gp.PublicIPAddressVersion); v != "" && v != deref(want.Properties.PublicIPAddressVersion) {
+	if v := armutil.Deref(gp.PublicIPAddressVersion); v != "" && v != armutil.Deref(want.Properties.PublicIPAddressVersion) {
 		d = append(d, "IP version")
 	}
-	return append(d, tagsDiffer(want.Tags, got.Tags)...)
+	return append(d, armutil.TagDiff(want.Tags, got.Tags)...)
 }
 
 // loadBalancerDiff lists how got differs from want; none means no write.
@@ -342,19 +311,19 @@ func loadBalancerDiff(want armnetwork.LoadBalancer, got *armnetwork.LoadBalancer
 	if !sameLocation(want.Location, got.Location) {
 		d = append(d, "location")
 	}
-	if got.SKU == nil || deref(got.SKU.Name) != deref(want.SKU.Name) || deref(got.SKU.Tier) != deref(want.SKU.Tier) {
+	if got.SKU == nil || armutil.Deref(got.SKU.Name) != armutil.Deref(want.SKU.Name) || armutil.Deref(got.SKU.Tier) != armutil.Deref(want.SKU.Tier) {
 		d = append(d, "sku")
 	}
-	d = append(d, tagsDiffer(want.Tags, got.Tags)...)
-	wp, gp := want.Properties, deref(got.Properties)
+	d = append(d, armutil.TagDiff(want.Tags, got.Tags)...)
+	wp, gp := want.Properties, armutil.Deref(got.Properties)
 
 	wf, gf := wp.FrontendIPConfigurations[0], gp.FrontendIPConfigurations
-	if len(gf) != 1 || !strings.EqualFold(deref(gf[0].Name), frontendName) || gf[0].Properties == nil || gf[0].Properties.PublicIPAddress == nil ||
+	if len(gf) != 1 || !strings.EqualFold(armutil.Deref(gf[0].Name), frontendName) || gf[0].Properties == nil || gf[0].Properties.PublicIPAddress == nil ||
 		!sameID(gf[0].Properties.PublicIPAddress.ID, wf.Properties.PublicIPAddress.ID) {
 		d = append(d, "frontend")
 	}
 
-	if len(gp.BackendAddressPools) != 1 || !strings.EqualFold(deref(gp.BackendAddressPools[0].Name), poolName) {
+	if len(gp.BackendAddressPools) != 1 || !strings.EqualFold(armutil.Deref(gp.BackendAddressPools[0].Name), poolName) {
 		d = append(d, "backend pool")
 	} else {
 		want := map[string]string{}
@@ -366,12 +335,12 @@ func loadBalancerDiff(want armnetwork.LoadBalancer, got *armnetwork.LoadBalancer
 			for _, a := range p.LoadBalancerBackendAddresses {
 				ref := ""
 				if a.Properties != nil && a.Properties.LoadBalancerFrontendIPConfiguration != nil {
-					ref = deref(a.Properties.LoadBalancerFrontendIPConfiguration.ID)
+					ref = armutil.Deref(a.Properties.LoadBalancerFrontendIPConfiguration.ID)
 				}
 				if a.Properties != nil && (a.Properties.IPAddress != nil || a.Properties.VirtualNetwork != nil || a.Properties.Subnet != nil) {
 					ref = "other:" + ref
 				}
-				got[strings.ToLower(deref(a.Name))] = ref
+				got[strings.ToLower(armutil.Deref(a.Name))] = ref
 			}
 		}
 		for _, n := range sortedKeys(want) {
@@ -394,7 +363,7 @@ func loadBalancerDiff(want armnetwork.LoadBalancer, got *armnetwork.LoadBalancer
 	}
 	gotRules := map[string]*armnetwork.LoadBalancingRule{}
 	for _, r := range gp.LoadBalancingRules {
-		gotRules[strings.ToLower(deref(r.Name))] = r
+		gotRules[strings.ToLower(armutil.Deref(r.Name))] = r
 	}
 	for _, n := range sortedKeys(wantRules) {
 		g, ok := gotRules[n]
@@ -424,8 +393,8 @@ func sameRule(w, g *armnetwork.LoadBalancingRule) bool {
 	if pool == nil && len(gp.BackendAddressPools) == 1 {
 		pool = gp.BackendAddressPools[0]
 	}
-	return deref(gp.Protocol) == deref(wp.Protocol) && deref(gp.FrontendPort) == deref(wp.FrontendPort) &&
-		deref(gp.BackendPort) == deref(wp.BackendPort) && !deref(gp.EnableFloatingIP) && gp.Probe == nil &&
+	return armutil.Deref(gp.Protocol) == armutil.Deref(wp.Protocol) && armutil.Deref(gp.FrontendPort) == armutil.Deref(wp.FrontendPort) &&
+		armutil.Deref(gp.BackendPort) == armutil.Deref(wp.BackendPort) && !armutil.Deref(gp.EnableFloatingIP) && gp.Probe == nil &&
 		gp.FrontendIPConfiguration != nil && sameID(gp.FrontendIPConfiguration.ID, wp.FrontendIPConfiguration.ID) &&
 		pool != nil && sameID(pool.ID, wp.BackendAddressPool.ID) && len(gp.BackendAddressPools) <= 1
 }

@@ -1,13 +1,11 @@
 package frontdoor
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
 	"strings"
-	"time"
 )
 
 // meta is what every Front Door resource says of itself.
@@ -117,40 +115,4 @@ func toJSON(v any) any {
 	var out any
 	_ = json.Unmarshal(b, &out)
 	return out
-}
-
-// tagsDiffer says which of want's tags got lacks or has otherwise.
-func tagsDiffer(want, got map[string]*string) []string {
-	var d []string
-	for k, v := range want {
-		if g, ok := got[k]; !ok || deref(g) != deref(v) {
-			d = append(d, "tag "+k)
-		}
-	}
-	slices.Sort(d)
-	return d
-}
-
-// withTags is want with the tags got has besides the provider's, so that
-// an update keeps tags someone added.
-func withTags(want, got map[string]*string) map[string]*string {
-	out := map[string]*string{}
-	for k, v := range got {
-		out[k] = v
-	}
-	for k, v := range want {
-		out[k] = v
-	}
-	return out
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

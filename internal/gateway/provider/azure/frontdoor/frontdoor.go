@@ -39,6 +39,11 @@
 // Config.Event with the ARM error's code and message. Long-running
 // operations' resume tokens are kept in Config.Tokens while they run, so
 // that a restarted controller resumes them instead of starting over.
+//
+// Deployments run through deployloop: one at a time, the last model
+// deployed again every Config.Resync, a newer model cancelling such a
+// resync (its operations' resume tokens stay, so the next deployment
+// resumes them); this package plugs in deploy and refresh.
 package frontdoor
 
 import (
@@ -60,8 +65,10 @@ import (
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/azure/armerr"
+	"github.com/fleetnet/fleetnet/internal/azure/armutil"
 
 	"github.com/fleetnet/fleetnet/internal/gateway/provider"
+	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/deployloop"
 	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/frontdoor/annotations"
 )
 
@@ -93,7 +100,8 @@ type Config struct {
 	PollInterval time.Duration
 	// Parallelism is how many Gateways are deployed at once (default 4).
 	Parallelism int
-	// Resync is how often Run deploys the last model again (default 10m).
+	// Resync is how often Run deploys the last model again (default
+	// deployloop.DefaultResync, 10m).
 	Resync time.Duration
 	// AbsentFor is how long a withdrawn resource must have been observed
 	// absent (at least twice) before its withdrawal is reported complete
@@ -121,7 +129,7 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: the %s is required", Class, f.name))
 		}
 	}
-	if len(c.Owner) > 256 {
+	if len(c.Owner) > armutil.MaxTagValue {
 		errs = append(errs, fmt.Errorf("%s: the owner %q is longer than an Azure tag value (256 characters)", Class, c.Owner))
 	}
 	if len(c.Classes) == 0 {
@@ -185,17 +193,17 @@ type gatewayState struct {
 type Provider struct {
 	cfg    Config
 	target target
-	log    *slog.Logger
-	kinds  map[string]ops
-	net    *networkClients
+	// owner recognises the profiles and endpoints the provider owns and
+	// the Gateway (namespace/name) each serves.
+	owner armutil.Owner
+	log   *slog.Logger
+	kinds map[string]ops
+	net   *networkClients
+	// loop runs deploy and refresh, one at a time, and resyncs.
+	loop *deployloop.Loop
 
-	deployMu sync.Mutex // one deployment or refresh at a time
-
-	mu         sync.Mutex
-	gateways   map[string]*gatewayState
-	version    string
-	last       *edgev1.Model
-	onProgress func()
+	mu       sync.Mutex
+	gateways map[string]*gatewayState
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -205,18 +213,9 @@ func New(cfg Config) (*Provider, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	opts := arm.ClientOptions{}
-	if cfg.ClientOptions != nil {
-		opts = *cfg.ClientOptions
-	}
-	if opts.Retry.MaxRetries == 0 && opts.Retry.MaxRetryDelay == 0 && opts.Retry.RetryDelay == 0 {
-		opts.Retry.MaxRetries, opts.Retry.MaxRetryDelay = 5, 2*time.Minute
-	}
+	opts := armutil.ClientOptions(cfg.ClientOptions)
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = defaultPollEvery
-	}
-	if cfg.Resync <= 0 {
-		cfg.Resync = 10 * time.Minute
 	}
 	if cfg.Parallelism <= 0 {
 		cfg.Parallelism = 4
@@ -237,27 +236,21 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: creating the Front Door clients: %w", Class, err)
 	}
-	return &Provider{cfg: cfg, log: cfg.Log.With("provider", Class),
+	p := &Provider{cfg: cfg, log: cfg.Log.With("provider", Class),
 		target: target{subscription: cfg.SubscriptionID, resourceGroup: cfg.ResourceGroup, owner: cfg.Owner},
-		kinds:  kinds(f, cfg.ResourceGroup, cfg.PollInterval), net: &networkClients{cred: cfg.Credential, opts: opts},
-		gateways: map[string]*gatewayState{}}, nil
+		owner: armutil.Owner{Tag: keys.TagAzureOwner, Value: cfg.Owner,
+			NamespaceTag: keys.TagAzureGatewayNamespace, NameTag: keys.TagAzureGatewayName},
+		kinds: kinds(f, cfg.ResourceGroup, cfg.PollInterval), net: &networkClients{cred: cfg.Credential, opts: opts},
+		gateways: map[string]*gatewayState{}}
+	p.loop = deployloop.New(deployloop.Hooks{Deploy: p.deploy, Refresh: p.refresh, RefreshEvery: cfg.PollInterval,
+		Resync: cfg.Resync, Log: p.log})
+	return p, nil
 }
 
 // SetOnProgress sets a function called whenever progress changes.
-func (p *Provider) SetOnProgress(f func()) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.onProgress = f
-}
+func (p *Provider) SetOnProgress(f func()) { p.loop.SetOnProgress(f) }
 
-func (p *Provider) notify() {
-	p.mu.Lock()
-	f := p.onProgress
-	p.mu.Unlock()
-	if f != nil {
-		f()
-	}
-}
+func (p *Provider) notify() { p.loop.Notify() }
 
 // Gateways is the progress of every Gateway the provider serves or is
 // withdrawing, by namespace/name.
@@ -279,6 +272,7 @@ func (p *Provider) Gateways() map[string]GatewayProgress {
 // newest model.
 func (p *Provider) Progress() provider.Progress {
 	gws := p.Gateways()
+	version, last := p.loop.Deployed()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	served := 0
@@ -291,7 +285,7 @@ func (p *Provider) Progress() provider.Progress {
 		msgs = append(msgs, fmt.Sprintf("Gateway %s: %s", k, g.Message))
 		addrs = append(addrs, g.Addresses...)
 	}
-	current := p.last != nil && p.version == p.last.Version
+	current := last != nil && version == last.Version
 	msg := fmt.Sprintf("%d of %d Gateways served by Azure Front Door", served, len(gws))
 	if len(msgs) > 0 {
 		msg += "; " + strings.Join(msgs, "; ")
@@ -309,8 +303,8 @@ func (p *Provider) Progress() provider.Progress {
 		// Each Gateway is current on its own: another Gateway's failure
 		// does not make it pending.
 		cur := false
-		if st := p.gateways[k]; st != nil && p.last != nil {
-			cur = st.version == p.last.Version
+		if st := p.gateways[k]; st != nil && last != nil {
+			cur = st.version == last.Version
 		}
 		m := g.Message
 		if !cur {
@@ -318,59 +312,20 @@ func (p *Provider) Progress() provider.Progress {
 		}
 		per[k] = provider.LoadBalancerProgress{Served: g.Served && cur, Message: m, Addresses: g.Addresses}
 	}
-	return provider.Progress{Version: p.version, Served: current && served == len(gws), Message: msg, Addresses: addrs,
-		Gateways: per, RouteRefusals: refusals, ClassVersions: map[string]string{Class: p.version}}
+	return provider.Progress{Version: version, Served: current && served == len(gws), Message: msg, Addresses: addrs,
+		Gateways: per, RouteRefusals: refusals, ClassVersions: map[string]string{Class: version}}
 }
 
 // Deploy makes Front Door match the Gateways of m of Config.Classes, and
 // returns once every write it made has been provisioned (deployment goes
-// on: see Refresh).
-func (p *Provider) Deploy(ctx context.Context, m *edgev1.Model) error {
-	p.mu.Lock()
-	p.last = m
-	p.mu.Unlock()
-	p.deployMu.Lock()
-	defer p.deployMu.Unlock()
-	err := p.deploy(ctx, m)
-	if err == nil {
-		p.mu.Lock()
-		p.version = m.Version
-		p.mu.Unlock()
-	}
-	p.notify()
-	return err
-}
+// on: see Refresh). It cancels a resync in progress and waits for any
+// other deployment or refresh.
+func (p *Provider) Deploy(ctx context.Context, m *edgev1.Model) error { return p.loop.Deploy(ctx, m) }
 
 // Run refreshes the Gateways not yet served every PollInterval and
 // deploys the last model again every Resync (drift, failed operations)
 // until ctx ends. Run it on the leader only.
-func (p *Provider) Run(ctx context.Context) {
-	refresh := time.NewTicker(p.cfg.PollInterval)
-	defer refresh.Stop()
-	resync := time.NewTicker(p.cfg.Resync)
-	defer resync.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-refresh.C:
-			if err := p.Refresh(ctx); err != nil && ctx.Err() == nil {
-				p.log.Info("refresh incomplete", "err", err)
-			}
-		case <-resync.C:
-			p.mu.Lock()
-			m := p.last
-			p.mu.Unlock()
-			if m != nil && p.deployMu.TryLock() {
-				if err := p.deploy(ctx, m); err != nil && ctx.Err() == nil {
-					p.log.Error("resync failed", "version", m.Version, "err", err)
-				}
-				p.deployMu.Unlock()
-				p.notify()
-			}
-		}
-	}
-}
+func (p *Provider) Run(ctx context.Context) { p.loop.Run(ctx) }
 
 // served is the Gateways of m this provider serves, with their tiers.
 func (p *Provider) served(m *edgev1.Model) map[string]edgev1.Gateway {
@@ -384,15 +339,6 @@ func (p *Provider) served(m *edgev1.Model) map[string]edgev1.Gateway {
 		}
 	}
 	return out
-}
-
-// ownedKey is the Gateway key of a profile or endpoint the provider owns,
-// "" for any other.
-func (p *Provider) ownedKey(tags map[string]*string) string {
-	if tags == nil || deref(tags[keys.TagAzureOwner]) != p.cfg.Owner || deref(tags[keys.TagAzureGatewayNamespace]) == "" || deref(tags[keys.TagAzureGatewayName]) == "" {
-		return ""
-	}
-	return deref(tags[keys.TagAzureGatewayNamespace]) + "/" + deref(tags[keys.TagAzureGatewayName])
 }
 
 func (p *Provider) state(key string) *gatewayState {
@@ -414,17 +360,26 @@ func (p *Provider) setMessage(key, msg string) {
 }
 
 // fail reports a failure of key: its message and, for a failure that is
-// not transient, a Warning event once per message.
+// not transient, a Warning event once per message. A deployment
+// cancelled (superseded by a newer model, or the controller stopping) is
+// no failure of Azure's: it is not told.
 func (p *Provider) fail(key string, err error) error {
 	msg := err.Error()
+	cancelled := errors.Is(err, context.Canceled)
 	p.mu.Lock()
 	st := p.state(key)
 	st.progress.Served = false
 	st.progress.Message = "not programmed, what Front Door serves stays: " + msg
-	tell := st.told != msg
-	st.told = msg
+	tell := st.told != msg && !cancelled
+	if tell {
+		st.told = msg
+	}
 	p.mu.Unlock()
-	p.log.Error("deploying to Azure Front Door failed", "gateway", key, "err", err)
+	if cancelled {
+		p.log.Info("deploying to Azure Front Door cancelled", "gateway", key, "err", err)
+	} else {
+		p.log.Error("deploying to Azure Front Door failed", "gateway", key, "err", err)
+	}
 	if tell && p.cfg.Event != nil {
 		p.cfg.Event(key, keys.ReasonAzureRequestFailed, msg)
 	}
@@ -445,32 +400,16 @@ func (p *Provider) deploy(ctx context.Context, m *edgev1.Model) error {
 	held := map[string][]string{} // gateway key -> owned profile names
 	for _, v := range profiles {
 		mv := metaOf(v)
-		if k := p.ownedKey(mv.Tags); k != "" {
+		if k := p.owner.Key(mv.Tags); k != "" {
 			held[k] = append(held[k], mv.Name)
 		}
 	}
-	var (
-		wg   sync.WaitGroup
-		sem  = make(chan struct{}, p.cfg.Parallelism)
-		emu  sync.Mutex
-		errs []error
-	)
-	work := func(f func() error) {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			if err := f(); err != nil {
-				emu.Lock()
-				errs = append(errs, err)
-				emu.Unlock()
-			}
-		})
-	}
+	workers := deployloop.NewWorkers(p.cfg.Parallelism)
 	for _, key := range slices.Sorted(maps.Keys(want)) {
 		p.mu.Lock()
 		p.state(key).withdrawing = false
 		p.mu.Unlock()
-		work(func() error {
+		workers.Go(func() error {
 			if err := p.deployGateway(ctx, want[key], held[key]); err != nil {
 				return err
 			}
@@ -482,11 +421,10 @@ func (p *Provider) deploy(ctx context.Context, m *edgev1.Model) error {
 	}
 	for _, key := range slices.Sorted(maps.Keys(held)) {
 		if _, ok := want[key]; !ok {
-			work(func() error { return p.withdrawGateway(ctx, key, held[key]) })
+			workers.Go(func() error { return p.withdrawGateway(ctx, key, held[key]) })
 		}
 	}
-	wg.Wait()
-	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	err = workers.Wait()
 	// Gateways gone whose profiles are gone too: confirm the absence.
 	p.mu.Lock()
 	var gone []string
@@ -499,7 +437,7 @@ func (p *Provider) deploy(ctx context.Context, m *edgev1.Model) error {
 	for _, key := range gone {
 		p.confirmGone(key)
 	}
-	return errors.Join(errs...)
+	return err
 }
 
 // confirmGone counts an observation of key's profiles' absence, and drops
@@ -531,15 +469,14 @@ func (p *Provider) confirmGone(key string) {
 // Refresh re-reads the Gateways not yet served (deployment status,
 // domain validation, Private Link connections) and those being
 // withdrawn, and updates their progress; it writes only Private Link
-// approvals.
-func (p *Provider) Refresh(ctx context.Context) error {
-	if !p.deployMu.TryLock() {
-		return nil // a deployment runs: it refreshes as well
-	}
-	defer p.deployMu.Unlock()
-	defer p.notify()
+// approvals. It does nothing while a deployment runs (that refreshes as
+// well).
+func (p *Provider) Refresh(ctx context.Context) error { return p.loop.Refresh(ctx) }
+
+// refresh is Refresh's work, which the loop runs between deployments.
+func (p *Provider) refresh(ctx context.Context) error {
+	_, m := p.loop.Deployed()
 	p.mu.Lock()
-	m := p.last
 	var pending, gone []string
 	for key, st := range p.gateways {
 		switch {
@@ -571,7 +508,7 @@ func (p *Provider) Refresh(ctx context.Context) error {
 		}
 		held := map[string]bool{}
 		for _, v := range profiles {
-			if k := p.ownedKey(metaOf(v).Tags); k != "" {
+			if k := p.owner.Key(metaOf(v).Tags); k != "" {
 				held[k] = true
 			}
 		}

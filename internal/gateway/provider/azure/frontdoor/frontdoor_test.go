@@ -14,6 +14,7 @@ import (
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/azure/armerr"
 	"github.com/fleetnet/fleetnet/internal/azure/armsim"
+	"github.com/fleetnet/fleetnet/internal/azure/armutil"
 )
 
 const gwKey = "web/public"
@@ -47,9 +48,9 @@ func TestDeployGraphAndProgress(t *testing.T) {
 	if !ok {
 		t.Fatalf("no profile %s", name)
 	}
-	if deref(prof.SKU.Name) != armcdn.SKUNameStandardAzureFrontDoor || deref(prof.Tags[keys.TagAzureOwner]) != owner ||
-		deref(prof.Tags[keys.TagAzureGatewayName]) != "public" || deref(prof.Tags[keys.TagAzureGatewayUID]) != "uid-1" {
-		t.Errorf("profile sku %v tags %v", deref(prof.SKU.Name), prof.Tags)
+	if armutil.Deref(prof.SKU.Name) != armcdn.SKUNameStandardAzureFrontDoor || armutil.Deref(prof.Tags[keys.TagAzureOwner]) != owner ||
+		armutil.Deref(prof.Tags[keys.TagAzureGatewayName]) != "public" || armutil.Deref(prof.Tags[keys.TagAzureGatewayUID]) != "uid-1" {
+		t.Errorf("profile sku %v tags %v", armutil.Deref(prof.SKU.Name), prof.Tags)
 	}
 	// Origins: api's east and west weighted 1:3, one group each backend.
 	origins := h.sim.Resources(armsim.TypeOrigin)
@@ -59,7 +60,7 @@ func TestDeployGraphAndProgress(t *testing.T) {
 	weights := map[string]int32{}
 	for _, r := range origins {
 		o, _ := armsim.Lookup[armcdn.AFDOrigin](h.sim, r.ID)
-		weights[r.ID.Names[1][:len("fn-api")]+"/"+deref(o.Properties.HostName)] = deref(o.Properties.Weight)
+		weights[r.ID.Names[1][:len("fn-api")]+"/"+armutil.Deref(o.Properties.HostName)] = armutil.Deref(o.Properties.Weight)
 	}
 	if len(weights) != 3 {
 		t.Errorf("origin weights %v", weights)
@@ -71,8 +72,8 @@ func TestDeployGraphAndProgress(t *testing.T) {
 	for _, r := range routes {
 		rt, _ := armsim.Lookup[armcdn.Route](h.sim, r.ID)
 		pr := rt.Properties
-		if deref(pr.HTTPSRedirect) != armcdn.HTTPSRedirectEnabled || len(pr.SupportedProtocols) != 2 || len(pr.CustomDomains) != 1 {
-			t.Errorf("route %s: redirect %v protocols %d domains %d", r.ID.Name(), deref(pr.HTTPSRedirect), len(pr.SupportedProtocols), len(pr.CustomDomains))
+		if armutil.Deref(pr.HTTPSRedirect) != armcdn.HTTPSRedirectEnabled || len(pr.SupportedProtocols) != 2 || len(pr.CustomDomains) != 1 {
+			t.Errorf("route %s: redirect %v protocols %d domains %d", r.ID.Name(), armutil.Deref(pr.HTTPSRedirect), len(pr.SupportedProtocols), len(pr.CustomDomains))
 		}
 	}
 

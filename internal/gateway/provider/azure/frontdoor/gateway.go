@@ -15,6 +15,9 @@ import (
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/azure/armerr"
+	"github.com/fleetnet/fleetnet/internal/azure/armutil"
+
+	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/deployloop"
 )
 
 // entry is one observed resource.
@@ -187,10 +190,10 @@ var (
 	ruleName    = regexp.MustCompile(`^fnr[0-9]+$`)
 )
 
-func running(state string) bool {
-	return state == "Creating" || state == "Updating" || state == "Deleting" || state == "Accepted"
-}
-
+// deployGateway makes Azure match gw's graph: it plans the graph, writes
+// it over what Azure has (graphWrite), withdraws gw's profiles of other
+// names (held, left by an older naming), and assesses what Azure then
+// has.
 func (p *Provider) deployGateway(ctx context.Context, gw edgev1.Gateway, held []string) error {
 	key := gw.Namespace + "/" + gw.Name
 	s, err := p.settingsOf(gw)
@@ -204,119 +207,18 @@ func (p *Provider) deployGateway(ctx context.Context, gw edgev1.Gateway, held []
 	if err != nil {
 		return p.fail(key, fmt.Errorf("nothing changed: %w", err))
 	}
-	if obs.profile != nil && p.ownedKey(metaOf(obs.profile).Tags) != key {
-		return p.fail(key, fmt.Errorf("the Front Door profile %s exists without fleetnet's tags for this Gateway (owner %s): it is not touched", g.profileName, p.cfg.Owner))
-	}
-	if prof, ok := obs.profile.(*armcdn.Profile); ok && prof.SKU != nil && deref(prof.SKU.Name) != deref(g.profile.SKU.Name) {
-		// Front Door changes a profile's tier only by an upgrade
-		// (Standard to Premium, mapping WAF policies), never back.
-		return p.fail(key, fmt.Errorf("the Front Door profile %s is %s and the Gateway asks for %s: a profile's tier cannot be changed by writing it; fleetnet does not upgrade profiles (az afd profile upgrade), so upgrade it, or delete the Gateway and create it again",
-			g.profileName, deref(prof.SKU.Name), deref(g.profile.SKU.Name)))
-	}
-	items := g.items()
-	wanted := map[string]bool{}
-	for _, it := range items {
-		wanted[it.kind+"\x00"+pathKey(it.path)] = true
-	}
-	unwanted := func(kind string) []entry {
-		var out []entry
-		for _, e := range obs.sorted(kind) {
-			name := e.path[len(e.path)-1]
-			if wanted[kind+"\x00"+pathKey(e.path)] {
-				continue
-			}
-			owned := ours(kind, name)
-			if kind == kindEndpoint {
-				owned = p.ownedKey(metaOf(e.v).Tags) == key
-			}
-			if owned {
-				out = append(out, e)
-			}
-		}
-		return out
-	}
-	applyKinds := func(kinds ...string) error {
-		for _, it := range items {
-			if slices.Contains(kinds, it.kind) {
-				if err := p.apply(ctx, key, it, obs.get(it.kind, it.path)); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	// A route leaving whose domain and pattern a planned route takes must
-	// go before that route is written (Front Door refuses two routes on
-	// the same domain and pattern); other leaving routes go after the new
-	// ones serve (fail static).
-	taken := map[string]bool{}
-	for _, r := range g.routes {
-		for _, d := range routeDomains(&r.v) {
-			for _, pat := range r.v.Properties.PatternsToMatch {
-				taken[d+"\x00"+strings.ToLower(deref(pat))] = true
-			}
-		}
-	}
-	blocking := func(e entry) bool {
-		r, _ := e.v.(*armcdn.Route)
-		if r == nil || r.Properties == nil {
-			return false
-		}
-		for _, d := range routeDomains(r) {
-			for _, pat := range r.Properties.PatternsToMatch {
-				if taken[d+"\x00"+strings.ToLower(deref(pat))] {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	removed := map[string]bool{}
-	removeKinds := func(only func(entry) bool, kinds ...string) error {
-		for _, kind := range kinds {
-			for _, e := range unwanted(kind) {
-				if (only != nil && !only(e)) || removed[kind+"\x00"+pathKey(e.path)] {
-					continue
-				}
-				if err := p.remove(ctx, key, kind, e.path, e.v); err != nil {
-					return err
-				}
-				removed[kind+"\x00"+pathKey(e.path)] = true
-			}
-		}
-		return nil
-	}
-	// Dependencies first, then the routes, then what nothing references
-	// any more (security policies and routes before the rule sets, origin
-	// groups and custom domains they reference; origins before their
-	// group).
-	steps := []func() error{
-		func() error {
-			return applyKinds(kindProfile, kindEndpoint, kindDomain, kindOriginGroup, kindOrigin, kindRuleSet, kindRule)
-		},
-		func() error { return removeKinds(blocking, kindRoute) },
-		func() error { return applyKinds(kindRoute, kindSecurity) },
-		func() error {
-			return removeKinds(nil, kindSecurity, kindRoute, kindRule, kindRuleSet, kindOrigin, kindOriginGroup, kindDomain, kindEndpoint)
-		},
+	if err := p.refuseProfile(key, g, obs); err != nil {
+		return p.fail(key, err)
 	}
 	// Fail static: when a cluster's origin could not be read, what is
 	// planned lacks it for want of knowledge, so nothing is removed.
-	var unknown []string
-	for ref, o := range origins {
-		if o.Unknown {
-			unknown = append(unknown, ref)
-		}
-	}
-	if len(unknown) > 0 {
-		slices.Sort(unknown)
+	removals := true
+	if unknown := unknownOrigins(origins); len(unknown) > 0 {
 		p.log.Info("not withdrawing anything: origins could not be read", "gateway", key, "frontends", unknown)
-		steps = []func() error{steps[0], steps[2]}
+		removals = false
 	}
-	for _, step := range steps {
-		if err := step(); err != nil {
-			return p.fail(key, err)
-		}
+	if err := p.newGraphWrite(key, g, obs).run(ctx, removals); err != nil {
+		return p.fail(key, err)
 	}
 	for _, old := range held {
 		if !strings.EqualFold(old, g.profileName) {
@@ -335,6 +237,165 @@ func (p *Provider) deployGateway(ctx context.Context, gw edgev1.Gateway, held []
 	return nil
 }
 
+// refuseProfile says why the Gateway's profile as Azure has it (if any)
+// is not written: it is not the provider's for this Gateway, or of
+// another tier than g's.
+func (p *Provider) refuseProfile(key string, g graph, obs *observed) error {
+	if obs.profile != nil && p.owner.Key(metaOf(obs.profile).Tags) != key {
+		return fmt.Errorf("the Front Door profile %s exists without fleetnet's tags for this Gateway (owner %s): it is not touched", g.profileName, p.cfg.Owner)
+	}
+	if prof, ok := obs.profile.(*armcdn.Profile); ok && prof.SKU != nil && armutil.Deref(prof.SKU.Name) != armutil.Deref(g.profile.SKU.Name) {
+		// Front Door changes a profile's tier only by an upgrade
+		// (Standard to Premium, mapping WAF policies), never back.
+		return fmt.Errorf("the Front Door profile %s is %s and the Gateway asks for %s: a profile's tier cannot be changed by writing it; fleetnet does not upgrade profiles (az afd profile upgrade), so upgrade it, or delete the Gateway and create it again",
+			g.profileName, armutil.Deref(prof.SKU.Name), armutil.Deref(g.profile.SKU.Name))
+	}
+	return nil
+}
+
+// unknownOrigins are the origin references whose origin could not be
+// read (Origin.Unknown), sorted.
+func unknownOrigins(origins map[string]Origin) []string {
+	var unknown []string
+	for ref, o := range origins {
+		if o.Unknown {
+			unknown = append(unknown, ref)
+		}
+	}
+	slices.Sort(unknown)
+	return unknown
+}
+
+// owns says whether the provider created e, a resource of kind in the
+// profile of Gateway key: an endpoint by its tags, a child by its name
+// (see ours).
+func (p *Provider) owns(key, kind string, e entry) bool {
+	if kind == kindEndpoint {
+		return p.owner.Key(metaOf(e.v).Tags) == key
+	}
+	return ours(kind, e.path[len(e.path)-1])
+}
+
+// resourceKey identifies a resource of kind at path within one write.
+func resourceKey(kind string, path []string) string { return kind + "\x00" + pathKey(path) }
+
+// graphWrite writes one Gateway's graph over what Azure has (obs): it
+// applies the planned items, and removes the resources the provider owns
+// in the profile that the graph no longer plans.
+type graphWrite struct {
+	p     *Provider
+	key   string
+	items []item
+	obs   *observed
+	// wanted are the planned resources (resourceKey).
+	wanted map[string]bool
+	// taken are the domains and patterns of the planned routes
+	// (domain+"\x00"+pattern).
+	taken map[string]bool
+	// removed are the resources this write deleted (resourceKey).
+	removed map[string]bool
+}
+
+func (p *Provider) newGraphWrite(key string, g graph, obs *observed) *graphWrite {
+	w := &graphWrite{p: p, key: key, items: g.items(), obs: obs, wanted: map[string]bool{}, taken: map[string]bool{}, removed: map[string]bool{}}
+	for _, it := range w.items {
+		w.wanted[resourceKey(it.kind, it.path)] = true
+	}
+	for _, r := range g.routes {
+		for _, d := range routeDomains(&r.v) {
+			for _, pat := range r.v.Properties.PatternsToMatch {
+				w.taken[d+"\x00"+strings.ToLower(armutil.Deref(pat))] = true
+			}
+		}
+	}
+	return w
+}
+
+// run writes in dependency order: the routes' dependencies, then the
+// routes and security policy, then removes what nothing references any
+// more (withdrawOrder: security policies and routes before the rule sets,
+// origin groups and custom domains they reference; origins before their
+// group). A leaving route whose domain and pattern a planned route takes
+// goes before that route is written (Front Door refuses two routes on
+// the same domain and pattern); the other leaving routes go after the
+// new ones serve (fail static). Without removals, nothing is removed.
+func (w *graphWrite) run(ctx context.Context, removals bool) error {
+	if err := w.apply(ctx, kindProfile, kindEndpoint, kindDomain, kindOriginGroup, kindOrigin, kindRuleSet, kindRule); err != nil {
+		return err
+	}
+	if removals {
+		if err := w.remove(ctx, w.blocking, kindRoute); err != nil {
+			return err
+		}
+	}
+	if err := w.apply(ctx, kindRoute, kindSecurity); err != nil {
+		return err
+	}
+	if removals {
+		return w.remove(ctx, nil, withdrawOrder...)
+	}
+	return nil
+}
+
+// apply writes the planned items of kinds, in creation order.
+func (w *graphWrite) apply(ctx context.Context, kinds ...string) error {
+	for _, it := range w.items {
+		if slices.Contains(kinds, it.kind) {
+			if err := w.p.apply(ctx, w.key, it, w.obs.get(it.kind, it.path)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// remove deletes, kind by kind, the unwanted resources (those only
+// selects, when set) not removed yet.
+func (w *graphWrite) remove(ctx context.Context, only func(entry) bool, kinds ...string) error {
+	for _, kind := range kinds {
+		for _, e := range w.unwanted(kind) {
+			rk := resourceKey(kind, e.path)
+			if (only != nil && !only(e)) || w.removed[rk] {
+				continue
+			}
+			if err := w.p.remove(ctx, w.key, kind, e.path, e.v); err != nil {
+				return err
+			}
+			w.removed[rk] = true
+		}
+	}
+	return nil
+}
+
+// unwanted are the resources of kind that Azure has, the provider owns
+// and the graph does not plan, in path order.
+func (w *graphWrite) unwanted(kind string) []entry {
+	var out []entry
+	for _, e := range w.obs.sorted(kind) {
+		if !w.wanted[resourceKey(kind, e.path)] && w.p.owns(w.key, kind, e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// blocking says whether e is a route serving a domain and pattern that a
+// planned route takes.
+func (w *graphWrite) blocking(e entry) bool {
+	r, _ := e.v.(*armcdn.Route)
+	if r == nil || r.Properties == nil {
+		return false
+	}
+	for _, d := range routeDomains(r) {
+		for _, pat := range r.Properties.PatternsToMatch {
+			if w.taken[d+"\x00"+strings.ToLower(armutil.Deref(pat))] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // retry runs f, waiting with backoff while Azure answers 409 (another
 // operation in progress) or 429 (throttled beyond azcore's retries).
 func (p *Provider) retry(ctx context.Context, key, what string, f func() error) error {
@@ -346,7 +407,7 @@ func (p *Provider) retry(ctx context.Context, key, what string, f func() error) 
 		}
 		p.log.Info("waiting for Azure", "gateway", key, "resource", what, "status", armerr.Status(err), "attempt", attempt, "retryIn", delay, "cause", armerr.Describe(err))
 		p.setMessage(key, fmt.Sprintf("waiting to write %s: %s (attempt %d, again in %s)", what, armerr.Describe(err), attempt, delay))
-		if err := sleep(ctx, delay); err != nil {
+		if err := deployloop.Sleep(ctx, delay); err != nil {
 			return err
 		}
 		delay = min(2*delay, 8*p.cfg.PollInterval)
@@ -356,11 +417,11 @@ func (p *Provider) retry(ctx context.Context, key, what string, f func() error) 
 // settle waits while an operation runs on the resource (a previous
 // process's, or someone's in the portal); nil when it is gone.
 func (p *Provider) settle(ctx context.Context, key, kind string, path []string, cur any) (any, error) {
-	for cur != nil && running(metaOf(cur).Properties.ProvisioningState) {
+	for cur != nil && armutil.Running(metaOf(cur).Properties.ProvisioningState) {
 		state := metaOf(cur).Properties.ProvisioningState
 		p.setMessage(key, fmt.Sprintf("waiting for %s %s: provisioningState %s (an operation already running)", kind, path[len(path)-1], state))
 		p.log.Info("waiting for a running operation", "gateway", key, "resource", kind, "name", path[len(path)-1], "provisioningState", state)
-		if err := sleep(ctx, p.cfg.PollInterval); err != nil {
+		if err := deployloop.Sleep(ctx, p.cfg.PollInterval); err != nil {
 			return nil, err
 		}
 		v, err := p.kinds[kind].get(ctx, path)
@@ -392,13 +453,13 @@ func (p *Provider) apply(ctx context.Context, key string, it item, cur any) erro
 		switch w := want.(type) {
 		case *armcdn.Profile:
 			c := *w
-			changes = append(changes, tagsDiffer(c.Tags, m.Tags)...)
-			c.Tags = withTags(c.Tags, m.Tags)
+			changes = append(changes, armutil.TagDiff(c.Tags, m.Tags)...)
+			c.Tags = armutil.WithTags(c.Tags, m.Tags)
 			want = &c
 		case *armcdn.AFDEndpoint:
 			c := *w
-			changes = append(changes, tagsDiffer(c.Tags, m.Tags)...)
-			c.Tags = withTags(c.Tags, m.Tags)
+			changes = append(changes, armutil.TagDiff(c.Tags, m.Tags)...)
+			c.Tags = armutil.WithTags(c.Tags, m.Tags)
 			want = &c
 		}
 		if s := m.Properties.ProvisioningState; s != "" && s != "Succeeded" {
@@ -492,19 +553,14 @@ func (p *Provider) withdrawProfile(ctx context.Context, key, profile string) err
 	if obs.profile == nil {
 		return nil
 	}
-	if p.ownedKey(metaOf(obs.profile).Tags) != key {
+	if p.owner.Key(metaOf(obs.profile).Tags) != key {
 		return nil
 	}
 	var foreign []string
 	for _, kind := range withdrawOrder {
 		for _, e := range obs.sorted(kind) {
-			name := e.path[len(e.path)-1]
-			owned := ours(kind, name)
-			if kind == kindEndpoint {
-				owned = p.ownedKey(metaOf(e.v).Tags) == key
-			}
-			if !owned {
-				foreign = append(foreign, kind+" "+name)
+			if !p.owns(key, kind, e) {
+				foreign = append(foreign, kind+" "+e.path[len(e.path)-1])
 				continue
 			}
 			if err := p.remove(ctx, key, kind, e.path, e.v); err != nil {
@@ -705,7 +761,7 @@ func routeDomains(r *armcdn.Route) []string {
 		return out
 	}
 	for _, d := range r.Properties.CustomDomains {
-		out = append(out, strings.ToLower(deref(d.ID)))
+		out = append(out, strings.ToLower(armutil.Deref(d.ID)))
 	}
 	if r.Properties.LinkToDefaultDomain == nil || *r.Properties.LinkToDefaultDomain == armcdn.LinkToDefaultDomainEnabled {
 		out = append(out, "default")

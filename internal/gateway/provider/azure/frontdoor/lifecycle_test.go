@@ -14,6 +14,7 @@ import (
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/azure/armsim"
+	"github.com/fleetnet/fleetnet/internal/azure/armutil"
 )
 
 // A controller stopped while a route's creation runs leaves its resume
@@ -121,8 +122,8 @@ func TestPrivateLinkApproval(t *testing.T) {
 	}
 	for _, r := range h.sim.Resources(armsim.TypeOrigin) {
 		o, _ := armsim.Lookup[armcdn.AFDOrigin](h.sim, r.ID)
-		if spl := o.Properties.SharedPrivateLinkResource; spl == nil || deref(spl.PrivateLink.ID) == "" || deref(o.Properties.HostName) != "10.1.0.10" {
-			t.Errorf("origin %s: host %s, private link %+v", r.ID.Name(), deref(o.Properties.HostName), spl)
+		if spl := o.Properties.SharedPrivateLinkResource; spl == nil || armutil.Deref(spl.PrivateLink.ID) == "" || armutil.Deref(o.Properties.HostName) != "10.1.0.10" {
+			t.Errorf("origin %s: host %s, private link %+v", r.ID.Name(), armutil.Deref(o.Properties.HostName), spl)
 		}
 	}
 	msgs := h.until(p, gwKey, time.Second, func(g GatewayProgress) bool { return !strings.Contains(g.Message, "deployment") })
@@ -136,7 +137,7 @@ func TestPrivateLinkApproval(t *testing.T) {
 	}
 	conn := ""
 	for _, r := range h.sim.Resources(armsim.TypeOrigin) {
-		if o, _ := armsim.Lookup[armcdn.AFDOrigin](h.sim, r.ID); strings.Contains(deref(o.Properties.SharedPrivateLinkResource.PrivateLink.ID), "pls-west") {
+		if o, _ := armsim.Lookup[armcdn.AFDOrigin](h.sim, r.ID); strings.Contains(armutil.Deref(o.Properties.SharedPrivateLinkResource.PrivateLink.ID), "pls-west") {
 			conn = armsim.ConnectionName(r.ID)
 		}
 	}
@@ -181,10 +182,10 @@ func TestPublishedPrivateLinkService(t *testing.T) {
 	for _, r := range h.sim.Resources(armsim.TypeOrigin) {
 		o, _ := armsim.Lookup[armcdn.AFDOrigin](h.sim, r.ID)
 		spl := o.Properties.SharedPrivateLinkResource
-		if spl == nil || deref(o.Properties.HostName) != "10.1.0.10" {
-			t.Fatalf("origin %s: host %s, private link %+v", r.ID.Name(), deref(o.Properties.HostName), spl)
+		if spl == nil || armutil.Deref(o.Properties.HostName) != "10.1.0.10" {
+			t.Fatalf("origin %s: host %s, private link %+v", r.ID.Name(), armutil.Deref(o.Properties.HostName), spl)
 		}
-		origins = append(origins, deref(spl.PrivateLink.ID)+" in "+deref(spl.PrivateLinkLocation))
+		origins = append(origins, armutil.Deref(spl.PrivateLink.ID)+" in "+armutil.Deref(spl.PrivateLinkLocation))
 	}
 	slices.Sort(origins)
 	if want := []string{eastPLS.String() + " in eastus", southPLS.String() + " in southcentralus", westPLS.String() + " in westus"}; !slices.Equal(origins, want) {
@@ -439,8 +440,8 @@ func TestDriftRepaired(t *testing.T) {
 		t.Errorf("repair writes %v, want the origin only (a tag someone added is no drift)", w)
 	}
 	after, _ := armsim.Lookup[armcdn.AFDOrigin](h.sim, origin)
-	if deref(after.Properties.Weight) != deref(before.Properties.Weight) || deref(after.Properties.EnabledState) != armcdn.EnabledStateEnabled {
-		t.Errorf("origin after repair: weight %d state %s", deref(after.Properties.Weight), deref(after.Properties.EnabledState))
+	if armutil.Deref(after.Properties.Weight) != armutil.Deref(before.Properties.Weight) || armutil.Deref(after.Properties.EnabledState) != armcdn.EnabledStateEnabled {
+		t.Errorf("origin after repair: weight %d state %s", armutil.Deref(after.Properties.Weight), armutil.Deref(after.Properties.EnabledState))
 	}
 }
 
@@ -540,6 +541,57 @@ func TestTierChangeRefused(t *testing.T) {
 	}
 	if w := h.writes(n); len(w) != 0 {
 		t.Errorf("writes %v", w)
+	}
+}
+
+// A newer model cancels a resync in progress rather than waiting for it:
+// the resync's cancelled write is no failure of Azure's (no Warning
+// event), its resume token stays, and the newer model's deployment
+// resumes it.
+func TestDeployCancelsResync(t *testing.T) {
+	h := newHarness(t, armsim.Options{Polls: 1})
+	p := h.provider()
+	ctx := context.Background()
+	if err := p.Deploy(ctx, modelOf("v1", h.gateway("afd-standard", nil))); err != nil {
+		t.Fatal(err)
+	}
+	// Drift: a route deleted outside fleetnet, which the resync creates
+	// again and the simulation holds in progress.
+	h.sim.Delete(h.sim.Resources(armsim.TypeRoute)[0].ID)
+	h.sim.Hold(armsim.TypeRoute)
+	resynced := make(chan struct{})
+	go func() {
+		p.loop.Resync(ctx)
+		close(resynced)
+	}()
+	for i := 0; ; i++ {
+		if rs := h.sim.Resources(armsim.TypeRoute); len(rs) == 2 && slices.ContainsFunc(rs, func(r armsim.Resource) bool { return r.Operation == "put" }) {
+			break
+		}
+		if i > 5000 {
+			t.Fatal("the resync never wrote the route")
+		}
+		time.Sleep(time.Millisecond) // waiting for another goroutine's progress, no timing asserted
+	}
+	deployed := make(chan error, 1)
+	go func() { deployed <- p.Deploy(ctx, modelOf("v2", h.gateway("afd-standard", nil))) }()
+	select {
+	case <-resynced:
+	case <-time.After(time.Minute):
+		t.Fatal("the resync was not cancelled by a newer model")
+	}
+	if tokens, _ := h.tokens.Load(ctx, gwKey); len(tokens) != 1 {
+		t.Errorf("resume tokens after the cancelled resync: %v, want the route's", tokens)
+	}
+	h.sim.Release(armsim.TypeRoute)
+	if err := <-deployed; err != nil {
+		t.Fatal(err)
+	}
+	if ev := h.eventList(); len(ev) != 0 {
+		t.Errorf("events for a cancelled resync: %v", ev)
+	}
+	if pr := p.Progress(); pr.Version != "v2" {
+		t.Errorf("version %s, want v2", pr.Version)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/azure/armerr"
+	"github.com/fleetnet/fleetnet/internal/azure/armutil"
 
 	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/frontdoor/annotations"
 )
@@ -128,10 +129,10 @@ func (p *Provider) resolvePrivateLinkService(ctx context.Context, id string) Ori
 	if pls.Properties == nil || len(pls.Properties.LoadBalancerFrontendIPConfigurations) == 0 {
 		return Origin{Problem: fmt.Sprintf("Private Link Service %s serves no load balancer frontend", m[3])}
 	}
-	if st := deref(pls.Properties.ProvisioningState); st != "" && st != armnetwork.ProvisioningStateSucceeded {
+	if st := armutil.Deref(pls.Properties.ProvisioningState); st != "" && st != armnetwork.ProvisioningStateSucceeded {
 		return Origin{Problem: fmt.Sprintf("Private Link Service %s is %s", m[3], st), Unknown: st != armnetwork.ProvisioningStateFailed}
 	}
-	feID := deref(pls.Properties.LoadBalancerFrontendIPConfigurations[0].ID)
+	feID := armutil.Deref(pls.Properties.LoadBalancerFrontendIPConfigurations[0].ID)
 	fm := frontendRef.FindStringSubmatch(feID)
 	if fm == nil {
 		return Origin{Problem: fmt.Sprintf("Private Link Service %s serves %s, which is not a load balancer frontend IP configuration id", m[3], feID)}
@@ -146,8 +147,8 @@ func (p *Provider) resolvePrivateLinkService(ctx context.Context, id string) Ori
 	}
 	if lb.Properties != nil {
 		for _, fe := range lb.Properties.FrontendIPConfigurations {
-			if strings.EqualFold(deref(fe.Name), fm[4]) && fe.Properties != nil && deref(fe.Properties.PrivateIPAddress) != "" {
-				return Origin{Host: deref(fe.Properties.PrivateIPAddress), PrivateLink: deref(pls.ID), PrivateLinkLocation: deref(pls.Location)}
+			if strings.EqualFold(armutil.Deref(fe.Name), fm[4]) && fe.Properties != nil && armutil.Deref(fe.Properties.PrivateIPAddress) != "" {
+				return Origin{Host: armutil.Deref(fe.Properties.PrivateIPAddress), PrivateLink: armutil.Deref(pls.ID), PrivateLinkLocation: armutil.Deref(pls.Location)}
 			}
 		}
 	}
@@ -171,7 +172,7 @@ func (p *Provider) resolve(ctx context.Context, ref string, s annotations.Settin
 	var fe *armnetwork.FrontendIPConfiguration
 	if lb.Properties != nil {
 		for _, x := range lb.Properties.FrontendIPConfigurations {
-			if strings.EqualFold(deref(x.Name), feName) {
+			if strings.EqualFold(armutil.Deref(x.Name), feName) {
 				fe = x
 			}
 		}
@@ -183,7 +184,7 @@ func (p *Provider) resolve(ctx context.Context, ref string, s annotations.Settin
 		if s.Connectivity == annotations.ConnectivityPrivateLink {
 			return Origin{Problem: fmt.Sprintf("frontend %s of load balancer %s is public: %s=private-link needs an internal load balancer with a Private Link Service", feName, lbName, keys.AnnotationAzureConnectivity)}
 		}
-		pipID := deref(fe.Properties.PublicIPAddress.ID)
+		pipID := armutil.Deref(fe.Properties.PublicIPAddress.ID)
 		pm := regexp.MustCompile(`(?i)^/subscriptions/([^/]+)/resourceGroups/([^/]+)/providers/Microsoft\.Network/publicIPAddresses/([^/]+)$`).FindStringSubmatch(pipID)
 		if pm == nil {
 			return Origin{Problem: fmt.Sprintf("frontend %s uses %s, which is not a public IP address id", feName, pipID)}
@@ -198,7 +199,7 @@ func (p *Provider) resolve(ctx context.Context, ref string, s annotations.Settin
 		}
 		addr := ""
 		if pip.Properties != nil {
-			addr = deref(pip.Properties.IPAddress)
+			addr = armutil.Deref(pip.Properties.IPAddress)
 		}
 		if addr == "" {
 			return Origin{Problem: fmt.Sprintf("public IP address %s of frontend %s has no address yet", pm[3], feName)}
@@ -231,8 +232,8 @@ func (p *Provider) resolve(ctx context.Context, ref string, s annotations.Settin
 			continue
 		}
 		for _, x := range pls.Properties.LoadBalancerFrontendIPConfigurations {
-			if strings.EqualFold(deref(x.ID), ref) {
-				return Origin{Host: deref(fe.Properties.PrivateIPAddress), PrivateLink: deref(pls.ID), PrivateLinkLocation: deref(pls.Location)}
+			if strings.EqualFold(armutil.Deref(x.ID), ref) {
+				return Origin{Host: armutil.Deref(fe.Properties.PrivateIPAddress), PrivateLink: armutil.Deref(pls.ID), PrivateLinkLocation: armutil.Deref(pls.Location)}
 			}
 		}
 	}
@@ -259,7 +260,7 @@ func (p *Provider) approve(ctx context.Context, key string, g graph, obs *observ
 			if cur == nil || m.Properties.SharedPrivateLinkResource == nil || m.Properties.SharedPrivateLinkResource.Status != "Pending" {
 				continue
 			}
-			pm := plsRef.FindStringSubmatch(deref(spl.PrivateLink.ID))
+			pm := plsRef.FindStringSubmatch(armutil.Deref(spl.PrivateLink.ID))
 			if pm == nil {
 				continue
 			}
@@ -274,24 +275,24 @@ func (p *Provider) approve(ctx context.Context, key string, g graph, obs *observ
 			}
 			// Consent: the PLS's own tag, or the export of the Service that
 			// cloud-provider-azure made the PLS for (its owner tag names it).
-			consent := deref(pls.Tags[keys.TagAzurePLSApproval]) == keys.PLSApprovalAuto ||
-				g.autoApproved[strings.ToLower(deref(spl.PrivateLink.ID))][deref(pls.Tags[keys.TagAzureOwnerService])]
+			consent := armutil.Deref(pls.Tags[keys.TagAzurePLSApproval]) == keys.PLSApprovalAuto ||
+				g.autoApproved[strings.ToLower(armutil.Deref(spl.PrivateLink.ID))][armutil.Deref(pls.Tags[keys.TagAzureOwnerService])]
 			if !consent || pls.Properties == nil {
 				continue // the owner approves
 			}
 			approved := false
 			for _, pc := range pls.Properties.PrivateEndpointConnections {
 				st := pc.Properties
-				if st == nil || st.PrivateLinkServiceConnectionState == nil || deref(st.PrivateLinkServiceConnectionState.Status) != "Pending" ||
-					deref(st.PrivateLinkServiceConnectionState.Description) != deref(spl.RequestMessage) {
+				if st == nil || st.PrivateLinkServiceConnectionState == nil || armutil.Deref(st.PrivateLinkServiceConnectionState.Status) != "Pending" ||
+					armutil.Deref(st.PrivateLinkServiceConnectionState.Description) != armutil.Deref(spl.RequestMessage) {
 					continue
 				}
-				p.log.Info("approving Front Door's Private Link connection", "gateway", key, "privateLinkService", pm[3], "connection", deref(pc.Name))
-				_, err := c.UpdatePrivateEndpointConnection(ctx, pm[2], pm[3], deref(pc.Name), armnetwork.PrivateEndpointConnection{
+				p.log.Info("approving Front Door's Private Link connection", "gateway", key, "privateLinkService", pm[3], "connection", armutil.Deref(pc.Name))
+				_, err := c.UpdatePrivateEndpointConnection(ctx, pm[2], pm[3], armutil.Deref(pc.Name), armnetwork.PrivateEndpointConnection{
 					Name: pc.Name, Properties: &armnetwork.PrivateEndpointConnectionProperties{PrivateLinkServiceConnectionState: &armnetwork.PrivateLinkServiceConnectionState{
 						Status: to.Ptr("Approved"), Description: to.Ptr("approved by fleetnet for Gateway " + key)}}}, nil)
 				if err != nil {
-					return fmt.Errorf("approving connection %s on Private Link Service %s: %w", deref(pc.Name), pm[3], armerr.Describe(err))
+					return fmt.Errorf("approving connection %s on Private Link Service %s: %w", armutil.Deref(pc.Name), pm[3], armerr.Describe(err))
 				}
 				approved = true
 			}

@@ -13,6 +13,7 @@ import (
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/azure/armsim"
+	"github.com/fleetnet/fleetnet/internal/azure/armutil"
 
 	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/frontdoor/annotations"
 )
@@ -148,7 +149,7 @@ func TestPlanGraph(t *testing.T) {
 	for _, og := range g.groups {
 		var os []string
 		for _, o := range og.origins {
-			os = append(os, fmt.Sprintf("%s=%d/%s/%s", deref(o.v.Properties.HostName), deref(o.v.Properties.Weight), deref(o.v.Properties.EnabledState), deref(o.v.Properties.OriginHostHeader)))
+			os = append(os, fmt.Sprintf("%s=%d/%s/%s", armutil.Deref(o.v.Properties.HostName), armutil.Deref(o.v.Properties.Weight), armutil.Deref(o.v.Properties.EnabledState), armutil.Deref(o.v.Properties.OriginHostHeader)))
 		}
 		groups = append(groups, og.label+" "+strings.Join(os, ","))
 	}
@@ -166,7 +167,7 @@ func TestPlanGraph(t *testing.T) {
 		t.Fatalf("rule sets %+v", g.ruleSets)
 	}
 	rw, ok := g.ruleSets[0].rules[1].v.Properties.Actions[0].(*armcdn.URLRewriteAction)
-	if !ok || deref(rw.Parameters.SourcePattern) != "/" || deref(rw.Parameters.Destination) != "/v2" || !deref(rw.Parameters.PreserveUnmatchedPath) {
+	if !ok || armutil.Deref(rw.Parameters.SourcePattern) != "/" || armutil.Deref(rw.Parameters.Destination) != "/v2" || !armutil.Deref(rw.Parameters.PreserveUnmatchedPath) {
 		t.Errorf("rewrite %+v", g.ruleSets[0].rules[1].v.Properties.Actions[0])
 	}
 	notes := strings.Join(g.notes, "; ")
@@ -178,8 +179,8 @@ func TestPlanGraph(t *testing.T) {
 	if g.security == nil || len(g.security.v.Properties.Parameters.(*armcdn.SecurityPolicyWebApplicationFirewallParameters).Associations[0].Domains) != 1 {
 		t.Errorf("security policy %+v", g.security)
 	}
-	if deref(g.profile.SKU.Name) != armcdn.SKUNamePremiumAzureFrontDoor {
-		t.Errorf("sku %v", deref(g.profile.SKU.Name))
+	if armutil.Deref(g.profile.SKU.Name) != armcdn.SKUNamePremiumAzureFrontDoor {
+		t.Errorf("sku %v", armutil.Deref(g.profile.SKU.Name))
 	}
 }
 
@@ -189,7 +190,7 @@ func TestPlanWeightScaling(t *testing.T) {
 	g := planFor(testTarget, planGateway(route("r", 0, "/", b)), annotations.Defaults(annotations.SKUStandard), planOrigins)
 	var ws []int32
 	for _, o := range g.groups[0].origins {
-		ws = append(ws, deref(o.v.Properties.Weight))
+		ws = append(ws, armutil.Deref(o.v.Properties.Weight))
 	}
 	if fmt.Sprint(ws) != "[1000 10]" {
 		t.Errorf("weights %v, want [1000 10]", ws)
@@ -230,7 +231,7 @@ func TestWAFSecurityPolicy(t *testing.T) {
 			}
 			sp, _ := armsim.Lookup[armcdn.SecurityPolicy](h.sim, sps[0].ID)
 			params := sp.Properties.Parameters.(*armcdn.SecurityPolicyWebApplicationFirewallParameters)
-			if !strings.EqualFold(deref(params.WafPolicy.ID), waf.String()) || len(params.Associations[0].Domains) != 2 {
+			if !strings.EqualFold(armutil.Deref(params.WafPolicy.ID), waf.String()) || len(params.Associations[0].Domains) != 2 {
 				t.Errorf("security policy %+v", params)
 			}
 			// The WAF detached: the security policy goes before anything.

@@ -1,0 +1,106 @@
+// Package armutil holds the small helpers fleetnet's Azure code needs on
+// Azure Resource Manager values, once: reading the SDK's optional fields
+// (Deref), the tags by which a provider recognises and keeps what it owns
+// (Owner, TagDiff, WithTags, MaxTagValue), what a provisioningState says
+// (Running) and the ARM clients' retry defaults (ClientOptions). Error
+// responses have their own package, armerr.
+package armutil
+
+import (
+	"slices"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
+)
+
+// MaxTagValue is how many characters an Azure tag value holds at most.
+const MaxTagValue = 256
+
+// Deref is *p, the zero value when p is nil (the SDK's models hold every
+// field as a pointer).
+func Deref[T any](p *T) T {
+	if p == nil {
+		var zero T
+		return zero
+	}
+	return *p
+}
+
+// Owner recognises by their tags the resources one provider instance owns
+// (one per fleet sharing a resource group) and the object each serves:
+// Tag holds Value, NamespaceTag and NameTag the object's namespace and
+// name (a tag each: tag names cannot hold '/', and a namespace/name can
+// be longer than a tag value).
+type Owner struct {
+	Tag, Value            string
+	NamespaceTag, NameTag string
+}
+
+// Key is the object ("namespace/name") of a resource o owns, "" for any
+// other: such a resource is never changed or deleted.
+func (o Owner) Key(tags map[string]*string) string {
+	ns, name := Deref(tags[o.NamespaceTag]), Deref(tags[o.NameTag])
+	if tags == nil || Deref(tags[o.Tag]) != o.Value || ns == "" || name == "" {
+		return ""
+	}
+	return ns + "/" + name
+}
+
+// TagDiff says which of want's tags got lacks or has otherwise, as
+// "tag <name>", sorted.
+func TagDiff(want, got map[string]*string) []string {
+	var d []string
+	for k, v := range want {
+		if g, ok := got[k]; !ok || Deref(g) != Deref(v) {
+			d = append(d, "tag "+k)
+		}
+	}
+	slices.Sort(d)
+	return d
+}
+
+// WithTags is want with the tags got has besides the provider's, so that
+// an update keeps tags someone added.
+func WithTags(want, got map[string]*string) map[string]*string {
+	out := map[string]*string{}
+	for k, v := range got {
+		out[k] = v
+	}
+	for k, v := range want {
+		out[k] = v
+	}
+	return out
+}
+
+// Running says whether a provisioningState is that of an operation in
+// progress (someone's write or delete): the resource is waited for, not
+// written.
+func Running(provisioningState string) bool {
+	switch provisioningState {
+	case "Creating", "Updating", "Deleting", "Accepted":
+		return true
+	}
+	return false
+}
+
+// Retry defaults of ClientOptions: ARM's Retry-After on throttling is
+// often tens of seconds.
+const (
+	DefaultMaxRetries    = 5
+	DefaultMaxRetryDelay = 2 * time.Minute
+)
+
+// ClientOptions is a copy of o (the zero options, Azure's public cloud,
+// for nil) whose zero Retry gets DefaultMaxRetries and
+// DefaultMaxRetryDelay, so that azcore's retry policy honours ARM's
+// Retry-After on throttling.
+func ClientOptions(o *arm.ClientOptions) arm.ClientOptions {
+	opts := arm.ClientOptions{}
+	if o != nil {
+		opts = *o
+	}
+	if opts.Retry.MaxRetries == 0 && opts.Retry.MaxRetryDelay == 0 && opts.Retry.RetryDelay == 0 {
+		opts.Retry.MaxRetries, opts.Retry.MaxRetryDelay = DefaultMaxRetries, DefaultMaxRetryDelay
+	}
+	return opts
+}
