@@ -69,11 +69,11 @@ func NodeRequirements() error {
 	var missing []string
 	for _, cmd := range []struct{ name, pkg string }{{"ip", "iproute2"}, {"nft", "nftables"}, {"sysctl", "procps"}} {
 		if _, err := exec.LookPath(cmd.name); err != nil {
-			missing = append(missing, fmt.Sprintf("`%s` (apt-get install %s)", cmd.name, cmd.pkg))
+			missing = append(missing, fmt.Sprintf("`%s` (%s)", cmd.name, cmd.pkg))
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("nodes need %s (hack/install-deps.sh installs them)", strings.Join(missing, " and "))
+		return fmt.Errorf("nodes need %s: run hack/install-deps.sh, or apt-get install them", strings.Join(missing, " and "))
 	}
 	return nil
 }
