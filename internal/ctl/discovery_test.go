@@ -16,6 +16,7 @@ import (
 	discoveryv1 "github.com/fleetnet/fleetnet/api/discovery/v1"
 	"github.com/fleetnet/fleetnet/internal/ctl"
 	"github.com/fleetnet/fleetnet/internal/discovery/discoverytest"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 )
@@ -222,21 +223,19 @@ func (e *discoveryEnv) watch(t *testing.T, args ...string) (*syncBuffer, func() 
 // waitLines waits until out has n lines and returns them.
 func waitLines(t *testing.T, out *syncBuffer, n int) []string {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var lines []string
+	var lines []string
+	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("%d lines", n), func(context.Context) error {
+		lines = nil
 		sc := bufio.NewScanner(strings.NewReader(out.String()))
 		for sc.Scan() {
 			lines = append(lines, sc.Text())
 		}
-		if len(lines) >= n {
-			return lines
+		if len(lines) < n {
+			return fmt.Errorf("%d lines:\n%s", len(lines), out.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d lines after 10s, want %d:\n%s", len(lines), n, out.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
+	return lines
 }
 
 func TestDiscoveryWatch(t *testing.T) {

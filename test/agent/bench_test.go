@@ -12,6 +12,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/internal/registry/server"
 	"github.com/fleetnet/fleetnet/internal/registry/store"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/fleetnet/fleetnet/test/fleet"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -58,7 +59,7 @@ func BenchmarkEndpointChangeToRegistry(b *testing.B) {
 	}
 	a := startAgent(b, east, r, "east")
 	reg := r.Client("observer", false)
-	fleet.Eventually(b, 5*time.Minute, func(ctx context.Context) error {
+	testkit.Eventually(b, 5*time.Minute, "every endpoint chunk in the registry", func(ctx context.Context) error {
 		resp, err := registryExports(ctx, reg, "east")
 		if err != nil {
 			return err

@@ -12,6 +12,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/agent/importer"
 	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/internal/registry/server"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/fleetnet/fleetnet/test/fleet"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -42,7 +43,7 @@ func TestConflictIsReportedOnEveryExport(t *testing.T) {
 
 	// east exports first, so it is the oldest export.
 	exportEcho(t, ec, 80, map[string]string{"dummy-label": "true"}, map[string]string{"dummy-annotation": "true"})
-	fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 20*time.Second, "east's label and annotation on the import", func(ctx context.Context) error {
 		return importHas(ctx, wc, 80, map[string]string{"dummy-label": "true"}, map[string]string{"dummy-annotation": "true"})
 	})
 	// The ServiceExports' creation times are whole seconds: make west's
@@ -52,7 +53,7 @@ func TestConflictIsReportedOnEveryExport(t *testing.T) {
 	exportEcho(t, wc, 81, map[string]string{"dummy-label2": "true"}, map[string]string{"dummy-annotation2": "true"})
 
 	for _, c := range []client.Client{ec, wc} {
-		fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+		testkit.Eventually(t, 20*time.Second, "the PortConflict condition", func(ctx context.Context) error {
 			cond, err := condition(c, "echo", mcsv1beta1.ServiceExportConditionConflict)
 			if err != nil {
 				return err
@@ -74,12 +75,12 @@ func TestConflictIsReportedOnEveryExport(t *testing.T) {
 	// Both clusters import east's definition: port 80, east's labels and
 	// annotations and none of west's.
 	for _, c := range []client.Client{ec, wc} {
-		fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+		testkit.Eventually(t, 20*time.Second, "east's label and annotation on the import", func(ctx context.Context) error {
 			return importHas(ctx, c, 80, map[string]string{"dummy-label": "true"}, map[string]string{"dummy-annotation": "true"})
 		})
 	}
 	// A Warning event tells of the conflict on the newer export.
-	fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 20*time.Second, "the PortConflict Warning event", func(ctx context.Context) error {
 		return hasEvent(ctx, wc, "echo", string(mcsv1beta1.ServiceExportReasonPortConflict))
 	})
 
@@ -105,7 +106,7 @@ func TestConflictIsReportedOnEveryExport(t *testing.T) {
 	updateEcho(t, ec, 80, nil, map[string]string{"dummy-annotation": "true"})
 	updateEcho(t, wc, 80, nil, map[string]string{"dummy-annotation": "true"})
 	for _, c := range []client.Client{ec, wc} {
-		fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+		testkit.Eventually(t, 20*time.Second, "the shared annotation on the import, and the user's label kept", func(ctx context.Context) error {
 			if err := importHas(ctx, c, 80, nil, map[string]string{"dummy-annotation": "true"}); err != nil {
 				return err
 			}
@@ -144,7 +145,7 @@ func TestReservedExportedKeysAreRefused(t *testing.T) {
 	if want := `spec.exportedLabels[app.kubernetes.io/managed-by]: Invalid value: "app.kubernetes.io/managed-by"`; !strings.Contains(cond.Message, want) {
 		t.Errorf("Valid message %q lacks %q", cond.Message, want)
 	}
-	fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 20*time.Second, "the ReservedExportKey Warning event", func(ctx context.Context) error {
 		return hasEvent(ctx, c, "echo", keys.ReasonReservedExportKey)
 	})
 	if resp, err := registryExports(ctx, reg, "east"); err != nil || hasExport(resp, ns, "echo") {
@@ -154,7 +155,7 @@ func TestReservedExportedKeysAreRefused(t *testing.T) {
 	// Fixed, it is exported.
 	updateEcho(t, c, 80, map[string]string{"tier": "web"}, nil)
 	wantCondition(t, c, "echo", mcsv1beta1.ServiceExportConditionValid, metav1.ConditionTrue, string(mcsv1beta1.ServiceExportReasonValid))
-	fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 20*time.Second, "the tier label on the import", func(ctx context.Context) error {
 		return importHas(ctx, c, 80, map[string]string{"tier": "web"}, nil)
 	})
 }
@@ -170,14 +171,14 @@ func TestDerivedServicePortEditedByHandIsRepaired(t *testing.T) {
 	exportEcho(t, c, 80, nil, nil)
 	derived := types.NamespacedName{Namespace: ns, Name: importer.DerivedName(ns, "echo")}
 	svc := &corev1.Service{}
-	fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error { return c.Get(ctx, derived, svc) })
+	testkit.Eventually(t, 20*time.Second, "the derived Service", func(ctx context.Context) error { return c.Get(ctx, derived, svc) })
 
 	raw := client.RawPatch(types.JSONPatchType, []byte(`[{"op":"replace","path":"/spec/ports/0/port","value":81}]`))
 	edited := time.Now()
 	if err := c.Patch(ctx, svc, raw, client.FieldOwner("kubectl-patch")); err != nil {
 		t.Fatal(err)
 	}
-	fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 20*time.Second, "the derived Service's port to be put back", func(ctx context.Context) error {
 		if err := c.Get(ctx, derived, svc); err != nil {
 			return err
 		}
@@ -201,7 +202,7 @@ func TestDerivedServicePortEditedByHandIsRepaired(t *testing.T) {
 	if err := c.Apply(ctx, extra, client.FieldOwner("someone-else")); err != nil {
 		t.Fatal(err)
 	}
-	fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 20*time.Second, "the other manager's port to be removed", func(ctx context.Context) error {
 		if err := c.Get(ctx, derived, svc); err != nil {
 			return err
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/internal/registry/server"
 	"github.com/fleetnet/fleetnet/internal/registry/store"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/fleetnet/fleetnet/test/fleet"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -57,7 +58,7 @@ func condition(c client.Client, name string, t mcsv1beta1.ServiceExportCondition
 
 func wantCondition(t *testing.T, c client.Client, name string, typ mcsv1beta1.ServiceExportConditionType, status metav1.ConditionStatus, reason string) {
 	t.Helper()
-	fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 20*time.Second, fmt.Sprintf("ServiceExport %s %s=%s/%s", name, typ, status, reason), func(ctx context.Context) error {
 		cond, err := condition(c, name, typ)
 		if err != nil {
 			return err
@@ -81,7 +82,7 @@ func TestExportLifecycle(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 20*time.Second, "echo's export and its 2 endpoints in the registry", func(ctx context.Context) error {
 		resp, err := registryExports(ctx, reg, "east")
 		if err != nil {
 			return err
@@ -105,7 +106,7 @@ func TestExportLifecycle(t *testing.T) {
 	if err := c.Update(ctx, withVersion(t, c, slice)); err != nil {
 		t.Fatal(err)
 	}
-	fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 20*time.Second, "3 endpoints of echo in the registry", func(ctx context.Context) error {
 		resp, err := registryExports(ctx, reg, "east")
 		if err != nil {
 			return err
@@ -116,7 +117,7 @@ func TestExportLifecycle(t *testing.T) {
 		return nil
 	})
 	// The registry may show the write a moment before the agent counts it.
-	fleet.Eventually(t, 10*time.Second, func(context.Context) error {
+	testkit.Eventually(t, 10*time.Second, "the agent to count the registry write", func(context.Context) error {
 		if d := a.counter(t, "fleetnet_agent_registry_writes_total", nil) - before; d < 1 {
 			return errorf("agent counted %v writes", d)
 		}
@@ -147,7 +148,7 @@ func TestExportLifecycle(t *testing.T) {
 	if want := `annotation fleetnet.dev/weight="2000" must be an integer from 0 to 1000`; cond.Message != want {
 		t.Errorf("message = %q, want %q", cond.Message, want)
 	}
-	fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 20*time.Second, "the InvalidServiceType Warning event on ext", func(ctx context.Context) error {
 		evs := &eventsv1.EventList{}
 		if err := c.List(ctx, evs, client.InNamespace(ns)); err != nil {
 			return err
@@ -177,7 +178,7 @@ func TestExportLifecycle(t *testing.T) {
 	if err := c.Delete(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}}); err != nil {
 		t.Fatal(err)
 	}
-	fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 20*time.Second, "the ServiceExport and echo's export to be gone", func(ctx context.Context) error {
 		err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "echo"}, &mcsv1beta1.ServiceExport{})
 		if !apierrors.IsNotFound(err) {
 			return errorf("ServiceExport still there: %v", err)
@@ -241,11 +242,11 @@ func TestAutoExportLabel(t *testing.T) {
 		}
 		return nil
 	}
-	fleet.Eventually(t, 20*time.Second, managed)
+	testkit.Eventually(t, 20*time.Second, "the managed ServiceExport", managed)
 
 	// Label removed: the managed ServiceExport goes.
 	setLabel(t, c, svc, nil)
-	fleet.Eventually(t, 20*time.Second, gone)
+	testkit.Eventually(t, 20*time.Second, "the managed ServiceExport to be gone", gone)
 
 	// A hand-made ServiceExport is never touched, label or not.
 	if err := c.Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"}}); err != nil {
@@ -253,7 +254,7 @@ func TestAutoExportLabel(t *testing.T) {
 	}
 	setLabel(t, c, svc, map[string]string{keys.LabelExport: "true"})
 	setLabel(t, c, svc, nil)
-	fleet.Eventually(t, 5*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 5*time.Second, "the hand-made ServiceExport", func(ctx context.Context) error {
 		return c.Get(ctx, key, &mcsv1beta1.ServiceExport{})
 	})
 	se := &mcsv1beta1.ServiceExport{}
@@ -266,7 +267,7 @@ func TestAutoExportLabel(t *testing.T) {
 	if err := c.Delete(ctx, se); err != nil {
 		t.Fatal(err)
 	}
-	fleet.Eventually(t, 20*time.Second, managed)
+	testkit.Eventually(t, 20*time.Second, "the managed ServiceExport", managed)
 }
 
 func setLabel(t *testing.T, c client.Client, svc *corev1.Service, labels map[string]string) {
@@ -305,14 +306,14 @@ func TestRegistryLossIsRepairedWithoutRestart(t *testing.T) {
 		}
 		return nil
 	}
-	fleet.Eventually(t, 20*time.Second, complete)
+	testkit.Eventually(t, 20*time.Second, "echo's export and its 2 endpoints in the registry", complete)
 
 	exportKey := &registryv1.ExportKey{Namespace: ns, Name: "echo", ClusterId: "east"}
 	// The registry loses one endpoint chunk only.
 	if ok, _, _ := r.Store.Delete(ctx, keyspace.ChunkKey(&registryv1.ChunkKey{Namespace: ns, Name: "echo", ClusterId: "east", Chunk: "echo-b"}), 0); !ok {
 		t.Fatal("chunk was not in the store")
 	}
-	fleet.Eventually(t, 20*time.Second, complete)
+	testkit.Eventually(t, 20*time.Second, "the lost chunk to be repaired", complete)
 
 	// The registry loses the export and all its endpoints.
 	if _, err := r.Store.DeletePrefix(ctx, keyspace.ExportEndpointsPrefix(exportKey)); err != nil {
@@ -321,7 +322,7 @@ func TestRegistryLossIsRepairedWithoutRestart(t *testing.T) {
 	if ok, _, _ := r.Store.Delete(ctx, keyspace.ExportKey(exportKey), 0); !ok {
 		t.Fatal("export was not in the store")
 	}
-	fleet.Eventually(t, 20*time.Second, complete)
+	testkit.Eventually(t, 20*time.Second, "the lost export and endpoints to be repaired", complete)
 }
 
 func TestResyncDeletesStaleAndRestartWritesNothing(t *testing.T) {
@@ -369,13 +370,13 @@ func TestResyncDeletesStaleAndRestartWritesNothing(t *testing.T) {
 		}
 		return nil
 	}
-	fleet.Eventually(t, 30*time.Second, converged)
+	testkit.Eventually(t, 30*time.Second, "the registry to hold the 20 exports and no stale one", converged)
 	a.stop()
 
 	// A new agent on the converged cluster writes nothing.
 	reconciles := reconcileCount(t)
 	b := startAgent(t, east, r, "east")
-	fleet.Eventually(t, 30*time.Second, func(context.Context) error {
+	testkit.Eventually(t, 30*time.Second, "a resync of the new agent", func(context.Context) error {
 		if n := b.counter(t, "fleetnet_agent_export_resyncs_total", nil); n < 1 {
 			return errorf("no resync completed yet")
 		}
@@ -383,7 +384,7 @@ func TestResyncDeletesStaleAndRestartWritesNothing(t *testing.T) {
 	})
 	// Wait until the new agent has reconciled every ServiceExport, then
 	// count its writes.
-	fleet.Eventually(t, 30*time.Second, func(context.Context) error {
+	testkit.Eventually(t, 30*time.Second, "the new agent to reconcile every ServiceExport", func(context.Context) error {
 		if n := reconcileCount(t) - reconciles; n < 20 {
 			return errorf("the new agent reconciled %v times, want at least 20", n)
 		}
@@ -392,7 +393,7 @@ func TestResyncDeletesStaleAndRestartWritesNothing(t *testing.T) {
 	if n := b.counter(t, "fleetnet_agent_registry_writes_total", nil); n != 0 {
 		t.Errorf("restarted agent made %v registry writes on a converged cluster, want 0", n)
 	}
-	fleet.Eventually(t, 10*time.Second, converged)
+	testkit.Eventually(t, 10*time.Second, "the registry to hold the 20 exports and no stale one", converged)
 }
 
 // reconcileCount is how many ServiceExport reconciles every agent of this
@@ -451,17 +452,17 @@ func TestNarrowedWatchNamespacesReleaseFinalizers(t *testing.T) {
 		}
 	}
 	a := startAgent(t, east, r, "east")
-	fleet.Eventually(t, 20*time.Second, exported(ns, "other"))
+	testkit.Eventually(t, 20*time.Second, "the exports of both namespaces", exported(ns, "other"))
 	a.stop()
 
 	// Restarted watching only demo: other's export is withdrawn and its
 	// finalizer released, so it can be deleted.
 	startAgent(t, east, r, "east", func(o *app.Options) { o.WatchNamespaces = ns })
-	fleet.Eventually(t, 20*time.Second, exported(ns))
+	testkit.Eventually(t, 20*time.Second, "the exports of the watched namespace only", exported(ns))
 	if err := c.Delete(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "echo"}}); err != nil {
 		t.Fatal(err)
 	}
-	fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 20*time.Second, "the ServiceExport outside the watched namespaces to be deleted", func(ctx context.Context) error {
 		err := c.Get(ctx, types.NamespacedName{Namespace: "other", Name: "echo"}, &mcsv1beta1.ServiceExport{})
 		if !apierrors.IsNotFound(err) {
 			return errorf("ServiceExport outside the watched namespaces is stuck: %v", err)
@@ -539,7 +540,7 @@ func TestResyncNeverDeletesWhatWasWrittenMeanwhile(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := r.Client("observer", false)
-	fleet.Eventually(t, time.Minute, func(ctx context.Context) error {
+	testkit.Eventually(t, time.Minute, "every ClusterSetIP export published", func(ctx context.Context) error {
 		resp, err := registryExports(ctx, reg, "east")
 		if err != nil {
 			return err
@@ -601,8 +602,8 @@ func TestEvictedClusterRegistersAgainAndRepublishes(t *testing.T) {
 		}
 		return nil
 	}
-	fleet.Eventually(t, 20*time.Second, complete)
-	fleet.Eventually(t, 20*time.Second, func(context.Context) error {
+	testkit.Eventually(t, 20*time.Second, "echo's export and its endpoint in the registry", complete)
+	testkit.Eventually(t, 20*time.Second, "fleetnet_agent_exports{state=exported} to be 1", func(context.Context) error {
 		if got := a.gauge(t, "fleetnet_agent_exports", map[string]string{"state": "exported"}); got != 1 {
 			return errorf("fleetnet_agent_exports{state=exported} = %v, want 1", got)
 		}
@@ -614,7 +615,7 @@ func TestEvictedClusterRegistersAgainAndRepublishes(t *testing.T) {
 	if _, err := r.Client("ops", true).EvictCluster(ctx, &registryv1.EvictClusterRequest{ClusterId: "east"}); err != nil {
 		t.Fatal(err)
 	}
-	fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 20*time.Second, "the eviction to show in the registry", func(ctx context.Context) error {
 		resp, err := registryExports(ctx, reg, "east")
 		if err != nil {
 			return err
@@ -624,7 +625,7 @@ func TestEvictedClusterRegistersAgainAndRepublishes(t *testing.T) {
 		}
 		return nil
 	})
-	fleet.Eventually(t, 20*time.Second, complete)
+	testkit.Eventually(t, 20*time.Second, "echo's export to be registered again", complete)
 }
 
 func TestPermanentRegistryErrorsAreNotRetriedHot(t *testing.T) {
@@ -648,7 +649,7 @@ func TestPermanentRegistryErrorsAreNotRetriedHot(t *testing.T) {
 		}
 		return sum
 	}
-	fleet.Eventually(t, 20*time.Second, func(context.Context) error {
+	testkit.Eventually(t, 20*time.Second, "a refused registration attempt", func(context.Context) error {
 		if denied() < 1 {
 			return errorf("no registration attempt yet")
 		}

@@ -14,6 +14,7 @@ import (
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/internal/registry/server"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/fleetnet/fleetnet/test/fleet"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -94,7 +95,7 @@ func BenchmarkImport(b *testing.B) {
 
 	start := time.Now()
 	startAgent(b, west, r, "west")
-	fleet.Eventually(b, 10*time.Minute, func(ctx context.Context) error {
+	testkit.Eventually(b, 10*time.Minute, "every imported slice", func(ctx context.Context) error {
 		list := &discoveryv1.EndpointSliceList{}
 		if err := wc.List(ctx, list, client.InNamespace(ns), client.HasLabels{mcsv1beta1.LabelSourceCluster}); err != nil {
 			return err
@@ -104,7 +105,7 @@ func BenchmarkImport(b *testing.B) {
 		}
 		return nil
 	})
-	fleet.Eventually(b, 10*time.Minute, func(ctx context.Context) error {
+	testkit.Eventually(b, 10*time.Minute, "every ServiceImport to be ready", func(ctx context.Context) error {
 		list := &mcsv1beta1.ServiceImportList{}
 		if err := wc.List(ctx, list, client.InNamespace(ns)); err != nil {
 			return err
@@ -141,7 +142,7 @@ func BenchmarkImport(b *testing.B) {
 			b.Fatal(err)
 		}
 		name := fmt.Sprintf("svc-%04d", i)
-		fleet.Eventually(b, time.Minute, func(ctx context.Context) error {
+		testkit.Eventually(b, time.Minute, fmt.Sprintf("%d endpoints of %s from src-%d", endpoints+extra, name, s), func(ctx context.Context) error {
 			ss, err := importedSlicesOf(ctx, wc, name, fmt.Sprintf("src-%d", s))
 			if err != nil {
 				return err

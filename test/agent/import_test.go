@@ -16,6 +16,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/agent/importer"
 	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/internal/registry/server"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/fleetnet/fleetnet/test/fleet"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
@@ -91,7 +92,7 @@ func TestImportMaterialisesAndRepairs(t *testing.T) {
 	wa := startAgent(t, west, r, "west")
 
 	// west has no namespace demo yet: the import is pending.
-	fleet.Eventually(t, 20*time.Second, func(context.Context) error {
+	testkit.Eventually(t, 20*time.Second, "the import to be pending", func(context.Context) error {
 		if g := wa.gauge(t, "fleetnet_agent_imports_pending", nil); g != 1 {
 			return errorf("pending imports = %v, want 1", g)
 		}
@@ -141,7 +142,7 @@ func TestImportMaterialisesAndRepairs(t *testing.T) {
 		}
 		return nil
 	}
-	fleet.Eventually(t, 30*time.Second, converged)
+	testkit.Eventually(t, 30*time.Second, "the import to converge", converged)
 	if g := wa.gauge(t, "fleetnet_agent_imports_pending", nil); g != 0 {
 		t.Errorf("pending imports = %v after the namespace appeared, want 0", g)
 	}
@@ -153,7 +154,7 @@ func TestImportMaterialisesAndRepairs(t *testing.T) {
 	if err := wc.Update(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	fleet.Eventually(t, 20*time.Second, converged)
+	testkit.Eventually(t, 20*time.Second, "the import to converge", converged)
 
 	svc := &corev1.Service{}
 	if err := wc.Get(ctx, types.NamespacedName{Namespace: ns, Name: derived}, svc); err != nil {
@@ -163,7 +164,7 @@ func TestImportMaterialisesAndRepairs(t *testing.T) {
 	if err := wc.Update(ctx, svc, client.FieldOwner("someone-else")); err != nil {
 		t.Fatal(err)
 	}
-	fleet.Eventually(t, 20*time.Second, converged)
+	testkit.Eventually(t, 20*time.Second, "the import to converge", converged)
 
 	si := &mcsv1beta1.ServiceImport{}
 	if err := wc.Get(ctx, key, si); err != nil {
@@ -173,7 +174,7 @@ func TestImportMaterialisesAndRepairs(t *testing.T) {
 	if err := wc.Update(ctx, si, client.FieldOwner("someone-else")); err != nil {
 		t.Fatal(err)
 	}
-	fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 20*time.Second, "the ServiceImport's port to be put back", func(ctx context.Context) error {
 		got := &mcsv1beta1.ServiceImport{}
 		if err := wc.Get(ctx, key, got); err != nil {
 			return err
@@ -194,7 +195,7 @@ func TestImportMaterialisesAndRepairs(t *testing.T) {
 		t.Fatal(err)
 	}
 	want = append(want, "10.244.0.4")
-	fleet.Eventually(t, 20*time.Second, converged)
+	testkit.Eventually(t, 20*time.Second, "the import to converge", converged)
 	after, _ := importedSlices(ctx, wc, "echo")
 	changed := 0
 	for _, s := range after {
@@ -210,7 +211,7 @@ func TestImportMaterialisesAndRepairs(t *testing.T) {
 	if err := ec.Delete(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}}); err != nil {
 		t.Fatal(err)
 	}
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 30*time.Second, "the import, its derived Service and slices to be gone", func(ctx context.Context) error {
 		if err := wc.Get(ctx, key, &mcsv1beta1.ServiceImport{}); !apierrors.IsNotFound(err) {
 			return errorf("ServiceImport still there: %v", err)
 		}
@@ -271,7 +272,7 @@ func TestImportIntoIPv4OnlyClusterAndBlockingService(t *testing.T) {
 		}
 	}
 	// The dual-stack import becomes single-stack IPv4 in west.
-	fleet.Eventually(t, 30*time.Second, ready("dual", metav1.ConditionTrue, string(mcsv1beta1.ServiceImportReasonReady)))
+	testkit.Eventually(t, 30*time.Second, "the dual-stack import to be Ready", ready("dual", metav1.ConditionTrue, string(mcsv1beta1.ServiceImportReasonReady)))
 	svc := &corev1.Service{}
 	if err := wc.Get(ctx, types.NamespacedName{Namespace: ns, Name: importer.DerivedName(ns, "dual")}, svc); err != nil {
 		t.Fatal(err)
@@ -289,7 +290,7 @@ func TestImportIntoIPv4OnlyClusterAndBlockingService(t *testing.T) {
 		{"west", wc, []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4}},
 		{"east", ec, []discoveryv1.AddressType{discoveryv1.AddressTypeIPv4, discoveryv1.AddressTypeIPv6}},
 	} {
-		fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+		testkit.Eventually(t, 30*time.Second, fmt.Sprintf("the address types of the dual-stack import's slices in %s", tc.name), func(ctx context.Context) error {
 			ss, err := importedSlices(ctx, tc.cl, "dual")
 			if err != nil {
 				return err
@@ -306,13 +307,13 @@ func TestImportIntoIPv4OnlyClusterAndBlockingService(t *testing.T) {
 		})
 	}
 	// The IPv6-only import cannot be served in west.
-	fleet.Eventually(t, 30*time.Second, ready("v6only", metav1.ConditionFalse, string(mcsv1beta1.ServiceImportReasonIPFamilyNotSupported)))
+	testkit.Eventually(t, 30*time.Second, "the IPv6-only import to be IPFamilyNotSupported", ready("v6only", metav1.ConditionFalse, string(mcsv1beta1.ServiceImportReasonIPFamilyNotSupported)))
 	// The foreign Service blocks its import, which says so.
-	fleet.Eventually(t, 30*time.Second, ready("blocked", metav1.ConditionFalse, keys.ReasonApplyFailed))
+	testkit.Eventually(t, 30*time.Second, "the blocked import to be ApplyFailed", ready("blocked", metav1.ConditionFalse, keys.ReasonApplyFailed))
 	if err := wc.Delete(ctx, foreign); err != nil {
 		t.Fatal(err)
 	}
-	fleet.Eventually(t, 30*time.Second, ready("blocked", metav1.ConditionTrue, string(mcsv1beta1.ServiceImportReasonReady)))
+	testkit.Eventually(t, 30*time.Second, "the unblocked import to be Ready", ready("blocked", metav1.ConditionTrue, string(mcsv1beta1.ServiceImportReasonReady)))
 }
 
 func TestImportsStayWhileTheRegistryIsAwayAndRestartsWriteNothing(t *testing.T) {
@@ -346,7 +347,7 @@ func TestImportsStayWhileTheRegistryIsAwayAndRestartsWriteNothing(t *testing.T) 
 		}
 		return wc.Get(ctx, key, &mcsv1beta1.ServiceImport{})
 	}
-	fleet.Eventually(t, 30*time.Second, imported)
+	testkit.Eventually(t, 30*time.Second, "the import", imported)
 	resources := []string{"serviceimports", "services", "endpointslices"}
 	reconciled := func(min float64) func(context.Context) error {
 		start := importReconciles(t)
@@ -358,7 +359,7 @@ func TestImportsStayWhileTheRegistryIsAwayAndRestartsWriteNothing(t *testing.T) 
 		}
 	}
 	// Let the import settle, then take the count of API writes.
-	fleet.Eventually(t, 20*time.Second, reconciled(2))
+	testkit.Eventually(t, 20*time.Second, "2 import reconciles", reconciled(2))
 	writes := west.APIWrites(t, resources...)
 	if writes == 0 {
 		t.Fatal("the API server counted no writes of imported objects; the metric is not read right")
@@ -367,13 +368,13 @@ func TestImportsStayWhileTheRegistryIsAwayAndRestartsWriteNothing(t *testing.T) 
 	// The registry goes away: nothing imported is deleted or rewritten,
 	// through several resyncs.
 	r.Stop()
-	fleet.Eventually(t, 20*time.Second, func(context.Context) error {
+	testkit.Eventually(t, 20*time.Second, "the registry stream to be unsynced", func(context.Context) error {
 		if g := wa.gauge(t, "fleetnet_agent_registry_stream_synced", nil); g != 0 {
 			return errorf("stream still synced")
 		}
 		return nil
 	})
-	fleet.Eventually(t, 20*time.Second, reconciled(3))
+	testkit.Eventually(t, 20*time.Second, "3 import reconciles", reconciled(3))
 	if err := imported(ctx); err != nil {
 		t.Fatalf("while the registry is away: %v", err)
 	}
@@ -383,13 +384,13 @@ func TestImportsStayWhileTheRegistryIsAwayAndRestartsWriteNothing(t *testing.T) 
 
 	// It returns: the stream syncs again, and nothing needs writing.
 	r.Restart()
-	fleet.Eventually(t, 30*time.Second, func(context.Context) error {
+	testkit.Eventually(t, 30*time.Second, "the registry stream to sync again", func(context.Context) error {
 		if g := wa.gauge(t, "fleetnet_agent_registry_stream_synced", nil); g != 1 {
 			return errorf("stream not synced again")
 		}
 		return nil
 	})
-	fleet.Eventually(t, 20*time.Second, reconciled(3))
+	testkit.Eventually(t, 20*time.Second, "3 import reconciles", reconciled(3))
 	if n := west.APIWrites(t, resources...) - writes; n != 0 {
 		t.Errorf("%v API writes after the registry returned to an unchanged state, want 0", n)
 	}
@@ -397,7 +398,7 @@ func TestImportsStayWhileTheRegistryIsAwayAndRestartsWriteNothing(t *testing.T) 
 	// A restarted agent on the converged cluster writes nothing either.
 	wa.stop()
 	startAgent(t, west, r, "west", fast)
-	fleet.Eventually(t, 20*time.Second, reconciled(3))
+	testkit.Eventually(t, 20*time.Second, "3 import reconciles", reconciled(3))
 	if n := west.APIWrites(t, resources...) - writes; n != 0 {
 		t.Errorf("%v API writes by a restarted agent on a converged cluster, want 0", n)
 	}
@@ -486,13 +487,13 @@ func TestDualStackImportKeepsSlicesStable(t *testing.T) {
 		t.Fatal("no IPv6 slice")
 		return ""
 	}
-	fleet.Eventually(t, 30*time.Second, shape(1, 100))
+	testkit.Eventually(t, 30*time.Second, "1 IPv4 slice of 100 endpoints", shape(1, 100))
 	uid := v6UID()
 	for _, step := range []struct{ n, slices int }{{101, 2}, {100, 1}} {
 		if err := ec.Update(ctx, withVersion(t, ec, endpointSlice(ns, "echo", "echo-v4", v4s(step.n)...))); err != nil {
 			t.Fatal(err)
 		}
-		fleet.Eventually(t, 30*time.Second, shape(step.slices, step.n))
+		testkit.Eventually(t, 30*time.Second, fmt.Sprintf("%d IPv4 slices of %d endpoints", step.slices, step.n), shape(step.slices, step.n))
 		if got := v6UID(); got != uid {
 			t.Fatalf("the IPv6 slice was replaced (UID %s, was %s) when IPv4 endpoints changed", got, uid)
 		}
@@ -511,7 +512,7 @@ func TestDualStackImportKeepsSlicesStable(t *testing.T) {
 		t.Fatal(err)
 	}
 	derived := importer.DerivedName(ns, "echo")
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 30*time.Second, "the derived Service IPv6 first", func(ctx context.Context) error {
 		svc := &corev1.Service{}
 		if err := wc.Get(ctx, types.NamespacedName{Namespace: ns, Name: derived}, svc); err != nil {
 			return err
@@ -549,7 +550,7 @@ func TestOneFailingSourceClusterDoesNotStopTheOthers(t *testing.T) {
 	}
 	startAgent(t, west, r, "west")
 	key := types.NamespacedName{Namespace: ns, Name: "echo"}
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 30*time.Second, "the ApplyFailed condition naming the blocker", func(ctx context.Context) error {
 		si := &mcsv1beta1.ServiceImport{}
 		if err := wc.Get(ctx, key, si); err != nil {
 			return err
@@ -570,7 +571,7 @@ func TestOneFailingSourceClusterDoesNotStopTheOthers(t *testing.T) {
 	if err := wc.Delete(ctx, blocker); err != nil {
 		t.Fatal(err)
 	}
-	fleet.Eventually(t, 60*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 60*time.Second, "the import to be Ready", func(ctx context.Context) error {
 		si := &mcsv1beta1.ServiceImport{}
 		if err := wc.Get(ctx, key, si); err != nil {
 			return err
@@ -603,7 +604,7 @@ func TestImportWithMixedPortNames(t *testing.T) {
 		exportDirectly(t, r, id, time.Date(2026, 1, 1, 0, i, 0, 0, time.UTC), ports[id])
 	}
 	startAgent(t, west, r, "west")
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 30*time.Second, "east's single unnamed port on the import", func(ctx context.Context) error {
 		si := &mcsv1beta1.ServiceImport{}
 		if err := wc.Get(ctx, types.NamespacedName{Namespace: ns, Name: "echo"}, si); err != nil {
 			return err
@@ -635,7 +636,7 @@ func TestReconcilerRepairsDriftWhenCalledDirectly(t *testing.T) {
 	exportDirectly(t, r, "east", time.Now(), httpPort, "10.244.0.1")
 	stream := &importer.Stream{Client: r.Client("west", false), Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Changed: func(types.NamespacedName) {}}
 	go stream.Start(ctx)
-	fleet.Eventually(t, 10*time.Second, func(context.Context) error {
+	testkit.Eventually(t, 10*time.Second, "the stream to sync with the import", func(context.Context) error {
 		if d, synced := stream.Get(types.NamespacedName{Namespace: ns, Name: "echo"}); !synced || d == nil || len(d.Chunks) != 1 {
 			return errorf("stream not synced with the import yet")
 		}
@@ -702,11 +703,11 @@ func TestImportedSlicesCarryTheClusterWeight(t *testing.T) {
 			return nil
 		})
 	}
-	fleet.Eventually(t, 20*time.Second, weightIs("5"))
+	testkit.Eventually(t, 20*time.Second, "weight 5 on the imported slice", weightIs("5"))
 	ss, _ := importedSlices(ctx, wc, "echo")
 	before := ss[0].UID
 	patchAnnotation(t, ec, "echo", keys.AnnotationWeight, "0")
-	fleet.Eventually(t, 20*time.Second, weightIs("0"))
+	testkit.Eventually(t, 20*time.Second, "weight 0 on the imported slice", weightIs("0"))
 	if ss, _ := importedSlices(ctx, wc, "echo"); len(ss) != 1 || ss[0].UID != before {
 		t.Errorf("the slice was replaced, not updated in place")
 	}
@@ -756,7 +757,7 @@ func TestImportedSlicesCarryThePrivateLinkService(t *testing.T) {
 		})
 	}
 	// Without an address the load balancer has no frontend, nor the PLS.
-	fleet.Eventually(t, 20*time.Second, slicesSay("", ""))
+	testkit.Eventually(t, 20*time.Second, "slices without a Private Link Service", slicesSay("", ""))
 	if err := ec.Get(ctx, client.ObjectKeyFromObject(svc), svc); err != nil {
 		t.Fatal(err)
 	}
@@ -766,7 +767,7 @@ func TestImportedSlicesCarryThePrivateLinkService(t *testing.T) {
 	}
 	pls := "/subscriptions/0000/resourceGroups/mc-east/providers/Microsoft.Network/privateLinkServices/pls-" +
 		strings.ReplaceAll("a"+string(svc.UID), "-", "")[:32]
-	fleet.Eventually(t, 20*time.Second, slicesSay(pls, "auto"))
+	testkit.Eventually(t, 20*time.Second, "slices with the Private Link Service, approval auto", slicesSay(pls, "auto"))
 
 	patchAnnotation(t, ec, "echo", keys.AnnotationPLSApproval, "yes")
 	wantCondition(t, ec, "echo", mcsv1beta1.ServiceExportConditionValid, metav1.ConditionFalse, keys.ReasonInvalidPrivateLink)
@@ -775,12 +776,12 @@ func TestImportedSlicesCarryThePrivateLinkService(t *testing.T) {
 	}
 	// An invalid export is not exported (KEP-1645), as with any other
 	// invalid annotation: the only exporter's slices are withdrawn.
-	fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 20*time.Second, "the invalid export's slices to be withdrawn", func(ctx context.Context) error {
 		if ss, err := importedSlices(ctx, wc, "echo"); err != nil || len(ss) > 0 {
 			return errorf("%d imported slices (%v), want none", len(ss), err)
 		}
 		return nil
 	})
 	patchAnnotation(t, ec, "echo", keys.AnnotationPLSApproval, "manual")
-	fleet.Eventually(t, 20*time.Second, slicesSay(pls, ""))
+	testkit.Eventually(t, 20*time.Second, "slices with the Private Link Service, no approval", slicesSay(pls, ""))
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/agent/app"
 	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/internal/registry/server"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/fleetnet/fleetnet/test/fleet"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,7 +49,7 @@ func TestAgentRunsWithItsGeneratedRole(t *testing.T) {
 	}
 	wantCondition(t, c, "echo", mcsv1beta1.ServiceExportConditionReady, metav1.ConditionTrue, string(mcsv1beta1.ServiceExportReasonReady))
 	observer := reg.Client("observer", false)
-	fleet.Eventually(t, 20*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 20*time.Second, "echo's endpoint in the registry", func(ctx context.Context) error {
 		resp, err := registryExports(ctx, observer, "east")
 		if err != nil {
 			return err

@@ -14,7 +14,7 @@ import (
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/controlplane"
 	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
-	"github.com/fleetnet/fleetnet/test/fleet"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -90,7 +90,7 @@ func testAgentRBAC(t *testing.T, h *helm, binary string, reg *registrytest.Regis
 	want := `cannot create resource "endpointslices" in API group "discovery.k8s.io"`
 	cl := member.Client(t)
 	var cond *metav1.Condition
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 30*time.Second, "the Ready condition of ServiceImport echo2 naming the missing permission", func(ctx context.Context) error {
 		si := &mcsv1beta1.ServiceImport{}
 		if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: "echo2"}, si); err != nil {
 			return err
@@ -105,7 +105,7 @@ func testAgentRBAC(t *testing.T, h *helm, binary string, reg *registrytest.Regis
 	if cond.Reason != keys.ReasonApplyFailed {
 		t.Errorf("Ready's reason is %s; want %s", cond.Reason, keys.ReasonApplyFailed)
 	}
-	fleet.Eventually(t, 10*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 10*time.Second, "the Warning event on ServiceImport echo2", func(ctx context.Context) error {
 		events, err := member.clientset.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
@@ -166,7 +166,7 @@ func startAgent(t *testing.T, binary string, c *cluster, reg *registrytest.Regis
 	if err != nil {
 		t.Fatal(err)
 	}
-	healthPort := fleet.FreePort(t)
+	healthPort := testkit.FreePort(t)
 	args := []string{"--kubeconfig=" + kubeconfig}
 	for _, arg := range deploy.Spec.Template.Spec.Containers[0].Args {
 		name, value, _ := strings.Cut(arg, "=")
@@ -195,7 +195,7 @@ func startAgent(t *testing.T, binary string, c *cluster, reg *registrytest.Regis
 	})
 	t.Logf("%s: fleetnet-agent %s", c.Name, strings.Join(args, " "))
 	// Ready as the kubelet would see it: the chart's readiness probe.
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 30*time.Second, fmt.Sprintf("%s's agent to be ready", c.Name), func(ctx context.Context) error {
 		if exited, err := p.Exited(); exited {
 			t.Fatalf("%s's agent exited: %v\n%s", c.Name, err, controlplane.Tail(p.LogPath, 20))
 		}
@@ -270,7 +270,7 @@ func export(t testing.TB, c *cluster, ns, name, addr string) {
 func waitExportReady(t testing.TB, c *cluster, ns, name string) {
 	t.Helper()
 	cl := c.Client(t)
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 30*time.Second, fmt.Sprintf("ServiceExport %s/%s in %s to be Valid and Ready", ns, name, c.Name), func(ctx context.Context) error {
 		se := &mcsv1beta1.ServiceExport{}
 		if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, se); err != nil {
 			return err
@@ -293,7 +293,7 @@ func waitExportReady(t testing.TB, c *cluster, ns, name string) {
 func waitImported(t testing.TB, c *cluster, ns, name string, addrs map[string]string) {
 	t.Helper()
 	cl := c.Client(t)
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 30*time.Second, fmt.Sprintf("the import %s/%s in %s", ns, name, c.Name), func(ctx context.Context) error {
 		si := &mcsv1beta1.ServiceImport{}
 		if err := cl.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, si); err != nil {
 			return fmt.Errorf("%s: %w", c.Name, err)

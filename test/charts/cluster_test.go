@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/fleetnet/fleetnet/test/fleet"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -170,7 +171,7 @@ func (c *cluster) waitForWorkloads(t testing.TB, objs []*unstructured.Unstructur
 		}
 		ns := obj.GetNamespace()
 		var pods []corev1.Pod
-		fleet.Eventually(t, 90*time.Second, func(ctx context.Context) error {
+		testkit.Eventually(t, 90*time.Second, fmt.Sprintf("%d running Pods of %s %s", replicas, obj.GetKind(), obj.GetName()), func(ctx context.Context) error {
 			list, err := c.clientset.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
 			if err != nil {
 				return err

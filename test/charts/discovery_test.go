@@ -15,7 +15,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/discovery/client"
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
-	"github.com/fleetnet/fleetnet/test/fleet"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -31,7 +31,7 @@ func testDiscoveryRBAC(t *testing.T, binary string, c *cluster) {
 	dir := filepath.Join(t.TempDir(), c.Name)
 	kubeconfig := serviceAccountKubeconfig(t, c, systemNamespace, "fleetnet-discovery", dir)
 	secretFiles(t, c, systemNamespace, "fleetnet-discovery-tls", filepath.Join(dir, "tls"))
-	listen, health := fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))
+	listen, health := testkit.FreeAddr(t), testkit.FreeAddr(t)
 	p := startChartProcess(t, "fleetnet-discovery-"+c.Name, binary, discoveryArgs(t, c, systemNamespace, "fleetnet-discovery", kubeconfig, dir, listen, health), dir, "http://"+health+"/readyz")
 
 	waitEchoPool(t, c, "https://"+listen)
@@ -42,7 +42,7 @@ func testDiscoveryRBAC(t *testing.T, binary string, c *cluster) {
 		return
 	}
 	testEveryVerbNeeded(t, c, "fleetnet-discovery", func(t *testing.T, name, kubeconfig, pdir string) *controlplane.Process {
-		listen, health := fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))
+		listen, health := testkit.FreeAddr(t), testkit.FreeAddr(t)
 		return startChartProcess(t, name, binary, discoveryArgs(t, c, systemNamespace, "fleetnet-discovery", kubeconfig, dir, listen, health), pdir, "")
 	})
 
@@ -62,7 +62,7 @@ func testDiscoveryRBAC(t *testing.T, binary string, c *cluster) {
 		}
 		pdir := filepath.Join(t.TempDir(), c.Name)
 		kubeconfig := serviceAccountKubeconfig(t, c, ns, name, pdir)
-		listen, health := fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))
+		listen, health := testkit.FreeAddr(t), testkit.FreeAddr(t)
 		// The serving certificate of the README's release: the example's
 		// Secret was never created.
 		p := startChartProcess(t, name, binary, discoveryArgs(t, c, ns, name, kubeconfig, dir, listen, health), pdir, "http://"+health+"/readyz")
@@ -85,7 +85,7 @@ func discoveryArgs(t *testing.T, c *cluster, namespace, name, kubeconfig, dir, l
 		case "--health-addr":
 			return health
 		case "--metrics-addr":
-			return fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))
+			return testkit.FreeAddr(t)
 		}
 		return strings.Replace(value, "/etc/fleetnet/tls", filepath.Join(dir, "tls"), 1)
 	})
@@ -102,7 +102,7 @@ func testDiscoveryRegistry(t *testing.T, binary string, c *cluster, reg *registr
 	ns := registryDiscoveryNamespace
 	secretFiles(t, c, ns, "fleetnet-discovery-tls", filepath.Join(dir, "tls"))
 	secretFiles(t, c, ns, "fleetnet-discovery-registry", filepath.Join(dir, "registry"))
-	listen, health := fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))
+	listen, health := testkit.FreeAddr(t), testkit.FreeAddr(t)
 	args := mapArgs(deploymentArgs(t, c, ns, "fleetnet-discovery"), func(flag, value string) string {
 		switch flag {
 		case "--listen":
@@ -110,7 +110,7 @@ func testDiscoveryRegistry(t *testing.T, binary string, c *cluster, reg *registr
 		case "--health-addr":
 			return health
 		case "--metrics-addr":
-			return fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))
+			return testkit.FreeAddr(t)
 		case "--registry":
 			return reg.Addr // the chart's points at the in-cluster registry
 		}
@@ -142,7 +142,7 @@ func waitEchoPool(t *testing.T, c *cluster, baseURL string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 30*time.Second, "the pool demo/echo with every cluster's address", func(ctx context.Context) error {
 		pool, err := cl.GetPool(ctx, "demo", "echo")
 		if err != nil {
 			return err

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/fleetnet/fleetnet/internal/controlplane"
-	"github.com/fleetnet/fleetnet/test/fleet"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/miekg/dns"
 	"k8s.io/apimachinery/pkg/types"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -31,7 +31,7 @@ func testDNSRBAC(t *testing.T, binary string, c *cluster) {
 	listen, zone := a.listen, a.zone
 
 	si := &mcsv1beta1.ServiceImport{}
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 30*time.Second, fmt.Sprintf("the ClusterSetIP of demo/echo in %s", c.Name), func(ctx context.Context) error {
 		if err := c.Client(t).Get(ctx, types.NamespacedName{Namespace: "demo", Name: "echo"}, si); err != nil {
 			return err
 		}
@@ -42,7 +42,7 @@ func testDNSRBAC(t *testing.T, binary string, c *cluster) {
 	})
 	name := "echo.demo.svc." + zone + "."
 	for _, network := range []string{"udp", "tcp"} {
-		fleet.Eventually(t, 10*time.Second, func(context.Context) error {
+		testkit.Eventually(t, 10*time.Second, fmt.Sprintf("%s over %s", name, network), func(context.Context) error {
 			m := new(dns.Msg)
 			m.SetQuestion(name, dns.TypeA)
 			r, _, err := (&dns.Client{Net: network, Timeout: 2 * time.Second}).Exchange(m, listen)
@@ -83,7 +83,7 @@ type dnsProcess struct {
 // with kubeconfig and its addresses on free loopback ports.
 func dnsArgs(t *testing.T, c *cluster, kubeconfig string) dnsProcess {
 	t.Helper()
-	d := dnsProcess{listen: fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t)), ready: fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))}
+	d := dnsProcess{listen: testkit.FreeAddr(t), ready: testkit.FreeAddr(t)}
 	args := mapArgs(deploymentArgs(t, c, systemNamespace, "fleetnet-dns"), func(flag, value string) string {
 		switch flag {
 		case "--listen":
@@ -91,7 +91,7 @@ func dnsArgs(t *testing.T, c *cluster, kubeconfig string) dnsProcess {
 		case "--ready-addr":
 			return d.ready
 		case "--metrics-addr", "--health-addr":
-			return fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))
+			return testkit.FreeAddr(t)
 		case "--zone":
 			d.zone = value
 		}

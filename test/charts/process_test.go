@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/fleetnet/fleetnet/internal/controlplane"
-	"github.com/fleetnet/fleetnet/test/fleet"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -119,7 +119,7 @@ func startChartProcess(t *testing.T, name, binary string, args []string, dir, re
 	if readyURL == "" {
 		return p
 	}
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 30*time.Second, fmt.Sprintf("%s to be ready", name), func(ctx context.Context) error {
 		if exited, err := p.Exited(); exited {
 			t.Fatalf("%s exited: %v\n%s", name, err, controlplane.Tail(p.LogPath, 20))
 		}
@@ -191,7 +191,7 @@ func testEveryVerbNeeded(t *testing.T, c *cluster, roleName string, start func(t
 					kubeconfig := writeKubeconfig(t, dir, c, cfg.BearerToken)
 					p := start(t, name, kubeconfig, dir)
 					want := regexp.MustCompile(fmt.Sprintf(`cannot %s resource \\?"%s\\?"`, verb, resource))
-					fleet.Eventually(t, 30*time.Second, func(context.Context) error {
+					testkit.Eventually(t, 30*time.Second, fmt.Sprintf("%s to log a forbidden %s on %s", name, verb, resource), func(context.Context) error {
 						for _, line := range forbiddenLines(t, p) {
 							if want.MatchString(line) {
 								t.Logf("without %s on %s: %s", verb, resource, line)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	networkingac "github.com/fleetnet/fleetnet/pkg/generated/applyconfiguration/networking/v1alpha1"
 	"github.com/fleetnet/fleetnet/pkg/generated/clientset/versioned"
 	"github.com/fleetnet/fleetnet/pkg/generated/informers/externalversions"
@@ -100,7 +101,7 @@ func TestGeneratedClient(t *testing.T) {
 			t.Fatalf("cache of %v did not sync", typ)
 		}
 	}
-	fleet.Eventually(t, 10*time.Second, func(context.Context) error {
+	testkit.Eventually(t, 10*time.Second, "the lister to see the applied status", func(context.Context) error {
 		p, err := lister.BackendTrafficPolicies(ns).Get("echo")
 		if err != nil {
 			return err

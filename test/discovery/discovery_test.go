@@ -32,6 +32,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/discovery/store"
 	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/internal/registry/server"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/fleetnet/fleetnet/test/fleet"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -124,7 +125,7 @@ func ids(p *discoveryv1.Pool) string {
 
 func waitPool(t *testing.T, st *store.Store, want string) {
 	t.Helper()
-	fleet.Eventually(t, 30*time.Second, func(context.Context) error {
+	testkit.Eventually(t, 30*time.Second, fmt.Sprintf("pool demo/echo %q", want), func(context.Context) error {
 		p, _ := st.Get(store.Key{Namespace: ns, Name: "echo"})
 		if got := ids(p); got != want {
 			return fmt.Errorf("pool demo/echo is %q, want %q", got, want)
@@ -194,7 +195,7 @@ func TestPodNamesTravelThroughTheRegistry(t *testing.T) {
 
 	// Both serve the exported labels as the pool's.
 	for name, st := range map[string]*store.Store{"registry": rst, "kubernetes": kst} {
-		fleet.Eventually(t, 30*time.Second, func(context.Context) error {
+		testkit.Eventually(t, 30*time.Second, fmt.Sprintf("the %s source's pool labels", name), func(context.Context) error {
 			p, _ := st.Get(store.Key{Namespace: ns, Name: "echo"})
 			if p == nil || len(p.Labels) != 1 || p.Labels["tier"] != "web" {
 				return fmt.Errorf("%s source: pool labels %v, want tier=web", name, p)

@@ -30,6 +30,7 @@ import (
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/controlplane"
 	dnsapp "github.com/fleetnet/fleetnet/internal/dns/app"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/fleetnet/fleetnet/test/fleet"
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
@@ -66,7 +67,7 @@ func startDNS(t *testing.T, c *fleet.Cluster) server {
 	if err := controlplane.WriteKubeconfig(kubeconfig, map[string]*rest.Config{c.Name: cfg}, c.Name); err != nil {
 		t.Fatal(err)
 	}
-	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t)) }
+	addr := func() string { return testkit.FreeAddr(t) }
 	o := dnsapp.Options{Listen: addr(), Zone: "clusterset.local", TTL: ttl, Kubeconfig: kubeconfig,
 		MetricsAddr: addr(), HealthAddr: addr(), ReadyAddr: addr()}
 	s, err := dnsapp.Start(o, slog.New(slog.NewTextHandler(testWriter{t}, nil)))
@@ -80,7 +81,7 @@ func startDNS(t *testing.T, c *fleet.Cluster) server {
 	})
 	srv := server{dns: o.Listen, ready: "http://" + o.ReadyAddr + "/ready"}
 	start := time.Now()
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 30*time.Second, "fleetnet-dns to be ready", func(ctx context.Context) error {
 		resp, err := http.Get(srv.ready)
 		if err != nil {
 			return err
@@ -403,7 +404,7 @@ func TestBinary(t *testing.T) {
 	c := hub.Client(t)
 	create(t, c, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
 		serviceImport("web", mcsv1beta1.ClusterSetIP, []string{"10.96.200.10"}, mcsv1beta1.ServicePort{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}))
-	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t)) }
+	addr := func() string { return testkit.FreeAddr(t) }
 	srv := server{dns: addr()}
 	ready := addr()
 	cmd := exec.Command(bin, "--kubeconfig", hub.KubeconfigPath, "--context", hub.Name, "--listen", srv.dns,
@@ -421,7 +422,7 @@ func TestBinary(t *testing.T) {
 			<-exited
 		}
 	})
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 30*time.Second, "fleetnet-dns to be ready", func(ctx context.Context) error {
 		resp, err := http.Get("http://" + ready + "/ready")
 		if err != nil {
 			return err
@@ -436,7 +437,7 @@ func TestBinary(t *testing.T) {
 		t.Fatalf("web: %q", got)
 	}
 	create(t, c, serviceImport("late", mcsv1beta1.ClusterSetIP, []string{"10.96.200.13"}, mcsv1beta1.ServicePort{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}))
-	fleet.Eventually(t, 10*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 10*time.Second, "the JSON log line of demo/late", func(ctx context.Context) error {
 		if !strings.Contains(stderr.String(), `"serviceimport":"demo/late"`) {
 			return fmt.Errorf("no JSON log line with serviceimport demo/late in:\n%s", stderr.String())
 		}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"time"
 
 	dnsapp "github.com/fleetnet/fleetnet/internal/dns/app"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/miekg/dns"
 	"k8s.io/klog/v2"
 
@@ -79,7 +79,7 @@ func corefile(c config, port, metrics, health, ready int, kubeconfig string, ttl
 // and reads its memory.
 func measure(ctx context.Context, dir, kubeconfig string, c config, svcs []service, o options) (outcome, error) {
 	var res outcome
-	ports, err := freePorts(4)
+	ports, err := testkit.PickFreePorts(4) // for TCP and UDP alike: a DNS server binds both
 	if err != nil {
 		return res, err
 	}
@@ -94,29 +94,17 @@ func measure(ctx context.Context, dir, kubeconfig string, c config, svcs []servi
 		return res, err
 	}
 	defer logFile.Close()
-	self, err := os.Executable()
+	cmd, err := testkit.SelfCommand(corefileEnv + "=" + path)
 	if err != nil {
 		return res, err
 	}
-	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), corefileEnv+"="+path)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = childAttr()
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
+	server, err := testkit.Start(cmd)
+	if err != nil {
 		return res, err
 	}
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	}()
+	defer server.Stop(syscall.SIGTERM, 10*time.Second)
 	fail := func(err error) (outcome, error) {
 		return res, fmt.Errorf("%w (log %s:\n%s)", err, logPath, tail(logPath, 20))
 	}
@@ -130,14 +118,9 @@ func measure(ctx context.Context, dir, kubeconfig string, c config, svcs []servi
 	// there for its caches) before it binds the DNS listeners, so /ready
 	// can answer a moment before DNS does.
 	first := fmt.Sprintf("%s.%s.svc.%s.", svcs[0].name, svcs[0].namespace, c.zone)
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		err := checkAnswer(dnsAddr, first, svcs[0].clusterIP)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			return fail(err)
-		}
+	answers := func(context.Context) error { return checkAnswer(dnsAddr, first, svcs[0].clusterIP) }
+	if err := testkit.Poll(ctx, 10*time.Second, answers); err != nil {
+		return fail(err)
 	}
 	names := make([]string, len(svcs))
 	for i, s := range svcs {
@@ -192,24 +175,21 @@ func checkAnswer(addr, name, ip string) error {
 }
 
 func waitReady(ctx context.Context, url string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
+	err := testkit.Poll(ctx, timeout, func(context.Context) error {
 		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready within %s", url, timeout)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s", resp.Status)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
+		return nil
+	})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("%s not ready: %w", url, err)
 	}
+	return err
 }
 
 // memory returns a process's resident set and its peak, in kB, from

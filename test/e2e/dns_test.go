@@ -16,7 +16,7 @@ import (
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/dev"
 	"github.com/fleetnet/fleetnet/internal/netns"
-	"github.com/fleetnet/fleetnet/test/fleet"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/miekg/dns"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
@@ -91,7 +91,7 @@ func TestClustersetDNSAndClusterSetIP(t *testing.T) {
 			server := c.DNSAddress()
 			// The import's ClusterSetIP in this cluster is what A answers.
 			var ips []string
-			fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+			testkit.Eventually(t, 30*time.Second, fmt.Sprintf("the ClusterSetIP of echo in %s", c.Name), func(ctx context.Context) error {
 				var si mcsv1beta1.ServiceImport
 				if err := kube(t, c.Name).Get(ctx, ctrlclient.ObjectKey{Namespace: ns, Name: "echo"}, &si); err != nil {
 					return err
@@ -107,14 +107,14 @@ func TestClustersetDNSAndClusterSetIP(t *testing.T) {
 				}
 				return nil
 			})
-			fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+			testkit.Eventually(t, 30*time.Second, fmt.Sprintf("%s to answer", echo), func(ctx context.Context) error {
 				return expectAnswer(ctx, server, echo, dns.TypeA, dns.RcodeSuccess, ips)
 			})
-			fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+			testkit.Eventually(t, 30*time.Second, fmt.Sprintf("%s to answer", db), func(ctx context.Context) error {
 				return expectAnswer(ctx, server, db, dns.TypeA, dns.RcodeSuccess, dbPods)
 			})
 			// A headless endpoint's own name: <hostname>.<cluster>.<svc>...
-			fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+			testkit.Eventually(t, 30*time.Second, fmt.Sprintf("db-1.east.%s to answer", db), func(ctx context.Context) error {
 				return expectAnswer(ctx, server, "db-1.east."+db, dns.TypeA, dns.RcodeSuccess, []string{dbPodsByName["db-1"]})
 			})
 			checks := []struct {
@@ -174,7 +174,7 @@ func TestClustersetDNSAndClusterSetIP(t *testing.T) {
 		cluster, _, _ := strings.Cut(strings.TrimPrefix(string(body), "cluster="), " ")
 		return cluster, nil
 	}
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 30*time.Second, "answers from both clusters", func(ctx context.Context) error {
 		seen := map[string]int{}
 		for range 30 {
 			c, err := get(ctx)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetnet/fleetnet/test/fleet"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -64,7 +64,7 @@ func TestDualStackPodsExported(t *testing.T) {
 	}
 	// The Pods' addresses by family.
 	pods := map[discoveryv1.AddressType][]string{}
-	fleet.Eventually(t, time.Minute, func(ctx context.Context) error {
+	testkit.Eventually(t, time.Minute, "the Pods to run with their addresses", func(ctx context.Context) error {
 		list := &corev1.PodList{}
 		if err := cl.List(ctx, list, ctrlclient.InNamespace(ns)); err != nil {
 			return err
@@ -109,7 +109,7 @@ func TestDualStackPodsExported(t *testing.T) {
 		// Every family in a slice of its own address type, as the
 		// EndpointSlice controller writes them, under an import of those
 		// families.
-		fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+		testkit.Eventually(t, 30*time.Second, fmt.Sprintf("the families of the import in %s", tc.cluster), func(ctx context.Context) error {
 			imp, err := getImport(ctx, kube(t, tc.cluster), ns, "web")
 			if err != nil {
 				return err

@@ -16,6 +16,7 @@ import (
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/dev"
 	"github.com/fleetnet/fleetnet/internal/registry/client"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/fleetnet/fleetnet/test/fleet"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -93,7 +94,7 @@ func TestDualStack(t *testing.T) {
 	} {
 		waitImport(t, tc.cluster, ns, "dual", map[string][]string{"east": tc.addresses}, 30*time.Second)
 		cl := kube(t, tc.cluster)
-		fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+		testkit.Eventually(t, 30*time.Second, fmt.Sprintf("the families of the import in %s", tc.cluster), func(ctx context.Context) error {
 			si := &mcsv1beta1.ServiceImport{}
 			if err := cl.Get(ctx, ctrlclient.ObjectKey{Namespace: ns, Name: "dual"}, si); err != nil {
 				return err
@@ -205,7 +206,7 @@ func TestRegistryKilled(t *testing.T) {
 	time.Sleep(2 * leaseTTL)
 	up(t)
 
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 30*time.Second, "the exports after the restart", func(ctx context.Context) error {
 		after := listExports(t)
 		if !maps.Equal(after, exports) {
 			return fmt.Errorf("exports after restart %v, before %v", after, exports)
@@ -294,7 +295,7 @@ func waitAgentSettled(t testing.TB, cluster string) {
 	}
 	url := "http://" + state.AgentMetricsAddress(c) + "/metrics"
 	cl := kube(t, cluster)
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 30*time.Second, fmt.Sprintf("the agent of %s to settle", cluster), func(ctx context.Context) error {
 		m, err := fleet.ScrapeMetrics(ctx, url)
 		if err != nil {
 			return err
@@ -331,7 +332,7 @@ func waitAgentSettled(t testing.TB, cluster string) {
 func settle(t testing.TB, cluster string) {
 	t.Helper()
 	cl := kube(t, cluster)
-	fleet.Eventually(t, time.Minute, func(ctx context.Context) error {
+	testkit.Eventually(t, time.Minute, fmt.Sprintf("no terminating namespace in %s", cluster), func(ctx context.Context) error {
 		list := &corev1.NamespaceList{}
 		if err := cl.List(ctx, list); err != nil {
 			return err
@@ -419,12 +420,12 @@ func TestDriftRepaired(t *testing.T) {
 	if err := cl.Delete(ctx, derived); err != nil {
 		t.Fatal(err)
 	}
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 30*time.Second, "the derived Service to be re-created", func(ctx context.Context) error {
 		return cl.Get(ctx, ctrlclient.ObjectKeyFromObject(derived), derived)
 	})
 	// The endpoints never changed, so wait for the ips themselves: the
 	// agent writes them after it has re-created the Service.
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 30*time.Second, "the import's ips to follow the re-created Service", func(ctx context.Context) error {
 		imp, err := getImport(ctx, cl, ns, "svc")
 		if err != nil {
 			return err
@@ -503,7 +504,7 @@ func TestHTTPThroughImportedEndpoints(t *testing.T) {
 	}
 	cl := kube(t, "hub")
 	var imp *imported
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 30*time.Second, "two addresses from each of east and west in hub", func(ctx context.Context) error {
 		var err error
 		if imp, err = getImport(ctx, cl, ns, "echo"); err != nil {
 			return err
@@ -563,7 +564,7 @@ func TestDeploymentExported(t *testing.T) {
 		}
 	}
 	var podIPs []string
-	fleet.Eventually(t, time.Minute, func(ctx context.Context) error {
+	testkit.Eventually(t, time.Minute, "the Pods to run", func(ctx context.Context) error {
 		pods := &corev1.PodList{}
 		if err := cl.List(ctx, pods, ctrlclient.InNamespace(ns)); err != nil {
 			return err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"path/filepath"
 	"regexp"
@@ -14,7 +13,7 @@ import (
 
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/dev"
-	"github.com/fleetnet/fleetnet/test/fleet"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,12 +51,7 @@ func TestGatewayThroughTheEdge(t *testing.T) {
 		}
 	}
 	hub := kube(t, "hub")
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
+	port := testkit.FreePort(t)
 	class := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "e2e-fleetnet"}, Spec: gwv1.GatewayClassSpec{ControllerName: keys.GatewayControllerName}}
 	objs := []client.Object{
 		class,
@@ -98,7 +92,7 @@ func TestGatewayThroughTheEdge(t *testing.T) {
 		}
 		return seen, failed
 	}
-	fleet.Eventually(t, 60*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 60*time.Second, "the Gateway to be programmed", func(ctx context.Context) error {
 		gw := &gwv1.Gateway{}
 		if err := hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: "edge"}, gw); err != nil {
 			return err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fleetnet/fleetnet/internal/dev"
 	"github.com/fleetnet/fleetnet/internal/scheme"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/fleetnet/fleetnet/test/fleet"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -216,7 +217,7 @@ func waitImport(t testing.TB, cluster, ns, name string, want map[string][]string
 	t.Helper()
 	cl := kube(t, cluster)
 	var got *imported
-	fleet.Eventually(t, timeout, func(ctx context.Context) error {
+	testkit.Eventually(t, timeout, fmt.Sprintf("the import %s/%s in %s from %v", ns, name, cluster, want), func(ctx context.Context) error {
 		imp, err := getImport(ctx, cl, ns, name)
 		if err != nil {
 			return fmt.Errorf("%s: %w", cluster, err)
@@ -247,7 +248,7 @@ func waitImport(t testing.TB, cluster, ns, name string, want map[string][]string
 func waitNoImport(t testing.TB, cluster, ns, name string, timeout time.Duration) {
 	t.Helper()
 	cl := kube(t, cluster)
-	fleet.Eventually(t, timeout, func(ctx context.Context) error {
+	testkit.Eventually(t, timeout, fmt.Sprintf("nothing of the import %s/%s in %s", ns, name, cluster), func(ctx context.Context) error {
 		imp, err := getImport(ctx, cl, ns, name)
 		if apierrors.IsNotFound(err) {
 			list := &discoveryv1.EndpointSliceList{}
@@ -272,7 +273,7 @@ func waitCondition(t testing.TB, cluster string, obj client.Object, condType str
 	t.Helper()
 	cl := kube(t, cluster)
 	var msg string
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 30*time.Second, fmt.Sprintf("%s %s=%s %s in %s", obj.GetName(), condType, status, reason, cluster), func(ctx context.Context) error {
 		if err := cl.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			return err
 		}

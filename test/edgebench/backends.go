@@ -1,16 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fleetnet/fleetnet/internal/testkit"
 )
 
 // backendEnv makes this program the backends' process: a separate process
@@ -45,49 +45,21 @@ func serveBackends(n int) error {
 
 // backends is the running backends' process.
 type backends struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
+	*testkit.Child
 	addrs []string
 }
 
 func startBackends(n int) (*backends, error) {
-	self, err := os.Executable()
+	cmd, err := testkit.SelfCommand(backendEnv + "=" + strconv.Itoa(n))
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), backendEnv+"="+strconv.Itoa(n))
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = childAttr()
-	stdin, err := cmd.StdinPipe()
+	c, line, err := testkit.StartReadLine(cmd)
 	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting the backends: %w", err)
-	}
-	b := &backends{cmd: cmd, stdin: stdin}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		b.stop()
 		return nil, fmt.Errorf("the backends did not start: %w", err)
 	}
-	b.addrs = strings.Fields(line)
-	return b, nil
+	return &backends{Child: c, addrs: strings.Fields(line)}, nil
 }
 
-func (b *backends) stop() {
-	_ = b.stdin.Close()
-	done := make(chan struct{})
-	go func() { _ = b.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(3 * time.Second):
-		_ = b.cmd.Process.Kill()
-		<-done
-	}
-}
+// stop closes the backends' input, which ends them.
+func (b *backends) stop() { b.Stop(nil, 3*time.Second) }

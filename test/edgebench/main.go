@@ -33,6 +33,7 @@ import (
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	edgeapp "github.com/fleetnet/fleetnet/internal/edge/app"
 	"github.com/fleetnet/fleetnet/internal/edge/proxy"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 
 	"github.com/fleetnet/fleetnet/internal/pki"
 )
@@ -118,7 +119,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 
-	ports, err := freePorts(4)
+	ports, err := testkit.PickFreePorts(4)
 	if err != nil {
 		return err
 	}
@@ -227,25 +228,6 @@ func check(url string) error {
 		return fmt.Errorf("%s: %d %q", url, resp.StatusCode, got)
 	}
 	return nil
-}
-
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var lns []net.Listener
-	defer func() {
-		for _, l := range lns {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 func addr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }

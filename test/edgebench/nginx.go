@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 	"text/template"
 	"time"
+
+	"github.com/fleetnet/fleetnet/internal/testkit"
 )
 
 // nginxConfig proxies like the edge does: HTTP/1.1 to a keep-alive pool
@@ -60,10 +61,8 @@ http {
 `))
 
 type nginx struct {
-	cmd  *exec.Cmd
-	dir  string
-	done chan struct{}
-	err  error
+	*testkit.Child
+	dir string
 }
 
 // startNginx writes the configuration (and the key pair) into dir, starts
@@ -86,31 +85,14 @@ func startNginx(bin, dir, workers, plain, tlsAddr string, upstreams []string, ce
 	cmd := exec.Command(bin, "-p", dir, "-c", confPath, "-e", filepath.Join(dir, "error.log"))
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	cmd.SysProcAttr = childAttr()
-	if err := cmd.Start(); err != nil {
+	c, err := testkit.Start(cmd)
+	if err != nil {
 		return nil, fmt.Errorf("starting nginx: %w", err)
 	}
-	n := &nginx{cmd: cmd, dir: dir, done: make(chan struct{})}
-	go func() { n.err = cmd.Wait(); close(n.done) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for _, addr := range []string{plain, tlsAddr} {
-		for {
-			c, err := net.DialTimeout("tcp", addr, time.Second)
-			if err == nil {
-				c.Close()
-				break
-			}
-			select {
-			case <-n.done:
-				return nil, fmt.Errorf("nginx exited (%v): %s%s", n.err, stderr.String(), n.errorLog())
-			default:
-			}
-			if time.Now().After(deadline) {
-				n.stop()
-				return nil, fmt.Errorf("nginx does not accept on %s after 10s: %s", addr, n.errorLog())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+	n := &nginx{Child: c, dir: dir}
+	if err := n.WaitAccept(10*time.Second, plain, tlsAddr); err != nil {
+		n.stop()
+		return nil, fmt.Errorf("nginx: %w: %s%s", err, stderr.String(), n.errorLog())
 	}
 	return n, nil
 }
@@ -121,18 +103,9 @@ func (n *nginx) errorLog() string {
 }
 
 // stop asks nginx to quit, then kills its process group (master and
-// workers) if it has not after a few seconds.
-func (n *nginx) stop() {
-	_ = n.cmd.Process.Signal(syscall.SIGQUIT)
-	select {
-	case <-n.done:
-	case <-time.After(3 * time.Second):
-		_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
-		<-n.done
-	}
-	// Workers still draining after the master left.
-	_ = syscall.Kill(-n.cmd.Process.Pid, syscall.SIGKILL)
-}
+// workers) if it has not after a few seconds, and workers still draining
+// after the master left.
+func (n *nginx) stop() { n.Stop(syscall.SIGQUIT, 3*time.Second) }
 
 // nginxPath finds nginx on PATH or where Debian puts it.
 func nginxPath() (string, error) {

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fleetnet/fleetnet/internal/testkit"
 )
 
 // result is what one wrk run measured.
@@ -40,7 +42,7 @@ func runWrk(ctx context.Context, bin, url string, l load) (result, error) {
 	secs := max(1, int(l.Duration.Round(time.Second)/time.Second))
 	cmd := exec.CommandContext(ctx, bin, "-t"+strconv.Itoa(l.Threads), "-c"+strconv.Itoa(l.Connections),
 		"-d"+strconv.Itoa(secs)+"s", "--latency", url)
-	cmd.SysProcAttr = childAttr()
+	cmd.SysProcAttr = testkit.ChildAttr()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return result{}, fmt.Errorf("wrk %s: %w: %s", url, err, out)

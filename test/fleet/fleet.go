@@ -11,7 +11,6 @@ package fleet
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -22,6 +21,7 @@ import (
 	"github.com/fleetnet/fleetnet/config/crd"
 	"github.com/fleetnet/fleetnet/internal/controlplane"
 	"github.com/fleetnet/fleetnet/internal/scheme"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -158,7 +158,7 @@ func Start(t testing.TB, opts Options) *Fleet {
 	})
 
 	etcd, err := controlplane.StartEtcd(ctx, bins, controlplane.EtcdConfig{
-		Dir: filepath.Join(f.dir, "etcd"), ClientPort: FreePort(t), PeerPort: FreePort(t),
+		Dir: filepath.Join(f.dir, "etcd"), ClientPort: testkit.FreePort(t), PeerPort: testkit.FreePort(t),
 	}, controlplane.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -214,7 +214,7 @@ func startCluster(ctx context.Context, bins controlplane.Binaries, f *Fleet, i i
 		Dir:          dir,
 		EtcdEndpoint: f.EtcdEndpoint,
 		EtcdPrefix:   "/fleet/" + co.Name,
-		Port:         FreePort(t),
+		Port:         testkit.FreePort(t),
 		ServiceCIDRs: c.ServiceCIDRs,
 	}, controlplane.StartOptions{})
 	if err != nil {
@@ -239,7 +239,7 @@ func startCluster(ctx context.Context, bins controlplane.Binaries, f *Fleet, i i
 		}
 		track(p)
 		p, err = controlplane.StartKwok(ctx, bins, s, dir, controlplane.KwokConfig{
-			NodeName: "kwok-" + co.Name, PodCIDRs: c.PodCIDRs, Port: FreePort(t),
+			NodeName: "kwok-" + co.Name, PodCIDRs: c.PodCIDRs, Port: testkit.FreePort(t),
 		}, controlplane.StartOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("cluster %s: %w", co.Name, err)
@@ -268,15 +268,4 @@ func PodCIDRs(i int, dualStack bool) []string {
 		cidrs = append(cidrs, netip.MustParsePrefix(fmt.Sprintf("fd00:10:244:%d::/64", i)).String())
 	}
 	return cidrs
-}
-
-// FreePort returns a loopback TCP port that is free at the time of the call.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("finding a free port: %v", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	aboutv1alpha1 "github.com/fleetnet/fleetnet/api/about/v1alpha1"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/fleetnet/fleetnet/test/fleet"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -180,7 +181,7 @@ func runDeployment(t *testing.T, cluster *fleet.Cluster) {
 
 	// Pod addresses by slice address type.
 	want := map[discoveryv1.AddressType][]string{}
-	fleet.Eventually(t, time.Minute, func(ctx context.Context) error {
+	testkit.Eventually(t, time.Minute, "the Pods to run with their addresses", func(ctx context.Context) error {
 		pods := &corev1.PodList{}
 		if err := c.List(ctx, pods, client.InNamespace("default"), client.MatchingLabels(labels)); err != nil {
 			return err
@@ -209,7 +210,7 @@ func runDeployment(t *testing.T, cluster *fleet.Cluster) {
 		}
 		return nil
 	})
-	fleet.Eventually(t, time.Minute, func(ctx context.Context) error {
+	testkit.Eventually(t, time.Minute, "the EndpointSlices of echo", func(ctx context.Context) error {
 		list := &discoveryv1.EndpointSliceList{}
 		if err := c.List(ctx, list, client.InNamespace("default"), client.MatchingLabels{discoveryv1.LabelServiceName: "echo"}); err != nil {
 			return err

@@ -7,12 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetnet/fleetnet/api/keys"
-	"github.com/fleetnet/fleetnet/test/fleet"
-	corev1 "k8s.io/api/core/v1"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -21,8 +18,7 @@ import (
 // the time from writing one more HTTPRoute to the edge serving it.
 func BenchmarkRouteToServing(b *testing.B) {
 	const routes = 1000
-	f := fleet.Start(b, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "hub", GatewayAPI: true}}})
-	hub := f.Cluster(b, "hub")
+	hub := startHub(b)
 	c := hub.Client(b)
 	ctx := context.Background()
 	listen := startGatewayAndEdge(b, hub)
@@ -39,27 +35,12 @@ func BenchmarkRouteToServing(b *testing.B) {
 			}},
 		}}
 	}
-	objs := []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		&gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "fleetnet"}, Spec: gwv1.GatewayClassSpec{ControllerName: keys.GatewayControllerName}},
-		&gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"}, Spec: gwv1.GatewaySpec{
-			GatewayClassName: "fleetnet",
-			Listeners:        []gwv1.Listener{{Name: "http", Port: gwv1.PortNumber(listen), Protocol: gwv1.HTTPProtocolType}},
-		}},
-		&mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}, Spec: mcsv1beta1.ServiceImportSpec{
-			Type: mcsv1beta1.ClusterSetIP, Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
-		}},
-		importedSlice("echo-east", "east", host, port),
-	}
+	objs := echoGateway(listen, importedSlice("echo-east", "east", host, port))
 	for i := range routes {
 		objs = append(objs, route(fmt.Sprintf("r%d", i), fmt.Sprintf("/r%d", i)))
 	}
 	start := time.Now()
-	for _, o := range objs {
-		if err := c.Create(ctx, o); err != nil {
-			b.Fatal(err)
-		}
-	}
+	create(b, c, objs...)
 	served := func(path string) error {
 		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", listen, path))
 		if err != nil {
@@ -71,7 +52,7 @@ func BenchmarkRouteToServing(b *testing.B) {
 		}
 		return nil
 	}
-	fleet.Eventually(b, 5*time.Minute, func(context.Context) error { return served(fmt.Sprintf("/r%d", routes-1)) })
+	testkit.Eventually(b, 5*time.Minute, fmt.Sprintf("the %d HTTPRoutes to be served", routes), func(context.Context) error { return served(fmt.Sprintf("/r%d", routes-1)) })
 	b.Logf("%d HTTPRoutes written and served in %s", routes, time.Since(start).Round(time.Millisecond))
 
 	n := 0
@@ -82,6 +63,8 @@ func BenchmarkRouteToServing(b *testing.B) {
 		if err := c.Create(ctx, r); err != nil {
 			b.Fatal(err)
 		}
+		// Polled every 2 ms, not with testkit's backoff: the wait is
+		// what the benchmark measures.
 		deadline := time.Now().Add(time.Minute)
 		for served("/"+name) != nil {
 			if time.Now().After(deadline) {

@@ -3,10 +3,7 @@ package gateway_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,8 +25,7 @@ import (
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/azure/armsim"
 	gatewayapp "github.com/fleetnet/fleetnet/internal/gateway/app"
-	"github.com/fleetnet/fleetnet/internal/pki"
-	"github.com/fleetnet/fleetnet/test/fleet"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 )
 
 // fleetnet-gateway with --azure-front-door-classes on a real API server
@@ -48,30 +44,16 @@ func TestFrontDoorGateway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "hub", GatewayAPI: true}}})
-	hub := f.Cluster(t, "hub")
+	hub := startHub(t)
 	c := hub.Client(t)
 	ctx := t.Context()
-	dir := t.TempDir()
-	ca, _ := pki.NewCA("fleet")
-	serving, _ := ca.ServingCert("gateway", []string{"127.0.0.1"})
-	for name, kp := range map[string]*pki.KeyPair{"ca": ca, "gateway": serving} {
-		if err := kp.Write(dir, name); err != nil {
-			t.Fatal(err)
-		}
-	}
-	run(t, "gateway", func(ctx context.Context) error {
-		return gatewayapp.Run(ctx, hub.Config, gatewayapp.Options{
-			ClusterID: "hub", EdgeListen: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-			TLSCertFile: filepath.Join(dir, "gateway.crt"), TLSKeyFile: filepath.Join(dir, "gateway.key"), ClientCAFile: filepath.Join(dir, "ca.crt"),
-			MetricsAddr: "0", HealthAddr: "0",
-			Azure: gatewayapp.AzureOptions{SubscriptionID: sub, ResourceGroup: rg, Location: "westeurope", Credential: "default",
-				PollInterval: time.Second, Resync: time.Hour, FrontDoorClasses: "afd=Standard", FrontDoorAbsentFor: time.Second,
-				TokenCredential: &azfake.TokenCredential{},
-				ClientOptions: &arm.ClientOptions{ClientOptions: policy.ClientOptions{Transport: sim.Transport(),
-					Retry: policy.RetryOptions{MaxRetries: 2, RetryDelay: time.Millisecond, MaxRetryDelay: 5 * time.Millisecond}}}},
-		}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	})
+	startGateway(t, hub.Config, gatewayapp.Options{
+		Azure: gatewayapp.AzureOptions{SubscriptionID: sub, ResourceGroup: rg, Location: "westeurope", Credential: "default",
+			PollInterval: time.Second, Resync: time.Hour, FrontDoorClasses: "afd=Standard", FrontDoorAbsentFor: time.Second,
+			TokenCredential: &azfake.TokenCredential{},
+			ClientOptions: &arm.ClientOptions{ClientOptions: policy.ClientOptions{Transport: sim.Transport(),
+				Retry: policy.RetryOptions{MaxRetries: 2, RetryDelay: time.Millisecond, MaxRetryDelay: 5 * time.Millisecond}}}},
+	}, quiet)
 
 	gateway := func(name string, ann map[string]string) *gwv1.Gateway {
 		return &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Annotations: ann}, Spec: gwv1.GatewaySpec{
@@ -107,11 +89,7 @@ func TestFrontDoorGateway(t *testing.T) {
 			}},
 		}},
 	}
-	for _, o := range objs {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
-		}
-	}
+	create(t, c, objs...)
 	condition := func(ctx context.Context, name, typ string) (*metav1.Condition, error) {
 		gw := &gwv1.Gateway{}
 		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, gw); err != nil {
@@ -124,7 +102,7 @@ func TestFrontDoorGateway(t *testing.T) {
 		return cond, nil
 	}
 	var messages []string
-	fleet.Eventually(t, 60*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 60*time.Second, "Gateway public to be programmed by Front Door", func(ctx context.Context) error {
 		prog, err := condition(ctx, "public", string(gwv1.GatewayConditionProgrammed))
 		if err != nil {
 			return err
@@ -154,7 +132,7 @@ func TestFrontDoorGateway(t *testing.T) {
 	if n := len(sim.Resources(armsim.TypeRoute)); n != 1 {
 		t.Errorf("routes: %d, want 1", n)
 	}
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 30*time.Second, "Accepted=False naming the malformed annotations", func(ctx context.Context) error {
 		for name, want := range map[string]string{
 			"typo": `annotation fleetnet.dev/azure-probe-pth="/healthz": unknown annotation`,
 			// the class selects Standard
@@ -171,7 +149,7 @@ func TestFrontDoorGateway(t *testing.T) {
 		return nil
 	})
 
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 30*time.Second, "the route PartiallyInvalid for its header match", func(ctx context.Context) error {
 		route := &gwv1.HTTPRoute{}
 		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "echo"}, route); err != nil {
 			return err
@@ -203,7 +181,7 @@ func TestFrontDoorGateway(t *testing.T) {
 	if err := c.Create(ctx, docs); err != nil {
 		t.Fatal(err)
 	}
-	fleet.Eventually(t, 60*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 60*time.Second, "Programmed=False with the 403 and its Warning event", func(ctx context.Context) error {
 		prog, err := condition(ctx, "public", string(gwv1.GatewayConditionProgrammed))
 		if err != nil {
 			return err
@@ -237,7 +215,7 @@ func TestFrontDoorGateway(t *testing.T) {
 	if err := tokens.Save(ctx, ns+"/typo", want); err != nil {
 		t.Fatal(err)
 	}
-	fleet.Eventually(t, 10*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 10*time.Second, "the saved resume tokens", func(ctx context.Context) error {
 		got, err := tokens.Load(ctx, ns+"/typo")
 		if err != nil {
 			return err
@@ -250,7 +228,7 @@ func TestFrontDoorGateway(t *testing.T) {
 	if err := tokens.Save(ctx, ns+"/typo", nil); err != nil {
 		t.Fatal(err)
 	}
-	fleet.Eventually(t, 10*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 10*time.Second, "the resume tokens' annotation to be removed", func(ctx context.Context) error {
 		gw := &gwv1.Gateway{}
 		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "typo"}, gw); err != nil {
 			return err
@@ -267,7 +245,7 @@ func TestFrontDoorGateway(t *testing.T) {
 	if err := c.Delete(ctx, gateway("public", nil)); err != nil {
 		t.Fatal(err)
 	}
-	fleet.Eventually(t, 60*time.Second, func(context.Context) error {
+	testkit.Eventually(t, 60*time.Second, "the deleted Gateway's profile to be withdrawn", func(context.Context) error {
 		if n := len(sim.Resources(armsim.TypeProfile)); n != 0 {
 			return fmt.Errorf("%d profiles left", n)
 		}

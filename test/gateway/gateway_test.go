@@ -26,6 +26,7 @@ import (
 
 	"github.com/fleetnet/fleetnet/internal/gateway/provider"
 	"github.com/fleetnet/fleetnet/internal/pki"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/fleetnet/fleetnet/test/fleet"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -33,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -41,15 +43,26 @@ import (
 
 const ns = "demo"
 
-func freePort(t testing.TB) int {
+// startHub starts the test's API server: one cluster, hub, with the
+// Gateway API's CRDs.
+func startHub(t testing.TB) *fleet.Cluster {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "hub", GatewayAPI: true}}})
+	return f.Cluster(t, "hub")
 }
+
+// create creates objs in order.
+func create(t testing.TB, c client.Client, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := c.Create(t.Context(), o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+}
+
+// quiet is the log of a gateway whose output the test does not read.
+var quiet = slog.New(slog.DiscardHandler)
 
 // backendAddress is where the test's backends listen. EndpointSlices may
 // not hold loopback addresses (the API server refuses them), so the test
@@ -115,8 +128,7 @@ func run(t testing.TB, name string, fn func(ctx context.Context) error) {
 }
 
 func TestGatewayProgramsTheEdge(t *testing.T) {
-	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "hub", GatewayAPI: true}}})
-	hub := f.Cluster(t, "hub")
+	hub := startHub(t)
 	c := hub.Client(t)
 	ctx := t.Context()
 
@@ -126,32 +138,10 @@ func TestGatewayProgramsTheEdge(t *testing.T) {
 	localAddress(t)
 	eastHost, eastPort := backend(t, "east")
 	westHost, westPort := backend(t, "west")
-	objs := []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		&gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "fleetnet"}, Spec: gwv1.GatewayClassSpec{ControllerName: keys.GatewayControllerName}},
-		&gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"}, Spec: gwv1.GatewaySpec{
-			GatewayClassName: "fleetnet",
-			Listeners:        []gwv1.Listener{{Name: "http", Port: gwv1.PortNumber(listen), Protocol: gwv1.HTTPProtocolType}},
-		}},
-		&mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}, Spec: mcsv1beta1.ServiceImportSpec{
-			Type: mcsv1beta1.ClusterSetIP, Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
-		}},
-		importedSlice("echo-east", "east", eastHost, eastPort),
-		importedSlice("echo-west", "west", westHost, westPort),
-		&gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}, Spec: gwv1.HTTPRouteSpec{
-			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "edge"}}},
-			Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{
-				Group: ptr.To(gwv1.Group(mcsv1beta1.GroupName)), Kind: ptr.To(gwv1.Kind("ServiceImport")), Name: "echo",
-			}}}}}},
-		}},
-	}
-	for _, o := range objs {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
-		}
-	}
+	create(t, c, echoGateway(listen, importedSlice("echo-east", "east", eastHost, eastPort), importedSlice("echo-west", "west", westHost, westPort))...)
+	create(t, c, echoRoute())
 
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 30*time.Second, "the GatewayClass accepted, the Gateway programmed and the route attached", func(ctx context.Context) error {
 		gc := &gwv1.GatewayClass{}
 		if err := c.Get(ctx, types.NamespacedName{Name: "fleetnet"}, gc); err != nil {
 			return err
@@ -200,7 +190,7 @@ func TestGatewayProgramsTheEdge(t *testing.T) {
 	if err := c.Delete(ctx, &mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}}); err != nil {
 		t.Fatal(err)
 	}
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 30*time.Second, "ResolvedRefs=False BackendNotFound and 500 from the edge", func(ctx context.Context) error {
 		route := &gwv1.HTTPRoute{}
 		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "echo"}, route); err != nil {
 			return err
@@ -219,12 +209,35 @@ func TestGatewayProgramsTheEdge(t *testing.T) {
 	if err := c.Delete(ctx, &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"}}); err != nil {
 		t.Fatal(err)
 	}
-	fleet.Eventually(t, 30*time.Second, func(context.Context) error {
+	testkit.Eventually(t, 30*time.Second, "the deleted Gateway's port to close", func(context.Context) error {
 		if _, code, err := get(listen); err == nil {
 			return fmt.Errorf("the edge still answers %d on the deleted Gateway's port", code)
 		}
 		return nil
 	})
+}
+
+// startGateway runs fleetnet-gateway against cfg until the test ends: o
+// as the caller sets it, with cluster ID hub, the edge stream on a free
+// loopback port with a fresh fleet CA's serving certificate, and no
+// metrics or health listener. It returns the certificates' folder (ca,
+// gateway, and edge for an edge "edge-eu") and the stream's address.
+func startGateway(t testing.TB, cfg *rest.Config, o gatewayapp.Options, log *slog.Logger) (certs, stream string) {
+	t.Helper()
+	dir := t.TempDir()
+	ca, _ := pki.NewCA("fleet")
+	serving, _ := ca.ServingCert("gateway", []string{"127.0.0.1"})
+	edge, _ := ca.EdgeCert("edge-eu")
+	for name, kp := range map[string]*pki.KeyPair{"ca": ca, "gateway": serving, "edge": edge} {
+		if err := kp.Write(dir, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o.ClusterID, o.EdgeListen = "hub", testkit.FreeAddr(t)
+	o.TLSCertFile, o.TLSKeyFile, o.ClientCAFile = filepath.Join(dir, "gateway.crt"), filepath.Join(dir, "gateway.key"), filepath.Join(dir, "ca.crt")
+	o.MetricsAddr, o.HealthAddr = "0", "0"
+	run(t, "gateway", func(ctx context.Context) error { return gatewayapp.Run(ctx, cfg, o, log) })
+	return dir, o.EdgeListen
 }
 
 // startGatewayAndEdge runs fleetnet-gateway against hub as a ServiceAccount
@@ -238,34 +251,52 @@ func startGatewayAndEdge(t testing.TB, hub *fleet.Cluster) int32 {
 		t.Fatal(err)
 	}
 	asGateway := hub.AsServiceAccount(t, "fleetnet-system", "fleetnet-gateway", role)
-
-	dir := t.TempDir()
-	ca, _ := pki.NewCA("fleet")
-	serving, _ := ca.ServingCert("gateway", []string{"127.0.0.1"})
-	edge, _ := ca.EdgeCert("edge-eu")
-	for name, kp := range map[string]*pki.KeyPair{"ca": ca, "gateway": serving, "edge": edge} {
-		if err := kp.Write(dir, name); err != nil {
-			t.Fatal(err)
-		}
-	}
-	edgeListen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	run(t, "gateway", func(ctx context.Context) error {
-		return gatewayapp.Run(ctx, asGateway, gatewayapp.Options{
-			ClusterID: "hub", Region: "eu", EdgeListen: edgeListen,
-			TLSCertFile: filepath.Join(dir, "gateway.crt"), TLSKeyFile: filepath.Join(dir, "gateway.key"), ClientCAFile: filepath.Join(dir, "ca.crt"),
-			Addresses: "127.0.0.1", MetricsAddr: "0", HealthAddr: "0", LeaderElect: true, LeaderElectionNS: "fleetnet-system",
-		}, log)
-	})
+	dir, stream := startGateway(t, asGateway, gatewayapp.Options{
+		Region: "eu", Addresses: "127.0.0.1", LeaderElect: true, LeaderElectionNS: "fleetnet-system",
+	}, log)
+	metrics, health := testkit.FreeAddr(t), testkit.FreeAddr(t)
 	run(t, "edge", func(ctx context.Context) error {
 		return edgeapp.Run(ctx, edgeapp.Options{
-			Gateway: edgeListen, CAFile: filepath.Join(dir, "ca.crt"), CertFile: filepath.Join(dir, "edge.crt"), KeyFile: filepath.Join(dir, "edge.key"),
+			Gateway: stream, CAFile: filepath.Join(dir, "ca.crt"), CertFile: filepath.Join(dir, "edge.crt"), KeyFile: filepath.Join(dir, "edge.key"),
 			Region: "eu", StateDir: filepath.Join(dir, "edge-state"), ListenHost: "127.0.0.1",
-			MetricsAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), HealthAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+			MetricsAddr: metrics, HealthAddr: health,
 		}, log)
 	})
 
-	return int32(freePort(t))
+	return int32(testkit.FreePort(t))
+}
+
+// echoGateway is Gateway demo/edge of class fleetnet with an HTTP listener
+// on port, and ServiceImport demo/echo with slices (as the agent would
+// write them).
+func echoGateway(port int32, slices ...*discoveryv1.EndpointSlice) []client.Object {
+	objs := []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "fleetnet"}, Spec: gwv1.GatewayClassSpec{ControllerName: keys.GatewayControllerName}},
+		&gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"}, Spec: gwv1.GatewaySpec{
+			GatewayClassName: "fleetnet",
+			Listeners:        []gwv1.Listener{{Name: "http", Port: gwv1.PortNumber(port), Protocol: gwv1.HTTPProtocolType}},
+		}},
+		&mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}, Spec: mcsv1beta1.ServiceImportSpec{
+			Type: mcsv1beta1.ClusterSetIP, Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
+		}},
+	}
+	for _, s := range slices {
+		objs = append(objs, s)
+	}
+	return objs
+}
+
+// echoRoute is HTTPRoute demo/echo: every request on Gateway edge to
+// ServiceImport echo.
+func echoRoute() *gwv1.HTTPRoute {
+	return &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}, Spec: gwv1.HTTPRouteSpec{
+		CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "edge"}}},
+		Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{
+			Group: ptr.To(gwv1.Group(mcsv1beta1.GroupName)), Kind: ptr.To(gwv1.Kind("ServiceImport")), Name: "echo",
+		}}}}}},
+	}}
 }
 
 func importedSlice(name, cluster, host string, port int32) *discoveryv1.EndpointSlice {
@@ -294,7 +325,7 @@ func get(port int32) (string, int, error) {
 // the status and reason.
 func routeCondition(t *testing.T, c client.Client, namespace, name, typ string, status metav1.ConditionStatus, reason string) {
 	t.Helper()
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 30*time.Second, fmt.Sprintf("route %s %s=%s %s", name, typ, status, reason), func(ctx context.Context) error {
 		route := &gwv1.HTTPRoute{}
 		if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, route); err != nil {
 			return err
@@ -315,8 +346,7 @@ func routeCondition(t *testing.T, c client.Client, namespace, name, typ string, 
 // an unsupported kind, a parentRef to a listener that does not exist, an
 // HTTPS listener whose Secret is missing, and a port two protocols claim.
 func TestStatusReasons(t *testing.T) {
-	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "hub", GatewayAPI: true}}})
-	hub := f.Cluster(t, "hub")
+	hub := startHub(t)
 	c := hub.Client(t)
 	ctx := t.Context()
 	listen := startGatewayAndEdge(t, hub)
@@ -336,7 +366,7 @@ func TestStatusReasons(t *testing.T) {
 		}}
 	}
 	edge := gwv1.ParentReference{Namespace: ptr.To(gwv1.Namespace(ns)), Name: "edge"}
-	tlsPort := gwv1.PortNumber(freePort(t))
+	tlsPort := gwv1.PortNumber(testkit.FreePort(t))
 	objs := []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}},
@@ -364,11 +394,7 @@ func TestStatusReasons(t *testing.T) {
 			Group: ptr.To(gwv1.Group(mcsv1beta1.GroupName)), Kind: ptr.To(gwv1.Kind("ServiceImport")), Name: "echo", Port: ptr.To(gwv1.PortNumber(81)),
 		}}}),
 	}
-	for _, o := range objs {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
-		}
-	}
+	create(t, c, objs...)
 	routeCondition(t, c, "apps", "cross", string(gwv1.RouteConditionResolvedRefs), metav1.ConditionFalse, string(gwv1.RouteReasonRefNotPermitted))
 	routeCondition(t, c, ns, "kind", string(gwv1.RouteConditionResolvedRefs), metav1.ConditionFalse, string(gwv1.RouteReasonInvalidKind))
 	routeCondition(t, c, ns, "section", string(gwv1.RouteConditionAccepted), metav1.ConditionFalse, string(gwv1.RouteReasonNoMatchingParent))
@@ -386,7 +412,7 @@ func TestStatusReasons(t *testing.T) {
 
 	// Listeners: the HTTPS one's Secret is missing; two protocols claim
 	// the first port. The rest of the Gateway is still served.
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 30*time.Second, "the listeners' conditions", func(ctx context.Context) error {
 		gw := &gwv1.Gateway{}
 		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "edge"}, gw); err != nil {
 			return err
@@ -428,38 +454,18 @@ func (failingProvider) Progress() provider.Progress {
 // A provider that fails leaves the Gateway Programmed=False with the cause,
 // and one Warning event tells it; nothing is withdrawn.
 func TestProviderFailureIsReported(t *testing.T) {
-	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "hub", GatewayAPI: true}}})
-	hub := f.Cluster(t, "hub")
+	hub := startHub(t)
 	c := hub.Client(t)
-	ctx := t.Context()
-	dir := t.TempDir()
-	ca, _ := pki.NewCA("fleet")
-	serving, _ := ca.ServingCert("gateway", []string{"127.0.0.1"})
-	for name, kp := range map[string]*pki.KeyPair{"ca": ca, "gateway": serving} {
-		if err := kp.Write(dir, name); err != nil {
-			t.Fatal(err)
-		}
-	}
-	run(t, "gateway", func(ctx context.Context) error {
-		return gatewayapp.Run(ctx, hub.Config, gatewayapp.Options{
-			ClusterID: "hub", EdgeListen: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-			TLSCertFile: filepath.Join(dir, "gateway.crt"), TLSKeyFile: filepath.Join(dir, "gateway.key"), ClientCAFile: filepath.Join(dir, "ca.crt"),
-			MetricsAddr: "0", HealthAddr: "0", Provider: failingProvider{},
-		}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	})
-	for _, o := range []client.Object{
+	startGateway(t, hub.Config, gatewayapp.Options{Provider: failingProvider{}}, quiet)
+	create(t, c,
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
 		&gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "fleetnet"}, Spec: gwv1.GatewayClassSpec{ControllerName: keys.GatewayControllerName}},
 		&gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"}, Spec: gwv1.GatewaySpec{
 			GatewayClassName: "fleetnet",
 			Listeners:        []gwv1.Listener{{Name: "http", Port: 8080, Protocol: gwv1.HTTPProtocolType}},
 		}},
-	} {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	)
+	testkit.Eventually(t, 30*time.Second, "Programmed=False with the cause and a DeployFailed event", func(ctx context.Context) error {
 		gw := &gwv1.Gateway{}
 		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "edge"}, gw); err != nil {
 			return err

@@ -3,9 +3,6 @@ package gateway_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -15,12 +12,11 @@ import (
 	"github.com/fleetnet/fleetnet/api/keys"
 	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
 	gatewayapp "github.com/fleetnet/fleetnet/internal/gateway/app"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 
 	"github.com/fleetnet/fleetnet/internal/gateway/provider"
-	"github.com/fleetnet/fleetnet/internal/pki"
 	networkingac "github.com/fleetnet/fleetnet/pkg/generated/applyconfiguration/networking/v1alpha1"
 	"github.com/fleetnet/fleetnet/pkg/generated/clientset/versioned"
-	"github.com/fleetnet/fleetnet/test/fleet"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -56,7 +52,7 @@ func dbObjects() []client.Object {
 // and reason for its current generation, and check passes.
 func lbCondition(t *testing.T, cs versioned.Interface, name, typ string, status metav1.ConditionStatus, reason string, check func(*networkingv1alpha1.MultiClusterLoadBalancer) error) {
 	t.Helper()
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 30*time.Second, fmt.Sprintf("load balancer %s %s=%s %s", name, typ, status, reason), func(ctx context.Context) error {
 		lb, err := cs.NetworkingV1alpha1().MultiClusterLoadBalancers(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -88,8 +84,7 @@ func managers(lb *networkingv1alpha1.MultiClusterLoadBalancer) map[string]string
 // status apply removes none of the user's fields), and deletion that
 // waits for the edge to withdraw.
 func TestMultiClusterLoadBalancerStatus(t *testing.T) {
-	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "hub", GatewayAPI: true}}})
-	hub := f.Cluster(t, "hub")
+	hub := startHub(t)
 	c := hub.Client(t)
 	ctx := t.Context()
 	cs, err := versioned.NewForConfig(hub.Config)
@@ -97,11 +92,7 @@ func TestMultiClusterLoadBalancerStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	startGatewayAndEdge(t, hub)
-	for _, o := range dbObjects() {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
-		}
-	}
+	create(t, c, dbObjects()...)
 	lbs := cs.NetworkingV1alpha1().MultiClusterLoadBalancers(ns)
 	const user = "platform-team"
 	apply := func(ac *networkingac.MultiClusterLoadBalancerApplyConfiguration) {
@@ -110,7 +101,7 @@ func TestMultiClusterLoadBalancerStatus(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	port := freePort(t)
+	port := testkit.FreePort(t)
 	db := func() *networkingac.MultiClusterLoadBalancerSpecApplyConfiguration {
 		return networkingac.MultiClusterLoadBalancerSpec().WithServiceImportName("db").
 			WithPorts(networkingac.LoadBalancerPort().WithPort(int32(port)).WithProtocol(networkingv1alpha1.ProtocolTCP).WithTargetPort(5432))
@@ -168,17 +159,17 @@ func TestMultiClusterLoadBalancerStatus(t *testing.T) {
 	apply(networkingac.MultiClusterLoadBalancer("again", ns).WithSpec(db()))
 	lbCondition(t, cs, "again", networkingv1alpha1.LoadBalancerConditionAccepted, metav1.ConditionFalse, networkingv1alpha1.LoadBalancerReasonPortConflict, nil)
 	apply(networkingac.MultiClusterLoadBalancer("wrongport", ns).WithSpec(networkingac.MultiClusterLoadBalancerSpec().WithServiceImportName("db").
-		WithPorts(networkingac.LoadBalancerPort().WithPort(int32(freePort(t))).WithProtocol(networkingv1alpha1.ProtocolTCP).WithTargetPort(6543))))
+		WithPorts(networkingac.LoadBalancerPort().WithPort(int32(testkit.FreePort(t))).WithProtocol(networkingv1alpha1.ProtocolTCP).WithTargetPort(6543))))
 	lbCondition(t, cs, "wrongport", networkingv1alpha1.LoadBalancerConditionResolvedRefs, metav1.ConditionFalse, networkingv1alpha1.LoadBalancerReasonBackendNotFound, nil)
 	apply(networkingac.MultiClusterLoadBalancer("udp", ns).WithSpec(networkingac.MultiClusterLoadBalancerSpec().WithServiceImportName("db").
-		WithPorts(networkingac.LoadBalancerPort().WithPort(int32(freePort(t))).WithProtocol(networkingv1alpha1.ProtocolUDP).WithTargetPort(5432))))
+		WithPorts(networkingac.LoadBalancerPort().WithPort(int32(testkit.FreePort(t))).WithProtocol(networkingv1alpha1.ProtocolUDP).WithTargetPort(5432))))
 	lbCondition(t, cs, "udp", networkingv1alpha1.LoadBalancerConditionResolvedRefs, metav1.ConditionFalse, networkingv1alpha1.LoadBalancerReasonProtocolMismatch, nil)
 
 	// Deleting withdraws first, then the finalizer goes.
 	if err := lbs.Delete(ctx, "db", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 30*time.Second, "load balancer db to be deleted", func(ctx context.Context) error {
 		_, err := lbs.Get(ctx, "db", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
@@ -191,8 +182,7 @@ func TestMultiClusterLoadBalancerStatus(t *testing.T) {
 
 // The API server refuses what the CRD's schema checks, naming the field.
 func TestMultiClusterLoadBalancerValidation(t *testing.T) {
-	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "hub", GatewayAPI: true}}})
-	hub := f.Cluster(t, "hub")
+	hub := startHub(t)
 	cs, err := versioned.NewForConfig(hub.Config)
 	if err != nil {
 		t.Fatal(err)
@@ -260,30 +250,11 @@ func (hangingProvider) Progress() provider.Progress {
 // balancer's Accepted and ResolvedRefs are written meanwhile, with
 // Programmed=False.
 func TestHangingProviderKeepsStatusFlowing(t *testing.T) {
-	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "hub", GatewayAPI: true}}})
-	hub := f.Cluster(t, "hub")
+	hub := startHub(t)
 	c := hub.Client(t)
 	ctx := t.Context()
-	dir := t.TempDir()
-	ca, _ := pki.NewCA("fleet")
-	serving, _ := ca.ServingCert("gateway", []string{"127.0.0.1"})
-	for name, kp := range map[string]*pki.KeyPair{"ca": ca, "gateway": serving} {
-		if err := kp.Write(dir, name); err != nil {
-			t.Fatal(err)
-		}
-	}
-	run(t, "gateway", func(ctx context.Context) error {
-		return gatewayapp.Run(ctx, hub.Config, gatewayapp.Options{
-			ClusterID: "hub", EdgeListen: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
-			TLSCertFile: filepath.Join(dir, "gateway.crt"), TLSKeyFile: filepath.Join(dir, "gateway.key"), ClientCAFile: filepath.Join(dir, "ca.crt"),
-			MetricsAddr: "0", HealthAddr: "0", Provider: hangingProvider{},
-		}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	})
-	for _, o := range dbObjects() {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
+	startGateway(t, hub.Config, gatewayapp.Options{Provider: hangingProvider{}}, quiet)
+	create(t, c, dbObjects()...)
 	cs, err := versioned.NewForConfig(hub.Config)
 	if err != nil {
 		t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/fleetnet/fleetnet/api/keys"
 	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
-	"github.com/fleetnet/fleetnet/test/fleet"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -32,8 +32,7 @@ func importTarget(name string) gwv1.LocalPolicyTargetReference {
 // The API server refuses what the CRD's schema can check, naming the
 // field, and fills in the defaults.
 func TestBackendTrafficPolicyValidation(t *testing.T) {
-	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "hub", GatewayAPI: true}}})
-	c := f.Cluster(t, "hub").Client(t)
+	c := startHub(t).Client(t)
 	ctx := t.Context()
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
@@ -141,38 +140,15 @@ func checkedBackend(t *testing.T, name string, healthz int) (string, int32) {
 // whose /healthz fails gets no traffic, although its port accepts.
 func TestBackendTrafficPolicyReachesTheEdge(t *testing.T) {
 	localAddress(t)
-	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "hub", GatewayAPI: true}}})
-	hub := f.Cluster(t, "hub")
+	hub := startHub(t)
 	c := hub.Client(t)
 	ctx := t.Context()
 	listen := startGatewayAndEdge(t, hub)
 
 	eastHost, eastPort := checkedBackend(t, "east", http.StatusOK)
 	westHost, westPort := checkedBackend(t, "west", http.StatusServiceUnavailable)
-	objs := []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		&gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "fleetnet"}, Spec: gwv1.GatewayClassSpec{ControllerName: keys.GatewayControllerName}},
-		&gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"}, Spec: gwv1.GatewaySpec{
-			GatewayClassName: "fleetnet",
-			Listeners:        []gwv1.Listener{{Name: "http", Port: gwv1.PortNumber(listen), Protocol: gwv1.HTTPProtocolType}},
-		}},
-		&mcsv1beta1.ServiceImport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}, Spec: mcsv1beta1.ServiceImportSpec{
-			Type: mcsv1beta1.ClusterSetIP, Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
-		}},
-		importedSlice("echo-east", "east", eastHost, eastPort),
-		importedSlice("echo-west", "west", westHost, westPort),
-		&gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}, Spec: gwv1.HTTPRouteSpec{
-			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "edge"}}},
-			Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{
-				Group: ptr.To(gwv1.Group(mcsv1beta1.GroupName)), Kind: ptr.To(gwv1.Kind("ServiceImport")), Name: "echo",
-			}}}}}},
-		}},
-	}
-	for _, o := range objs {
-		if err := c.Create(ctx, o); err != nil {
-			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
-		}
-	}
+	create(t, c, echoGateway(listen, importedSlice("echo-east", "east", eastHost, eastPort), importedSlice("echo-west", "west", westHost, westPort))...)
+	create(t, c, echoRoute())
 	// Without a policy, the TCP check passes everywhere: both clusters
 	// answer.
 	answers := func(want ...string) func(context.Context) error {
@@ -196,7 +172,7 @@ func TestBackendTrafficPolicyReachesTheEdge(t *testing.T) {
 			return nil
 		}
 	}
-	fleet.Eventually(t, 30*time.Second, answers("east", "west"))
+	testkit.Eventually(t, 30*time.Second, "answers from east and west", answers("east", "west"))
 
 	policy := func(name string, targets ...string) *networkingv1alpha1.BackendTrafficPolicy {
 		p := &networkingv1alpha1.BackendTrafficPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
@@ -213,7 +189,7 @@ func TestBackendTrafficPolicyReachesTheEdge(t *testing.T) {
 	if err := c.Create(ctx, checked); err != nil {
 		t.Fatal(err)
 	}
-	fleet.Eventually(t, 30*time.Second, answers("east"))
+	testkit.Eventually(t, 30*time.Second, "answers from east only", answers("east"))
 	policyAccepted(t, c, "echo", metav1.ConditionTrue, gwv1.PolicyReasonAccepted, "applies to ServiceImport demo/echo", true)
 
 	// "late" is newer, or as old to the second and after "echo" by name:
@@ -232,14 +208,14 @@ func TestBackendTrafficPolicyReachesTheEdge(t *testing.T) {
 		t.Fatal(err)
 	}
 	policyAccepted(t, c, "late", metav1.ConditionTrue, gwv1.PolicyReasonAccepted, "applies to ServiceImport demo/echo", true)
-	fleet.Eventually(t, 30*time.Second, answers("east", "west"))
+	testkit.Eventually(t, 30*time.Second, "answers from east and west again", answers("east", "west"))
 }
 
 // policyAccepted waits for a policy's Accepted condition, for the current
 // generation, and for the Gateway as its ancestor when ancestor is set.
 func policyAccepted(t *testing.T, c client.Client, name string, status metav1.ConditionStatus, reason gwv1.PolicyConditionReason, msg string, ancestor bool) {
 	t.Helper()
-	fleet.Eventually(t, 30*time.Second, func(ctx context.Context) error {
+	testkit.Eventually(t, 30*time.Second, fmt.Sprintf("policy %s Accepted=%s %s", name, status, reason), func(ctx context.Context) error {
 		p := &networkingv1alpha1.BackendTrafficPolicy{}
 		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, p); err != nil {
 			return err

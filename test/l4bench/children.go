@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fleetnet/fleetnet/internal/testkit"
 )
 
 // roleEnv makes this program one of its children: the backends, or a load
@@ -92,8 +93,7 @@ func serveTCP(c net.Conn, chunk []byte) {
 
 // backends is the running backends' process.
 type backends struct {
-	cmd      *exec.Cmd
-	stdin    io.WriteCloser
+	*testkit.Child
 	tcp, udp []string
 }
 
@@ -102,52 +102,23 @@ func startBackends(n int) (*backends, error) {
 	if err != nil {
 		return nil, err
 	}
-	stdin, err := cmd.StdinPipe()
+	c, line, err := testkit.StartReadLine(cmd)
 	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting the backends: %w", err)
-	}
-	b := &backends{cmd: cmd, stdin: stdin}
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		b.stop()
 		return nil, fmt.Errorf("the backends did not start: %w", err)
 	}
+	b := &backends{Child: c}
 	tcpPart, udpPart, _ := strings.Cut(strings.TrimSpace(line), " | ")
 	b.tcp = strings.Fields(strings.TrimPrefix(tcpPart, "tcp"))
 	b.udp = strings.Fields(strings.TrimPrefix(udpPart, "udp"))
 	return b, nil
 }
 
-func (b *backends) stop() {
-	_ = b.stdin.Close()
-	done := make(chan struct{})
-	go func() { _ = b.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(3 * time.Second):
-		_ = b.cmd.Process.Kill()
-		<-done
-	}
-}
+// stop closes the backends' input, which ends them.
+func (b *backends) stop() { b.Stop(nil, 3*time.Second) }
 
 // child returns a command that runs this program as role, with arg.
 func child(role, arg string) (*exec.Cmd, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), roleEnv+"="+role, argEnv+"="+arg)
-	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = childAttr()
-	return cmd, nil
+	return testkit.SelfCommand(roleEnv+"="+role, argEnv+"="+arg)
 }
 
 const argEnv = "FLEETNET_L4BENCH_ARG"

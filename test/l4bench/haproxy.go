@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 	"text/template"
 	"time"
+
+	"github.com/fleetnet/fleetnet/internal/testkit"
 )
 
 // haproxyConfig balances TCP connections like the edge does: round robin
@@ -43,9 +44,7 @@ backend echo
 `))
 
 type haproxy struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	err  error
+	*testkit.Child
 }
 
 // startHAProxy writes the configuration into dir, starts haproxy in the
@@ -64,40 +63,19 @@ func startHAProxy(bin, dir, listen string, threads int, upstreams []string) (*ha
 	}
 	cmd := exec.Command(bin, "-db", "-f", path)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	cmd.SysProcAttr = childAttr()
-	if err := cmd.Start(); err != nil {
+	c, err := testkit.Start(cmd)
+	if err != nil {
 		return nil, fmt.Errorf("starting haproxy: %w", err)
 	}
-	h := &haproxy{cmd: cmd, done: make(chan struct{})}
-	go func() { h.err = cmd.Wait(); close(h.done) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		select {
-		case <-h.done:
-			return nil, fmt.Errorf("haproxy exited: %v", h.err)
-		default:
-		}
-		if c, err := net.DialTimeout("tcp", listen, 200*time.Millisecond); err == nil {
-			_ = c.Close()
-			return h, nil
-		}
-		if time.Now().After(deadline) {
-			h.stop()
-			return nil, errors.New("haproxy does not accept on " + listen)
-		}
-		time.Sleep(20 * time.Millisecond)
+	h := &haproxy{Child: c}
+	if err := h.WaitAccept(10*time.Second, listen); err != nil {
+		h.stop()
+		return nil, fmt.Errorf("haproxy: %w", err)
 	}
+	return h, nil
 }
 
-func (h *haproxy) stop() {
-	_ = h.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-h.done:
-	case <-time.After(5 * time.Second):
-		_ = h.cmd.Process.Kill()
-		<-h.done
-	}
-}
+func (h *haproxy) stop() { h.Stop(syscall.SIGTERM, 5*time.Second) }
 
 func haproxyPath() (string, error) {
 	for _, p := range []string{"haproxy", "/usr/sbin/haproxy"} {

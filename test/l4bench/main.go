@@ -34,6 +34,7 @@ import (
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	edgeapp "github.com/fleetnet/fleetnet/internal/edge/app"
 	"github.com/fleetnet/fleetnet/internal/edge/l4"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 )
 
 func main() {
@@ -102,7 +103,7 @@ func run(o options, out io.Writer) error {
 	}
 	defer be.stop()
 
-	ports, err := freePorts(3)
+	ports, err := testkit.PickFreePorts(3)
 	if err != nil {
 		return err
 	}
@@ -272,32 +273,6 @@ func benchModel(tcp, udp []string, tcpPort, udpPort int) *edgev1.Model {
 		HealthCheck:          edgev1.DefaultBackendPolicy().HealthCheck,
 		ConnectTimeoutMillis: 1000, TCPIdleMillis: edgev1.DefaultTCPIdleMillis, UDPIdleMillis: edgev1.DefaultUDPIdleMillis, DrainMillis: edgev1.DefaultDrainMillis,
 	}}}
-}
-
-// freePorts returns n loopback ports free for both TCP and UDP.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var closers []io.Closer
-	defer func() {
-		for _, c := range closers {
-			_ = c.Close()
-		}
-	}()
-	for len(ports) < n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		closers = append(closers, l)
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port})
-		if err != nil {
-			continue
-		}
-		closers = append(closers, u)
-		ports = append(ports, port)
-	}
-	return ports, nil
 }
 
 func addr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }

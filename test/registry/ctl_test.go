@@ -3,7 +3,6 @@ package registry_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -14,7 +13,7 @@ import (
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/ctl"
 	"github.com/fleetnet/fleetnet/internal/registry/client"
-	"github.com/fleetnet/fleetnet/test/fleet"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -40,7 +39,7 @@ func TestFleetnetctlCertsRegistryCommandsMetricsAndTokens(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte(token+",b,cluster\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	metricsAddr := fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))
+	metricsAddr := testkit.FreeAddr(t)
 	_, addr := startRegistry(t, certs{dir}, t.TempDir(), "--data-dir="+t.TempDir(), "--metrics-listen="+metricsAddr, "--token-file="+tokenFile)
 	ctx := context.Background()
 	a := certs{dir}.client(t, addr, "a")

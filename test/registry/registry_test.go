@@ -16,7 +16,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/controlplane"
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/fleetnet/fleetnet/internal/registry/client"
-	"github.com/fleetnet/fleetnet/test/fleet"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -86,7 +86,7 @@ func (c certs) client(t *testing.T, addr, id string) registryv1.RegistryClient {
 // startRegistry runs the binary with args and waits until it serves.
 func startRegistry(t *testing.T, c certs, logDir string, args ...string) (*controlplane.Process, string) {
 	t.Helper()
-	addr := fmt.Sprintf("127.0.0.1:%d", fleet.FreePort(t))
+	addr := testkit.FreeAddr(t)
 	args = append([]string{
 		"--listen=" + addr, "--metrics-listen=",
 		"--tls-cert-file=" + filepath.Join(c.dir, "registry.crt"),
@@ -214,7 +214,7 @@ func TestReplicasOnOneEtcdStreamIdentically(t *testing.T) {
 		t.Fatal(err)
 	}
 	etcd, err := controlplane.StartEtcd(context.Background(), bins, controlplane.EtcdConfig{
-		Dir: t.TempDir(), ClientPort: fleet.FreePort(t), PeerPort: fleet.FreePort(t),
+		Dir: t.TempDir(), ClientPort: testkit.FreePort(t), PeerPort: testkit.FreePort(t),
 	}, controlplane.StartOptions{})
 	if err != nil {
 		t.Fatal(err)

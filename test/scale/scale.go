@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/controlplane"
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/fleetnet/fleetnet/internal/registry/client"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -82,16 +82,6 @@ func BuildRegistry(dir string) (string, error) {
 	return out, nil
 }
 
-// FreePort returns a loopback port nobody listens on now.
-func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // Start brings up the etcd cluster, then the replicas, and waits until
 // every replica serves. On error, what was started is stopped.
 func Start(ctx context.Context, o Options) (d *Deployment, err error) {
@@ -124,15 +114,11 @@ func Start(ctx context.Context, o Options) (d *Deployment, err error) {
 	}
 	var cluster []string
 	for i := range o.Members {
-		cp, err := FreePort()
+		ports, err := testkit.PickFreePorts(2)
 		if err != nil {
 			return nil, err
 		}
-		pp, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		m := &Member{Name: fmt.Sprintf("m%d", i), ClientURL: fmt.Sprintf("http://127.0.0.1:%d", cp), PeerURL: fmt.Sprintf("http://127.0.0.1:%d", pp),
+		m := &Member{Name: fmt.Sprintf("m%d", i), ClientURL: fmt.Sprintf("http://127.0.0.1:%d", ports[0]), PeerURL: fmt.Sprintf("http://127.0.0.1:%d", ports[1]),
 			dir: filepath.Join(o.Dir, fmt.Sprintf("etcd-%d", i))}
 		cluster = append(cluster, m.Name+"="+m.PeerURL)
 		d.Members = append(d.Members, m)
@@ -164,15 +150,11 @@ func Start(ctx context.Context, o Options) (d *Deployment, err error) {
 		}
 	}
 	for i := range o.Replicas {
-		port, err := FreePort()
+		ports, err := testkit.PickFreePorts(2)
 		if err != nil {
 			return nil, err
 		}
-		mport, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		r := &Replica{Addr: fmt.Sprintf("127.0.0.1:%d", port), MetricsAddr: fmt.Sprintf("127.0.0.1:%d", mport), dir: filepath.Join(o.Dir, fmt.Sprintf("registry-%d", i))}
+		r := &Replica{Addr: fmt.Sprintf("127.0.0.1:%d", ports[0]), MetricsAddr: fmt.Sprintf("127.0.0.1:%d", ports[1]), dir: filepath.Join(o.Dir, fmt.Sprintf("registry-%d", i))}
 		r.args = []string{
 			"--listen=" + r.Addr, "--metrics-listen=" + r.MetricsAddr,
 			"--tls-cert-file=" + filepath.Join(d.CertDir, "registry.crt"),

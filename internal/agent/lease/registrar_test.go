@@ -10,6 +10,7 @@ import (
 	"time"
 
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -69,7 +70,7 @@ func TestRenewalRetriesWithinAThirdOfTheTTL(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 
 	for clk.Now().Before(start.Add(6 * time.Minute)) {
-		waitForWaiter(t, clk)
+		testkit.Until(t, 5*time.Second, "the registrar to wait on the clock", clk.HasWaiters)
 		clk.Step(100 * time.Millisecond)
 	}
 	fake.mu.Lock()
@@ -96,16 +97,5 @@ func TestRenewalRetriesWithinAThirdOfTheTTL(t *testing.T) {
 	defer recoveriesMu.Unlock()
 	if len(recoveries) != 1 || !recoveries[0].Equal(backAt) {
 		t.Errorf("OnRecovered ran at %v, want once, at the first renewal after the registry came back (%s)", recoveries, backAt.Sub(start))
-	}
-}
-
-func waitForWaiter(t *testing.T, clk *clocktesting.FakeClock) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !clk.HasWaiters() {
-		if time.Now().After(deadline) {
-			t.Fatal("the registrar is not waiting on the clock")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -22,6 +21,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	registryserver "github.com/fleetnet/fleetnet/internal/registry/server"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/fleetnet/fleetnet/test/fleet"
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/pflag"
@@ -143,16 +143,6 @@ func TestParseRouters(t *testing.T) {
 	}
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // The process as main runs it: TLS from files, tokens and client
 // certificates, registrations and a watch through the Go client, probes,
 // metrics, and a shutdown that ends open watches.
@@ -174,7 +164,7 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := defaults()
-	o.Listen, o.MetricsAddr, o.HealthAddr = freeAddr(t), freeAddr(t), freeAddr(t)
+	o.Listen, o.MetricsAddr, o.HealthAddr = testkit.FreeAddr(t), testkit.FreeAddr(t), testkit.FreeAddr(t)
 	o.TokensFile, o.ClientCAFile = tokens, filepath.Join(dir, "ca.crt")
 	o.TLSCertFile, o.TLSKeyFile = filepath.Join(dir, "discovery.crt"), filepath.Join(dir, "discovery.key")
 	o.RegistrationGrace = time.Hour
@@ -221,7 +211,7 @@ func TestRun(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	waitFor(t, "/healthz", func() bool { status, _ := get(o.HealthAddr, "/healthz"); return status == 200 })
+	testkit.Until(t, 10*time.Second, "/healthz", func() bool { status, _ := get(o.HealthAddr, "/healthz"); return status == 200 })
 	if status, body := get(o.HealthAddr, "/readyz"); status != http.StatusServiceUnavailable || !strings.Contains(body, "no registrations yet") {
 		t.Errorf("/readyz before a registration: %d %s", status, body)
 	}
@@ -281,17 +271,6 @@ func TestRun(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10s for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // TestRunKubernetes: the process with --pool-source=kubernetes, a
 // kubeconfig and its context, as the dev fleet runs it on the hub: ready
 // once the caches synced, the imported pool served, registrations refused
@@ -334,7 +313,7 @@ func TestRunKubernetes(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := defaults()
-	o.Listen, o.MetricsAddr, o.HealthAddr = freeAddr(t), freeAddr(t), freeAddr(t)
+	o.Listen, o.MetricsAddr, o.HealthAddr = testkit.FreeAddr(t), testkit.FreeAddr(t), testkit.FreeAddr(t)
 	o.TokensFile, o.PoolSource, o.Kubeconfig, o.Context = tokens, "kubernetes", kubeconfig, "hub"
 	o.RoutersService, o.ClusterName = "routing/router", "hub"
 	ctx, cancel := context.WithCancel(context.Background())
@@ -346,7 +325,7 @@ func TestRunKubernetes(t *testing.T) {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	waitFor(t, "/readyz", func() bool {
+	testkit.Until(t, 10*time.Second, "/readyz", func() bool {
 		resp, err := http.Get("http://" + o.HealthAddr + "/readyz")
 		if err != nil {
 			return false
@@ -402,7 +381,7 @@ func TestRunRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := defaults()
-	o.Listen, o.MetricsAddr, o.HealthAddr = freeAddr(t), freeAddr(t), freeAddr(t)
+	o.Listen, o.MetricsAddr, o.HealthAddr = testkit.FreeAddr(t), testkit.FreeAddr(t), testkit.FreeAddr(t)
 	o.TokensFile, o.PoolSource, o.Registry = tokens, "registry", r.ClientOptions("discovery", true)
 	o.Routers = []string{"router-0=10.9.0.1:8080?cluster=east"}
 	runCtx, cancel := context.WithCancel(context.Background())
@@ -414,7 +393,7 @@ func TestRunRegistry(t *testing.T) {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	waitFor(t, "/readyz", func() bool {
+	testkit.Until(t, 10*time.Second, "/readyz", func() bool {
 		resp, err := http.Get("http://" + o.HealthAddr + "/readyz")
 		if err != nil {
 			return false

@@ -16,6 +16,7 @@ import (
 	discoveryv1 "github.com/fleetnet/fleetnet/api/discovery/v1"
 	"github.com/fleetnet/fleetnet/internal/discovery/client"
 	"github.com/fleetnet/fleetnet/internal/discovery/discoverytest"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -184,7 +185,7 @@ func TestWatchResumes(t *testing.T) {
 	env.HTTPServer.CloseClientConnections()
 	c = env.Client(t, discoverytest.RegisterToken, nil) // its connection was closed too
 	// The server has seen the first watch end.
-	waitFor(t, "the first watch to end", func() bool {
+	testkit.Until(t, 10*time.Second, "the first watch to end", func() bool {
 		return requests(t, env, "GET /v1/watch") >= 1
 	})
 	for _, name := range []string{"b", "c"} {
@@ -219,17 +220,6 @@ func requests(t *testing.T, env *discoverytest.Env, route string) float64 {
 			}
 		}
 		return n
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10s for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

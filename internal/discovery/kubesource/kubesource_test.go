@@ -26,6 +26,7 @@ import (
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/discovery/kubesource"
 	"github.com/fleetnet/fleetnet/internal/discovery/store"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/fleetnet/fleetnet/test/fleet"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -179,7 +180,7 @@ func summary(p *discoveryv1.Pool) string {
 // waitPool polls the store until pool k summarizes as want.
 func (e *env) waitPool(t *testing.T, k store.Key, want string) {
 	t.Helper()
-	fleet.Eventually(t, 10*time.Second, func(context.Context) error {
+	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("pool %s %q", k, want), func(context.Context) error {
 		p, _ := e.st.Get(k)
 		if got := summary(p); got != want {
 			return fmt.Errorf("pool %s is %q, want %q", k, got, want)
@@ -308,7 +309,7 @@ func TestImportedSlices(t *testing.T) {
 	if err := hub.Client(t).Create(t.Context(), si); err != nil {
 		t.Fatal(err)
 	}
-	fleet.Eventually(t, 10*time.Second, func(context.Context) error {
+	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("pool %s's labels", api), func(context.Context) error {
 		p, _ := e.st.Get(api)
 		if p == nil || !cmp.Equal(p.Labels, map[string]string{"tier": "backend"}) {
 			return fmt.Errorf("pool %s labels: %v", api, p)
@@ -322,7 +323,7 @@ func TestImportedSlices(t *testing.T) {
 		AddressType: k8sdiscoveryv1.AddressTypeIPv4,
 		Endpoints:   []k8sdiscoveryv1.Endpoint{{Addresses: []string{"10.244.0.21"}, TargetRef: &corev1.ObjectReference{Kind: "Pod", Name: "router-6f7c-fghij"}}},
 	})
-	fleet.Eventually(t, 10*time.Second, func(context.Context) error {
+	testkit.Eventually(t, 10*time.Second, "2 router replicas", func(context.Context) error {
 		if n := len(e.src.Routers()); n != 2 {
 			return fmt.Errorf("%d router replicas, want 2", n)
 		}
@@ -420,7 +421,7 @@ func TestLostWatchKeepsPools(t *testing.T) {
 	}
 	// The source has noticed: it tried to reach the API server again and
 	// was refused.
-	fleet.Eventually(t, 30*time.Second, func(context.Context) error {
+	testkit.Eventually(t, 30*time.Second, "the source to try to reconnect", func(context.Context) error {
 		if n := p.refused(); n <= refusedBefore {
 			return errors.New("the source has not tried to reconnect yet")
 		}

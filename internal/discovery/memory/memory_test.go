@@ -12,6 +12,7 @@ import (
 
 	discoveryv1 "github.com/fleetnet/fleetnet/api/discovery/v1"
 	"github.com/fleetnet/fleetnet/internal/discovery/store"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -271,15 +272,14 @@ func TestRunExpires(t *testing.T) {
 	if _, err := m.Register(ctx, registration("east", "p1")); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for pool(t, st) != "none" {
-		if time.Now().After(deadline) {
-			t.Fatal("the registration did not expire")
+	// Step until the ticker has fired past the lease.
+	testkit.Until(t, 10*time.Second, "the registration to expire", func() bool {
+		if pool(t, st) == "none" {
+			return true
 		}
-		// Step until the ticker has fired past the lease.
 		clk.Step(time.Second)
-		time.Sleep(time.Millisecond)
-	}
+		return false
+	})
 }
 
 func TestReadinessAfterRestart(t *testing.T) {

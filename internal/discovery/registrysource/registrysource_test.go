@@ -21,6 +21,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/registry/client"
 	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/internal/registry/server"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -194,17 +195,12 @@ func TestWatch(t *testing.T) {
 	}
 	waitPool := func(want string) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			p, _ := st.Get(k)
-			if summary(p) == want {
-				return
+		testkit.Eventually(t, 10*time.Second, "the pool "+want, func(context.Context) error {
+			if p, _ := st.Get(k); summary(p) != want {
+				return fmt.Errorf("pool %q, want %q", summary(p), want)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("pool %q, want %q", summary(p), want)
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 
 	// A delta: a Pod added in west.
@@ -221,13 +217,12 @@ func TestWatch(t *testing.T) {
 	// The registry goes away: nothing is removed, the source stays synced.
 	rev := st.Revision()
 	r.Stop()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(src.Status(), "watch broken since") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the source has not noticed the registry is gone: %s", src.Status())
+	testkit.Eventually(t, 10*time.Second, "the source to notice the registry is gone", func(context.Context) error {
+		if st := src.Status(); !strings.Contains(st, "watch broken since") {
+			return fmt.Errorf("status %q", st)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	if p, _ := st.Get(k); summary(p) != "west(region-west): echo-5f4e-ccccc, echo-5f4e-ddddd" || st.Revision() != rev {
 		t.Errorf("while the registry is away: %q at revision %d (was %d)", summary(p), st.Revision(), rev)
 	}

@@ -1,10 +1,10 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/miekg/dns"
 	"github.com/spf13/pflag"
 )
@@ -132,7 +133,7 @@ current-context: c
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ports := freePorts(t, 4)
+	ports := testkit.FreePorts(t, 4)
 	o := parseFlags(t, "--listen", fmt.Sprintf("127.0.0.1:%d", ports[0]), "--kubeconfig", kubeconfig,
 		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", ports[1]), "--health-addr", fmt.Sprintf("127.0.0.1:%d", ports[2]),
 		"--ready-addr", fmt.Sprintf("127.0.0.1:%d", ports[3]), "--lameduck", "1s")
@@ -196,19 +197,19 @@ current-context: c
 
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
-	var lastErr error
-	for range 50 {
+	var code int
+	var body string
+	testkit.Eventually(t, time.Second, "GET "+url+" to answer", func(context.Context) error {
 		resp, err := http.Get(url)
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			return resp.StatusCode, string(b)
+		if err != nil {
+			return err
 		}
-		lastErr = err
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("GET %s: %v", url, lastErr)
-	return 0, ""
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		code, body = resp.StatusCode, string(b)
+		return nil
+	})
+	return code, body
 }
 
 // firstLine is the line of body holding want, or the start of body, for an
@@ -220,18 +221,4 @@ func firstLine(body, want string) string {
 		}
 	}
 	return body[:min(len(body), 200)]
-}
-
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/coredns/coredns/plugin/pkg/dnstest"
 	"github.com/coredns/coredns/plugin/test"
 	"github.com/fleetnet/fleetnet/internal/dns/index"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -127,7 +128,7 @@ func TestWatcherFeedsTheIndex(t *testing.T) {
 	}
 	w.Start(h.SetSynced)
 	defer w.Stop()
-	waitFor(t, "the caches to sync", h.Ready)
+	testkit.Until(t, 10*time.Second, "the caches to sync", h.Ready)
 	for what, ch := range map[string]<-chan struct{}{"endpointslices": slicesWatched, "serviceimports": importsWatched} {
 		select {
 		case <-ch:
@@ -147,13 +148,13 @@ func TestWatcherFeedsTheIndex(t *testing.T) {
 	if _, err := kc.DiscoveryV1().EndpointSlices("demo").Update(context.Background(), slice, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "db-1 to resolve", func() bool {
+	testkit.Until(t, 10*time.Second, "db-1 to resolve", func() bool {
 		return len(query(t, h, "db-1.east.db.demo.svc.clusterset.local.", dns.TypeA).Answer) == 1
 	})
 	if err := mc.MulticlusterV1beta1().ServiceImports("demo").Delete(context.Background(), "db", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the removed import to be NXDOMAIN", func() bool {
+	testkit.Until(t, 10*time.Second, "the removed import to be NXDOMAIN", func() bool {
 		return query(t, h, "db.demo.svc.clusterset.local.", dns.TypeA).Rcode == dns.RcodeNameError
 	})
 }
@@ -172,17 +173,6 @@ func watching(fake *k8stesting.Fake, resource string, start func(k8stesting.Acti
 		return true, w, nil
 	})
 	return ch
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func TestParse(t *testing.T) {

@@ -5,8 +5,10 @@ import (
 	"io"
 	"log/slog"
 	"testing"
+	"time"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 )
 
 // Gateways of a GatewayClass routed to a cloud provider go to it and not
@@ -20,7 +22,7 @@ func TestSplitGatewayClasses(t *testing.T) {
 	go s.Run(ctx)
 	s.Set(&edgev1.Model{Version: "v1", Gateways: []edgev1.Gateway{{Namespace: "web", Name: "public", Class: "afd"}, {Namespace: "web", Name: "edge", Class: "fleetnet"},
 		{Namespace: "web", Name: "orphan", Class: "orphan"}}})
-	waitFor(t, "both deployed", func() bool { return edge.last() != nil && afd.last() != nil })
+	testkit.Until(t, 10*time.Second, "both deployed", func() bool { return edge.last() != nil && afd.last() != nil })
 	names := func(m *edgev1.Model) []string {
 		var out []string
 		for _, g := range m.Gateways {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 )
 
 // recorder keeps the models it was given; it fails with err when set.
@@ -36,17 +37,6 @@ func (r *recorder) last() *edgev1.Model {
 		return nil
 	}
 	return r.got[len(r.got)-1]
-}
-
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // Each provider gets its part: the edge the Gateways and edge load
@@ -77,7 +67,7 @@ func TestSplit(t *testing.T) {
 			{Namespace: "demo", Name: "old", Class: ""}, // from a controller before Class
 		}}
 	s.Set(m)
-	waitFor(t, "both providers", func() bool { return edge.last() != nil && cloud.last() != nil })
+	testkit.Until(t, 10*time.Second, "both providers", func() bool { return edge.last() != nil && cloud.last() != nil })
 	e, c := edge.last(), cloud.last()
 	if e.Version != "v1" || len(e.Gateways) != 1 || len(e.LoadBalancers) != 2 || e.LoadBalancers[0].Name != "tcp" || e.LoadBalancers[1].Name != "old" {
 		t.Errorf("edge got %+v", e)
@@ -93,7 +83,7 @@ func TestSplit(t *testing.T) {
 	if p.Version != "v1" || !p.Served || p.LoadBalancers["demo/db"].Message != "creating" || p.ClassVersions["azure-cross-region"] != "v0" {
 		t.Errorf("Progress = %+v", p)
 	}
-	waitFor(t, "the cloud's error", func() bool { return s.LastError() != nil })
+	testkit.Until(t, 10*time.Second, "the cloud's error", func() bool { return s.LastError() != nil })
 	if err := s.LastError(); err.Error() != "azure-cross-region: quota exceeded" {
 		t.Errorf("LastError = %q", err)
 	}

@@ -3,7 +3,6 @@ package load_test
 import (
 	"bytes"
 	"context"
-	"net"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,6 +14,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/internal/registry/server"
 	"github.com/fleetnet/fleetnet/internal/registry/store"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -26,7 +26,7 @@ func startRegistry(t *testing.T) (string, string, *pki.KeyPair) {
 	if err != nil {
 		t.Fatalf("%v (run `make tools` to build bin/etcd)", err)
 	}
-	ports := freePorts(t, 2)
+	ports := testkit.FreePorts(t, 2)
 	etcd, err := controlplane.StartEtcd(context.Background(), bins, controlplane.EtcdConfig{Dir: t.TempDir(), ClientPort: ports[0], PeerPort: ports[1]}, controlplane.StartOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -40,20 +40,6 @@ func startRegistry(t *testing.T) (string, string, *pki.KeyPair) {
 	t.Cleanup(func() { st.Close() })
 	r := registrytest.StartOnStore(t, st, server.Config{LeaseTTL: 3 * time.Second})
 	return r.Addr, filepath.Join(r.CertDir, "ca.crt"), r.CA()
-}
-
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var out []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		out = append(out, l.Addr().(*net.TCPAddr).Port)
-	}
-	return out
 }
 
 func TestRunSmallFleet(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/internal/registry/server"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -293,21 +294,17 @@ func TestGarbageCollectionAfterGracePeriod(t *testing.T) {
 	}
 	e.clock.Step(11 * time.Second)
 	// Let the collector notice the dead cluster, then pass the grace period.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testkit.Eventually(t, 10*time.Second, "the exports of the expired cluster to be collected", func(ctx context.Context) error {
 		e.clock.Step(5 * time.Second)
 		resp, err := a.ListExports(ctx, &registryv1.ListExportsRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(resp.GetExports()) == 0 {
-			break
+		if len(resp.GetExports()) != 0 {
+			return fmt.Errorf("exports %v", resp.GetExports())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("exports of the expired cluster not collected: %v", resp.GetExports())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	clusters, _ := a.ListClusters(ctx, &registryv1.ListClustersRequest{})
 	if len(clusters.GetClusters()) != 0 {
 		t.Errorf("cluster record not collected: %v", clusters.GetClusters())
@@ -353,32 +350,25 @@ func TestWatchResumesFromItsRevision(t *testing.T) {
 func resumeUntil(t *testing.T, c registryv1.RegistryClient, match func(*registryv1.WatchEvent) bool) {
 	t.Helper()
 	var last int64
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	testkit.Eventually(t, 20*time.Second, "a matching event", func(ctx context.Context) error {
 		s, err := c.Watch(ctx, &registryv1.WatchRequest{ResumeRevision: last})
 		if err != nil {
-			cancel()
 			t.Fatal(err)
 		}
 		for {
 			ev, err := s.Recv()
 			if err != nil {
 				if status.Code(err) != codes.Unavailable {
-					cancel()
 					t.Fatalf("watch ended with %v", err)
 				}
-				break
+				return err // resume from last
 			}
 			last = ev.GetRevision()
 			if match(ev) {
-				cancel()
-				return
+				return nil
 			}
 		}
-		cancel()
-	}
-	t.Fatal("timed out")
+	})
 }
 
 func TestSlowWatcherIsCutOffOthersContinue(t *testing.T) {
