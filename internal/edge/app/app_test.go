@@ -17,6 +17,7 @@ import (
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/edge/app"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 
 	"github.com/fleetnet/fleetnet/internal/gateway/distribute"
 
@@ -24,16 +25,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 )
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 func TestValidate(t *testing.T) {
 	tests := []struct {
@@ -93,7 +84,7 @@ func TestEdgeServesAndKeepsServing(t *testing.T) {
 	t.Cleanup(backend.Close)
 	host, portStr, _ := net.SplitHostPort(backend.Listener.Addr().String())
 	bport, _ := strconv.Atoi(portStr)
-	listen := int32(freePort(t))
+	listen := int32(testkit.FreePort(t))
 	m := &edgev1.Model{Version: "1", Gateways: []edgev1.Gateway{{Namespace: "demo", Name: "edge", Listeners: []edgev1.Listener{{
 		Name: "http", Port: listen, Protocol: edgev1.ProtocolHTTP, VirtualHosts: []edgev1.VirtualHost{{Hostname: "*", Routes: []edgev1.Route{{
 			RouteName: "echo", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/"},
@@ -111,10 +102,10 @@ func TestEdgeServesAndKeepsServing(t *testing.T) {
 	opts := app.Options{
 		Gateway: lis.Addr().String(), CAFile: filepath.Join(dir, "ca.crt"), CertFile: filepath.Join(dir, "edge.crt"), KeyFile: filepath.Join(dir, "edge.key"),
 		Region: "eu", StateDir: filepath.Join(dir, "state"), ListenHost: "127.0.0.1",
-		MetricsAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), HealthAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		MetricsAddr: fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t)), HealthAddr: fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t)),
 	}
 	stop := runEdge(t, opts)
-	waitFor(t, "the edge serves the model", func() error { return answers(listen, "hello from east") })
+	testkit.Eventually(t, 10*time.Second, "the edge serves the model", func(context.Context) error { return answers(listen, "hello from east") })
 	if err := answers(0, ""); err == nil { // sanity: the helper fails on a dead port
 		t.Fatal("answers() cannot fail")
 	}
@@ -133,7 +124,7 @@ func TestEdgeServesAndKeepsServing(t *testing.T) {
 
 	// A new edge process; the gateway is still away.
 	runEdge(t, opts)
-	waitFor(t, "the restarted edge serves its last good model", func() error { return answers(listen, "hello from east") })
+	testkit.Eventually(t, 10*time.Second, "the restarted edge serves its last good model", func(context.Context) error { return answers(listen, "hello from east") })
 }
 
 func runEdge(t *testing.T, o app.Options) (stop func()) {
@@ -170,19 +161,4 @@ func answers(port int32, want string) error {
 		return fmt.Errorf("%d %q", resp.StatusCode, body)
 	}
 	return nil
-}
-
-func waitFor(t *testing.T, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

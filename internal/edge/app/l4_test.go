@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/edge/app"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 
 	"github.com/fleetnet/fleetnet/internal/gateway/distribute"
 	"github.com/fleetnet/fleetnet/internal/pki"
@@ -31,7 +33,7 @@ func TestEdgeServesLoadBalancers(t *testing.T) {
 	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "hello from east") }))
 	t.Cleanup(web.Close)
 	echo := echoServer(t)
-	httpPort, tcpPort, otherPort := int32(freePort(t)), int32(freePort(t)), int32(freePort(t))
+	httpPort, tcpPort, otherPort := int32(testkit.FreePort(t)), int32(testkit.FreePort(t)), int32(testkit.FreePort(t))
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +53,7 @@ func TestEdgeServesLoadBalancers(t *testing.T) {
 	}
 	servedOrRefused := func(version int64) (refused string) {
 		t.Helper()
-		waitFor(t, fmt.Sprintf("the edge answers version %d", version), func() error {
+		testkit.Eventually(t, 10*time.Second, fmt.Sprintf("the edge answers version %d", version), func(context.Context) error {
 			_, edges := srv.Status()
 			if len(edges) == 1 && (edges[0].Serving == version || edges[0].Refused != "") {
 				refused = edges[0].Refused
@@ -93,7 +95,7 @@ func TestEdgeServesLoadBalancers(t *testing.T) {
 			[]string{fmt.Sprintf("port %d/TCP", httpPort), "MultiClusterLoadBalancer demo/clash", "listener http of Gateway demo/edge"}},
 		{"a port another process holds", gateway, loadBalancer("busy", echo, busyPort),
 			[]string{"MultiClusterLoadBalancer demo/busy", fmt.Sprintf("port %d/TCP", busyPort), "address already in use"}},
-		{"a model the HTTP proxy refuses", busyHTTP, loadBalancer("fine", echo, int32(freePort(t))),
+		{"a model the HTTP proxy refuses", busyHTTP, loadBalancer("fine", echo, int32(testkit.FreePort(t))),
 			[]string{fmt.Sprintf("listening on port %d", busyPort), "address already in use"}},
 	}
 	for _, tt := range tests {
@@ -162,7 +164,7 @@ func startGateway(t *testing.T) (*distribute.Server, app.Options) {
 	return srv, app.Options{
 		Gateway: lis.Addr().String(), CAFile: filepath.Join(dir, "ca.crt"), CertFile: filepath.Join(dir, "edge.crt"), KeyFile: filepath.Join(dir, "edge.key"),
 		Region: "eu", ListenHost: "127.0.0.1",
-		MetricsAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), HealthAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		MetricsAddr: fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t)), HealthAddr: fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t)),
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 )
 
 // The health of a unit through a script of active check results and
@@ -137,22 +138,11 @@ func TestTCPCheck(t *testing.T) {
 			Type: edgev1.HealthCheckTCP, IntervalMillis: 20, TimeoutMillis: 10, HealthyThreshold: 1, UnhealthyThreshold: 1}})
 	})
 	_ = ln.Close()
-	waitFor(t, "the stopped endpoint is out", func() bool { return !tg.Healthy() })
+	testkit.Until(t, 10*time.Second, "the stopped endpoint is out", func() bool { return !tg.Healthy() })
 	ln, err = net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(addr.Port)))
 	if err != nil {
 		t.Fatalf("listening again on port %d, the checked endpoint's: %v", addr.Port, err)
 	}
 	t.Cleanup(func() { _ = ln.Close() })
-	waitFor(t, "the endpoint is back", tg.Healthy)
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting: %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testkit.Until(t, 10*time.Second, "the endpoint is back", tg.Healthy)
 }

@@ -7,13 +7,14 @@ import (
 	"time"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 )
 
 // Models the edge cannot serve are refused with an error naming what
 // conflicts, and the model served before goes on.
 func TestApplyRefuses(t *testing.T) {
 	east := startTCP(t, "east-1")
-	served, other := freePort(t), freePort(t)
+	served, other := int32(testkit.FreePort(t)), int32(testkit.FreePort(t))
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -72,7 +73,7 @@ func TestApplyRefuses(t *testing.T) {
 // a protocol this edge does not know is left out, not a refusal.
 func TestApplyLeavesOut(t *testing.T) {
 	east := startTCP(t, "east-1")
-	a, b, c := freePort(t), freePort(t), freePort(t)
+	a, b, c := int32(testkit.FreePort(t)), int32(testkit.FreePort(t)), int32(testkit.FreePort(t))
 	azure := lb("azure", a, edgev1.ProtocolTCP, cluster("east", 1, east.endpoint()))
 	azure.Class = "azure-cross-region"
 	sctp := lb("sctp", b, "SCTP", cluster("east", 1, east.endpoint()))
@@ -94,7 +95,7 @@ func TestApplyLeavesOut(t *testing.T) {
 // Prepare, and Abort puts it back.
 func TestPrepareHandOver(t *testing.T) {
 	east := startTCP(t, "east-1")
-	mine, theirs := freePort(t), freePort(t)
+	mine, theirs := int32(testkit.FreePort(t)), int32(testkit.FreePort(t))
 	p, _ := newProxy(t, nil)
 	ep := cluster("east", 1, east.endpoint())
 	if err := p.Apply(modelOf("1", lb("db", mine, edgev1.ProtocolTCP, ep))); err != nil {

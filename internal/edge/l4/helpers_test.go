@@ -16,8 +16,8 @@ import (
 	"time"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
-	"github.com/fleetnet/fleetnet/internal/edge/edgetest"
 	"github.com/fleetnet/fleetnet/internal/edge/l4"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -181,26 +181,6 @@ func testLog() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 }
 
-// freePort returns a port that was free on loopback for both TCP and UDP.
-func freePort(t *testing.T) int32 {
-	t.Helper()
-	for range 20 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1), Port: port})
-		_ = l.Close()
-		if err == nil {
-			_ = u.Close()
-			return int32(port)
-		}
-	}
-	t.Fatal("no port free for both TCP and UDP")
-	return 0
-}
-
 func addr(port int32) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port))) }
 
 // client is a connection through the proxy, line by line.
@@ -306,7 +286,7 @@ func (u *udpClient) ask(payload string) (name string, port int, err error) {
 // mustAsk asks until an answer comes.
 func (u *udpClient) mustAsk(t *testing.T, payload string) (name string, port int) {
 	t.Helper()
-	edgetest.Eventually(t, "an answer to "+payload, func() (err error) {
+	testkit.Eventually(t, 10*time.Second, "an answer to "+payload, func(context.Context) (err error) {
 		name, port, err = u.ask(payload)
 		return err
 	})

@@ -1,6 +1,7 @@
 package l4_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,13 +15,14 @@ import (
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/edge/edgetest"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 )
 
 // Lines go through the proxy and back, and the metrics count the
 // connection, its bytes both ways and its cluster.
 func TestTCPForwards(t *testing.T) {
 	east := startTCP(t, "east-1")
-	port := freePort(t)
+	port := int32(testkit.FreePort(t))
 	p, reg := newProxy(t, nil)
 	if err := p.Apply(modelOf("1", lb("db", port, edgev1.ProtocolTCP, cluster("east", 1, east.endpoint())))); err != nil {
 		t.Fatal(err)
@@ -45,7 +47,7 @@ func TestTCPForwards(t *testing.T) {
 		t.Errorf("bytes in %v, out %v", in, out)
 	}
 	_ = c.c.Close()
-	edgetest.Eventually(t, "the connection ends", func() error {
+	testkit.Eventually(t, 10*time.Second, "the connection ends", func(context.Context) error {
 		if got := edgetest.Metric(t, reg, "fleetnet_edge_l4_connections_active", labels...); got != 0 {
 			return fmt.Errorf("%v active", got)
 		}
@@ -61,7 +63,7 @@ func TestTCPForwards(t *testing.T) {
 // then the backend's close reaches the client.
 func TestTCPHalfClose(t *testing.T) {
 	east := startTCP(t, "east-1")
-	port := freePort(t)
+	port := int32(testkit.FreePort(t))
 	p, _ := newProxy(t, nil)
 	if err := p.Apply(modelOf("1", lb("db", port, edgev1.ProtocolTCP, cluster("east", 1, east.endpoint())))); err != nil {
 		t.Fatal(err)
@@ -92,7 +94,7 @@ func TestTCPWeights(t *testing.T) {
 	d1, z1 := startTCP(t, "drained-1"), startTCP(t, "zero-1")
 	notReady := startTCP(t, "west-notready").endpoint()
 	notReady.Ready = false
-	port := freePort(t)
+	port := int32(testkit.FreePort(t))
 	p, _ := newProxy(t, nil)
 	drained := cluster("drained", 5, d1.endpoint())
 	drained.Draining, drained.EffectiveWeight = true, 0
@@ -134,7 +136,7 @@ func TestTCPWeights(t *testing.T) {
 // reset.
 func TestTCPFailover(t *testing.T) {
 	east, west := startTCP(t, "east-1"), startTCP(t, "west-1")
-	port := freePort(t)
+	port := int32(testkit.FreePort(t))
 	p, reg := newProxy(t, nil)
 	m := lb("db", port, edgev1.ProtocolTCP, cluster("east", 1, east.endpoint()), cluster("west", 1, west.endpoint()))
 	// The active check would find the stopped endpoint only after a
@@ -143,7 +145,7 @@ func TestTCPFailover(t *testing.T) {
 	if err := p.Apply(modelOf("1", m)); err != nil {
 		t.Fatal(err)
 	}
-	edgetest.Eventually(t, "both clusters answer", func() error {
+	testkit.Eventually(t, 10*time.Second, "both clusters answer", func(context.Context) error {
 		seen := map[string]bool{}
 		for range 40 {
 			name, err := once(port)
@@ -190,7 +192,7 @@ func TestTCPFailover(t *testing.T) {
 // timeout.
 func TestTCPConnectTimeoutRetried(t *testing.T) {
 	west := startTCP(t, "west-1")
-	port := freePort(t)
+	port := int32(testkit.FreePort(t))
 	p, reg := newProxy(t, nil)
 	m := lb("db", port, edgev1.ProtocolTCP, cluster("east", 1, edgetest.Blackhole(t)), cluster("west", 1, west.endpoint()))
 	m.ConnectTimeoutMillis = 100
@@ -213,7 +215,7 @@ func TestTCPConnectTimeoutRetried(t *testing.T) {
 // stops draining keeps its connections.
 func TestTCPDrain(t *testing.T) {
 	east, west := startTCP(t, "east-1"), startTCP(t, "west-1")
-	port := freePort(t)
+	port := int32(testkit.FreePort(t))
 	p, reg := newProxy(t, nil)
 	base := lb("db", port, edgev1.ProtocolTCP, cluster("east", 1, east.endpoint()), cluster("west", 1, west.endpoint()))
 	if err := p.Apply(modelOf("1", base)); err != nil {
@@ -255,7 +257,7 @@ func TestTCPDrain(t *testing.T) {
 	if err := onEast[0].closedByProxy(); err != nil {
 		t.Fatalf("after DrainMillis: %v", err)
 	}
-	edgetest.Eventually(t, "east's connections are closed", func() error {
+	testkit.Eventually(t, 10*time.Second, "east's connections are closed", func(context.Context) error {
 		if got := edgetest.Metric(t, reg, "fleetnet_edge_l4_connections_active", "cluster", "east"); got != 0 {
 			return fmt.Errorf("%v active on east", got)
 		}
@@ -292,7 +294,7 @@ func TestTCPDrain(t *testing.T) {
 // that keeps talking is not.
 func TestTCPIdleTimeout(t *testing.T) {
 	east := startTCP(t, "east-1")
-	port := freePort(t)
+	port := int32(testkit.FreePort(t))
 	p, _ := newProxy(t, nil)
 	m := lb("db", port, edgev1.ProtocolTCP, cluster("east", 1, east.endpoint()))
 	m.TCPIdleMillis = 500
@@ -326,7 +328,7 @@ func TestTCPIdleTimeout(t *testing.T) {
 // closes its established ones after its DrainMillis.
 func TestTCPSwapUnderLoad(t *testing.T) {
 	east, west := startTCP(t, "east-1"), startTCP(t, "west-1")
-	stay, gone := freePort(t), freePort(t)
+	stay, gone := int32(testkit.FreePort(t)), int32(testkit.FreePort(t))
 	p, _ := newProxy(t, nil)
 	stayLB := lb("db", stay, edgev1.ProtocolTCP, cluster("east", 1, east.endpoint()))
 	goneLB := lb("cache", gone, edgev1.ProtocolTCP, cluster("east", 1, east.endpoint()))
@@ -370,7 +372,7 @@ func TestTCPSwapUnderLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := exchanged.Load()
-		edgetest.Eventually(t, "lines go on after the swap", func() error {
+		testkit.Eventually(t, 10*time.Second, "lines go on after the swap", func(context.Context) error {
 			if exchanged.Load() < before+8 {
 				return errors.New("no lines since the swap")
 			}

@@ -1,13 +1,16 @@
 package l4_test
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"testing"
+	"time"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/edge/edgetest"
 	"github.com/fleetnet/fleetnet/internal/edge/l4"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 )
 
 // Datagrams go through the proxy and back from the port's socket; a
@@ -16,7 +19,7 @@ import (
 // UDPIdleMillis is removed.
 func TestUDPFlows(t *testing.T) {
 	b1, b2 := startUDP(t, "east-1"), startUDP(t, "east-2")
-	port := freePort(t)
+	port := int32(testkit.FreePort(t))
 	p, reg := newProxy(t, nil)
 	m := lb("dns", port, edgev1.ProtocolUDP, cluster("east", 1, b1.endpoint(), b2.endpoint()))
 	m.UDPIdleMillis = 200
@@ -47,7 +50,7 @@ func TestUDPFlows(t *testing.T) {
 	if got := edgetest.Metric(t, reg, "fleetnet_edge_l4_datagrams_total", "load_balancer", "demo/dns", "cluster", "east", "direction", "out"); got < 80 {
 		t.Errorf("%v datagrams out, want at least 80", got)
 	}
-	edgetest.Eventually(t, "idle flows are removed", func() error {
+	testkit.Eventually(t, 10*time.Second, "idle flows are removed", func(context.Context) error {
 		if got := flows(); got != 0 {
 			return fmt.Errorf("%v flows", got)
 		}
@@ -64,7 +67,7 @@ func TestUDPFlows(t *testing.T) {
 // longest, and an evicted client that sends again is a new flow.
 func TestUDPFlowBound(t *testing.T) {
 	b := startUDP(t, "east-1")
-	port := freePort(t)
+	port := int32(testkit.FreePort(t))
 	p, reg := newProxy(t, func(o *l4.Options) { o.MaxUDPFlows = 4 })
 	if err := p.Apply(modelOf("1", lb("dns", port, edgev1.ProtocolUDP, cluster("east", 1, b.endpoint())))); err != nil {
 		t.Fatal(err)
@@ -117,7 +120,7 @@ func TestUDPRefusedEndpoint(t *testing.T) {
 	}
 	dead := edgev1.Endpoint{Address: "127.0.0.1", Port: int32(deadConn.LocalAddr().(*net.UDPAddr).Port), Ready: true}
 	_ = deadConn.Close()
-	port := freePort(t)
+	port := int32(testkit.FreePort(t))
 	p, reg := newProxy(t, nil)
 	if err := p.Apply(modelOf("1", lb("dns", port, edgev1.ProtocolUDP, cluster("east", 1, live.endpoint(), dead)))); err != nil {
 		t.Fatal(err)
@@ -141,7 +144,7 @@ func TestUDPRefusedEndpoint(t *testing.T) {
 // then the client's next datagram is a new flow on another cluster.
 func TestUDPDrain(t *testing.T) {
 	east, west := startUDP(t, "east-1"), startUDP(t, "west-1")
-	port := freePort(t)
+	port := int32(testkit.FreePort(t))
 	p, reg := newProxy(t, nil)
 	base := lb("dns", port, edgev1.ProtocolUDP, cluster("east", 1, east.endpoint()), cluster("west", 1, west.endpoint()))
 	if err := p.Apply(modelOf("1", base)); err != nil {
@@ -170,7 +173,7 @@ func TestUDPDrain(t *testing.T) {
 			t.Fatalf("a new flow went to draining %s", name)
 		}
 	}
-	edgetest.Eventually(t, "the drained flow is removed", func() error {
+	testkit.Eventually(t, 10*time.Second, "the drained flow is removed", func(context.Context) error {
 		if got := edgetest.Metric(t, reg, "fleetnet_edge_l4_udp_flows_active", "cluster", "east"); got != 0 {
 			return fmt.Errorf("%v flows on east", got)
 		}

@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/edge/edgetest"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 
 	"github.com/fleetnet/fleetnet/internal/edge/proxy"
 
@@ -99,14 +101,14 @@ func TestHTTPHealthCheck(t *testing.T) {
 		return edgetest.Metric(t, reg, "fleetnet_edge_backend_endpoints", "backend", "ServiceImport/demo/web", "cluster", "east", "health", health)
 	}
 
-	edgetest.Eventually(t, "a check with Host health.example", func() error {
+	testkit.Eventually(t, 10*time.Second, "a check with Host health.example", func(context.Context) error {
 		if h := east.checkHost.Load(); h == nil || *h != "health.example" {
 			return fmt.Errorf("no check with that Host yet")
 		}
 		return nil
 	})
 	east.health.Store(http.StatusServiceUnavailable)
-	edgetest.Eventually(t, "east ejected", func() error {
+	testkit.Eventually(t, 10*time.Second, "east ejected", func(context.Context) error {
 		if got := eastOf("ejected"); got != 1 {
 			return fmt.Errorf("%v of east's endpoints ejected", got)
 		}
@@ -120,7 +122,7 @@ func TestHTTPHealthCheck(t *testing.T) {
 	}
 
 	east.health.Store(http.StatusOK)
-	edgetest.Eventually(t, "east healthy again", func() error {
+	testkit.Eventually(t, 10*time.Second, "east healthy again", func(context.Context) error {
 		if got := eastOf("healthy"); got != 1 {
 			return fmt.Errorf("%v of east's endpoints healthy", got)
 		}
@@ -180,7 +182,7 @@ func TestPassive5xxEjection(t *testing.T) {
 				return
 			}
 			checks := east.checks.Load()
-			edgetest.Eventually(t, "three checks of east pass while it is ejected", func() error {
+			testkit.Eventually(t, 10*time.Second, "three checks of east pass while it is ejected", func(context.Context) error {
 				if from := send(); from != "west" {
 					t.Fatalf("a request went to east while ejected")
 				}
@@ -190,7 +192,7 @@ func TestPassive5xxEjection(t *testing.T) {
 				return nil
 			})
 			now.Add(int64(61 * time.Second))
-			edgetest.Eventually(t, "east back once its ejection time has passed", func() error {
+			testkit.Eventually(t, 10*time.Second, "east back once its ejection time has passed", func(context.Context) error {
 				if send() != "east" {
 					return fmt.Errorf("no request to east")
 				}
@@ -276,7 +278,7 @@ func TestLocalFirst(t *testing.T) {
 		t.Errorf("eu healthy: %v, want everything to eu", got)
 	}
 	eu.stop()
-	edgetest.Eventually(t, "everything to the other regions", func() error {
+	testkit.Eventually(t, 10*time.Second, "everything to the other regions", func(context.Context) error {
 		if got := answers(t, port, "/", 20); got["eu"] != 0 {
 			return fmt.Errorf("%v", got)
 		}
@@ -286,7 +288,7 @@ func TestLocalFirst(t *testing.T) {
 		t.Errorf("eu stopped: %v, want both other regions by weight", got)
 	}
 	eu.start(t)
-	edgetest.Eventually(t, "eu in traffic again", func() error {
+	testkit.Eventually(t, 10*time.Second, "eu in traffic again", func(context.Context) error {
 		if got := answers(t, port, "/", 1); got["eu"] == 0 {
 			return fmt.Errorf("%v", got)
 		}

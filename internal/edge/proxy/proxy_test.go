@@ -17,8 +17,8 @@ import (
 	"time"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
-	"github.com/fleetnet/fleetnet/internal/edge/edgetest"
 	"github.com/fleetnet/fleetnet/internal/edge/proxy"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 
 	"github.com/fleetnet/fleetnet/internal/pki"
 )
@@ -497,7 +497,7 @@ func TestFailoverAndRecovery(t *testing.T) {
 
 	west.start(t)
 	back := time.Now()
-	edgetest.Eventually(t, "west answers again", func() error {
+	testkit.Eventually(t, 10*time.Second, "west answers again", func(context.Context) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if lastWest.Before(back) {

@@ -14,6 +14,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/edge/subscribe"
 	"github.com/fleetnet/fleetnet/internal/gateway/distribute"
 	"github.com/fleetnet/fleetnet/internal/pki"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -126,23 +127,8 @@ func dial(t *testing.T, ca *fleetCA, addr string, cert func() (*pki.KeyPair, err
 	return conn
 }
 
-func eventually(t *testing.T, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: %v", what, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func programmed(g *gateway, want int64) func() error {
-	return func() error {
+func programmed(g *gateway, want int64) func(context.Context) error {
+	return func(context.Context) error {
 		v, edges := g.Status()
 		if v != want || !distribute.Programmed(v, edges) {
 			return fmt.Errorf("not programmed: %s", distribute.Summary(v, edges, time.Now()))
@@ -162,7 +148,7 @@ func TestModelsReachEdgesAndAreAcknowledged(t *testing.T) {
 		t.Fatalf("first version = %d", v)
 	}
 	// Programmed needs every connected edge; wait until both are.
-	eventually(t, "version 1 on both edges", func() error {
+	testkit.Eventually(t, 10*time.Second, "version 1 on both edges", func(context.Context) error {
 		v, edges := g.Status()
 		if got := distribute.Summary(v, edges, time.Now()); got != "model version 1 served by 2 of 2 connected edges" {
 			return errors.New(got)
@@ -177,7 +163,7 @@ func TestModelsReachEdgesAndAreAcknowledged(t *testing.T) {
 
 	// edge-us refuses version 2 and keeps serving version 1.
 	g.Publish(contentType, []byte("v2"), nil)
-	eventually(t, "edge-us refuses version 2", func() error {
+	testkit.Eventually(t, 10*time.Second, "edge-us refuses version 2", func(context.Context) error {
 		v, edges := g.Status()
 		if s := distribute.Summary(v, edges, time.Now()); !strings.Contains(s, "served by 1 of 2 connected edges; edge-us refused it: route 3: unsupported filter") {
 			return errors.New(s)
@@ -196,7 +182,7 @@ func TestModelsReachEdgesAndAreAcknowledged(t *testing.T) {
 
 	// A good version 3 reaches both.
 	g.Publish(contentType, []byte("v3"), nil)
-	eventually(t, "version 3 on both edges", programmed(g, 3))
+	testkit.Eventually(t, 10*time.Second, "version 3 on both edges", programmed(g, 3))
 }
 
 func TestEdgeKeepsServingWhileTheGatewayIsAwayAndResumes(t *testing.T) {
@@ -205,7 +191,7 @@ func TestEdgeKeepsServingWhileTheGatewayIsAwayAndResumes(t *testing.T) {
 	dp := &dataPlane{}
 	edge := startEdge(t, ca, g.addr, "edge-eu", "eu", "", dp)
 	g.Publish(contentType, []byte("v1"), nil)
-	eventually(t, "version 1", programmed(g, 1))
+	testkit.Eventually(t, 10*time.Second, "version 1", programmed(g, 1))
 
 	g.grpc.Stop()
 	time.Sleep(300 * time.Millisecond) // a few reconnect attempts fail meanwhile
@@ -217,12 +203,12 @@ func TestEdgeKeepsServingWhileTheGatewayIsAwayAndResumes(t *testing.T) {
 	// the edge already serves it, so nothing is sent or applied again.
 	g2 := startGateway(t, ca, distribute.NewServer(nil), g.addr)
 	g2.Publish(contentType, []byte("v1"), nil)
-	eventually(t, "the new gateway sees version 1 served", programmed(g2, 1))
+	testkit.Eventually(t, 10*time.Second, "the new gateway sees version 1 served", programmed(g2, 1))
 	if dp.count() != 1 {
 		t.Errorf("applied %v, want the model once", dp.applied)
 	}
 	g2.Publish(contentType, []byte("v2"), nil)
-	eventually(t, "version 2 after the reconnect", programmed(g2, 2))
+	testkit.Eventually(t, 10*time.Second, "version 2 after the reconnect", programmed(g2, 2))
 }
 
 func TestRestartedEdgeServesItsLastGoodModelWithoutTheGateway(t *testing.T) {
@@ -231,9 +217,9 @@ func TestRestartedEdgeServesItsLastGoodModelWithoutTheGateway(t *testing.T) {
 	g := startGateway(t, ca, distribute.NewServer(nil), "127.0.0.1:0")
 	startEdge(t, ca, g.addr, "edge-eu", "eu", state, &dataPlane{refuse: "bad"})
 	g.Publish(contentType, []byte("good"), nil)
-	eventually(t, "good served", programmed(g, 1))
+	testkit.Eventually(t, 10*time.Second, "good served", programmed(g, 1))
 	g.Publish(contentType, []byte("bad"), nil) // refused: must not replace the kept model
-	eventually(t, "bad refused", func() error {
+	testkit.Eventually(t, 10*time.Second, "bad refused", func(context.Context) error {
 		v, edges := g.Status()
 		if len(edges) != 1 || edges[0].Refused == "" {
 			return errors.New(distribute.Summary(v, edges, time.Now()))

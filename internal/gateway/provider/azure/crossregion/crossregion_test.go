@@ -23,6 +23,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/azure/armerr"
 	"github.com/fleetnet/fleetnet/internal/azure/armsim"
 	"github.com/fleetnet/fleetnet/internal/azure/armutil"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 
 	"github.com/fleetnet/fleetnet/internal/gateway/provider"
 )
@@ -128,17 +129,6 @@ func writes(s *armsim.Sim, from int) []string {
 		out = append(out, c.Method+" "+id.Types[0]+"/"+id.Name())
 	}
 	return out
-}
-
-func waitFor(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 func lbOf(t *testing.T, s *armsim.Sim) armnetwork.LoadBalancer {
@@ -304,7 +294,7 @@ func TestWithdraw(t *testing.T) {
 	e.sim.Hold(armsim.TypeLoadBalancer)
 	done := make(chan error, 1)
 	go func() { done <- p.Deploy(context.Background(), mdl("v2", nil)) }()
-	waitFor(t, "the deletion to show", func() bool {
+	testkit.Until(t, 10*time.Second, "the deletion to show", func() bool {
 		e, ok := p.Progress().LoadBalancers["demo/db"]
 		return ok && strings.Contains(e.Message, "deleting load balancer "+lbName)
 	})
@@ -382,7 +372,7 @@ func TestProgressDuringOperation(t *testing.T) {
 	go func() {
 		done <- p.Deploy(context.Background(), mdl("v1", []portSpec{tcp(5432)}, e.cluster("east", 1, false), e.cluster("west", 1, false)))
 	}()
-	waitFor(t, "the load balancer's creation", func() bool {
+	testkit.Until(t, 10*time.Second, "the load balancer's creation", func() bool {
 		pe, ok := p.Progress().LoadBalancers["demo/db"]
 		r, _ := e.sim.Get(lbID)
 		return ok && strings.Contains(pe.Message, "creating load balancer "+lbName+" (provisioningState Updating)") && r.Operation == "put"
@@ -440,7 +430,7 @@ func TestResumeAfterRestart(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
 			go func() { done <- first.Deploy(ctx, tc.first) }()
-			waitFor(t, "an operation on the load balancer", func() bool {
+			testkit.Until(t, 10*time.Second, "an operation on the load balancer", func() bool {
 				r, ok := e.sim.Get(lbID)
 				return ok && r.Operation != ""
 			})
