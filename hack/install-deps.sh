@@ -9,9 +9,10 @@
 #   hack/install-deps.sh --check  only say what is missing (exit 1 if anything)
 set -euo pipefail
 
-# command package why
+# what package why: what is a command, or a file (an absolute path)
 deps=(
 	"protoc protobuf-compiler make generate: the gRPC contracts' code"
+	"/usr/include/google/protobuf/timestamp.proto libprotobuf-dev make generate: protobuf's well-known types"
 	"ip iproute2 the local fleet: pods' and nodes' network namespaces, the bridge"
 	"nft nftables the local fleet: kube-proxy in nftables mode on every node"
 	"sysctl procps the local fleet: forwarding on the bridge"
@@ -21,15 +22,19 @@ deps=(
 check=false
 [[ ${1:-} == --check ]] && check=true
 
-# has CMD: on PATH, or in an sbin folder that a user's PATH may lack.
-has() { command -v "$1" >/dev/null 2>&1 || [[ -x /usr/sbin/$1 || -x /sbin/$1 ]]; }
+# has WHAT: a file that exists, or a command on PATH or in an sbin folder
+# that a user's PATH may lack.
+has() {
+	[[ $1 == /* ]] && { [[ -e $1 ]]; return; }
+	command -v "$1" >/dev/null 2>&1 || [[ -x /usr/sbin/$1 || -x /sbin/$1 ]]
+}
 
 missing=()
 for d in "${deps[@]}"; do
 	read -r cmd pkg why <<<"$d"
 	if ! has "$cmd"; then
 		missing+=("$pkg")
-		echo "install-deps: \`$cmd\` is missing ($pkg; $why)" >&2
+		echo "install-deps: $cmd is missing ($pkg; $why)" >&2
 	fi
 done
 ((${#missing[@]})) || exit 0
@@ -47,7 +52,7 @@ apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 for d in "${deps[@]}"; do
 	read -r cmd pkg _ <<<"$d"
 	if ! has "$cmd"; then
-		echo "install-deps: $pkg installed, but \`$cmd\` is still not found" >&2
+		echo "install-deps: $pkg installed, but $cmd is still not found" >&2
 		exit 1
 	fi
 done
