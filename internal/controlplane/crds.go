@@ -12,10 +12,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 )
 
-// InstallCRDs applies crds and waits until every one is Established.
+// InstallCRDs applies crds and waits until every one is Established and
+// served by discovery: Established comes first, and a client that builds
+// its REST mapping from discovery in between finds no such kind.
 func InstallCRDs(ctx context.Context, cfg *rest.Config, crds []*apiextensionsv1.CustomResourceDefinition) error {
 	client, err := apiextensionsclient.NewForConfig(cfg)
 	if err != nil {
@@ -49,6 +52,36 @@ func InstallCRDs(ctx context.Context, cfg *rest.Config, crds []*apiextensionsv1.
 		})
 		if err != nil {
 			return fmt.Errorf("waiting for CRD %s to be established: %w", crd.Name, err)
+		}
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	for _, crd := range crds {
+		for _, v := range crd.Spec.Versions {
+			if !v.Served {
+				continue
+			}
+			gv := crd.Spec.Group + "/" + v.Name
+			var last error
+			err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+				list, err := dc.ServerResourcesForGroupVersion(gv)
+				if err != nil {
+					last = err
+					return false, nil
+				}
+				for _, r := range list.APIResources {
+					if r.Name == crd.Spec.Names.Plural {
+						return true, nil
+					}
+				}
+				last = fmt.Errorf("%s not listed", crd.Spec.Names.Plural)
+				return false, nil
+			})
+			if err != nil {
+				return fmt.Errorf("waiting for discovery to serve %s in %s: %w (last: %v)", crd.Spec.Names.Plural, gv, err, last)
+			}
 		}
 	}
 	return nil
