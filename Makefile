@@ -172,7 +172,8 @@ bench: tools ## Run the benchmarks (the fleet benchmark takes about 2 minutes).
 	go test -run '^$$' -bench Fleet -benchtime 200x -timeout 30m ./test/e2e
 
 .PHONY: bench-edge
-bench-edge: ## fleetnet-edge beside nginx with wrk, plain and TLS (apt-get install nginx-light wrk); EDGEBENCH_FLAGS passes flags.
+bench-edge: ## fleetnet-edge beside nginx with wrk, plain and TLS (installs nginx-light and wrk); EDGEBENCH_FLAGS passes flags.
+	hack/install-deps.sh bench
 	go run ./test/edgebench $(EDGEBENCH_FLAGS)
 
 .PHONY: bench-dns
@@ -180,7 +181,8 @@ bench-dns: tools ## fleetnet-dns beside CoreDNS's kubernetes plugin, 1,000 impor
 	go run ./test/dnsbench $(DNSBENCH_FLAGS)
 
 .PHONY: bench-l4
-bench-l4: ## fleetnet-edge's L4 proxy beside haproxy in TCP mode: MB/s, connections/s, UDP datagrams/s (apt-get install haproxy); L4BENCH_FLAGS passes flags.
+bench-l4: ## fleetnet-edge's L4 proxy beside haproxy in TCP mode: MB/s, connections/s, UDP datagrams/s (installs haproxy); L4BENCH_FLAGS passes flags.
+	hack/install-deps.sh bench
 	go run ./test/l4bench $(L4BENCH_FLAGS)
 
 .PHONY: bench-scale

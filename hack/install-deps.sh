@@ -6,6 +6,8 @@
 # built and prints the command to run.
 #
 #   hack/install-deps.sh          install what is missing
+#   hack/install-deps.sh bench    and the peers the benchmarks measure beside
+#                                 fleetnet (make bench-edge, make bench-l4)
 #   hack/install-deps.sh --check  only say what is missing (exit 1 if anything)
 set -euo pipefail
 
@@ -19,8 +21,25 @@ deps=(
 	"curl curl make demo: the requests it counts"
 )
 
+# The benchmarks' peers, run by the benchmarks themselves on loopback: their
+# packages' own services are never started (policy-rc.d below).
+bench=(
+	"nginx nginx-light make bench-edge: nginx, the edge's peer"
+	"wrk wrk make bench-edge: the load generator"
+	"haproxy haproxy make bench-l4: haproxy, the L4 proxy's peer"
+)
+
 check=false
-[[ ${1:-} == --check ]] && check=true
+for arg in "$@"; do
+	case $arg in
+	--check) check=true ;;
+	bench) deps+=("${bench[@]}") ;;
+	*)
+		echo "install-deps: unknown argument $arg (want: bench, --check)" >&2
+		exit 2
+		;;
+	esac
+done
 
 # has WHAT: a file that exists, or a command on PATH or in an sbin folder
 # that a user's PATH may lack.
@@ -47,6 +66,13 @@ if [[ $(id -u) != 0 ]]; then
 fi
 echo "install-deps: apt-get install ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
+# Packages such as nginx start their service when installed, listening on
+# every address; policy-rc.d is Debian's way to forbid that.
+if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+	printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+	chmod +x /usr/sbin/policy-rc.d
+	trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+fi
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 for d in "${deps[@]}"; do
