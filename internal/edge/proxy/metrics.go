@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/fleetnet/fleetnet/internal/edge/health"
@@ -79,6 +80,14 @@ func (c endpointsCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// series are a cluster's metric children, resolved at its first request
+// (the 200 counter at its first 200, so that no series shows before its
+// first count).
+type series struct {
+	duration prometheus.Observer
+	ok       atomic.Pointer[prometheus.Counter]
+}
+
 // observe counts a request and writes its access log line.
 func (p *Proxy) observe(r *http.Request, code int, pk *picked, start time.Time) {
 	route, backend, cluster := "", "", ""
@@ -92,8 +101,30 @@ func (p *Proxy) observe(r *http.Request, code int, pk *picked, start time.Time) 
 		cluster = pk.cluster.Cluster
 	}
 	elapsed := time.Since(start)
-	p.metrics.requests.WithLabelValues(route, backend, cluster, strconv.Itoa(code)).Inc()
-	p.metrics.duration.WithLabelValues(route, cluster).Observe(elapsed.Seconds())
+	if c := pk.cluster; c != nil {
+		// The common case: children held by the cluster (one per route
+		// and backend), looked up by their labels once.
+		s := c.series.Load()
+		if s == nil {
+			s = &series{duration: p.metrics.duration.WithLabelValues(route, cluster)}
+			c.series.Store(s)
+		}
+		if code == http.StatusOK {
+			ok := s.ok.Load()
+			if ok == nil {
+				counter := p.metrics.requests.WithLabelValues(route, backend, cluster, "200")
+				ok = &counter
+				s.ok.Store(ok)
+			}
+			(*ok).Inc()
+		} else {
+			p.metrics.requests.WithLabelValues(route, backend, cluster, strconv.Itoa(code)).Inc()
+		}
+		s.duration.Observe(elapsed.Seconds())
+	} else {
+		p.metrics.requests.WithLabelValues(route, backend, cluster, strconv.Itoa(code)).Inc()
+		p.metrics.duration.WithLabelValues(route, cluster).Observe(elapsed.Seconds())
+	}
 	if p.opts.AccessLog {
 		p.log.Info("request", "method", r.Method, "host", r.Host, "path", r.URL.Path, "code", code,
 			"route", route, "backend", backend, "cluster", cluster, "duration", elapsed)

@@ -96,6 +96,10 @@ func New(o Options) *Proxy {
 		MaxIdleConns:        4096,
 		MaxIdleConnsPerHost: 256, // keep-alive pool per endpoint
 		IdleConnTimeout:     90 * time.Second,
+		// A proxy passes the client's Accept-Encoding on as it is; left
+		// on, the transport would ask backends for gzip the client did not
+		// ask for and spend the edge's CPU decompressing it.
+		DisableCompression: true,
 	}
 	h2c := base.Clone()
 	h2c.Protocols = new(http.Protocols)
@@ -368,13 +372,22 @@ func (p *Proxy) newForwarder() *httputil.ReverseProxy {
 }
 
 // bufferPool lends the reverse proxy its copy buffers, instead of a new
-// 32 KiB buffer per request.
+// 32 KiB buffer per request. The pool holds array pointers, which a slice
+// of the whole array converts back to without an allocation (a pointer to
+// the slice header would be a new allocation at every Put).
 type bufferPool struct{}
 
-var buffers = sync.Pool{New: func() any { b := make([]byte, 32*1024); return &b }}
+const bufferSize = 32 * 1024
 
-func (bufferPool) Get() []byte  { return *buffers.Get().(*[]byte) }
-func (bufferPool) Put(b []byte) { buffers.Put(&b) }
+var buffers = sync.Pool{New: func() any { return new([bufferSize]byte) }}
+
+func (bufferPool) Get() []byte { return buffers.Get().(*[bufferSize]byte)[:] }
+
+func (bufferPool) Put(b []byte) {
+	if cap(b) == bufferSize {
+		buffers.Put((*[bufferSize]byte)(b[:bufferSize]))
+	}
+}
 
 // applyFilters applies filters to the request (header modifiers, rewrite)
 // and collects response modifiers; it answers a redirect itself and then
@@ -474,6 +487,9 @@ func rewritePath(path string, match edgev1.PathMatch, m *edgev1.PathModifier) st
 }
 
 func hostOnly(hostport string) string {
+	if !strings.Contains(hostport, ":") {
+		return hostport // no port: SplitHostPort would build an error to say so
+	}
 	if h, _, err := net.SplitHostPort(hostport); err == nil {
 		return h
 	}

@@ -32,6 +32,7 @@ func echo(t *testing.T, name string) edgev1.Endpoint {
 		w.Header().Set("X-Seen-Path", r.URL.Path)
 		w.Header().Set("X-Seen-Host", r.Host)
 		w.Header().Set("X-Seen-Foo", r.Header.Get("Foo"))
+		w.Header().Set("X-Seen-Accept-Encoding", r.Header.Get("Accept-Encoding"))
 		w.Header().Set("X-Drop", "me")
 		fmt.Fprint(w, name)
 	}))
@@ -182,6 +183,34 @@ func TestMatching(t *testing.T) {
 		resp := do(t, tt.method, port, tt.host, tt.path, tt.header)
 		if resp.StatusCode != tt.code || resp.Header.Get("X-Backend") != tt.want {
 			t.Errorf("%s %s%s: %d from %q, want %d from %q", tt.method, tt.host, tt.path, resp.StatusCode, resp.Header.Get("X-Backend"), tt.code, tt.want)
+		}
+	}
+}
+
+// The client's Accept-Encoding reaches the backend as it is: the edge asks
+// for no compression of its own (which it would then undo for the client).
+func TestAcceptEncodingPassesAsIs(t *testing.T) {
+	port := freePort(t)
+	start(t, oneListener(port, edgev1.ProtocolHTTP, edgev1.VirtualHost{Hostname: "*", Routes: []edgev1.Route{
+		{RouteName: "r", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/"}, Backends: []edgev1.Backend{backend("b", 1, inCluster("east", 1, echo(t, "web")))}},
+	}}), nil)
+	plain := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableCompression: true}}
+	t.Cleanup(plain.CloseIdleConnections)
+	for _, tt := range []struct{ sent, want string }{{"", ""}, {"br", "br"}, {"gzip, zstd", "gzip, zstd"}} {
+		req, err := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", port), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tt.sent != "" {
+			req.Header.Set("Accept-Encoding", tt.sent)
+		}
+		resp, err := plain.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("X-Seen-Accept-Encoding"); got != tt.want {
+			t.Errorf("client sent Accept-Encoding %q: backend saw %q, want %q", tt.sent, got, tt.want)
 		}
 	}
 }

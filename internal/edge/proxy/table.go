@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/edge/health"
@@ -86,6 +87,9 @@ type cluster struct {
 	// local: the cluster is in the edge's region.
 	local bool
 	ready []endpoint
+	// series are its metric children (metrics.go), set at the first
+	// request.
+	series atomic.Pointer[series]
 }
 
 // endpoint is a ready endpoint of a backend's cluster.
