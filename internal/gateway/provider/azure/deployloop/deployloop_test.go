@@ -12,6 +12,7 @@ import (
 	"time"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -157,12 +158,9 @@ func TestRun(t *testing.T) {
 		l.Run(ctx)
 		close(done)
 	}()
-	for i := 0; deploys.Load() < 2 || refreshes.Load() < 1; i++ {
-		if i > 5000 {
-			t.Fatalf("Run: %d deploys, %d refreshes", deploys.Load(), refreshes.Load())
-		}
-		time.Sleep(time.Millisecond) // waiting for the tickers, no timing asserted
-	}
+	testkit.Until(t, 10*time.Second, "Run's tickers: 2 deploys and a refresh", func() bool {
+		return deploys.Load() >= 2 && refreshes.Load() >= 1
+	})
 	cancel()
 	<-done
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/azure/armsim"
 	"github.com/fleetnet/fleetnet/internal/azure/armutil"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 )
 
 // A controller stopped while a route's creation runs leaves its resume
@@ -28,18 +29,15 @@ func TestRestartResumesOperation(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- first.Deploy(ctx, modelOf("v1", h.gateway("afd-standard", nil))) }()
 	var key string
-	for i := 0; key == ""; i++ {
+	testkit.Until(t, 10*time.Second, "a resume token kept while the route's creation runs", func() bool {
 		tokens, _ := h.tokens.Load(context.Background(), gwKey)
 		for k := range tokens {
 			if strings.HasPrefix(k, "put|route|") {
 				key = k
 			}
 		}
-		if i > 5000 {
-			t.Fatal("no resume token kept while the route's creation runs")
-		}
-		time.Sleep(time.Millisecond) // waiting for another goroutine's progress, no timing asserted
-	}
+		return key != ""
+	})
 	cancel() // the controller stops
 	<-done
 	putsBefore := countWrites(h, "PUT", "routes")
@@ -564,15 +562,10 @@ func TestDeployCancelsResync(t *testing.T) {
 		p.loop.Resync(ctx)
 		close(resynced)
 	}()
-	for i := 0; ; i++ {
-		if rs := h.sim.Resources(armsim.TypeRoute); len(rs) == 2 && slices.ContainsFunc(rs, func(r armsim.Resource) bool { return r.Operation == "put" }) {
-			break
-		}
-		if i > 5000 {
-			t.Fatal("the resync never wrote the route")
-		}
-		time.Sleep(time.Millisecond) // waiting for another goroutine's progress, no timing asserted
-	}
+	testkit.Until(t, 10*time.Second, "the resync writing the route", func() bool {
+		rs := h.sim.Resources(armsim.TypeRoute)
+		return len(rs) == 2 && slices.ContainsFunc(rs, func(r armsim.Resource) bool { return r.Operation == "put" })
+	})
 	deployed := make(chan error, 1)
 	go func() { deployed <- p.Deploy(ctx, modelOf("v2", h.gateway("afd-standard", nil))) }()
 	select {
@@ -605,15 +598,10 @@ func TestRunningOperationWaitedFor(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- first.Deploy(ctx, modelOf("v1", h.gateway("afd-standard", nil))) }()
-	for i := 0; ; i++ {
-		if rs := h.sim.Resources(armsim.TypeRoute); len(rs) > 0 && rs[0].Operation == "put" {
-			break
-		}
-		if i > 5000 {
-			t.Fatal("the route's creation never started")
-		}
-		time.Sleep(time.Millisecond) // waiting for another goroutine's progress, no timing asserted
-	}
+	testkit.Until(t, 10*time.Second, "the route's creation to start", func() bool {
+		rs := h.sim.Resources(armsim.TypeRoute)
+		return len(rs) > 0 && rs[0].Operation == "put"
+	})
 	cancel()
 	<-done
 	puts := countWrites(h, "PUT", "routes")
