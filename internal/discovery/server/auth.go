@@ -2,15 +2,14 @@ package server
 
 import (
 	"crypto/subtle"
-	"encoding/csv"
 	"fmt"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 
 	discoveryv1 "github.com/fleetnet/fleetnet/api/discovery/v1"
 	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/internal/tokenfile"
 )
 
 // Role is what a caller may do; a higher role includes the lower ones.
@@ -88,40 +87,22 @@ func roleOf(orgs []string) Role {
 	return RoleNone
 }
 
-// LoadTokens reads a tokens file: CSV lines of token,name,role where role
-// is "read" or "register" (which includes read); lines starting with # are
-// comments. The format is the registry's --token-file's, with these roles.
+// LoadTokens reads a tokens file (internal/tokenfile: CSV lines of
+// token,name,role, # comments) whose roles are "read" or "register" (which
+// includes read). The format is the registry's --token-file's, with these
+// roles.
 func LoadTokens(path string) (map[string]Identity, error) {
-	f, err := os.Open(path)
+	entries, err := tokenfile.Load(path, discoveryv1.RoleRead, discoveryv1.RoleRegister)
 	if err != nil {
-		return nil, fmt.Errorf("reading tokens file: %w", err)
-	}
-	defer f.Close()
-	r := csv.NewReader(f)
-	r.FieldsPerRecord = 3
-	r.Comment = '#'
-	rows, err := r.ReadAll()
-	if err != nil {
-		return nil, fmt.Errorf("parsing tokens file %s: %w", path, err)
+		return nil, err
 	}
 	out := map[string]Identity{}
-	for i, row := range rows {
-		var role Role
-		switch row[2] {
-		case discoveryv1.RoleRead:
-			role = RoleRead
-		case discoveryv1.RoleRegister:
+	for _, e := range entries {
+		role := RoleRead
+		if e.Role == discoveryv1.RoleRegister {
 			role = RoleRegister
-		default:
-			return nil, fmt.Errorf("tokens file %s, entry %d (%s): role %q is neither %q nor %q", path, i+1, row[1], row[2], discoveryv1.RoleRead, discoveryv1.RoleRegister)
 		}
-		if len(row[0]) < 16 {
-			return nil, fmt.Errorf("tokens file %s, entry %d (%s): token shorter than 16 characters", path, i+1, row[1])
-		}
-		if _, dup := out[row[0]]; dup {
-			return nil, fmt.Errorf("tokens file %s, entry %d (%s): the token is given twice", path, i+1, row[1])
-		}
-		out[row[0]] = Identity{Name: row[1], Role: role, Via: "token"}
+		out[e.Token] = Identity{Name: e.Name, Role: role, Via: "token"}
 	}
 	return out, nil
 }

@@ -6,13 +6,11 @@ package auth
 import (
 	"context"
 	"crypto/subtle"
-	"encoding/csv"
-	"fmt"
-	"os"
 	"slices"
 	"strings"
 
 	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/internal/tokenfile"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -154,31 +152,16 @@ func RequireAdmin(ctx context.Context) error {
 	return nil
 }
 
-// LoadTokens reads a token file: CSV lines of token,name,role (role is
-// "cluster" or "admin").
+// LoadTokens reads a token file (internal/tokenfile: CSV lines of
+// token,name,role, # comments) whose roles are "cluster" or "admin".
 func LoadTokens(path string) (map[string]Identity, error) {
-	f, err := os.Open(path)
+	entries, err := tokenfile.Load(path, string(RoleCluster), string(RoleAdmin))
 	if err != nil {
-		return nil, fmt.Errorf("reading token file: %w", err)
-	}
-	defer f.Close()
-	r := csv.NewReader(f)
-	r.FieldsPerRecord = 3
-	r.Comment = '#'
-	rows, err := r.ReadAll()
-	if err != nil {
-		return nil, fmt.Errorf("parsing token file %s: %w", path, err)
+		return nil, err
 	}
 	out := map[string]Identity{}
-	for i, row := range rows {
-		role := Role(row[2])
-		if role != RoleCluster && role != RoleAdmin {
-			return nil, fmt.Errorf("token file %s, line %d: role %q is neither %q nor %q", path, i+1, row[2], RoleCluster, RoleAdmin)
-		}
-		if len(row[0]) < 16 {
-			return nil, fmt.Errorf("token file %s, line %d: token shorter than 16 characters", path, i+1)
-		}
-		out[row[0]] = Identity{Name: row[1], Role: role}
+	for _, e := range entries {
+		out[e.Token] = Identity{Name: e.Name, Role: Role(e.Role)}
 	}
 	return out, nil
 }

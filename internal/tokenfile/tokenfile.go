@@ -1,0 +1,73 @@
+// Package tokenfile reads the bearer-token files of fleetnet's servers (the
+// registry's --token-file, fleetnet-discovery's tokens file): CSV lines of
+// token,name,role, lines starting with # are comments. Errors name the file,
+// the line as an editor counts it (comments included) and the entry's name,
+// never the token.
+package tokenfile
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+)
+
+// MinLength is the shortest token accepted.
+const MinLength = 16
+
+// Entry is one token of a file.
+type Entry struct {
+	Token, Name, Role string
+	// Line is the entry's line in the file, from 1.
+	Line int
+}
+
+// Load reads path. Every role must be one of roles; a token shorter than
+// MinLength, or given twice, is refused rather than one entry silently
+// winning over the other.
+func Load(path string, roles ...string) ([]Entry, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading tokens file: %w", err)
+	}
+	defer f.Close()
+	entries, err := Parse(f, roles...)
+	if err != nil {
+		return nil, fmt.Errorf("tokens file %s: %w", path, err)
+	}
+	return entries, nil
+}
+
+// Parse reads a tokens file's content from r (see Load).
+func Parse(r io.Reader, roles ...string) ([]Entry, error) {
+	cr := csv.NewReader(r)
+	cr.FieldsPerRecord = 3
+	cr.Comment = '#'
+	var out []Entry
+	seen := map[string]int{}
+	for {
+		row, err := cr.Read()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			// csv's ParseError names the line itself.
+			return nil, err
+		}
+		line, _ := cr.FieldPos(0)
+		e := Entry{Token: row[0], Name: row[1], Role: row[2], Line: line}
+		switch {
+		case !slices.Contains(roles, e.Role):
+			return nil, fmt.Errorf("line %d (%s): role %q is not one of %s", line, e.Name, e.Role, strings.Join(roles, ", "))
+		case len(e.Token) < MinLength:
+			return nil, fmt.Errorf("line %d (%s): the token is shorter than %d characters", line, e.Name, MinLength)
+		case seen[e.Token] != 0:
+			return nil, fmt.Errorf("line %d (%s): the token of line %d is given again", line, e.Name, seen[e.Token])
+		}
+		seen[e.Token] = line
+		out = append(out, e)
+	}
+}
