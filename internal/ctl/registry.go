@@ -15,6 +15,8 @@ import (
 	"github.com/fleetnet/fleetnet/internal/registry/client"
 	"github.com/fleetnet/fleetnet/internal/registry/load"
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/yaml"
@@ -36,7 +38,8 @@ func newRegistryCommand() *cobra.Command {
 	pf.StringVar(&f.CAFile, "ca-file", "certs/ca.crt", "CA that signed the registry's certificate")
 	pf.StringVar(&f.CertFile, "cert-file", "", "client certificate (admin for evict)")
 	pf.StringVar(&f.KeyFile, "key-file", "", "client key")
-	pf.StringVar(&f.Token, "token", "", "bearer token instead of a client certificate")
+	pf.StringVar(&f.TokenFile, "token-file", "", "file holding a bearer token, instead of a client certificate")
+	pf.StringVar(&f.Token, "token", "", "bearer token instead of a client certificate (visible to anyone who can list processes: prefer --token-file)")
 	pf.StringVarP(&f.output, "output", "o", "table", "output format: table, json or yaml")
 
 	cmd.AddCommand(
@@ -88,7 +91,7 @@ func (f *registryFlags) run(cmd *cobra.Command, call func(context.Context, regis
 	defer cancel()
 	msg, err := call(ctx, c)
 	if err != nil {
-		return err
+		return withCredentialsHint(err, f.Options)
 	}
 	out := cmd.OutOrStdout()
 	switch f.output {
@@ -247,4 +250,24 @@ watchers, 10 minutes of churn) and talks only to loopback addresses.`,
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the churn's choices")
 	fs.BoolVar(&keep, "keep", false, "keep the exports and clusters at the end")
 	return cmd
+}
+
+// withCredentialsHint says which flags authenticate when the registry
+// refused the call or the TLS handshake (which gRPC reports as Unavailable).
+func withCredentialsHint(err error, o client.Options) error {
+	switch status.Code(err) {
+	case codes.Unauthenticated, codes.PermissionDenied, codes.Unavailable:
+	default:
+		return err
+	}
+	given := "none given"
+	switch {
+	case o.CertFile != "":
+		given = "--cert-file " + o.CertFile
+	case o.TokenFile != "":
+		given = "--token-file " + o.TokenFile
+	case o.Token != "":
+		given = "--token"
+	}
+	return fmt.Errorf("%w\n(the registry authenticates with --cert-file and --key-file, a certificate of the fleet CA in --ca-file, or --token-file; %s; evict needs an admin identity)", err, given)
 }
