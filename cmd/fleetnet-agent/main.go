@@ -6,10 +6,10 @@ package main
 import (
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 
 	"github.com/fleetnet/fleetnet/internal/agent/app"
+	"github.com/fleetnet/fleetnet/internal/logging"
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -18,6 +18,8 @@ import (
 func main() {
 	var opts app.Options
 	opts.BindFlags(pflag.CommandLine)
+	var logOpts logging.Options
+	logOpts.BindFlags(pflag.CommandLine)
 	// controller-runtime registers --kubeconfig on the Go flag set when it
 	// is loaded; klog's flags (--v, …) go there too, and all of them reach
 	// pflag the way Kubernetes components add them.
@@ -29,7 +31,11 @@ func main() {
 	if err := opts.Validate(); err != nil {
 		fail(err)
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	log, err := logOpts.New(os.Stderr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "fleetnet-agent: %v\n", err)
+		os.Exit(2)
+	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		fail(err)

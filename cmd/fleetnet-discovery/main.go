@@ -7,18 +7,20 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/fleetnet/fleetnet/internal/discovery/app"
+	"github.com/fleetnet/fleetnet/internal/logging"
 	"github.com/spf13/pflag"
 )
 
 func main() {
 	var opts app.Options
 	opts.BindFlags(pflag.CommandLine)
+	var logOpts logging.Options
+	logOpts.BindFlags(pflag.CommandLine)
 	// Flags that libraries register on the Go flag set are accepted too, as
 	// in Kubernetes components.
 	pflag.CommandLine.AddGoFlagSet(flag.CommandLine)
@@ -27,7 +29,11 @@ func main() {
 		fmt.Fprintf(os.Stderr, "fleetnet-discovery: %v\n", err)
 		os.Exit(2)
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	log, err := logOpts.New(os.Stderr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "fleetnet-discovery: %v\n", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := app.Run(ctx, opts, log); err != nil {

@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/fleetnet/fleetnet/internal/dns/app"
+	"github.com/fleetnet/fleetnet/internal/logging"
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 )
@@ -22,6 +23,8 @@ import (
 func main() {
 	var opts app.Options
 	opts.BindFlags(pflag.CommandLine)
+	var logOpts logging.Options
+	logOpts.BindFlags(pflag.CommandLine)
 	// Only klog's flags (--v, …) join ours: CoreDNS's packages register
 	// their own command's flags (-conf, -p, …) on the Go flag set, and
 	// those mean nothing here.
@@ -33,7 +36,11 @@ func main() {
 		fmt.Fprintf(os.Stderr, "fleetnet-dns: %v\n", err)
 		os.Exit(2)
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	log, err := logOpts.New(os.Stderr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "fleetnet-dns: %v\n", err)
+		os.Exit(2)
+	}
 	// The fleetnet plugin logs through slog's default logger, and
 	// client-go's informers through klog: both as JSON lines.
 	slog.SetDefault(log)

@@ -7,10 +7,10 @@ package main
 import (
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 
 	"github.com/fleetnet/fleetnet/internal/gateway/app"
+	"github.com/fleetnet/fleetnet/internal/logging"
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -19,6 +19,8 @@ import (
 func main() {
 	var opts app.Options
 	opts.BindFlags(pflag.CommandLine)
+	var logOpts logging.Options
+	logOpts.BindFlags(pflag.CommandLine)
 	klog.InitFlags(flag.CommandLine)
 	pflag.CommandLine.AddGoFlagSet(flag.CommandLine)
 	pflag.Parse()
@@ -26,7 +28,11 @@ func main() {
 		fmt.Fprintf(os.Stderr, "fleetnet-gateway: %v\n", err)
 		os.Exit(2)
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	log, err := logOpts.New(os.Stderr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "fleetnet-gateway: %v\n", err)
+		os.Exit(2)
+	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "fleetnet-gateway: %v\n", err)

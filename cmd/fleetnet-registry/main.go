@@ -7,11 +7,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/fleetnet/fleetnet/internal/logging"
 	"github.com/fleetnet/fleetnet/internal/registry/app"
 	"github.com/spf13/pflag"
 )
@@ -19,11 +19,17 @@ import (
 func main() {
 	var opts app.Options
 	opts.BindFlags(pflag.CommandLine)
+	var logOpts logging.Options
+	logOpts.BindFlags(pflag.CommandLine)
 	// Flags that libraries register on the Go flag set are accepted too, as
 	// in Kubernetes components.
 	pflag.CommandLine.AddGoFlagSet(flag.CommandLine)
 	pflag.Parse()
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	log, err := logOpts.New(os.Stderr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "fleetnet-registry: %v\n", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := app.Run(ctx, opts, log); err != nil {
