@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
 
@@ -30,6 +32,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/frontdoor/annotations"
 	edgeprovider "github.com/fleetnet/fleetnet/internal/gateway/provider/edge"
 	"github.com/fleetnet/fleetnet/internal/pki"
+	"github.com/fleetnet/fleetnet/internal/recovered"
 	"github.com/fleetnet/fleetnet/internal/scheme"
 	"github.com/fleetnet/fleetnet/pkg/generated/clientset/versioned"
 	"github.com/go-logr/logr"
@@ -266,8 +269,11 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		log = slog.Default()
 	}
 	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
-	serving, err := loadServing(o)
+	serving, err := loadServing(o, log)
 	if err != nil {
+		return err
+	}
+	if err := recovered.Register(ctrlmetrics.Registry); err != nil {
 		return err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
@@ -388,7 +394,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	return mgr.Start(ctx)
 }
 
-func loadServing(o Options) (*grpc.Server, error) {
+func loadServing(o Options, log *slog.Logger) (*grpc.Server, error) {
 	caPEM, err := os.ReadFile(o.ClientCAFile)
 	if err != nil {
 		return nil, fmt.Errorf("--client-ca-file: %w", err)
@@ -401,7 +407,9 @@ func loadServing(o Options) (*grpc.Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--client-ca-file: %w", err)
 	}
-	return grpc.NewServer(grpc.Creds(credentials.NewTLS(cfg))), nil
+	// A panic in the model stream's handler fails that edge's stream, not
+	// the gateway.
+	return grpc.NewServer(append(recovered.GRPCServerOptions("gateway-model-stream", log), grpc.Creds(credentials.NewTLS(cfg)))...), nil
 }
 
 func serveEdges(ctx context.Context, addr string, srv *grpc.Server, dist *distribute.Server, log *slog.Logger) error {

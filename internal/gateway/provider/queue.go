@@ -7,6 +7,7 @@ import (
 	"time"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"github.com/fleetnet/fleetnet/internal/recovered"
 )
 
 // Queue deploys the newest model it was given, one at a time, off the
@@ -81,7 +82,9 @@ func (q *Queue) Run(ctx context.Context) {
 			wait = 0
 			continue
 		}
-		err := q.Provider.Deploy(ctx, m)
+		// A panic in a provider is that model's failure, reported like any
+		// other, not the controller's end.
+		err := recovered.Do("provider-queue", q.Log, func() error { return q.Provider.Deploy(ctx, m) })
 		q.mu.Lock()
 		q.lastErr = err
 		q.mu.Unlock()

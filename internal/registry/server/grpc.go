@@ -3,7 +3,10 @@ package server
 import (
 	"crypto/tls"
 
+	"time"
+
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/internal/recovered"
 	"github.com/fleetnet/fleetnet/internal/registry/auth"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -11,14 +14,14 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
-	"time"
 )
 
-// NewGRPCServer serves r over TLS, with authentication, metrics, the
-// standard health service and server reflection. The health service reports
+// NewGRPCServer serves r over TLS, with panics in handlers recovered
+// (internal/recovered), authentication, metrics, the standard health
+// service and server reflection. The health service reports
 // SERVING once the registry's view is loaded.
 func NewGRPCServer(r *Registry, tlsConfig *tls.Config, authn *auth.Authenticator) (*grpc.Server, *health.Server) {
-	s := grpc.NewServer(
+	s := grpc.NewServer(append(recovered.GRPCServerOptions("registry", r.log),
 		grpc.Creds(credentials.NewTLS(tlsConfig)),
 		grpc.ChainUnaryInterceptor(r.UnaryInterceptor, authn.UnaryInterceptor),
 		grpc.ChainStreamInterceptor(r.StreamInterceptor, authn.StreamInterceptor),
@@ -28,7 +31,7 @@ func NewGRPCServer(r *Registry, tlsConfig *tls.Config, authn *auth.Authenticator
 		grpc.MaxRecvMsgSize(8<<20),
 		// Watch events are marshaled once for every watcher (see codec).
 		grpc.ForceServerCodecV2(newCodec()),
-	)
+	)...)
 	registryv1.RegisterRegistryServer(s, r)
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)

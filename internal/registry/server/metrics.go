@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/fleetnet/fleetnet/internal/recovered"
 	"github.com/fleetnet/fleetnet/internal/registry/view"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -40,6 +41,9 @@ func newMetrics(reg prometheus.Registerer, r *Registry) *metrics {
 		})
 	}
 	if reg != nil {
+		if err := recovered.Register(reg); err != nil {
+			panic(err) // as MustRegister below
+		}
 		reg.MustRegister(m.requests, m.latency, m.watchers, m.storeOps,
 			fromView("fleetnet_registry_live_clusters", "Clusters with a live lease.", func(v *view.View) float64 {
 				live := 0

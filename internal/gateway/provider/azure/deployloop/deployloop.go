@@ -34,6 +34,7 @@ import (
 	"time"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"github.com/fleetnet/fleetnet/internal/recovered"
 )
 
 // Defaults of Hooks.
@@ -126,7 +127,7 @@ func (l *Loop) Deploy(ctx context.Context, m *edgev1.Model) error {
 	l.mu.Unlock()
 	l.busy.Lock()
 	defer l.busy.Unlock()
-	err := l.hooks.Deploy(ctx, m)
+	err := recovered.Do("azure-deploy", l.hooks.Log, func() error { return l.hooks.Deploy(ctx, m) })
 	if err == nil {
 		l.mu.Lock()
 		l.version = m.Version
@@ -183,7 +184,7 @@ func (l *Loop) Resync(ctx context.Context) {
 	if m == nil {
 		return
 	}
-	if err := l.hooks.Deploy(rctx, m); err != nil && rctx.Err() == nil {
+	if err := recovered.Do("azure-resync", l.hooks.Log, func() error { return l.hooks.Deploy(rctx, m) }); err != nil && rctx.Err() == nil {
 		l.hooks.Log.Error("resync failed", "version", m.Version, "err", err)
 	}
 	l.Notify()
@@ -197,7 +198,7 @@ func (l *Loop) Refresh(ctx context.Context) error {
 	}
 	defer l.busy.Unlock()
 	defer l.Notify()
-	return l.hooks.Refresh(ctx)
+	return recovered.Do("azure-refresh", l.hooks.Log, func() error { return l.hooks.Refresh(ctx) })
 }
 
 // Workers runs the jobs of one deployment (a load balancer's, a
@@ -219,7 +220,9 @@ func (w *Workers) Go(f func() error) {
 	w.wg.Go(func() {
 		w.sem <- struct{}{}
 		defer func() { <-w.sem }()
-		if err := f(); err != nil {
+		// A job's goroutine is its own: a panic there would end the
+		// process whatever the caller recovers.
+		if err := recovered.Do("azure-job", slog.Default(), f); err != nil {
 			w.mu.Lock()
 			w.errs = append(w.errs, err)
 			w.mu.Unlock()

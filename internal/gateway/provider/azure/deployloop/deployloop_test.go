@@ -208,3 +208,33 @@ func TestSleep(t *testing.T) {
 		t.Errorf("Sleep = %v", err)
 	}
 }
+
+// A panic in a provider's deploy, resync or job fails that work with an
+// error and leaves the loop working.
+func TestPanicsAreFailures(t *testing.T) {
+	var boom atomic.Bool
+	boom.Store(true)
+	l := New(Hooks{Log: quiet, Deploy: func(context.Context, *edgev1.Model) error {
+		if boom.Load() {
+			panic("injected")
+		}
+		return nil
+	}})
+	if err := l.Deploy(context.Background(), model("v1")); err == nil || !strings.Contains(err.Error(), "panic") {
+		t.Fatalf("Deploy: %v, want the panic as an error", err)
+	}
+	l.Resync(context.Background()) // recovered, logged
+	boom.Store(false)
+	if err := l.Deploy(context.Background(), model("v2")); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := l.Deployed(); v != "v2" {
+		t.Errorf("deployed %q, want v2", v)
+	}
+	w := NewWorkers(2)
+	w.Go(func() error { panic("injected in a job") })
+	w.Go(func() error { return nil })
+	if err := w.Wait(); err == nil || !strings.Contains(err.Error(), "injected in a job") {
+		t.Errorf("Workers: %v, want the job's panic as an error", err)
+	}
+}
