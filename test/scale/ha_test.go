@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -179,8 +182,21 @@ func TestEtcdLeaderKilledDuringWrites(t *testing.T) {
 // holding every import and every acknowledged write.
 func TestRegistryReplicaKilled(t *testing.T) {
 	d := deploy(t, 3*time.Second)
+	killed := -1
 	f := &faultDuringChurn{done: make(chan struct{}), fault: func() error {
-		d.Replicas[0].Proc.Kill()
+		// The replica that holds the most watch streams: the client
+		// balances calls over both, so which one has them is chance.
+		most := -1.0
+		for i, r := range d.Replicas {
+			n, err := watchers(r)
+			if err != nil {
+				return err
+			}
+			if n > most {
+				killed, most = i, n
+			}
+		}
+		d.Replicas[killed].Proc.Kill()
 		return nil
 	}}
 	cfg := reduced(2)
@@ -196,8 +212,8 @@ func TestRegistryReplicaKilled(t *testing.T) {
 	if rep.Resumes == 0 {
 		t.Error("no watch resumed: were the watchers on the killed replica at all?")
 	}
-	t.Logf("replica 0 killed: %d watch resumes; lease renewals p99 %s, max %s; slowest churn write %s",
-		rep.Resumes, rep.Leases.Latency.P99, rep.Leases.Latency.Max, rep.Phase("churn").Latency.Max)
+	t.Logf("replica %d killed: %d watch resumes; lease renewals p99 %s, max %s; slowest churn write %s",
+		killed, rep.Resumes, rep.Leases.Latency.P99, rep.Leases.Latency.Max, rep.Phase("churn").Latency.Max)
 }
 
 // snapshot reads a replica's full view through a watch: imports, chunks and
@@ -281,4 +297,23 @@ func TestRestartEverything(t *testing.T) {
 		}
 	}
 	t.Logf("both replicas rebuilt the same view: %d snapshot events at revision %d", len(before), before[0].GetRevision())
+}
+
+// watchers reads a replica's fleetnet_registry_watchers gauge.
+func watchers(r *scale.Replica) (float64, error) {
+	resp, err := http.Get("http://" + r.MetricsAddr + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "fleetnet_registry_watchers "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("replica %s: no fleetnet_registry_watchers in its metrics", r.Addr)
 }
