@@ -100,7 +100,7 @@ REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
 
 .PHONY: images
-images: ## Build an OCI image layout per binary for linux/amd64 and linux/arm64 into _output/images (no container engine).
+images: deps ## Build an OCI image layout per binary for linux/amd64 and linux/arm64 into _output/images (no container engine).
 	for p in $(IMAGE_PLATFORMS); do \
 		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} go build -trimpath -ldflags='-s -w -buildid=' \
 			-o _output/bin/$${p%/*}_$${p#*/}/ $(addprefix ./cmd/,$(IMAGE_BINARIES)) || exit 1; \

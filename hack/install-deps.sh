@@ -19,6 +19,7 @@ deps=(
 	"nft nftables the local fleet: kube-proxy in nftables mode on every node"
 	"sysctl procps the local fleet: forwarding on the bridge"
 	"curl curl make demo: the requests it counts"
+	"/etc/ssl/certs/ca-certificates.crt ca-certificates make images: the CA bundle every image carries"
 )
 
 # The benchmarks' peers, run by the benchmarks themselves on loopback: their
