@@ -65,11 +65,6 @@ func newDevUpCommand(dir *string) *cobra.Command {
 					fmt.Fprintln(cmd.ErrOrStderr(), "a fleet without nodes (no Service data plane, no fleetnet-dns): nodes live in network namespaces, which needs root")
 				}
 			}
-			if o.Nodes {
-				if err := dev.NodeBinaries(tools, o.Fleetnet); err != nil {
-					return fmt.Errorf("--nodes: %w", err)
-				}
-			}
 			// A fleet that exists keeps its shape unless asked otherwise.
 			if s, err := dev.Load(*dir); err == nil {
 				if cmd.Flags().Changed("nodes") && !o.Nodes && s.Nodes {

@@ -4,11 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +16,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/ctl"
 	"github.com/fleetnet/fleetnet/internal/registry/client"
 	"github.com/fleetnet/fleetnet/internal/registry/load"
+	"github.com/fleetnet/fleetnet/test/fleet"
 	"github.com/fleetnet/fleetnet/test/scale"
 	"google.golang.org/protobuf/proto"
 )
@@ -301,19 +299,12 @@ func TestRestartEverything(t *testing.T) {
 
 // watchers reads a replica's fleetnet_registry_watchers gauge.
 func watchers(r *scale.Replica) (float64, error) {
-	resp, err := http.Get("http://" + r.MetricsAddr + "/metrics")
+	families, err := fleet.ScrapeMetrics(context.Background(), "http://"+r.MetricsAddr+"/metrics")
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
+	if families["fleetnet_registry_watchers"] == nil {
+		return 0, fmt.Errorf("replica %s: no fleetnet_registry_watchers in its metrics", r.Addr)
 	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "fleetnet_registry_watchers "); ok {
-			return strconv.ParseFloat(strings.TrimSpace(v), 64)
-		}
-	}
-	return 0, fmt.Errorf("replica %s: no fleetnet_registry_watchers in its metrics", r.Addr)
+	return fleet.Sum(families, "fleetnet_registry_watchers", nil), nil
 }

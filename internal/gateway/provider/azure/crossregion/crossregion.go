@@ -299,7 +299,7 @@ func (p *Provider) deploy(ctx context.Context, m *edgev1.Model) error {
 	p.mu.Unlock()
 	p.notify()
 
-	workers := deployloop.NewWorkers(p.cfg.Parallelism)
+	workers := deployloop.NewWorkers(p.cfg.Parallelism, p.log)
 	work := func(key string, f func() error) {
 		workers.Go(func() error {
 			if err := f(); err != nil {

@@ -204,15 +204,17 @@ func (l *Loop) Refresh(ctx context.Context) error {
 // Workers runs the jobs of one deployment (a load balancer's, a
 // Gateway's) at most n at a time and gathers their errors.
 type Workers struct {
+	log  *slog.Logger
 	wg   sync.WaitGroup
 	sem  chan struct{}
 	mu   sync.Mutex
 	errs []error
 }
 
-// NewWorkers runs at most n jobs at a time (at least 1).
-func NewWorkers(n int) *Workers {
-	return &Workers{sem: make(chan struct{}, max(n, 1))}
+// NewWorkers runs at most n jobs at a time (at least 1); log gets a job's
+// recovered panic.
+func NewWorkers(n int, log *slog.Logger) *Workers {
+	return &Workers{log: log, sem: make(chan struct{}, max(n, 1))}
 }
 
 // Go starts f, which waits for a free worker.
@@ -222,7 +224,7 @@ func (w *Workers) Go(f func() error) {
 		defer func() { <-w.sem }()
 		// A job's goroutine is its own: a panic there would end the
 		// process whatever the caller recovers.
-		if err := recovered.Do("azure-job", slog.Default(), f); err != nil {
+		if err := recovered.Do("azure-job", w.log, f); err != nil {
 			w.mu.Lock()
 			w.errs = append(w.errs, err)
 			w.mu.Unlock()

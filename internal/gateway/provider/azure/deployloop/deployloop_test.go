@@ -167,7 +167,7 @@ func TestRun(t *testing.T) {
 
 // Workers run at most n jobs at once and return every error, sorted.
 func TestWorkers(t *testing.T) {
-	w := NewWorkers(2)
+	w := NewWorkers(2, quiet)
 	var running, most atomic.Int32
 	for _, name := range []string{"c", "a", "", "b"} {
 		w.Go(func() error {
@@ -193,7 +193,7 @@ func TestWorkers(t *testing.T) {
 	if most.Load() > 2 {
 		t.Errorf("%d jobs at once, want at most 2", most.Load())
 	}
-	if err := NewWorkers(0).Wait(); err != nil {
+	if err := NewWorkers(0, quiet).Wait(); err != nil {
 		t.Errorf("no jobs: %v", err)
 	}
 }
@@ -231,7 +231,7 @@ func TestPanicsAreFailures(t *testing.T) {
 	if v, _ := l.Deployed(); v != "v2" {
 		t.Errorf("deployed %q, want v2", v)
 	}
-	w := NewWorkers(2)
+	w := NewWorkers(2, quiet)
 	w.Go(func() error { panic("injected in a job") })
 	w.Go(func() error { return nil })
 	if err := w.Wait(); err == nil || !strings.Contains(err.Error(), "injected in a job") {

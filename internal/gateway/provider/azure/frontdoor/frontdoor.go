@@ -404,7 +404,7 @@ func (p *Provider) deploy(ctx context.Context, m *edgev1.Model) error {
 			held[k] = append(held[k], mv.Name)
 		}
 	}
-	workers := deployloop.NewWorkers(p.cfg.Parallelism)
+	workers := deployloop.NewWorkers(p.cfg.Parallelism, p.log)
 	for _, key := range slices.Sorted(maps.Keys(want)) {
 		p.mu.Lock()
 		p.state(key).withdrawing = false
