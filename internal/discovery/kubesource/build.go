@@ -120,8 +120,9 @@ func karmadaCluster(s *k8sdiscoveryv1.EndpointSlice, service string) (string, er
 // id is <cluster>/<first address>, as imported slices carry no Pod
 // reference; one that two slices hold (as while the EndpointSlice
 // controller moves it) is served once, from the slice that sorts first by
-// name. A nil ready is ready, a nil serving is the ready value, a nil
-// terminating is false, as the EndpointSlice API documents. Ports without a
+// name. A nil ready or serving is true and a nil terminating is false, as
+// the EndpointSlice API documents (discovery/v1 EndpointConditions: an
+// unknown state is read as ready and serving). Ports without a
 // number ("all ports") are left out.
 //
 // The pool's labels are labels' (its ServiceImport's) without the reserved
@@ -161,13 +162,12 @@ func BuildPool(k store.Key, labels map[string]string, sl []*k8sdiscoveryv1.Endpo
 				continue
 			}
 			seen[id] = true
-			ready := ptr.Deref(e.Conditions.Ready, true)
 			c.Endpoints = append(c.Endpoints, discoveryv1.Endpoint{
 				InstanceID:  id,
 				Addresses:   slices.Clone(e.Addresses),
 				Ports:       slices.Clone(ports),
-				Ready:       ready,
-				Serving:     ptr.Deref(e.Conditions.Serving, ready),
+				Ready:       ptr.Deref(e.Conditions.Ready, true),
+				Serving:     ptr.Deref(e.Conditions.Serving, true),
 				Terminating: ptr.Deref(e.Conditions.Terminating, false),
 				Hostname:    ptr.Deref(e.Hostname, ""),
 				Zone:        ptr.Deref(e.Zone, ""),

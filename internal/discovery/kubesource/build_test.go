@@ -107,7 +107,7 @@ func TestBuildPool(t *testing.T) {
 	http := []discoveryv1.Port{{Name: "http", Port: 8080, Protocol: "TCP"}}
 	want := discoveryv1.Pool{Namespace: "demo", Name: "web", Clusters: []discoveryv1.PoolCluster{
 		{Cluster: "east", Region: "eu-west", Endpoints: []discoveryv1.Endpoint{
-			{InstanceID: "east/10.0.1.1", Addresses: []string{"10.0.1.1"}, Ports: http},
+			{InstanceID: "east/10.0.1.1", Addresses: []string{"10.0.1.1"}, Ports: http, Serving: true}, // not ready; a nil serving is true
 			{InstanceID: "east/10.0.1.3", Addresses: []string{"10.0.1.3"}, Ports: http, Serving: true, Terminating: true, Zone: "eu-west-1a", Hostname: "web-2"},
 		}},
 		{Cluster: "west", Endpoints: []discoveryv1.Endpoint{
@@ -119,7 +119,7 @@ func TestBuildPool(t *testing.T) {
 	if diff := cmp.Diff(want, BuildPool(k, labels, sl, origins)); diff != "" {
 		t.Errorf("BuildPool() (-want +got):\n%s", diff)
 	}
-	// A nil ready is ready, and serving follows it.
+	// A nil ready is ready, a nil serving serving.
 	p := BuildPool(k, nil, sl[:1], origins[:1])
 	if e := p.Clusters[0].Endpoints[0]; !e.Ready || !e.Serving || e.Terminating {
 		t.Errorf("endpoint with nil conditions: %+v, want ready and serving", e)

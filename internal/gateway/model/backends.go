@@ -203,11 +203,11 @@ func (b *builder) clusters(ss []*discoveryv1.EndpointSlice, ports []string, prot
 			numbers = append(numbers, *p.Port)
 		}
 		for _, e := range s.Endpoints {
+			// A nil ready or serving is true (discovery/v1
+			// EndpointConditions: an unknown state is read as ready and
+			// serving), each on its own.
 			ready := e.Conditions.Ready == nil || *e.Conditions.Ready
-			serving := ready
-			if e.Conditions.Serving != nil {
-				serving = *e.Conditions.Serving
-			}
+			serving := e.Conditions.Serving == nil || *e.Conditions.Serving
 			for _, a := range e.Addresses {
 				for _, n := range numbers {
 					k := epKey{a, n}
