@@ -149,34 +149,155 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	imp := desired.Import
 	families := Families(imp, r.Families)
 	spec := ServiceImportSpec(imp, families)
-	var failure error
-	var reason string
-	switch {
-	case CheckPorts(imp.GetPorts()) != nil:
-		reason, failure = keys.ReasonInvalidPorts, CheckPorts(imp.GetPorts())
-	case len(families) == 0:
-		reason, failure = string(mcsv1beta1.ServiceImportReasonIPFamilyNotSupported), fmt.Errorf("the import's IP families %v are not in this cluster's Service network %v", imp.GetIpFamilies(), r.Families)
-	}
+	reason, failure := unservable(imp, r.Families)
+	// An import this cluster cannot serve keeps its ServiceImport, which
+	// says why (Ready=False), and loses what fleetnet made for it here: the
+	// derived Service and slices describe ports or families the import no
+	// longer has, and would keep sending traffic to endpoints the registry
+	// no longer vouches for (some of clusters that have left). Users find
+	// no address (spec.ips is cleared) and gateways no endpoint, rather
+	// than a stale backend; servable again, the import gets a new derived
+	// Service and ClusterSetIP. Only a synced stream is acted on: an
+	// unsynced one may hold a state the registry has since left, and
+	// nothing is deleted on partial knowledge.
+	withdraw := failure != nil && synced
 	// The ServiceImport comes first: it owns the derived Service and slices.
 	applied := si
 	labels, annotations := ImportMetadata(imp)
-	if want := withIPs(spec, si.Spec.IPs); si.UID == "" || !equality.Semantic.DeepEqual(si.Spec, want) || !metadataApplied(si, labels, annotations) {
-		if applied, err = r.applyServiceImport(ctx, si, req.NamespacedName, spec, si.Spec.IPs, labels, annotations); err != nil {
-			return reconcile.Result{}, fmt.Errorf("applying ServiceImport %s: %w", req, err)
+	ips := heldIPs(imp.GetType(), si.Spec.IPs, withdraw)
+	if want := withIPs(spec, ips); si.UID == "" || !equality.Semantic.DeepEqual(si.Spec, want) || !metadataApplied(si, labels, annotations) {
+		if applied, err = r.applyServiceImport(ctx, si, req.NamespacedName, spec, ips, labels, annotations); err != nil {
+			return reconcile.Result{}, r.specRefused(ctx, si, req.NamespacedName, imp, &stepError{"applying the ServiceImport spec", err})
 		}
 	}
-	if failure == nil {
+	var withdrawErr error
+	switch {
+	case failure == nil:
 		if applied, failure = r.materialise(ctx, applied, desired, families); failure != nil {
 			reason = keys.ReasonApplyFailed
 		}
+	case withdraw:
+		withdrawErr = r.withdraw(ctx, req.NamespacedName, reason)
 	}
 	if serr := r.applyStatus(ctx, applied, imp, reason, failure); serr != nil {
-		return reconcile.Result{}, serr
+		return reconcile.Result{}, errors.Join(withdrawErr, serr)
 	}
-	if failure != nil && reason == keys.ReasonApplyFailed {
+	switch {
+	case withdrawErr != nil:
+		return reconcile.Result{}, withdrawErr
+	case failure != nil && reason == keys.ReasonApplyFailed:
 		return reconcile.Result{}, failure
+	case failure != nil && !synced:
+		// A stream that syncs to the same import reports no change: come
+		// back while there is a data plane left to withdraw.
+		svc, ss, err := r.dataPlane(ctx, req.NamespacedName)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if svc != nil || len(ss) > 0 {
+			return reconcile.Result{RequeueAfter: withdrawRetry}, nil
+		}
 	}
 	return reconcile.Result{}, nil
+}
+
+// withdrawRetry is how soon an import this cluster cannot serve is
+// reconciled again while its data plane waits for a synced stream to be
+// withdrawn.
+const withdrawRetry = 10 * time.Second
+
+// unservable says why imp cannot be served in a cluster whose Service
+// network has the IP families cluster: the Ready condition's reason, and
+// the cause naming the import's field and value. It returns "" and nil
+// when imp can be served.
+func unservable(imp *registryv1.Import, cluster []corev1.IPFamily) (string, error) {
+	if err := CheckPorts(imp.GetPorts()); err != nil {
+		return keys.ReasonInvalidPorts, fmt.Errorf("ports: %w", err)
+	}
+	if len(Families(imp, cluster)) == 0 {
+		return string(mcsv1beta1.ServiceImportReasonIPFamilyNotSupported), fmt.Errorf("ipFamilies %v: none is in this cluster's Service network %v", imp.GetIpFamilies(), cluster)
+	}
+	return "", nil
+}
+
+// heldIPs returns the spec.ips the ServiceImport is applied with before
+// its derived Service: none for a headless import (it has no ClusterSetIP)
+// or one whose data plane is withdrawn (no derived Service, no address);
+// else the ips it holds, which materialise then sets to the derived
+// Service's ClusterIPs.
+func heldIPs(typ string, held []string, withdrawn bool) []string {
+	if typ == string(mcsv1beta1.Headless) || withdrawn {
+		return nil
+	}
+	return held
+}
+
+// specRefused makes a ServiceImport spec the API server refused visible,
+// and returns err so that the import is retried: a Warning event, and
+// Ready=False when the ServiceImport exists and its status can be written.
+func (r *Reconciler) specRefused(ctx context.Context, si *mcsv1beta1.ServiceImport, key types.NamespacedName, imp *registryv1.Import, err error) error {
+	r.Log.Info("ServiceImport spec refused", "import", key.String(), "err", err)
+	wrapped := fmt.Errorf("ServiceImport %s: %w", key, err)
+	if si.UID == "" {
+		ref := &mcsv1beta1.ServiceImport{
+			TypeMeta:   metav1.TypeMeta{APIVersion: mcsv1beta1.GroupVersion.String(), Kind: "ServiceImport"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+		}
+		r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, keys.ReasonApplyFailed, "Import", "%s", err.Error())
+		return wrapped
+	}
+	if serr := r.applyStatus(ctx, si, imp, keys.ReasonApplyFailed, err); serr != nil {
+		return errors.Join(wrapped, serr)
+	}
+	return wrapped
+}
+
+// dataPlane returns what fleetnet made for an import in this cluster: its
+// derived Service (nil when there is none, or it is not fleetnet's) and
+// its imported slices (the cache's own objects, only to be read).
+func (r *Reconciler) dataPlane(ctx context.Context, key types.NamespacedName) (*corev1.Service, []discoveryv1.EndpointSlice, error) {
+	svc := &corev1.Service{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: DerivedName(key.Namespace, key.Name)}, svc)
+	switch {
+	case apierrors.IsNotFound(err) || (err == nil && svc.Labels[keys.LabelManagedBy] != keys.ManagedByAgent):
+		svc = nil
+	case err != nil:
+		return nil, nil, &stepError{"reading the derived Service", err}
+	}
+	list := &discoveryv1.EndpointSliceList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(key.Namespace), client.MatchingLabels{
+		mcsv1beta1.LabelServiceName: key.Name, discoveryv1.LabelManagedBy: keys.EndpointSliceManagedBy,
+	}, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, nil, &stepError{"listing EndpointSlices", err}
+	}
+	return svc, list.Items, nil
+}
+
+// withdraw deletes an import's derived Service and slices (see
+// Reconcile for when). A withdrawn import costs no write.
+func (r *Reconciler) withdraw(ctx context.Context, key types.NamespacedName, reason string) error {
+	svc, ss, err := r.dataPlane(ctx, key)
+	if err != nil {
+		return err
+	}
+	r.memo.drop(key)
+	if svc == nil && len(ss) == 0 {
+		return nil
+	}
+	var errs []error
+	if svc != nil {
+		if err := r.Client.Delete(ctx, svc, client.Preconditions{UID: &svc.UID}); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, &stepError{"deleting the derived Service", err})
+		}
+	}
+	for i := range ss {
+		if err := r.deleteSlice(ctx, key.Namespace, ss[i].Name); err != nil {
+			errs = append(errs, &stepError{"deleting EndpointSlice " + ss[i].Name, err})
+		}
+	}
+	r.Log.Info("withdrew the derived Service and EndpointSlices of an import this cluster cannot serve", "import", key.String(), "reason", reason,
+		"service", svc != nil, "slices", len(ss))
+	return errors.Join(errs...)
 }
 
 // materialise applies the derived Service and the EndpointSlices, and
