@@ -9,15 +9,10 @@ import (
 	"strings"
 
 	azfake "github.com/Azure/azure-sdk-for-go/sdk/azcore/fake"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/cdn/armcdn/v2"
 	cdnfake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/cdn/armcdn/v2/fake"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/frontdoor/armfrontdoor"
 	fdfake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/frontdoor/armfrontdoor/fake"
-	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6"
-	netfake "github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6/fake"
-
-	"github.com/fleetnet/fleetnet/internal/azure/armutil"
 )
 
 // Azure Front Door Standard/Premium (Microsoft.Cdn), its WAF policies
@@ -37,10 +32,12 @@ import (
 //     Link origin's Private Link Service) and a resource still referenced
 //     cannot be deleted, so that a client must withdraw in dependency
 //     order;
-//   - Private Link origins exist only on Premium; creating one adds a
-//     Pending private endpoint connection to the Private Link Service,
-//     whose status (set by its owner, or approved through the SDK) the
-//     origin's sharedPrivateLinkResource.status then reflects;
+//   - Private Link origins exist only on Premium; creating one makes the
+//     profile's private endpoint request a Pending connection on the
+//     Private Link Service, which its owner approves or rejects: see
+//     privatelink.go for each behaviour's source and what is not
+//     documented (the origin's sharedPrivateLinkResource.status
+//     following the connection's is not);
 //   - a custom domain's validation stays Pending until ValidateDomain (the
 //     owner's DNS TXT record), as a managed certificate's does.
 //
@@ -84,7 +81,7 @@ func (s *Sim) registerFrontDoor() {
 	}
 	s.kinds[strings.ToLower(TypeWAFPolicy)] = &Kind{Type: TypeWAFPolicy, Prepare: prepareWAF}
 	s.kinds[strings.ToLower(TypePrivateLinkService)] = &Kind{Type: TypePrivateLinkService,
-		Prepare: func(_ *View, _ ID, body, prev []byte) ([]byte, error) { return keepConnections(body, prev) }}
+		Prepare: func(_ *View, _ ID, body, prev []byte) ([]byte, error) { return keepConnections(body, prev) }} // privatelink.go
 	s.mounts["microsoft.cdn"] = cdnfake.NewServerFactoryTransport(s.cdnServers())
 	s.mounts[strings.ToLower(TypeWAFPolicy)] = fdfake.NewServerFactoryTransport(s.wafServers())
 	s.network.PrivateLinkServicesServer = s.plsServer()
@@ -112,27 +109,6 @@ func (s *Sim) ValidateDomain(id ID) bool {
 	return s.Edit(id, func(b []byte) []byte {
 		return editJSON(b, func(m map[string]any) { props(m)["domainValidationState"] = "Approved" })
 	})
-}
-
-// SetConnectionStatus sets the status of the private endpoint connection
-// name on the Private Link Service pls, as its owner would in the portal.
-func (s *Sim) SetConnectionStatus(pls ID, name, status string) bool {
-	found := false
-	s.Edit(pls, func(b []byte) []byte {
-		var v armnetwork.PrivateLinkService
-		if json.Unmarshal(b, &v) != nil || v.Properties == nil {
-			return b
-		}
-		for _, c := range v.Properties.PrivateEndpointConnections {
-			if strings.EqualFold(armutil.Deref(c.Name), name) && c.Properties != nil && c.Properties.PrivateLinkServiceConnectionState != nil {
-				c.Properties.PrivateLinkServiceConnectionState.Status = to.Ptr(status)
-				found = true
-			}
-		}
-		out, _ := json.Marshal(v)
-		return out
-	})
-	return found
 }
 
 func props(m map[string]any) map[string]any {
@@ -294,25 +270,30 @@ func (s *Sim) prepareAFD(v *View, id ID, body, prev []byte) ([]byte, error) {
 			}
 		}
 		if pl := pp.SharedPLR; pl != nil {
+			// Private Link origins are Premium's ([AFD-PL] in
+			// privatelink.go); the code and message are the simulation's.
 			if profileSKU(v, id) != string(armcdn.SKUNamePremiumAzureFrontDoor) {
-				return nil, badRequest("BadRequest", "Origin %s: Private Link origins are supported only on Premium_AzureFrontDoor profiles.", id)
+				return nil, badRequest("BadRequest", "Origin %s: Private Link origins are supported only on Premium_AzureFrontDoor profiles.", id) // simulated code
 			}
 			if pl.PrivateLink == nil {
-				return nil, badRequest("BadRequest", "Origin %s: sharedPrivateLinkResource.privateLink is required.", id)
+				return nil, badRequest("BadRequest", "Origin %s: sharedPrivateLinkResource.privateLink is required.", id) // simulated code
 			}
 			plsID, err := ParseID(pl.PrivateLink.ID)
 			if err != nil || !strings.EqualFold(plsID.Type(), TypePrivateLinkService) {
+				// Undocumented: Front Door's Private Link origins may name
+				// other resource types (web apps, storage, ...); the
+				// simulation keeps only Private Link Services.
 				return nil, badRequest("BadRequest", "Origin %s: %s is not a Private Link Service.", id, pl.PrivateLink.ID)
 			}
-			r, ok := v.Get(plsID)
-			if !ok {
+			if _, ok := v.Get(plsID); !ok {
+				// Undocumented: what Front Door answers for a Private Link
+				// resource that does not exist.
 				return nil, InvalidResourceReference(pl.PrivateLink.ID, id.String())
 			}
-			var pls armnetwork.PrivateLinkService
-			_ = json.Unmarshal(r.JSON, &pls)
-			if NormalizeLocation(armutil.Deref(pls.Location)) != NormalizeLocation(pl.PrivateLinkLocation) {
-				return nil, badRequest("BadRequest", "Origin %s: privateLinkLocation %s is not the location of %s (%s).", id, pl.PrivateLinkLocation, plsID, armutil.Deref(pls.Location)) // simulated code
-			}
+			// No rule ties privateLinkLocation to the PLS's region: Front
+			// Door's documentation asks for the region "same or closest
+			// to your origin" among those Private Link is available in
+			// ([AFD-ILB], [AFD-PL] "Region availability").
 		}
 	case strings.ToLower(TypeRoute):
 		if pp.OriginGroup == nil {
@@ -393,13 +374,8 @@ func (s *Sim) prepareAFD(v *View, id ID, body, prev []byte) ([]byte, error) {
 		pr := props(m)
 		pr["deploymentStatus"] = DeployNotStarted
 		if typ == strings.ToLower(TypeOrigin) && prev != nil {
-			// the connection's status is the service's, not the client's
 			if old, err := decodeMap(prev); err == nil {
-				if op, ok := props(old)["sharedPrivateLinkResource"].(map[string]any); ok {
-					if np, ok := pr["sharedPrivateLinkResource"].(map[string]any); ok && op["status"] != nil {
-						np["status"] = op["status"]
-					}
-				}
+				keepLinkStatus(s, pr, props(old)) // see privatelink.go
 			}
 		}
 		if typ == strings.ToLower(TypeCustomDomain) && prev != nil {
@@ -480,92 +456,25 @@ func settleAFD(v *View, id ID, body []byte) []byte {
 				pr["validationProperties"] = map[string]any{"validationToken": "token-" + shortID(id), "expirationDate": "2027-01-01T00:00:00Z"}
 			}
 		case strings.ToLower(TypeOrigin):
-			spl, ok := pr["sharedPrivateLinkResource"].(map[string]any)
-			if !ok {
-				return
-			}
-			pl, _ := spl["privateLink"].(map[string]any)
-			ref, _ := pl["id"].(string)
-			plsID, err := ParseID(ref)
-			if err != nil {
-				return
-			}
-			msg, _ := spl["requestMessage"].(string)
-			status := v.s.connect(plsID, connectionName(id), msg)
-			spl["status"] = status
+			requestLink(v, id, pr) // see privatelink.go
 		}
 	})
 }
 
-func shortID(id ID) string {
+func shortID(id ID) string { return shortHash(id.Key()) }
+
+// shortHash is 32-bit FNV-1a of s, in hex.
+func shortHash(s string) string {
 	h := uint32(2166136261)
-	for _, c := range []byte(id.Key()) {
+	for _, c := range []byte(s) {
 		h = (h ^ uint32(c)) * 16777619
 	}
 	return fmt.Sprintf("%08x", h)
 }
 
-// connectionName is the private endpoint connection an origin makes on
-// its Private Link Service.
-func connectionName(origin ID) string { return "afd-" + shortID(origin) }
-
-// ConnectionName is the name of the private endpoint connection that the
-// Front Door origin with id makes on its Private Link Service.
-func ConnectionName(origin ID) string { return connectionName(origin) }
-
-// connect adds (or keeps) a Pending connection on the Private Link
-// Service and returns its status; s.mu held.
-func (s *Sim) connect(pls ID, name, msg string) string {
-	r := s.resources[pls.Key()]
-	if r == nil {
-		return "Disconnected"
-	}
-	var v armnetwork.PrivateLinkService
-	if json.Unmarshal(r.body, &v) != nil {
-		return "Disconnected"
-	}
-	if v.Properties == nil {
-		v.Properties = &armnetwork.PrivateLinkServiceProperties{}
-	}
-	for _, c := range v.Properties.PrivateEndpointConnections {
-		if strings.EqualFold(armutil.Deref(c.Name), name) {
-			return armutil.Deref(c.Properties.PrivateLinkServiceConnectionState.Status)
-		}
-	}
-	v.Properties.PrivateEndpointConnections = append(v.Properties.PrivateEndpointConnections, &armnetwork.PrivateEndpointConnection{
-		ID: to.Ptr(pls.Child("privateEndpointConnections", name).String()), Name: to.Ptr(name),
-		Type: to.Ptr(TypePrivateLinkService + "/privateEndpointConnections"),
-		Properties: &armnetwork.PrivateEndpointConnectionProperties{
-			PrivateLinkServiceConnectionState: &armnetwork.PrivateLinkServiceConnectionState{Status: to.Ptr("Pending"), Description: to.Ptr(msg), ActionsRequired: to.Ptr("None")},
-			ProvisioningState:                 to.Ptr(armnetwork.ProvisioningStateSucceeded),
-		}})
-	if b, err := json.Marshal(v); err == nil {
-		r.body = b
-	}
-	return "Pending"
-}
-
-// connectionStatus is the status of connection name on pls, "" when
-// there is none; s.mu held.
-func (s *Sim) connectionStatus(pls ID, name string) string {
-	r := s.resources[pls.Key()]
-	if r == nil {
-		return "Disconnected"
-	}
-	var v armnetwork.PrivateLinkService
-	if json.Unmarshal(r.body, &v) != nil || v.Properties == nil {
-		return ""
-	}
-	for _, c := range v.Properties.PrivateEndpointConnections {
-		if strings.EqualFold(armutil.Deref(c.Name), name) && c.Properties != nil && c.Properties.PrivateLinkServiceConnectionState != nil {
-			return armutil.Deref(c.Properties.PrivateLinkServiceConnectionState.Status)
-		}
-	}
-	return "Disconnected"
-}
-
 // observeAFD moves deploymentStatus on with reads once provisioning
-// succeeded, and reflects a Private Link origin's connection status.
+// succeeded, and reflects a Private Link origin's connection status
+// (undocumented: see MirrorConnectionStatus).
 func (s *Sim) observeAFD(v *View, id ID, body []byte) []byte {
 	if provisioningState(body) != StateSucceeded {
 		return body
@@ -587,15 +496,7 @@ func (s *Sim) observeAFD(v *View, id ID, body []byte) []byte {
 		if pr["deploymentStatus"] != DeployFailed {
 			pr["deploymentStatus"] = status
 		}
-		if spl, ok := pr["sharedPrivateLinkResource"].(map[string]any); ok {
-			pl, _ := spl["privateLink"].(map[string]any)
-			ref, _ := pl["id"].(string)
-			if plsID, err := ParseID(ref); err == nil {
-				if st := v.s.connectionStatus(plsID, connectionName(id)); st != "" {
-					spl["status"] = st
-				}
-			}
-		}
+		mirrorLinkStatus(v, id, pr) // see privatelink.go
 	})
 }
 
@@ -662,23 +563,6 @@ func prepareWAF(_ *View, id ID, body, _ []byte) ([]byte, error) {
 		return nil, badRequest("BadRequest", "WAF policy %s: sku must be Standard_AzureFrontDoor or Premium_AzureFrontDoor.", id)
 	}
 	return body, nil
-}
-
-// keepConnections keeps a Private Link Service's connections across a
-// PUT, as they are the service's.
-func keepConnections(body, prev []byte) ([]byte, error) {
-	if prev == nil {
-		return body, nil
-	}
-	old, err := decodeMap(prev)
-	if err != nil {
-		return body, nil
-	}
-	return editJSON(body, func(m map[string]any) {
-		if c, ok := props(old)["privateEndpointConnections"]; ok {
-			props(m)["privateEndpointConnections"] = c
-		}
-	}), nil
 }
 
 // Fake servers.
@@ -884,54 +768,4 @@ func (s *Sim) wafServers() *fdfake.ServerFactory {
 			})
 		},
 	}}
-}
-
-func (s *Sim) plsServer() netfake.PrivateLinkServicesServer {
-	return netfake.PrivateLinkServicesServer{
-		BeginCreateOrUpdate: func(ctx context.Context, _, _ string, v armnetwork.PrivateLinkService, _ *armnetwork.PrivateLinkServicesClientBeginCreateOrUpdateOptions) (azfake.PollerResponder[armnetwork.PrivateLinkServicesClientCreateOrUpdateResponse], azfake.ErrorResponder) {
-			return PutLRO(ctx, s, v, func(v armnetwork.PrivateLinkService) armnetwork.PrivateLinkServicesClientCreateOrUpdateResponse {
-				return armnetwork.PrivateLinkServicesClientCreateOrUpdateResponse{PrivateLinkService: v}
-			})
-		},
-		Get: func(_ context.Context, _, _ string, _ *armnetwork.PrivateLinkServicesClientGetOptions) (azfake.Responder[armnetwork.PrivateLinkServicesClientGetResponse], azfake.ErrorResponder) {
-			return GetResource(s, func(v armnetwork.PrivateLinkService) armnetwork.PrivateLinkServicesClientGetResponse {
-				return armnetwork.PrivateLinkServicesClientGetResponse{PrivateLinkService: v}
-			})
-		},
-		NewListPager: func(_ string, _ *armnetwork.PrivateLinkServicesClientListOptions) azfake.PagerResponder[armnetwork.PrivateLinkServicesClientListResponse] {
-			return ListPager(s, func(v []*armnetwork.PrivateLinkService) armnetwork.PrivateLinkServicesClientListResponse {
-				return armnetwork.PrivateLinkServicesClientListResponse{PrivateLinkServiceListResult: armnetwork.PrivateLinkServiceListResult{Value: v}}
-			})
-		},
-		UpdatePrivateEndpointConnection: func(_ context.Context, _, _, name string, c armnetwork.PrivateEndpointConnection, _ *armnetwork.PrivateLinkServicesClientUpdatePrivateEndpointConnectionOptions) (resp azfake.Responder[armnetwork.PrivateLinkServicesClientUpdatePrivateEndpointConnectionResponse], errResp azfake.ErrorResponder) {
-			connID := s.RequestID()
-			pls, _ := connID.Parent()
-			if c.Properties == nil || c.Properties.PrivateLinkServiceConnectionState == nil || c.Properties.PrivateLinkServiceConnectionState.Status == nil {
-				errResp.SetError(badRequest("InvalidRequestFormat", "privateLinkServiceConnectionState.status is required."))
-				return
-			}
-			status := *c.Properties.PrivateLinkServiceConnectionState.Status
-			switch status {
-			case "Approved", "Rejected", "Pending":
-			default:
-				errResp.SetError(badRequest("InvalidPrivateEndpointConnectionStatus", "Private endpoint connection status %s is not one of Approved, Rejected, Pending.", status)) // simulated code
-				return
-			}
-			if _, ok := s.Get(pls); !ok {
-				errResp.SetError(NotFound(pls))
-				return
-			}
-			if !s.SetConnectionStatus(pls, name, status) {
-				errResp.SetError(NotFound(connID))
-				return
-			}
-			v, _ := Lookup[armnetwork.PrivateLinkService](s, pls)
-			for _, pc := range v.Properties.PrivateEndpointConnections {
-				if strings.EqualFold(armutil.Deref(pc.Name), name) {
-					resp.SetResponse(http.StatusOK, armnetwork.PrivateLinkServicesClientUpdatePrivateEndpointConnectionResponse{PrivateEndpointConnection: *pc}, nil)
-				}
-			}
-			return
-		},
-	}
 }

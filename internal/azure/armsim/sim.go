@@ -121,6 +121,9 @@ type Sim struct {
 	deployReads map[string]int
 	// failDeploy are Front Door resource keys whose deployment ends Failed.
 	failDeploy map[string]bool
+	// noLinkStatus stops Front Door origins' sharedPrivateLinkResource.status
+	// following their Private Link connections (MirrorConnectionStatus).
+	noLinkStatus bool
 
 	dispatchMu sync.Mutex
 	current    string // the path being dispatched, under dispatchMu

@@ -240,70 +240,156 @@ func (p *Provider) resolve(ctx context.Context, ref string, s annotations.Settin
 	return Origin{Problem: fmt.Sprintf("no Private Link Service in resource group %s uses internal frontend %s of load balancer %s (create one, or set %s)", plsRG, feName, lbName, keys.AnnotationAzurePLSResourceGroup)}
 }
 
-// approve approves the Pending private endpoint connections Front Door
-// opened for g's Private Link origins on the Private Link Services whose
-// owner allows it: the Private Link Service is tagged
-// keys.TagAzurePLSApproval=auto, or the export of the Service it was made
-// for (keys.TagAzureOwnerService) says so (keys.AnnotationPLSApproval) (connections are told apart by the
-// request message the origin sends, which the connection carries as its
-// description), and reads those origins again.
+// approve approves, on the Private Link Services whose owner allows it,
+// the private endpoint connections Front Door opened for g's Private Link
+// origins, and reads those origins again. The owner allows it when the
+// PLS is tagged keys.TagAzurePLSApproval=auto, or when the export of the
+// Service cloud-provider-azure made the PLS for (its
+// keys.TagAzureOwnerService tag) says keys.AnnotationPLSApproval=auto
+// (g.autoApproved).
+//
+// Which connections are Front Door's for g is frontDoorConnections' rule,
+// on documented fields only (docs/azure-front-door.md, Private Link,
+// gives the sources): the PLS's own connection state decides, so the
+// origins' sharedPrivateLinkResource.status is not read (nothing
+// documents that it follows the connection), and the PLS of every origin
+// Azure has is read, once per PLS.
 func (p *Provider) approve(ctx context.Context, key string, g graph, obs *observed) error {
+	type link struct {
+		m        []string // plsRef's match
+		messages map[string]bool
+		origins  [][]string // paths of the origins that use it
+	}
+	links := map[string]*link{}
+	var order []string
 	for _, og := range g.groups {
 		for _, o := range og.origins {
 			spl := o.v.Properties.SharedPrivateLinkResource
-			if spl == nil {
+			if spl == nil || spl.PrivateLink == nil {
 				continue
 			}
 			path := []string{g.profileName, og.name, o.name}
-			cur := obs.get(kindOrigin, path)
-			m := metaOf(cur)
-			if cur == nil || m.Properties.SharedPrivateLinkResource == nil || m.Properties.SharedPrivateLinkResource.Status != "Pending" {
+			if obs.get(kindOrigin, path) == nil {
+				continue // not created: Front Door has asked for nothing yet
+			}
+			id := armutil.Deref(spl.PrivateLink.ID)
+			m := plsRef.FindStringSubmatch(id)
+			if m == nil {
 				continue
 			}
-			pm := plsRef.FindStringSubmatch(armutil.Deref(spl.PrivateLink.ID))
-			if pm == nil {
-				continue
+			k := strings.ToLower(id)
+			l := links[k]
+			if l == nil {
+				l = &link{m: m, messages: map[string]bool{}}
+				links[k] = l
+				order = append(order, k)
 			}
-			f, err := p.net.factory(pm[1])
+			if msg := armutil.Deref(spl.RequestMessage); msg != "" {
+				l.messages[msg] = true
+			}
+			l.origins = append(l.origins, path)
+		}
+	}
+	for _, k := range order {
+		l := links[k]
+		if len(l.messages) == 0 {
+			continue // nothing would match
+		}
+		approved, err := p.approveOn(ctx, key, l.m, l.messages, g.autoApproved[k])
+		if err != nil {
+			return err
+		}
+		if !approved {
+			continue
+		}
+		for _, path := range l.origins {
+			v, err := p.kinds[kindOrigin].get(ctx, path)
 			if err != nil {
-				return err
+				return fmt.Errorf("reading origin %s: %w", path[len(path)-1], armerr.Describe(err))
 			}
-			c := f.NewPrivateLinkServicesClient()
-			pls, err := c.Get(ctx, pm[2], pm[3], nil)
-			if err != nil {
-				return fmt.Errorf("reading Private Link Service %s: %w", pm[3], armerr.Describe(err))
-			}
-			// Consent: the PLS's own tag, or the export of the Service that
-			// cloud-provider-azure made the PLS for (its owner tag names it).
-			consent := armutil.Deref(pls.Tags[keys.TagAzurePLSApproval]) == keys.PLSApprovalAuto ||
-				g.autoApproved[strings.ToLower(armutil.Deref(spl.PrivateLink.ID))][armutil.Deref(pls.Tags[keys.TagAzureOwnerService])]
-			if !consent || pls.Properties == nil {
-				continue // the owner approves
-			}
-			approved := false
-			for _, pc := range pls.Properties.PrivateEndpointConnections {
-				st := pc.Properties
-				if st == nil || st.PrivateLinkServiceConnectionState == nil || armutil.Deref(st.PrivateLinkServiceConnectionState.Status) != "Pending" ||
-					armutil.Deref(st.PrivateLinkServiceConnectionState.Description) != armutil.Deref(spl.RequestMessage) {
-					continue
-				}
-				p.log.Info("approving Front Door's Private Link connection", "gateway", key, "privateLinkService", pm[3], "connection", armutil.Deref(pc.Name))
-				_, err := c.UpdatePrivateEndpointConnection(ctx, pm[2], pm[3], armutil.Deref(pc.Name), armnetwork.PrivateEndpointConnection{
-					Name: pc.Name, Properties: &armnetwork.PrivateEndpointConnectionProperties{PrivateLinkServiceConnectionState: &armnetwork.PrivateLinkServiceConnectionState{
-						Status: to.Ptr("Approved"), Description: to.Ptr("approved by fleetnet for Gateway " + key)}}}, nil)
-				if err != nil {
-					return fmt.Errorf("approving connection %s on Private Link Service %s: %w", armutil.Deref(pc.Name), pm[3], armerr.Describe(err))
-				}
-				approved = true
-			}
-			if approved {
-				v, err := p.kinds[kindOrigin].get(ctx, path)
-				if err != nil {
-					return fmt.Errorf("reading origin %s: %w", o.name, armerr.Describe(err))
-				}
-				obs.add(kindOrigin, path, v)
-			}
+			obs.add(kindOrigin, path, v)
 		}
 	}
 	return nil
+}
+
+// approveOn reads the Private Link Service of plsRef's match m and, when
+// its owner allows (its tag, or services: the exported Services whose
+// consent covers it, by namespace/name), approves frontDoorConnections
+// for messages; it says whether it approved any.
+func (p *Provider) approveOn(ctx context.Context, key string, m []string, messages map[string]bool, services map[string]bool) (bool, error) {
+	f, err := p.net.factory(m[1])
+	if err != nil {
+		return false, err
+	}
+	c := f.NewPrivateLinkServicesClient()
+	pls, err := c.Get(ctx, m[2], m[3], nil)
+	if err != nil {
+		return false, fmt.Errorf("reading Private Link Service %s: %w", m[3], armerr.Describe(err))
+	}
+	// Consent: the PLS's own tag, or the export of the Service that
+	// cloud-provider-azure made the PLS for (its owner tag names it).
+	consent := armutil.Deref(pls.Tags[keys.TagAzurePLSApproval]) == keys.PLSApprovalAuto ||
+		services[armutil.Deref(pls.Tags[keys.TagAzureOwnerService])]
+	if !consent || pls.Properties == nil {
+		return false, nil // the owner approves
+	}
+	approved := false
+	for _, name := range frontDoorConnections(pls.Properties.PrivateEndpointConnections, messages) {
+		p.log.Info("approving Front Door's Private Link connection", "gateway", key, "privateLinkService", m[3], "connection", name)
+		_, err := c.UpdatePrivateEndpointConnection(ctx, m[2], m[3], name, armnetwork.PrivateEndpointConnection{
+			Name: to.Ptr(name), Properties: &armnetwork.PrivateEndpointConnectionProperties{PrivateLinkServiceConnectionState: &armnetwork.PrivateLinkServiceConnectionState{
+				Status: to.Ptr(connectionApproved), Description: to.Ptr("approved by fleetnet for Gateway " + key)}}}, nil)
+		if err != nil {
+			return approved, fmt.Errorf("approving connection %s on Private Link Service %s: %w", name, m[3], armerr.Describe(err))
+		}
+		approved = true
+	}
+	return approved, nil
+}
+
+// Private endpoint connection states a Private Link Service reports
+// (https://learn.microsoft.com/azure/private-link/manage-private-endpoint).
+const (
+	connectionPending  = "Pending"
+	connectionApproved = "Approved"
+)
+
+// frontDoorConnections are the names of the connections, among conns (a
+// Private Link Service's), that are Front Door's requests for a Gateway
+// whose origins send the request messages messages, and wait for
+// approval:
+//   - the connection's privateLinkServiceConnectionState.status is
+//     Pending: the PLS's own state, set by its owner
+//     (https://learn.microsoft.com/azure/private-link/manage-private-endpoint).
+//     Approved, Rejected and Disconnected connections are left as they
+//     are: approving one that is approved would change nothing, and the
+//     others are the owner's decision;
+//   - its description is one of messages: Front Door shows an origin's
+//     request message as the description of the connection it requests
+//     (https://learn.microsoft.com/azure/container-apps/how-to-integrate-with-azure-front-door,
+//     "approve each private endpoint connection request with the
+//     description"). Nothing else on the connection names the requester:
+//     its private endpoint is in Front Door's own subscription. The
+//     messages are the Gateway's, the same on all its origins, as one
+//     profile's origins on one PLS (and region) share one connection
+//     (https://learn.microsoft.com/azure/frontdoor/private-link, "Private
+//     endpoint creation"), and Front Door may open more than one
+//     (the Container Apps page: "a known issue"): each is approved.
+//
+// An empty message matches nothing, since any requester may send none.
+func frontDoorConnections(conns []*armnetwork.PrivateEndpointConnection, messages map[string]bool) []string {
+	var out []string
+	for _, pc := range conns {
+		if pc == nil || pc.Properties == nil || pc.Properties.PrivateLinkServiceConnectionState == nil {
+			continue
+		}
+		st := pc.Properties.PrivateLinkServiceConnectionState
+		desc, name := armutil.Deref(st.Description), armutil.Deref(pc.Name)
+		if !strings.EqualFold(armutil.Deref(st.Status), connectionPending) || desc == "" || !messages[desc] || name == "" {
+			continue
+		}
+		out = append(out, name)
+	}
+	return out
 }
