@@ -83,10 +83,26 @@ const TagAzurePLSApproval = "fleetnet-pls-approval"
 // Service that this tag names the exported Service's.
 const TagAzureOwnerService = "k8s-azure-owner-service"
 
-// Condition reasons of the Front Door provider, in Programmed messages and
-// Warning events.
+// Reasons of the Azure providers' failures, for Programmed=False and
+// Warning events (armerr.Reason picks one): the kind of failure, so that
+// an operator sees a permissions problem apart from an outage.
 const (
-	// ReasonAzureRequestFailed: Azure refused a request (e.g. 403); the
-	// event's message is the ARM error code and message.
+	// ReasonAzureRequestFailed: Azure refused a request (400, 404, ...) or
+	// it did not reach Azure; the message is the ARM error code and message.
 	ReasonAzureRequestFailed = "AzureRequestFailed"
+	// ReasonAzureAuthorizationFailed: 401 or 403; the identity lacks a role
+	// assignment (docs/azure-front-door.md lists them).
+	ReasonAzureAuthorizationFailed = "AzureAuthorizationFailed"
+	// ReasonAzureThrottled: 429, after the SDK's retries honouring
+	// Retry-After.
+	ReasonAzureThrottled = "AzureThrottled"
+	// ReasonAzureConflict: 409, another operation kept running.
+	ReasonAzureConflict = "AzureConflict"
+	// ReasonAzureUnavailable: a 5xx from Azure.
+	ReasonAzureUnavailable = "AzureUnavailable"
+	// ReasonAzureOperationFailed: a long-running operation ended Failed.
+	ReasonAzureOperationFailed = "AzureOperationFailed"
+	// ReasonAzureTimeout: a wait passed its bound (an operation, or a
+	// resource's deployment, still running); polling goes on.
+	ReasonAzureTimeout = "AzureTimeout"
 )

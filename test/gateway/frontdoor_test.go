@@ -194,11 +194,11 @@ func TestFrontDoorGateway(t *testing.T) {
 			return err
 		}
 		for _, e := range evs.Items {
-			if e.Regarding.Name == "public" && e.Type == corev1.EventTypeWarning && e.Reason == keys.ReasonAzureRequestFailed && strings.Contains(e.Note, "403 AuthorizationFailed") {
+			if e.Regarding.Name == "public" && e.Type == corev1.EventTypeWarning && e.Reason == keys.ReasonAzureAuthorizationFailed && strings.Contains(e.Note, "403 AuthorizationFailed") {
 				return nil
 			}
 		}
-		return fmt.Errorf("no %s event among %d", keys.ReasonAzureRequestFailed, len(evs.Items))
+		return fmt.Errorf("no %s event among %d", keys.ReasonAzureAuthorizationFailed, len(evs.Items))
 	})
 	if n := len(sim.Resources(armsim.TypeRoute)); n != 1 {
 		t.Errorf("routes after the refused write: %d, want the 1 that served", n)

@@ -451,8 +451,9 @@ func (failingProvider) Progress() provider.Progress {
 	return provider.Progress{Message: "nothing deployed"}
 }
 
-// A provider that fails leaves the Gateway Programmed=False with the cause,
-// and one Warning event tells it; nothing is withdrawn.
+// A provider that fails leaves the Gateway Programmed=False with the cause
+// (reason DeployFailed), and one Warning event tells it; nothing is
+// withdrawn.
 func TestProviderFailureIsReported(t *testing.T) {
 	hub := startHub(t)
 	c := hub.Client(t)
@@ -471,7 +472,7 @@ func TestProviderFailureIsReported(t *testing.T) {
 			return err
 		}
 		prog := meta.FindStatusCondition(gw.Status.Conditions, string(gwv1.GatewayConditionProgrammed))
-		if prog == nil || prog.Status != metav1.ConditionFalse || prog.Reason != string(gwv1.GatewayReasonPending) ||
+		if prog == nil || prog.Status != metav1.ConditionFalse || prog.Reason != keys.ReasonDeployFailed ||
 			!strings.Contains(prog.Message, "deploying failed, the previous configuration stays: quota exceeded for front door profiles") {
 			return fmt.Errorf("Programmed = %+v", prog)
 		}

@@ -40,6 +40,9 @@ type LoadBalancer struct {
 	// DrainMillis is how long established connections to a draining
 	// cluster, or to a port no longer served, may continue.
 	DrainMillis int64 `json:"drainMillis"`
+	// Refused and Hold: see Gateway's.
+	Refused string `json:"refused,omitempty"`
+	Hold    bool   `json:"hold,omitempty"`
 }
 
 // Defaults of a load balancer's timeouts, which an edge also takes for a
@@ -89,6 +92,17 @@ type Gateway struct {
 	// by port then name; invalid ones are left out so that no provider
 	// configures a port the status says is broken.
 	Listeners []Listener `json:"listeners"`
+	// Refused, when set, says why the object's current generation is not
+	// accepted. The entry is then its last accepted configuration
+	// (Generation says which), kept so that a mistake in an edit does not
+	// withdraw what serves (fail static); it goes only when the object is
+	// deleted or leaves the provider's class.
+	Refused string `json:"refused,omitempty"`
+	// Hold: refused, and the controller does not know the last accepted
+	// configuration (it restarted since): the entry has no listeners and
+	// a provider keeps whatever it serves for the object, changing and
+	// withdrawing nothing.
+	Hold bool `json:"hold,omitempty"`
 }
 
 // Protocols of a Listener.

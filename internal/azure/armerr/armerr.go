@@ -5,6 +5,7 @@
 package armerr
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+
+	"github.com/fleetnet/fleetnet/api/keys"
 )
 
 // Error is an ARM error response in one line: status, code and message
@@ -99,4 +102,31 @@ func IsConflict(err error) bool { return Status(err) == http.StatusConflict }
 func Transient(err error) bool {
 	s := Status(err)
 	return s == http.StatusConflict || s == http.StatusTooManyRequests
+}
+
+// Reason names the kind of an Azure provider's failure (keys.ReasonAzure*),
+// for Programmed=False and Warning events.
+func Reason(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return keys.ReasonAzureTimeout
+	}
+	status := Status(err)
+	var e *Error
+	if errors.As(err, &e) {
+		if e.Status == 0 {
+			return keys.ReasonAzureOperationFailed
+		}
+		status = e.Status
+	}
+	switch {
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return keys.ReasonAzureAuthorizationFailed
+	case status == http.StatusTooManyRequests:
+		return keys.ReasonAzureThrottled
+	case status == http.StatusConflict:
+		return keys.ReasonAzureConflict
+	case status >= 500:
+		return keys.ReasonAzureUnavailable
+	}
+	return keys.ReasonAzureRequestFailed
 }

@@ -1,6 +1,7 @@
 package armerr
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+
+	"github.com/fleetnet/fleetnet/api/keys"
 )
 
 func response(status int, body string) error {
@@ -52,5 +55,30 @@ func TestDescribe(t *testing.T) {
 	}
 	if plain := errors.New("dial tcp: refused"); Describe(plain) != plain || Status(plain) != 0 {
 		t.Error("an error that is not an ARM response changed")
+	}
+}
+
+func TestReason(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"403, described", Describe(response(http.StatusForbidden, `{"error":{"code":"AuthorizationFailed","message":"no"}}`)), keys.ReasonAzureAuthorizationFailed},
+		{"401, wrapped", fmt.Errorf("creating: %w", response(http.StatusUnauthorized, ``)), keys.ReasonAzureAuthorizationFailed},
+		{"429", response(http.StatusTooManyRequests, ``), keys.ReasonAzureThrottled},
+		{"409", response(http.StatusConflict, ``), keys.ReasonAzureConflict},
+		{"503", response(http.StatusServiceUnavailable, ``), keys.ReasonAzureUnavailable},
+		{"an operation that ended Failed", Describe(response(http.StatusOK, `{"status":"Failed","error":{"code":"Conflict","message":"in use"}}`)), keys.ReasonAzureOperationFailed},
+		{"a wait past its bound", fmt.Errorf("waiting for the profile: %w", context.DeadlineExceeded), keys.ReasonAzureTimeout},
+		{"400", response(http.StatusBadRequest, ``), keys.ReasonAzureRequestFailed},
+		{"no response", errors.New("dial tcp: connection refused"), keys.ReasonAzureRequestFailed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Reason(tt.err); got != tt.want {
+				t.Errorf("Reason(%v) = %s, want %s", tt.err, got, tt.want)
+			}
+		})
 	}
 }

@@ -46,15 +46,15 @@ import (
 // modelKey is the one key every event maps to: the model is built whole.
 var modelKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: "model"}}
 
-// Reconciler builds the model and writes status.
-
-// Deployer takes models off the reconcile path (provider.Queue,
-// provider.Split).
+// Deployer takes models off the reconcile path (provider.Split).
 type Deployer interface {
 	Set(m *edgev1.Model)
-	LastError() error
+	// ClassError is the last deploy error of a load balancer class's
+	// provider (provider.ClassEdge for the edge).
+	ClassError(class string) error
 }
 
+// Reconciler builds the model and writes status.
 type Reconciler struct {
 	Client client.Client
 	// Clientset applies MultiClusterLoadBalancers' finalizer and status
@@ -80,13 +80,19 @@ type Reconciler struct {
 	CRDBundleVersions []string
 	Recorder          events.EventRecorder
 
-	// warned is the model version and deploy error last told in events,
-	// so that a failure is told once per change, not per reconcile. One worker reconciles
-	// the one key, so it needs no lock.
+	// warned is the model version and edge deploy error last told in
+	// events, so that a failure is told once per change, not per
+	// reconcile. One worker reconciles the one key, so it needs no lock.
 	warned string
-	// invalidTold is, per policy, the generation and message of the last
-	// Warning event about it, so that each problem is told once.
-	invalidTold map[types.NamespacedName]string
+	// told is, per object (kind/namespace/name), the generation and
+	// message of the last Warning event about it, so that each problem is
+	// told once.
+	told map[string]string
+	// previous is the model handed to the queue last, from which a
+	// refused Gateway or load balancer keeps its entry (model.Input's
+	// Previous). Memory only: after a restart, refused objects are held
+	// by their providers instead (edgev1.Gateway.Hold).
+	previous *edgev1.Model
 	// interest filters the events of Services, ServiceImports,
 	// EndpointSlices and Secrets to those the model references.
 	interest interest
@@ -130,6 +136,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	}
 	res := model.Build(in)
 	r.Queue.Set(&res.Model)
+	r.previous = &res.Model
 	// A newly referenced object's events may have been filtered out while
 	// this model was built from an older cache: build once more.
 	var again reconcile.Result
@@ -137,43 +144,52 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		again.RequeueAfter = time.Millisecond
 	}
 
+	// Each object's Programmed comes from its own provider: the edge's
+	// progress and error for the edge's Gateways and load balancers, a
+	// cloud provider's per object for its own.
 	progress := r.Provider.Progress()
-	programmed := progress.Served && progress.Version == res.Model.Version
-	msg := progress.Message
-	if err := r.Queue.LastError(); err != nil {
-		msg = "deploying failed, the previous configuration stays: " + err.Error()
+	edge := programmedState{ok: progress.Served && progress.Version == res.Model.Version, message: progress.Message, addresses: progress.Addresses}
+	edgeErr := ""
+	if err := r.Queue.ClassError(provider.ClassEdge); err != nil {
+		edgeErr = err.Error()
+		edge.reason, edge.message = keys.ReasonDeployFailed, "deploying failed, the previous configuration stays: "+edgeErr
 	} else if progress.Version != res.Model.Version {
-		msg = fmt.Sprintf("model %s is being deployed; %s", res.Model.Version, msg)
+		edge.message = fmt.Sprintf("model %s is being deployed; %s", res.Model.Version, progress.Message)
 	}
-	deployErr := ""
-	if err := r.Queue.LastError(); err != nil {
-		deployErr = err.Error()
+	refused := map[string]edgev1.Gateway{}
+	for _, g := range res.Model.Gateways {
+		if g.Refused != "" {
+			refused[g.Namespace+"/"+g.Name] = g
+		}
 	}
-	// Told once per model and error, and only once there is a Gateway to
-	// tell it on.
-	told := res.Model.Version + "\x00" + deployErr
-	warn := deployErr != "" && told != r.warned && len(res.Status.Gateways) > 0
-	if deployErr == "" || len(res.Status.Gateways) > 0 {
-		r.warned = told
-	}
+	// Told once per model and error, and only once there is an edge
+	// Gateway to tell it on.
+	told := res.Model.Version + "\x00" + edgeErr
 	var errs []error
 	for _, st := range res.Status.GatewayClasses {
 		errs = append(errs, r.classStatus(ctx, st))
 	}
+	edgeGateways := 0
 	for _, st := range res.Status.Gateways {
-		if gp, ok := progress.Gateways[st.Namespace+"/"+st.Name]; ok {
+		key := st.Namespace + "/" + st.Name
+		ps := edge
+		if gp, ok := progress.Gateways[key]; ok {
 			// served by a cloud provider (e.g. Azure Front Door), which
-			// tells its progress per Gateway
-			errs = append(errs, r.gatewayStatus(ctx, st, gp.Served, gp.Message, gp.Addresses))
-		} else {
-			errs = append(errs, r.gatewayStatus(ctx, st, programmed, msg, progress.Addresses))
-		}
-		if warn && r.Recorder != nil {
-			gw := &gwv1.Gateway{}
-			if err := r.Client.Get(ctx, types.NamespacedName{Namespace: st.Namespace, Name: st.Name}, gw); err == nil {
-				r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, keys.ReasonDeployFailed, "Deploy", "deploying the model failed, the previous configuration stays: %s", deployErr)
+			// tells its progress and failures per Gateway
+			ps = programmedState{ok: gp.Served, reason: gp.Reason, message: gp.Message, addresses: gp.Addresses}
+		} else if _, held := refused[key]; !held {
+			edgeGateways++
+			if edgeErr != "" && told != r.warned {
+				r.warnGateway(ctx, st, edgeErr)
 			}
 		}
+		if g, ok := refused[key]; ok {
+			ps = refusedState(g, ps)
+		}
+		errs = append(errs, r.gatewayStatus(ctx, st, ps))
+	}
+	if edgeErr == "" || edgeGateways > 0 {
+		r.warned = told
 	}
 	for _, st := range res.Status.HTTPRoutes {
 		errs = append(errs, r.routeStatus(ctx, withRefusals(st, progress.RouteRefusals)))
@@ -181,13 +197,68 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	for _, st := range res.Status.BackendTrafficPolicies {
 		errs = append(errs, r.policyStatus(ctx, st))
 	}
-	errs = append(errs, r.loadBalancers(ctx, in.MultiClusterLoadBalancers, res, progress, deployErr)...)
+	errs = append(errs, r.loadBalancers(ctx, in.MultiClusterLoadBalancers, res, progress, edge)...)
 	for _, err := range errs {
 		if err != nil {
 			return reconcile.Result{}, err
 		}
 	}
 	return again, nil
+}
+
+// programmedState is what an object's Programmed condition and addresses
+// come from: its provider's progress.
+type programmedState struct {
+	ok bool
+	// reason is the kind of failure when the provider's last deploy of
+	// the object failed ("" Pending).
+	reason, message string
+	addresses       []string
+	// refused: the object's current generation is not accepted; message
+	// says what still serves.
+	refused bool
+}
+
+// refusedState is the Programmed state of a refused object whose model
+// entry is g: what serves is its last accepted generation (or, held,
+// whatever its provider served), with ps's addresses.
+func refusedState(g edgev1.Gateway, ps programmedState) programmedState {
+	ps.ok, ps.refused, ps.reason = false, true, ""
+	if g.Hold {
+		ps.message = "not accepted; its provider keeps serving what it served for an earlier generation, if any"
+	} else {
+		ps.message = fmt.Sprintf("not accepted; the last accepted configuration (generation %d) still serves", g.Generation)
+	}
+	return ps
+}
+
+// warnGateway tells an edge Gateway that deploying the model failed.
+func (r *Reconciler) warnGateway(ctx context.Context, st model.GatewayStatus, deployErr string) {
+	if r.Recorder == nil {
+		return
+	}
+	gw := &gwv1.Gateway{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: st.Namespace, Name: st.Name}, gw); err == nil {
+		r.Recorder.Eventf(gw, nil, corev1.EventTypeWarning, keys.ReasonDeployFailed, "Deploy", "deploying the model failed, the previous configuration stays: %s", deployErr)
+	}
+}
+
+// tellOnce records a Warning event about obj (kind/namespace/name key)
+// once per generation and message.
+func (r *Reconciler) tellOnce(obj client.Object, kind, reason, action, msg string) {
+	if r.Recorder == nil {
+		return
+	}
+	k := kind + "/" + obj.GetNamespace() + "/" + obj.GetName()
+	told := fmt.Sprintf("%d\x00%s\x00%s", obj.GetGeneration(), reason, msg)
+	if r.told == nil {
+		r.told = map[string]string{}
+	}
+	if r.told[k] == told {
+		return
+	}
+	r.told[k] = told
+	r.Recorder.Eventf(obj, nil, corev1.EventTypeWarning, reason, action, "%s", msg)
 }
 
 func (r *Reconciler) inputs(ctx context.Context) (model.Input, error) {
@@ -217,6 +288,7 @@ func (r *Reconciler) inputs(ctx context.Context) (model.Input, error) {
 	in.MultiClusterLoadBalancers, in.LoadBalancerClasses = loadBalancers.Items, r.LoadBalancerClasses
 	in.CRDBundleVersions = r.CRDBundleVersions
 	in.ValidateAnnotations = r.ValidateAnnotations
+	in.Previous = r.previous
 	return in, nil
 }
 
@@ -251,17 +323,23 @@ func (r *Reconciler) classStatus(ctx context.Context, st model.GatewayClassStatu
 	return r.patchStatus(ctx, gc, patch)
 }
 
-func (r *Reconciler) gatewayStatus(ctx context.Context, st model.GatewayStatus, programmed bool, msg string, addresses []string) error {
+func (r *Reconciler) gatewayStatus(ctx context.Context, st model.GatewayStatus, ps programmedState) error {
 	gw := &gwv1.Gateway{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: st.Namespace, Name: st.Name}, gw); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	accepted := meta.IsStatusConditionTrue(st.Conditions, string(gwv1.GatewayConditionAccepted))
-	prog := metav1.Condition{Type: string(gwv1.GatewayConditionProgrammed), Status: metav1.ConditionTrue, Reason: string(gwv1.GatewayReasonProgrammed), Message: msg, ObservedGeneration: gw.Generation}
+	prog := metav1.Condition{Type: string(gwv1.GatewayConditionProgrammed), Status: metav1.ConditionTrue, Reason: string(gwv1.GatewayReasonProgrammed), Message: ps.message, ObservedGeneration: gw.Generation}
 	switch {
+	case !accepted && ps.refused:
+		prog.Status, prog.Reason = metav1.ConditionFalse, string(gwv1.GatewayReasonInvalid)
 	case !accepted:
 		prog.Status, prog.Reason, prog.Message = metav1.ConditionFalse, string(gwv1.GatewayReasonInvalid), "the Gateway is not accepted"
-	case !programmed:
+	case !ps.ok && ps.reason != "":
+		// The spec lets an implementation name other reasons: the kind of
+		// failure tells a permissions problem apart from waiting.
+		prog.Status, prog.Reason = metav1.ConditionFalse, ps.reason
+	case !ps.ok:
 		prog.Status, prog.Reason = metav1.ConditionFalse, string(gwv1.GatewayReasonPending)
 	}
 	want := gw.Status.DeepCopy()
@@ -277,15 +355,16 @@ func (r *Reconciler) gatewayStatus(ctx context.Context, st model.GatewayStatus, 
 		lp := prog
 		if !meta.IsStatusConditionTrue(ls.Conditions, string(gwv1.ListenerConditionAccepted)) || !meta.IsStatusConditionTrue(ls.Conditions, string(gwv1.ListenerConditionResolvedRefs)) {
 			lp.Status, lp.Reason, lp.Message = metav1.ConditionFalse, string(gwv1.ListenerReasonInvalid), "the listener is not accepted or its references do not resolve"
-		} else if prog.Status == metav1.ConditionFalse {
+		} else if prog.Status == metav1.ConditionFalse && prog.Reason != string(gwv1.GatewayReasonInvalid) {
 			lp.Reason = string(gwv1.ListenerReasonPending)
 		}
 		ls.Conditions = merge(old, append(slices.Clone(ls.Conditions), lp))
 		want.Listeners = append(want.Listeners, ls)
 	}
 	want.Addresses = nil
-	if accepted {
-		for _, a := range addresses {
+	if accepted || ps.refused {
+		// a refused Gateway's last accepted generation is still reached there
+		for _, a := range ps.addresses {
 			t := gwv1.HostnameAddressType
 			if _, err := netip.ParseAddr(a); err == nil {
 				t = gwv1.IPAddressType
@@ -339,15 +418,8 @@ func (r *Reconciler) policyStatus(ctx context.Context, st model.BackendTrafficPo
 	if err := r.Client.Get(ctx, name, p); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if c := meta.FindStatusCondition(st.Conditions, string(gwv1.PolicyConditionAccepted)); c != nil && c.Reason == string(gwv1.PolicyReasonInvalid) && r.Recorder != nil {
-		told := fmt.Sprintf("%d\x00%s", p.Generation, c.Message)
-		if r.invalidTold == nil {
-			r.invalidTold = map[types.NamespacedName]string{}
-		}
-		if r.invalidTold[name] != told {
-			r.invalidTold[name] = told
-			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, c.Reason, "Validate", "%s", c.Message)
-		}
+	if c := meta.FindStatusCondition(st.Conditions, string(gwv1.PolicyConditionAccepted)); c != nil && c.Reason == string(gwv1.PolicyReasonInvalid) {
+		r.tellOnce(p, "BackendTrafficPolicy", c.Reason, "Validate", c.Message)
 	}
 	want := p.Status.DeepCopy()
 	want.Conditions = merge(p.Status.Conditions, st.Conditions)

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"slices"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/api/keys"
 	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
 	"github.com/fleetnet/fleetnet/internal/gateway/model"
 	"github.com/fleetnet/fleetnet/internal/gateway/provider"
 	networkingac "github.com/fleetnet/fleetnet/pkg/generated/applyconfiguration/networking/v1alpha1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,11 +24,15 @@ import (
 // serves a model without it, so that deleting one withdraws it first. The
 // status goes with the status field manager, so that neither apply
 // removes the other's fields.
-func (r *Reconciler) loadBalancers(ctx context.Context, lbs []networkingv1alpha1.MultiClusterLoadBalancer, res model.Result, progress provider.Progress, deployErr string) []error {
+func (r *Reconciler) loadBalancers(ctx context.Context, lbs []networkingv1alpha1.MultiClusterLoadBalancer, res model.Result, progress provider.Progress, edge programmedState) []error {
 	edgeCurrent := progress.Served && progress.Version == res.Model.Version
 	statuses := map[types.NamespacedName]model.LoadBalancerStatus{}
 	for _, st := range res.Status.LoadBalancers {
 		statuses[types.NamespacedName{Namespace: st.Namespace, Name: st.Name}] = st
+	}
+	entries := map[types.NamespacedName]edgev1.LoadBalancer{}
+	for _, m := range res.Model.LoadBalancers {
+		entries[types.NamespacedName{Namespace: m.Namespace, Name: m.Name}] = m
 	}
 	var errs []error
 	for i := range lbs {
@@ -43,7 +47,8 @@ func (r *Reconciler) loadBalancers(ctx context.Context, lbs []networkingv1alpha1
 		withdrawn := edgeCurrent
 		lp, lpOK := progress.LoadBalancers[key]
 		class := string(lb.Spec.Class)
-		if class != "" && class != provider.ClassEdge {
+		cloud := class != "" && class != provider.ClassEdge
+		if cloud {
 			withdrawn = progress.ClassVersions[class] == res.Model.Version && !lpOK
 		}
 		has := slices.Contains(lb.Finalizers, networkingv1alpha1.LoadBalancerFinalizer)
@@ -53,15 +58,21 @@ func (r *Reconciler) loadBalancers(ctx context.Context, lbs []networkingv1alpha1
 		if !ok || lb.DeletionTimestamp != nil {
 			continue
 		}
-		lbProgress := provider.LoadBalancerProgress{Served: edgeCurrent, Message: progress.Message, Addresses: progress.Addresses}
-		if class != "" && class != provider.ClassEdge {
-			lbProgress = provider.LoadBalancerProgress{Message: "waiting for the " + class + " provider to deploy it"}
+		ps := edge
+		if cloud {
+			ps = programmedState{message: "waiting for the " + class + " provider to deploy it"}
+			if err := r.Queue.ClassError(class); err != nil {
+				// its provider failed before it told anything of this one
+				ps.reason, ps.message = keys.ReasonDeployFailed, "deploying failed, the previous configuration stays: "+err.Error()
+			}
 			if lpOK {
-				lbProgress = lp
-				lbProgress.Served = lp.Served && progress.ClassVersions[class] == res.Model.Version
+				ps = programmedState{ok: lp.Served && progress.ClassVersions[class] == res.Model.Version, reason: lp.Reason, message: lp.Message, addresses: lp.Addresses}
 			}
 		}
-		errs = append(errs, r.loadBalancerStatus(ctx, lb, st, lbProgress, deployErr))
+		if st.Refused {
+			ps = refusedState(edgev1.Gateway{Generation: entries[name].Generation, Hold: entries[name].Hold}, ps)
+		}
+		errs = append(errs, r.loadBalancerStatus(ctx, lb, st, ps))
 	}
 	return errs
 }
@@ -90,21 +101,28 @@ func (r *Reconciler) applyFinalizer(ctx context.Context, lb *networkingv1alpha1.
 
 // loadBalancerStatus applies the conditions (Programmed from the
 // provider's progress), addresses and clusters, when they differ from
-// what is stored.
-func (r *Reconciler) loadBalancerStatus(ctx context.Context, lb *networkingv1alpha1.MultiClusterLoadBalancer, st model.LoadBalancerStatus, progress provider.LoadBalancerProgress, deployErr string) error {
+// what is stored, and tells a refusal or a failed deploy in a Warning
+// event, once per generation and message.
+func (r *Reconciler) loadBalancerStatus(ctx context.Context, lb *networkingv1alpha1.MultiClusterLoadBalancer, st model.LoadBalancerStatus, ps programmedState) error {
 	prog := metav1.Condition{Type: networkingv1alpha1.LoadBalancerConditionProgrammed, Status: metav1.ConditionTrue,
-		Reason: networkingv1alpha1.LoadBalancerReasonProgrammed, Message: progress.Message, ObservedGeneration: lb.Generation}
+		Reason: networkingv1alpha1.LoadBalancerReasonProgrammed, Message: ps.message, ObservedGeneration: lb.Generation}
 	var addresses []string
 	switch {
+	case ps.refused:
+		prog.Status, prog.Reason = metav1.ConditionFalse, networkingv1alpha1.LoadBalancerReasonInvalid
+		addresses = ps.addresses // the last accepted generation is still reached there
 	case !st.Served:
 		prog.Status, prog.Reason, prog.Message = metav1.ConditionFalse, networkingv1alpha1.LoadBalancerReasonInvalid, "the load balancer is not accepted"
-	case deployErr != "":
-		prog.Status, prog.Reason = metav1.ConditionFalse, networkingv1alpha1.LoadBalancerReasonPending
-		prog.Message = "deploying failed, the previous configuration stays: " + deployErr
-	case !progress.Served:
+	case !ps.ok && ps.reason != "":
+		prog.Status, prog.Reason = metav1.ConditionFalse, ps.reason
+		r.tellOnce(lb, "MultiClusterLoadBalancer", ps.reason, "Deploy", ps.message)
+	case !ps.ok:
 		prog.Status, prog.Reason = metav1.ConditionFalse, networkingv1alpha1.LoadBalancerReasonPending
 	default:
-		addresses = progress.Addresses
+		addresses = ps.addresses
+	}
+	if c := meta.FindStatusCondition(st.Conditions, networkingv1alpha1.LoadBalancerConditionAccepted); c != nil && c.Status == metav1.ConditionFalse {
+		r.tellOnce(lb, "MultiClusterLoadBalancer", c.Reason, "Accept", c.Message)
 	}
 	conds := merge(lb.Status.Conditions, append(slices.Clone(st.Conditions), prog))
 	if conditionsEqual(lb.Status.Conditions, conds) && slices.Equal(lb.Status.Addresses, addresses) && slices.Equal(lb.Status.Clusters, st.Clusters) &&
@@ -132,8 +150,5 @@ func (r *Reconciler) loadBalancerStatus(ctx context.Context, lb *networkingv1alp
 		return fmt.Errorf("applying the status of MultiClusterLoadBalancer %s/%s: %w", lb.Namespace, lb.Name, err)
 	}
 	r.Log.Info("status written", "kind", "MultiClusterLoadBalancer", "object", lb.Namespace+"/"+lb.Name)
-	if c := meta.FindStatusCondition(st.Conditions, networkingv1alpha1.LoadBalancerConditionAccepted); c != nil && c.Status == metav1.ConditionFalse && r.Recorder != nil {
-		r.Recorder.Eventf(lb, nil, corev1.EventTypeWarning, c.Reason, "Accept", "%s", c.Message)
-	}
 	return nil
 }

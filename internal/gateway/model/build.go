@@ -14,6 +14,7 @@ import (
 	"github.com/fleetnet/fleetnet/api/keys"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/gateway-api/pkg/consts"
@@ -107,7 +108,7 @@ func Build(in Input) Result {
 	res.Status.GatewayClasses = b.buildClasses()
 	res.Status.Gateways = b.buildGateways()
 	res.Status.HTTPRoutes = b.buildRoutes()
-	res.Model = b.assemble()
+	res.Model = b.assemble(res.Status.Gateways)
 	res.Model.LoadBalancers, res.Status.LoadBalancers = b.loadBalancers(res.Model.Gateways)
 	res.Model.Version = versionOf(res.Model)
 	res.Status.BackendTrafficPolicies = b.policyStatuses(res.Model)
@@ -426,11 +427,14 @@ func (b *builder) granted(fromGroup, fromKind, fromNS, toGroup, toKind, toNS, to
 	return false
 }
 
-// assemble orders everything the routes attached into the model.
-func (b *builder) assemble() edgev1.Model {
+// assemble orders everything the routes attached into the model, and the
+// refused Gateways' entries (heldGateway); statuses are the Gateways'
+// (buildGateways), in b.gatewayOrder.
+func (b *builder) assemble(statuses []GatewayStatus) edgev1.Model {
 	m := edgev1.Model{Gateways: []edgev1.Gateway{}}
-	for _, gs := range b.gatewayOrder {
+	for i, gs := range b.gatewayOrder {
 		if !gs.accepted {
+			m.Gateways = append(m.Gateways, b.heldGateway(gs, statuses[i]))
 			continue
 		}
 		g := edgev1.Gateway{Namespace: gs.gw.Namespace, Name: gs.gw.Name, Generation: gs.gw.Generation, Listeners: []edgev1.Listener{},
@@ -456,6 +460,29 @@ func (b *builder) assemble() edgev1.Model {
 		m.Gateways = append(m.Gateways, g)
 	}
 	return m
+}
+
+// heldGateway is the entry of a Gateway of ours that is not accepted: its
+// entry in Input.Previous, frozen, when it had one there of the same
+// class, or else an entry that tells its provider to hold what it serves.
+// A refused edit thus never withdraws a Gateway; deleting it, or moving
+// it to a class of another controller, does.
+func (b *builder) heldGateway(gs *gatewayState, st GatewayStatus) edgev1.Gateway {
+	why := "not accepted"
+	if c := meta.FindStatusCondition(st.Conditions, string(gwv1.GatewayConditionAccepted)); c != nil {
+		why = c.Message
+	}
+	class := string(gs.gw.Spec.GatewayClassName)
+	if b.in.Previous != nil {
+		for _, g := range b.in.Previous.Gateways {
+			if g.Namespace == gs.gw.Namespace && g.Name == gs.gw.Name && g.Class == class && !g.Hold {
+				g.Refused = why
+				return g
+			}
+		}
+	}
+	return edgev1.Gateway{Namespace: gs.gw.Namespace, Name: gs.gw.Name, Generation: gs.gw.Generation, Class: class,
+		UID: string(gs.gw.UID), Listeners: []edgev1.Listener{}, Refused: why, Hold: true}
 }
 
 func versionOf(m edgev1.Model) string {

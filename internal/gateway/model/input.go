@@ -51,6 +51,11 @@ type Input struct {
 	// in (annotations.Validator for Azure Front Door), so the model knows
 	// no provider's rules. Nil accepts any.
 	ValidateAnnotations func(class string, annotations map[string]string) error
+	// Previous is the model handed to the providers last (nil none): a
+	// Gateway or load balancer refused now keeps its entry from it, so
+	// that a mistake in an edit does not withdraw what serves (fail
+	// static; see edgev1.Gateway's Refused and Hold).
+	Previous *edgev1.Model
 }
 
 // Result is the model and the status it implies.

@@ -22,9 +22,12 @@ import (
 type LoadBalancerStatus struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
-	// Served: the load balancer is in the model (accepted, of a class this
-	// controller serves).
-	Served     bool                                      `json:"served"`
+	// Served: the load balancer is in the model (of a class this
+	// controller serves, accepted or Refused).
+	Served bool `json:"served"`
+	// Refused: the current generation is not accepted; the model holds
+	// the last accepted one (edgev1.LoadBalancer's Refused and Hold).
+	Refused    bool                                      `json:"refused,omitempty"`
 	Conditions []metav1.Condition                        `json:"conditions"`
 	Clusters   []networkingv1alpha1.ClusterBackendStatus `json:"clusters"`
 	// Ports lists the served ports, e.g. "5432/TCP,53/UDP"; "" when not
@@ -99,7 +102,15 @@ func (b *builder) loadBalancer(lb *networkingv1alpha1.MultiClusterLoadBalancer, 
 		st.Conditions = []metav1.Condition{
 			cond(networkingv1alpha1.LoadBalancerConditionAccepted, false, reason, msg, gen),
 		}
-		return m, st
+		if reason == networkingv1alpha1.LoadBalancerReasonUnsupportedClass {
+			return m, st // left the classes served here: withdrawn
+		}
+		held, ok := b.heldLoadBalancer(lb, class, msg, taken)
+		if !ok {
+			return m, st
+		}
+		st.Served, st.Refused = true, true
+		return held, st
 	}
 	var ports []string
 	for _, p := range m.Ports {
@@ -124,6 +135,39 @@ func (b *builder) loadBalancer(lb *networkingv1alpha1.MultiClusterLoadBalancer, 
 	st.Conditions = []metav1.Condition{accepted, resolved}
 	st.Clusters, st.HealthyClusters = clusterStates(br.weights, br.ready, overrides)
 	return m, st
+}
+
+// heldLoadBalancer is the entry of a refused load balancer of a class
+// served here: its entry in Input.Previous, frozen, when it had one there
+// of the same class whose ports are still free (its ports are then
+// taken), or else, when it may be served (it holds the finalizer the
+// controller adds to what it serves), an entry that tells its provider to
+// hold what it serves; false when it was never served. As for Gateways,
+// only deletion or leaving the served classes withdraws a load balancer.
+func (b *builder) heldLoadBalancer(lb *networkingv1alpha1.MultiClusterLoadBalancer, class, why string, taken map[string]string) (edgev1.LoadBalancer, bool) {
+	if b.in.Previous != nil {
+	previous:
+		for _, p := range b.in.Previous.LoadBalancers {
+			if p.Namespace != lb.Namespace || p.Name != lb.Name || p.Class != class || p.Hold {
+				continue
+			}
+			for _, port := range p.Ports {
+				if _, ok := taken[fmt.Sprintf("%d/%s", port.Port, port.Protocol)]; ok {
+					break previous // taken by an older one since: cannot be kept
+				}
+			}
+			for _, port := range p.Ports {
+				taken[fmt.Sprintf("%d/%s", port.Port, port.Protocol)] = "MultiClusterLoadBalancer " + key(lb.Namespace, lb.Name)
+			}
+			p.Refused = why
+			return p, true
+		}
+	}
+	if !slices.Contains(lb.Finalizers, networkingv1alpha1.LoadBalancerFinalizer) {
+		return edgev1.LoadBalancer{}, false
+	}
+	return edgev1.LoadBalancer{Namespace: lb.Namespace, Name: lb.Name, Generation: lb.Generation, Class: class,
+		Ports: []edgev1.LoadBalancerPort{}, Refused: why, Hold: true}, true
 }
 
 // refusal is why a load balancer is not accepted (a reason and message),

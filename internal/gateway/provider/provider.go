@@ -68,6 +68,10 @@ type LoadBalancerProgress struct {
 	Served bool
 	// Message says where it stands, for the Programmed condition.
 	Message string
+	// Reason is the kind of failure of its last deploy (a
+	// keys.ReasonAzure* value), for Programmed=False and a Warning event;
+	// "" when it did not fail.
+	Reason string
 	// Addresses are its global addresses.
 	Addresses []string
 }

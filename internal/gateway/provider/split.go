@@ -2,8 +2,6 @@ package provider
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
@@ -101,15 +99,13 @@ func (s *Split) Progress() Progress {
 	return p
 }
 
-// LastError joins the providers' last deploy errors, a cloud's with its
-// class.
-func (s *Split) LastError() error {
+// ClassError is the last deploy error of the provider of a load balancer
+// class (ClassEdge for the edge), nil after a success or for a class
+// Split does not serve. Each object's status reads its own provider's.
+func (s *Split) ClassError(class string) error {
 	s.init()
-	errs := []error{s.queues[ClassEdge].LastError()}
-	for _, class := range slices.Sorted(maps.Keys(s.Clouds)) {
-		if err := s.queues[class].LastError(); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", class, err))
-		}
+	if q := s.queues[class]; q != nil {
+		return q.LastError()
 	}
-	return errors.Join(errs...)
+	return nil
 }

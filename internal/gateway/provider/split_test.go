@@ -83,8 +83,12 @@ func TestSplit(t *testing.T) {
 	if p.Version != "v1" || !p.Served || p.LoadBalancers["demo/db"].Message != "creating" || p.ClassVersions["azure-cross-region"] != "v0" {
 		t.Errorf("Progress = %+v", p)
 	}
-	testkit.Until(t, 10*time.Second, "the cloud's error", func() bool { return s.LastError() != nil })
-	if err := s.LastError(); err.Error() != "azure-cross-region: quota exceeded" {
-		t.Errorf("LastError = %q", err)
+	testkit.Until(t, 10*time.Second, "the cloud's error", func() bool { return s.ClassError("azure-cross-region") != nil })
+	if err := s.ClassError("azure-cross-region"); err.Error() != "quota exceeded" {
+		t.Errorf("ClassError(azure-cross-region) = %q", err)
+	}
+	// One provider's failure is its own objects' only.
+	if err := s.ClassError(ClassEdge); err != nil {
+		t.Errorf("ClassError(edge) = %q, want nil: the cloud's failure is not the edge's", err)
 	}
 }

@@ -202,10 +202,14 @@ func (p *Provider) set(key string, e provider.LoadBalancerProgress) {
 }
 
 // message sets key's message, keeping its address, not served.
-func (p *Provider) message(key, msg string) {
+func (p *Provider) message(key, msg string) { p.failed(key, msg, "") }
+
+// failed sets key's message and the kind of its failure (reason, ""
+// none), keeping its address, not served.
+func (p *Provider) failed(key, msg, reason string) {
 	p.mu.Lock()
 	e := p.entries[key]
-	e.Served, e.Message = false, msg
+	e.Served, e.Message, e.Reason = false, msg, reason
 	p.entries[key] = e
 	p.mu.Unlock()
 	p.notify()
@@ -254,8 +258,13 @@ func (p *Provider) observe(ctx context.Context) (observed, error) {
 
 func (p *Provider) deploy(ctx context.Context, m *edgev1.Model) error {
 	plans := map[string]plan{}
+	hold := map[string]bool{} // refused, last accepted unknown: kept as they are
 	for _, lb := range m.LoadBalancers {
-		if lb.Class == Class {
+		switch {
+		case lb.Class != Class:
+		case lb.Hold:
+			hold[lb.Namespace+"/"+lb.Name] = true
+		default:
 			pl := planFor(p.target, lb)
 			plans[pl.key] = pl
 		}
@@ -287,9 +296,14 @@ func (p *Provider) deploy(ctx context.Context, m *edgev1.Model) error {
 	}
 	p.mu.Lock()
 	for key := range p.entries {
-		if _, planned := plans[key]; !planned && !held[key] {
+		if _, planned := plans[key]; !planned && !held[key] && !hold[key] {
 			delete(p.entries, key)
 		}
+	}
+	for key := range hold {
+		e := p.entries[key]
+		e.Message = "the current generation is refused; what Azure serves for it stays as it is"
+		p.entries[key] = e
 	}
 	for key := range plans {
 		if _, ok := p.entries[key]; !ok {
@@ -313,7 +327,7 @@ func (p *Provider) deploy(ctx context.Context, m *edgev1.Model) error {
 		work(key, func() error { return p.ensure(ctx, pl, obs) })
 	}
 	for _, key := range sortedKeys(held) {
-		if _, planned := plans[key]; !planned {
+		if _, planned := plans[key]; !planned && !hold[key] {
 			work(key, func() error { return p.withdraw(ctx, key, obs, "") })
 		}
 	}
@@ -324,7 +338,11 @@ func (p *Provider) deploy(ctx context.Context, m *edgev1.Model) error {
 // removes the key's resources of other names (left by an older naming).
 func (p *Provider) ensure(ctx context.Context, pl plan, obs observed) error {
 	fail := func(err error) error {
-		p.message(pl.key, err.Error())
+		if errors.Is(err, context.Canceled) {
+			p.message(pl.key, "deploying again: "+err.Error()) // superseded, or stopping
+		} else {
+			p.failed(pl.key, err.Error(), armerr.Reason(err))
+		}
 		return err
 	}
 	curIP := obs.pips[strings.ToLower(pl.name)]

@@ -636,3 +636,29 @@ func TestConfigValidate(t *testing.T) {
 		t.Error("NewCredential accepted an unknown kind")
 	}
 }
+
+// A refused load balancer whose last accepted configuration the controller
+// does not know (Hold) keeps its resources untouched, across a restart of
+// the provider; deleting it from the model withdraws them.
+func TestHeldLoadBalancerKeepsServing(t *testing.T) {
+	e := newEnv(t, armsim.Options{})
+	deploy(t, e.provider(t), mdl("v1", []portSpec{tcp(5432)}, e.cluster("east", 1, false)))
+	held := &edgev1.Model{Version: "v2", LoadBalancers: []edgev1.LoadBalancer{{Namespace: "demo", Name: "db", Generation: 2, Class: Class,
+		Ports: []edgev1.LoadBalancerPort{}, Refused: "ports[0].protocol: SCTP", Hold: true}}}
+	p := e.provider(t) // restarted: it knows nothing of demo/db but what Azure has
+	before := len(e.sim.Writes())
+	deploy(t, p, held)
+	if w := writes(e.sim, before); len(w) != 0 {
+		t.Errorf("writes for a held load balancer: %v", w)
+	}
+	if _, ok := e.sim.Get(lbID); !ok {
+		t.Fatal("the held load balancer was deleted")
+	}
+	if en := entry(t, p); !strings.Contains(en.Message, "refused") {
+		t.Errorf("entry %+v does not say it is held", en)
+	}
+	deploy(t, p, mdl("v3", nil))
+	if _, ok := e.sim.Get(lbID); ok {
+		t.Error("the load balancer was not withdrawn once it left the model")
+	}
+}

@@ -111,8 +111,8 @@ type Config struct {
 	// Tokens keeps the resume tokens of running operations (nil: kept in
 	// memory only, lost on restart).
 	Tokens TokenStore
-	// Event, when set, is told real failures (Warning, reason
-	// keys.ReasonAzureRequestFailed, the ARM code and message), once per
+	// Event, when set, is told real failures (Warning, reason the kind of
+	// failure from armerr.Reason, the ARM code and message), once per
 	// Gateway and message.
 	Event func(gateway, reason, message string)
 	// Clock measures how long a resource has been deploying (default the
@@ -154,6 +154,9 @@ type GatewayProgress struct {
 	Served bool
 	// Message says where it stands, for the Programmed condition.
 	Message string
+	// Reason is the kind of failure of its last deploy (armerr.Reason),
+	// "" when it did not fail.
+	Reason string
 	// Addresses are the endpoint's host name and the custom domains.
 	Addresses []string
 	// Refused are the route matches Front Door cannot express, for the
@@ -310,7 +313,7 @@ func (p *Provider) Progress() provider.Progress {
 		if !cur {
 			m = "a newer configuration is being deployed; " + m
 		}
-		per[k] = provider.LoadBalancerProgress{Served: g.Served && cur, Message: m, Addresses: g.Addresses}
+		per[k] = provider.LoadBalancerProgress{Served: g.Served && cur, Message: m, Reason: g.Reason, Addresses: g.Addresses}
 	}
 	return provider.Progress{Version: version, Served: current && served == len(gws), Message: msg, Addresses: addrs,
 		Gateways: per, RouteRefusals: refusals, ClassVersions: map[string]string{Class: version}}
@@ -327,18 +330,25 @@ func (p *Provider) Deploy(ctx context.Context, m *edgev1.Model) error { return p
 // until ctx ends. Run it on the leader only.
 func (p *Provider) Run(ctx context.Context) { p.loop.Run(ctx) }
 
-// served is the Gateways of m this provider serves, with their tiers.
-func (p *Provider) served(m *edgev1.Model) map[string]edgev1.Gateway {
-	out := map[string]edgev1.Gateway{}
+// served is the Gateways of m this provider serves, with their tiers;
+// held are those refused whose last accepted configuration the controller
+// does not know (edgev1.Gateway.Hold): their profiles stay as they are.
+func (p *Provider) served(m *edgev1.Model) (served map[string]edgev1.Gateway, held map[string]bool) {
+	served, held = map[string]edgev1.Gateway{}, map[string]bool{}
 	if m == nil {
-		return out
+		return served, held
 	}
 	for _, gw := range m.Gateways {
-		if _, ok := p.cfg.Classes[gw.Class]; ok {
-			out[gw.Namespace+"/"+gw.Name] = gw
+		if _, ok := p.cfg.Classes[gw.Class]; !ok {
+			continue
+		}
+		if gw.Hold {
+			held[gw.Namespace+"/"+gw.Name] = true
+		} else {
+			served[gw.Namespace+"/"+gw.Name] = gw
 		}
 	}
-	return out
+	return served, held
 }
 
 func (p *Provider) state(key string) *gatewayState {
@@ -354,7 +364,7 @@ func (p *Provider) state(key string) *gatewayState {
 func (p *Provider) setMessage(key, msg string) {
 	p.mu.Lock()
 	st := p.state(key)
-	st.progress.Served, st.progress.Message = false, msg
+	st.progress.Served, st.progress.Message, st.progress.Reason = false, msg, ""
 	p.mu.Unlock()
 	p.notify()
 }
@@ -366,10 +376,14 @@ func (p *Provider) setMessage(key, msg string) {
 func (p *Provider) fail(key string, err error) error {
 	msg := err.Error()
 	cancelled := errors.Is(err, context.Canceled)
+	reason := armerr.Reason(err)
 	p.mu.Lock()
 	st := p.state(key)
 	st.progress.Served = false
 	st.progress.Message = "not programmed, what Front Door serves stays: " + msg
+	if !cancelled {
+		st.progress.Reason = reason
+	}
 	tell := st.told != msg && !cancelled
 	if tell {
 		st.told = msg
@@ -381,14 +395,22 @@ func (p *Provider) fail(key string, err error) error {
 		p.log.Error("deploying to Azure Front Door failed", "gateway", key, "err", err)
 	}
 	if tell && p.cfg.Event != nil {
-		p.cfg.Event(key, keys.ReasonAzureRequestFailed, msg)
+		p.cfg.Event(key, reason, msg)
 	}
 	p.notify()
 	return fmt.Errorf("gateway %s: %w", key, err)
 }
 
 func (p *Provider) deploy(ctx context.Context, m *edgev1.Model) error {
-	want := p.served(m)
+	want, hold := p.served(m)
+	p.mu.Lock()
+	for key := range hold {
+		st := p.state(key)
+		st.withdrawing = false
+		st.progress.Message = "the current generation is refused; what Azure Front Door serves for it stays as it is"
+		st.version = m.Version // nothing to do for it in this model
+	}
+	p.mu.Unlock()
 	profiles, err := p.kinds[kindProfile].list(ctx, nil)
 	if err != nil {
 		err = fmt.Errorf("nothing changed: listing the Front Door profiles of resource group %s: %w", p.cfg.ResourceGroup, armerr.Describe(err))
@@ -420,7 +442,7 @@ func (p *Provider) deploy(ctx context.Context, m *edgev1.Model) error {
 		})
 	}
 	for _, key := range slices.Sorted(maps.Keys(held)) {
-		if _, ok := want[key]; !ok {
+		if _, ok := want[key]; !ok && !hold[key] {
 			workers.Go(func() error { return p.withdrawGateway(ctx, key, held[key]) })
 		}
 	}
@@ -429,7 +451,7 @@ func (p *Provider) deploy(ctx context.Context, m *edgev1.Model) error {
 	p.mu.Lock()
 	var gone []string
 	for key := range p.gateways {
-		if _, ok := want[key]; !ok && len(held[key]) == 0 {
+		if _, ok := want[key]; !ok && len(held[key]) == 0 && !hold[key] {
 			gone = append(gone, key)
 		}
 	}
@@ -490,7 +512,7 @@ func (p *Provider) refresh(ctx context.Context) error {
 		}
 	}
 	p.mu.Unlock()
-	want := p.served(m)
+	want, _ := p.served(m)
 	var errs []error
 	for _, key := range pending {
 		gw, ok := want[key]

@@ -151,7 +151,7 @@ func TestTransientAndForbidden(t *testing.T) {
 		t.Errorf("message %q lacks %q", g.Message, want)
 	}
 	ev := h.eventList()
-	if len(ev) != 1 || !strings.Contains(ev[0], keys.ReasonAzureRequestFailed) || !strings.Contains(ev[0], want) {
+	if len(ev) != 1 || !strings.Contains(ev[0], keys.ReasonAzureAuthorizationFailed) || !strings.Contains(ev[0], want) {
 		t.Errorf("events %v", ev)
 	}
 	if err := p.Deploy(ctx, modelOf("v2", gw)); err == nil || len(h.eventList()) != 1 {

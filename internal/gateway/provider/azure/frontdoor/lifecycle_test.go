@@ -675,3 +675,37 @@ func TestRefreshKeepsFailure(t *testing.T) {
 		t.Errorf("after refreshes: %+v", g)
 	}
 }
+
+// A refused Gateway whose last accepted configuration the controller does
+// not know (Hold) keeps its profile untouched, across a restart of the
+// provider; leaving the model withdraws it.
+func TestHeldGatewayKeepsServing(t *testing.T) {
+	h := newHarness(t, armsim.Options{})
+	ctx := context.Background()
+	if err := h.provider().Deploy(ctx, modelOf("v1", h.gateway("afd-standard", nil))); err != nil {
+		t.Fatal(err)
+	}
+	profiles := len(h.sim.Resources(armsim.TypeProfile))
+	p := h.provider() // restarted
+	before := len(h.sim.Writes())
+	held := edgev1.Gateway{Namespace: "web", Name: "public", Generation: 2, Class: "afd-standard", UID: "uid-1", Listeners: []edgev1.Listener{},
+		Refused: `annotation fleetnet.dev/azure-probe-pth="/healthz": unknown annotation`, Hold: true}
+	if err := p.Deploy(ctx, modelOf("v2", held)); err != nil {
+		t.Fatal(err)
+	}
+	if w := h.writes(before); len(w) != 0 {
+		t.Errorf("writes for a held Gateway: %v", w)
+	}
+	if n := len(h.sim.Resources(armsim.TypeProfile)); n != profiles || n == 0 {
+		t.Fatalf("profiles %d, want the %d that served", n, profiles)
+	}
+	if g := p.Gateways()[gwKey]; !strings.Contains(g.Message, "refused") {
+		t.Errorf("progress %+v does not say it is held", g)
+	}
+	if err := p.Deploy(ctx, modelOf("v3")); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(h.sim.Resources(armsim.TypeProfile)); n != 0 {
+		t.Errorf("%d profiles left after the Gateway left the model", n)
+	}
+}

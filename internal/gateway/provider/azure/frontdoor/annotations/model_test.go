@@ -57,8 +57,9 @@ func TestBuildRefusesInvalidAnnotations(t *testing.T) {
 			if c.Status != metav1.ConditionFalse || c.Reason != string(gwv1.GatewayReasonInvalidParameters) || !strings.Contains(c.Message, tt.message) {
 				t.Errorf("Accepted = %s %s %q, want False InvalidParameters containing %q", c.Status, c.Reason, c.Message, tt.message)
 			}
-			if len(res.Model.Gateways) != 0 {
-				t.Errorf("a refused Gateway is in the model: %+v", res.Model.Gateways)
+			// Refused: held (fail static), not served as written.
+			if len(res.Model.Gateways) != 1 || !res.Model.Gateways[0].Hold || len(res.Model.Gateways[0].Listeners) != 0 {
+				t.Errorf("a refused Gateway's model entry: %+v, want only a hold", res.Model.Gateways)
 			}
 		})
 	}
