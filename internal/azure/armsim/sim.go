@@ -108,6 +108,7 @@ type Sim struct {
 	resources map[string]*record
 	ops       map[string]*operation // by resource key; kept after the end for late polls
 	held      map[string]bool       // lowercase types whose operations do not advance; "" all
+	heldIDs   map[string]bool       // resource keys whose (and whose children's) operations do not advance
 	faults    []*Injected
 	calls     []Call
 	mounts    map[string]policy.Transporter // by lowercase type prefix (see Mount)
@@ -147,7 +148,7 @@ type operation struct {
 // balancers and public IP addresses registered and mounted.
 func New(opts Options) *Sim {
 	s := &Sim{opts: opts, kinds: map[string]*Kind{}, resources: map[string]*record{}, ops: map[string]*operation{},
-		held: map[string]bool{}, mounts: map[string]policy.Transporter{}, deployReads: map[string]int{}, failDeploy: map[string]bool{}}
+		held: map[string]bool{}, heldIDs: map[string]bool{}, mounts: map[string]policy.Transporter{}, deployReads: map[string]int{}, failDeploy: map[string]bool{}}
 	s.registerNetwork()
 	s.registerFrontDoor()
 	return s
@@ -209,6 +210,21 @@ func (s *Sim) Release(typ string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.held, strings.ToLower(typ))
+}
+
+// HoldResource is Hold for the operations on id and its children only:
+// one object's operation hangs while others go on.
+func (s *Sim) HoldResource(id ID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.heldIDs[id.Key()] = true
+}
+
+// ReleaseResource lets the operations HoldResource kept go on.
+func (s *Sim) ReleaseResource(id ID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.heldIDs, id.Key())
 }
 
 // Resource is a stored resource as a test or a Kind sees it.
@@ -335,7 +351,15 @@ func (s *Sim) ofType(typ string) []Resource {
 }
 
 func (s *Sim) isHeld(id ID) bool {
-	return s.held[""] || s.held[strings.ToLower(id.Type())]
+	if s.held[""] || s.held[strings.ToLower(id.Type())] {
+		return true
+	}
+	for k := range s.heldIDs {
+		if id.Key() == k || strings.HasPrefix(id.Key(), k+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // advance counts one poll of the operation on id, and ends it when its

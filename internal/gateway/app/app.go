@@ -90,6 +90,11 @@ type AzureOptions struct {
 	ClientID       string
 	PollInterval   time.Duration
 	Resync         time.Duration
+	// WaitBound and FrontDoorWaitBound are how long an operation (or a
+	// Front Door deployment) may run before its object is
+	// Programmed=False with reason AzureTimeout; 0 the provider's default.
+	WaitBound          time.Duration
+	FrontDoorWaitBound time.Duration
 	// FrontDoorClasses turns on the Azure Front Door provider for
 	// Gateways: "class=Standard,class=Premium" (GatewayClass name and the
 	// tier it selects).
@@ -119,6 +124,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Azure.ClientID, "azure-client-id", "", "client id of the managed or workload identity (optional)")
 	fs.DurationVar(&o.Azure.PollInterval, "azure-poll-interval", 10*time.Second, "how often a long-running Azure operation is polled")
 	fs.DurationVar(&o.Azure.Resync, "azure-resync", 10*time.Minute, "how often Azure resources are compared with the model, repairing drift")
+	fs.DurationVar(&o.Azure.WaitBound, "azure-wait-bound", crossregion.DefaultWaitBound, "how long a cross-region load balancer's Azure operation may run before it is Programmed=False with reason AzureTimeout (polling goes on; past 4x it is retried)")
+	fs.DurationVar(&o.Azure.FrontDoorWaitBound, "azure-front-door-wait-bound", frontdoor.DefaultWaitBound, "how long a Front Door operation or deployment may run before its Gateway is Programmed=False with reason AzureTimeout (polling goes on; past 4x it is retried)")
 	fs.StringVar(&o.Azure.FrontDoorClasses, "azure-front-door-classes", "", "GatewayClasses whose Gateways Azure Front Door serves, with the tier each selects, e.g. afd=Standard,afd-private=Premium (needs --azure-subscription-id)")
 	fs.StringVar(&o.Azure.FrontDoorResourceGroup, "azure-front-door-resource-group", "", "resource group (existing) of the Front Door profiles (default: --azure-resource-group)")
 	fs.DurationVar(&o.Azure.FrontDoorAbsentFor, "azure-front-door-absent-for", 2*time.Minute, "how long a withdrawn Front Door resource must be observed absent before its withdrawal is complete")
@@ -174,6 +181,14 @@ func (o *Options) Validate() error {
 		if a.FrontDoorAbsentFor < 0 {
 			errs = append(errs, fmt.Errorf("--azure-front-door-absent-for=%s: must not be negative", a.FrontDoorAbsentFor))
 		}
+		for _, f := range []struct {
+			flag string
+			v    time.Duration
+		}{{"--azure-wait-bound", a.WaitBound}, {"--azure-front-door-wait-bound", a.FrontDoorWaitBound}} {
+			if f.v < 0 {
+				errs = append(errs, fmt.Errorf("%s=%s: must not be negative", f.flag, f.v))
+			}
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -214,7 +229,7 @@ func azureProvider(o Options, log *slog.Logger) (*crossregion.Provider, error) {
 	}
 	owner := cmp.Or(a.Owner, o.ClusterID)
 	p, err := crossregion.New(crossregion.Config{SubscriptionID: a.SubscriptionID, ResourceGroup: a.ResourceGroup, Location: a.Location,
-		Owner: owner, Credential: cred, ClientOptions: a.ClientOptions, PollInterval: a.PollInterval, Resync: a.Resync, Log: log})
+		Owner: owner, Credential: cred, ClientOptions: a.ClientOptions, PollInterval: a.PollInterval, Resync: a.Resync, WaitBound: a.WaitBound, Log: log})
 	if err != nil {
 		return nil, fmt.Errorf("azure-cross-region provider: %w", err)
 	}
@@ -253,7 +268,7 @@ func frontDoorProvider(o Options, c client.Client, recorder events.EventRecorder
 	}
 	p, err := frontdoor.New(frontdoor.Config{SubscriptionID: a.SubscriptionID, ResourceGroup: cmp.Or(a.FrontDoorResourceGroup, a.ResourceGroup),
 		Owner: cmp.Or(a.Owner, o.ClusterID), Classes: classes, Credential: cred, ClientOptions: a.ClientOptions,
-		PollInterval: a.PollInterval, Resync: a.Resync, AbsentFor: a.FrontDoorAbsentFor, Tokens: &AnnotationTokens{Client: c}, Event: event, Log: log})
+		PollInterval: a.PollInterval, Resync: a.Resync, WaitBound: a.FrontDoorWaitBound, AbsentFor: a.FrontDoorAbsentFor, Tokens: &AnnotationTokens{Client: c}, Event: event, Log: log})
 	if err != nil {
 		return nil, nil, fmt.Errorf("azure-front-door provider: %w", err)
 	}

@@ -12,9 +12,13 @@ import (
 
 // Queue deploys the newest model it was given, one at a time, off the
 // caller's path: Set never waits for a provider. Models are level state,
-// so a model superseded while another deploys is skipped. A failed deploy
-// is retried with a backoff (at most RetryMax apart) until it succeeds or
-// a newer model arrives; the provider meanwhile serves what it had.
+// so a model superseded while another deploys is skipped, and a newer
+// model cancels the context of the deploy in progress (a cloud provider
+// then stops waiting for it; the jobs it started go on, see
+// deployloop.Lanes), so that one slow object never holds the next model.
+// A failed deploy is retried with a backoff (at most RetryMax apart) until
+// it succeeds or a newer model arrives; the provider meanwhile serves what
+// it had.
 type Queue struct {
 	Provider Provider
 	Log      *slog.Logger
@@ -27,6 +31,9 @@ type Queue struct {
 	want    *edgev1.Model
 	lastErr error
 	wake    chan struct{}
+	// deploying is the version being deployed, with its context's cancel.
+	deploying       string
+	cancelDeploying context.CancelFunc
 }
 
 // Set makes m the model to deploy.
@@ -34,6 +41,9 @@ func (q *Queue) Set(m *edgev1.Model) {
 	q.mu.Lock()
 	q.want = m
 	wake := q.wake
+	if q.cancelDeploying != nil && q.deploying != m.Version {
+		q.cancelDeploying()
+	}
 	q.mu.Unlock()
 	if wake != nil {
 		select {
@@ -82,12 +92,30 @@ func (q *Queue) Run(ctx context.Context) {
 			wait = 0
 			continue
 		}
+		dctx, cancel := context.WithCancel(ctx)
+		q.mu.Lock()
+		q.deploying, q.cancelDeploying = m.Version, cancel
+		q.mu.Unlock()
 		// A panic in a provider is that model's failure, reported like any
 		// other, not the controller's end.
-		err := recovered.Do("provider-queue", q.Log, func() error { return q.Provider.Deploy(ctx, m) })
+		err := recovered.Do("provider-queue", q.Log, func() error { return q.Provider.Deploy(dctx, m) })
+		superseded := dctx.Err() != nil && ctx.Err() == nil
+		cancel()
 		q.mu.Lock()
-		q.lastErr = err
+		q.deploying, q.cancelDeploying = "", nil
+		if !superseded {
+			q.lastErr = err
+		}
 		q.mu.Unlock()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case superseded:
+			// a newer model is waiting: deploy it now
+			q.Log.Info("a newer model superseded the deploy in progress", "version", m.Version)
+			wait = 0
+			continue
+		}
 		if err != nil {
 			q.Log.Error("deploying the model failed; the previous one stays", "version", m.Version, "err", err, "retryIn", backoff)
 			wait, backoff = backoff, min(backoff*2, retryMax)

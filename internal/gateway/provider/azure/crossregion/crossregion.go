@@ -30,6 +30,9 @@ package crossregion
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,6 +47,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/azure/armerr"
 	"github.com/fleetnet/fleetnet/internal/azure/armutil"
 
@@ -53,6 +57,10 @@ import (
 
 // Class is the load balancer class this provider serves.
 const Class = "azure-cross-region"
+
+// DefaultWaitBound is Config.WaitBound's default: load balancer and public
+// IP operations end within minutes.
+const DefaultWaitBound = 20 * time.Minute
 
 // Config configures the provider.
 type Config struct {
@@ -82,6 +90,12 @@ type Config struct {
 	// Parallelism is how many load balancers are deployed at once
 	// (default 4).
 	Parallelism int
+	// WaitBound is how long an operation may run before its load
+	// balancer is Programmed=False with reason AzureTimeout naming it and
+	// how long it waited (default DefaultWaitBound); polling goes on. Past
+	// four times WaitBound a deployment stops waiting (it fails with
+	// AzureTimeout; the next one waits for the operation again).
+	WaitBound time.Duration
 	// Resync is how often Run deploys the last model again to repair
 	// drift (default deployloop.DefaultResync, 10m).
 	Resync time.Duration
@@ -115,11 +129,18 @@ type Provider struct {
 	log   *slog.Logger
 	lbs   *armnetwork.LoadBalancersClient
 	pips  *armnetwork.PublicIPAddressesClient
-	// loop runs deploy, one deployment at a time, and resyncs.
-	loop *deployloop.Loop
+	// loop runs deploy, one deployment at a time, and resyncs; lanes
+	// runs each load balancer's job of a deployment.
+	loop  *deployloop.Loop
+	lanes *deployloop.Lanes
 
 	mu      sync.Mutex
 	entries map[string]provider.LoadBalancerProgress
+	// deployed is, per load balancer, the input (inputOf) of its last job
+	// that ended without error; taken is the version of the newest model
+	// whose jobs were started, for which entries stand.
+	deployed map[string]string
+	taken    string
 }
 
 var _ provider.Provider = (*Provider)(nil)
@@ -136,6 +157,9 @@ func New(cfg Config) (*Provider, error) {
 	if cfg.Parallelism <= 0 {
 		cfg.Parallelism = 4
 	}
+	if cfg.WaitBound <= 0 {
+		cfg.WaitBound = DefaultWaitBound
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
@@ -146,7 +170,8 @@ func New(cfg Config) (*Provider, error) {
 	p := &Provider{cfg: cfg, log: cfg.Log.With("provider", Class),
 		target: target{subscription: cfg.SubscriptionID, resourceGroup: cfg.ResourceGroup, location: cfg.Location, owner: cfg.Owner},
 		owner:  armutil.Owner{Tag: TagOwner, Value: cfg.Owner, NamespaceTag: TagNamespace, NameTag: TagName},
-		lbs:    f.NewLoadBalancersClient(), pips: f.NewPublicIPAddressesClient(), entries: map[string]provider.LoadBalancerProgress{}}
+		lbs:    f.NewLoadBalancersClient(), pips: f.NewPublicIPAddressesClient(), entries: map[string]provider.LoadBalancerProgress{},
+		deployed: map[string]string{}, lanes: deployloop.NewLanes(cfg.Parallelism, cfg.Log.With("provider", Class))}
 	p.loop = deployloop.New(deployloop.Hooks{Deploy: p.deploy, Resync: cfg.Resync, Log: p.log})
 	return p, nil
 }
@@ -163,6 +188,7 @@ func (p *Provider) Progress() provider.Progress {
 	version, last := p.loop.Deployed()
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	taken := p.taken
 	entries := make(map[string]provider.LoadBalancerProgress, len(p.entries))
 	served := 0
 	for k, e := range p.entries {
@@ -178,7 +204,10 @@ func (p *Provider) Progress() provider.Progress {
 		Served:        current && served == len(entries),
 		Message:       fmt.Sprintf("%d of %d cross-region load balancers served", served, len(entries)),
 		LoadBalancers: entries,
-		ClassVersions: map[string]string{Class: version},
+		// Each entry stands for the newest model once its jobs started:
+		// a load balancer is current on its own, whatever another's
+		// hanging operation holds back.
+		ClassVersions: map[string]string{Class: taken},
 	}
 }
 
@@ -190,7 +219,10 @@ func (p *Provider) Deploy(ctx context.Context, m *edgev1.Model) error { return p
 // Run deploys the last model again every Config.Resync until ctx ends, so
 // that changes made to the resources outside fleetnet are repaired and
 // operations that failed are tried again. Run it on the leader only.
-func (p *Provider) Run(ctx context.Context) { p.loop.Run(ctx) }
+func (p *Provider) Run(ctx context.Context) {
+	p.loop.Run(ctx)
+	p.lanes.Stop()
+}
 
 func (p *Provider) notify() { p.loop.Notify() }
 
@@ -294,44 +326,71 @@ func (p *Provider) deploy(ctx context.Context, m *edgev1.Model) error {
 			held[k] = true
 		}
 	}
+	inputs := map[string]string{}
+	for _, lb := range m.LoadBalancers {
+		if lb.Class == Class && !lb.Hold {
+			inputs[lb.Namespace+"/"+lb.Name] = inputOf(lb)
+		}
+	}
 	p.mu.Lock()
 	for key := range p.entries {
 		if _, planned := plans[key]; !planned && !held[key] && !hold[key] {
 			delete(p.entries, key)
 		}
 	}
-	for key := range hold {
-		e := p.entries[key]
-		e.Message = "the current generation is refused; what Azure serves for it stays as it is"
-		p.entries[key] = e
-	}
 	for key := range plans {
-		if _, ok := p.entries[key]; !ok {
-			p.entries[key] = provider.LoadBalancerProgress{Message: "deploying"}
+		if e, ok := p.entries[key]; !ok || p.deployed[key] != inputs[key] {
+			// new, changed, or its last job failed: not served as planned yet
+			e.Served, e.Message = false, "deploying"
+			p.entries[key] = e
 		}
 	}
+	for key := range hold {
+		e := p.entries[key]
+		e.Message, e.Reason = "the current generation is refused; what Azure serves for it stays as it is", ""
+		p.entries[key] = e
+	}
+	p.taken = m.Version
 	p.mu.Unlock()
 	p.notify()
 
-	workers := deployloop.NewWorkers(p.cfg.Parallelism, p.log)
-	work := func(key string, f func() error) {
-		workers.Go(func() error {
-			if err := f(); err != nil {
+	var jobs []*deployloop.Job
+	for _, key := range sortedKeys(plans) {
+		pl, input := plans[key], inputs[key]
+		jobs = append(jobs, p.lanes.Start(key, input, func(ctx context.Context) error {
+			if err := p.ensure(ctx, pl, obs); err != nil {
 				return fmt.Errorf("load balancer %s: %w", key, err)
 			}
+			p.mu.Lock()
+			p.deployed[key] = input
+			p.mu.Unlock()
 			return nil
-		})
-	}
-	for _, key := range sortedKeys(plans) {
-		pl := plans[key]
-		work(key, func() error { return p.ensure(ctx, pl, obs) })
+		}))
 	}
 	for _, key := range sortedKeys(held) {
 		if _, planned := plans[key]; !planned && !hold[key] {
-			work(key, func() error { return p.withdraw(ctx, key, obs, "") })
+			jobs = append(jobs, p.lanes.Start(key, "withdraw", func(ctx context.Context) error {
+				if err := p.withdraw(ctx, key, obs, ""); err != nil {
+					return fmt.Errorf("load balancer %s: %w", key, err)
+				}
+				p.mu.Lock()
+				delete(p.deployed, key)
+				p.mu.Unlock()
+				return nil
+			}))
 		}
 	}
-	return workers.Wait()
+	return deployloop.Wait(ctx, jobs)
+}
+
+// inputOf identifies what a load balancer's job deploys: its model entry.
+func inputOf(lb edgev1.LoadBalancer) string {
+	data, err := json.Marshal(lb)
+	if err != nil {
+		panic(err) // plain structs of strings and numbers always marshal
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:8])
 }
 
 // ensure makes the public IP and load balancer of pl match it, then
@@ -522,8 +581,12 @@ func (p *Provider) loadBalancerKind() kind[armnetwork.LoadBalancer] {
 // settle waits, polling the resource, until no operation runs on it; nil
 // when it is gone.
 func settle[T any](ctx context.Context, p *Provider, k kind[T], key, name string, cur *T) (*T, error) {
+	start := time.Now()
 	for cur != nil && armutil.Running(string(k.state(cur))) {
-		p.message(key, fmt.Sprintf("waiting for %s %s: provisioningState %s (an operation already running)", k.what, name, k.state(cur)))
+		what := fmt.Sprintf("waiting for %s %s: provisioningState %s (an operation already running)", k.what, name, k.state(cur))
+		if err := p.waited(key, what, time.Since(start)); err != nil {
+			return nil, err
+		}
 		if err := deployloop.Sleep(ctx, p.cfg.PollInterval); err != nil {
 			return nil, err
 		}
@@ -537,6 +600,53 @@ func settle[T any](ctx context.Context, p *Provider, k kind[T], key, name string
 		cur = v
 	}
 	return cur, nil
+}
+
+// waited tells that key waits for what: past Config.WaitBound with reason
+// AzureTimeout and how long (whole minutes, so that the status changes
+// once a minute); past four times the bound it is an error wrapping
+// context.DeadlineExceeded.
+func (p *Provider) waited(key, what string, elapsed time.Duration) error {
+	bound := p.cfg.WaitBound
+	switch {
+	case elapsed > 4*bound:
+		return fmt.Errorf("%s for %s, more than the %s limit: %w", what, elapsed.Truncate(time.Minute), 4*bound, context.DeadlineExceeded)
+	case elapsed > bound:
+		p.failed(key, fmt.Sprintf("%s for %s, more than the %s bound; still polling", what, elapsed.Truncate(time.Minute), bound), keys.ReasonAzureTimeout)
+	default:
+		p.message(key, what)
+	}
+	return nil
+}
+
+// bounded runs an operation's f (its begin and polls) under a deadline of
+// four times Config.WaitBound, telling past the bound that key waits for
+// what.
+func bounded[T any](ctx context.Context, p *Provider, key, what string, f func(ctx context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, 4*p.cfg.WaitBound)
+	defer cancel()
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	defer func() {
+		close(done)
+		wg.Wait() // no word of waiting after the operation ended
+	}()
+	wg.Go(func() {
+		start := time.Now()
+		t := time.NewTicker(max(p.cfg.PollInterval, time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if time.Since(start) > p.cfg.WaitBound {
+					_ = p.waited(key, what, time.Since(start))
+				}
+			}
+		}
+	})
+	return f(ctx)
 }
 
 // apply waits for an operation running on cur, then writes want when cur
@@ -566,7 +676,7 @@ func apply[T any](ctx context.Context, p *Provider, k kind[T], key, name string,
 		}
 		p.message(key, msg)
 		p.log.Info(verb, "loadBalancer", key, "resource", k.what, "name", name, "changes", changes)
-		got, err := k.put(ctx, name, want)
+		got, err := bounded(ctx, p, key, fmt.Sprintf("%s %s %s", verb, k.what, name), func(ctx context.Context) (*T, error) { return k.put(ctx, name, want) })
 		if err == nil {
 			if s := k.state(got); s != armnetwork.ProvisioningStateSucceeded {
 				return nil, fmt.Errorf("%s %s %s: the operation ended with provisioningState %s", verb, k.what, name, s)
@@ -598,7 +708,7 @@ func remove[T any](ctx context.Context, p *Provider, k kind[T], key, name string
 	for attempt := 0; ; attempt++ {
 		p.message(key, fmt.Sprintf("deleting %s %s (provisioningState Deleting)", k.what, name))
 		p.log.Info("deleting", "loadBalancer", key, "resource", k.what, "name", name)
-		err := k.del(ctx, name)
+		_, err := bounded(ctx, p, key, fmt.Sprintf("deleting %s %s", k.what, name), func(ctx context.Context) (struct{}, error) { return struct{}{}, k.del(ctx, name) })
 		if err == nil {
 			return nil
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/network/armnetwork/v6"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/azure/armerr"
 	"github.com/fleetnet/fleetnet/internal/azure/armsim"
 	"github.com/fleetnet/fleetnet/internal/azure/armutil"
@@ -378,7 +379,8 @@ func TestProgressDuringOperation(t *testing.T) {
 		return ok && strings.Contains(pe.Message, "creating load balancer "+lbName+" (provisioningState Updating)") && r.Operation == "put"
 	})
 	pr := p.Progress()
-	if pr.LoadBalancers["demo/db"].Served || pr.ClassVersions[Class] != "" || pr.Served {
+	// The entry stands for v1 (its job started), not served yet.
+	if pr.LoadBalancers["demo/db"].Served || pr.ClassVersions[Class] != "v1" || pr.Served {
 		t.Errorf("progress mid-operation %+v", pr)
 	}
 	if len(pr.LoadBalancers["demo/db"].Addresses) != 1 {
@@ -438,6 +440,7 @@ func TestResumeAfterRestart(t *testing.T) {
 			if err := <-done; !errors.Is(err, context.Canceled) {
 				t.Fatalf("Deploy after cancel: %v", err)
 			}
+			first.lanes.Stop() // and its jobs with it
 			e.sim.Release(tc.hold)
 
 			second := e.provider(t)
@@ -510,8 +513,8 @@ func TestTransientErrors(t *testing.T) {
 			if got.Served || !strings.Contains(got.Message, tc.wantErr) {
 				t.Errorf("progress %+v", got)
 			}
-			if p.Progress().ClassVersions[Class] != "" {
-				t.Errorf("class version %q after a failed deploy", p.Progress().ClassVersions[Class])
+			if v := p.Progress().ClassVersions[Class]; v != m.Version {
+				t.Errorf("class version %q after a failed deploy, want %s: the entry, not served, stands for it", v, m.Version)
 			}
 			in.Remove()
 			deploy(t, p, m)
@@ -660,5 +663,39 @@ func TestHeldLoadBalancerKeepsServing(t *testing.T) {
 	deploy(t, p, mdl("v3", nil))
 	if _, ok := e.sim.Get(lbID); ok {
 		t.Error("the load balancer was not withdrawn once it left the model")
+	}
+}
+
+// An operation that runs past WaitBound is told on its load balancer
+// (reason AzureTimeout, what and how long), still polled; another load
+// balancer deploys meanwhile; past four times the bound the deployment
+// stops waiting with AzureTimeout, and the next one ends the operation.
+func TestBoundedWaits(t *testing.T) {
+	e := newEnv(t, armsim.Options{Polls: 1})
+	p := e.provider(t)
+	p.cfg.WaitBound = 50 * time.Millisecond
+	e.sim.HoldResource(lbID)
+	m := mdl("v1", []portSpec{tcp(5432)}, e.cluster("east", 1, false))
+	other := m.LoadBalancers[0]
+	other.Name = "cache"
+	other.Ports = []edgev1.LoadBalancerPort{{Port: 6432, TargetPort: 6432, Protocol: edgev1.ProtocolTCP, Clusters: other.Ports[0].Clusters}}
+	m.LoadBalancers = append(m.LoadBalancers, other)
+
+	done := make(chan error, 1)
+	go func() { done <- p.Deploy(context.Background(), m) }()
+	testkit.Until(t, 10*time.Second, "demo/db past its bound while demo/cache is served", func() bool {
+		pr := p.Progress()
+		db := pr.LoadBalancers["demo/db"]
+		return pr.LoadBalancers["demo/cache"].Served && db.Reason == keys.ReasonAzureTimeout &&
+			strings.Contains(db.Message, "creating load balancer "+lbName) && strings.Contains(db.Message, "still polling")
+	})
+	err := <-done
+	if err == nil || armerr.Reason(err) != keys.ReasonAzureTimeout || !strings.Contains(err.Error(), "load balancer demo/db") {
+		t.Fatalf("Deploy = %v, want demo/db's AzureTimeout", err)
+	}
+	e.sim.ReleaseResource(lbID)
+	deploy(t, p, m)
+	if en := entry(t, p); !en.Served || en.Reason != "" {
+		t.Errorf("demo/db after the operation ended: %+v", en)
 	}
 }

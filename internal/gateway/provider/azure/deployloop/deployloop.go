@@ -20,16 +20,14 @@
 //
 // The provider keeps its own state (per load balancer or Gateway) under
 // its own lock, calls Notify when it changes, and reads Deployed to say
-// whether that state is the newest model's. Workers is the fan-out of one
-// deployment over its load balancers or Gateways.
+// whether that state is the newest model's. Lanes runs one deployment's
+// jobs, an object's each in a lane of its own, so that one object's
+// operation that hangs holds neither the others nor the next model.
 package deployloop
 
 import (
 	"context"
-	"errors"
 	"log/slog"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -66,7 +64,8 @@ type Hooks struct {
 type Loop struct {
 	hooks Hooks
 
-	busy sync.Mutex // one deployment, resync or refresh at a time
+	busy       sync.Mutex // one deployment or resync at a time
+	refreshing sync.Mutex // one refresh at a time
 
 	mu           sync.Mutex
 	version      string        // of the last model deployed without error
@@ -190,56 +189,17 @@ func (l *Loop) Resync(ctx context.Context) {
 	l.Notify()
 }
 
-// Refresh runs Hooks.Refresh, unless there is none or a deployment runs
-// (it refreshes as well), and notifies.
+// Refresh runs Hooks.Refresh, unless there is none or a refresh runs,
+// and notifies. It may run while a deployment waits for its jobs: a
+// refresh skips the objects whose jobs run (Lanes.Running), so that one
+// object's long operation does not stop the others' progress.
 func (l *Loop) Refresh(ctx context.Context) error {
-	if l.hooks.Refresh == nil || !l.busy.TryLock() {
+	if l.hooks.Refresh == nil || !l.refreshing.TryLock() {
 		return nil
 	}
-	defer l.busy.Unlock()
+	defer l.refreshing.Unlock()
 	defer l.Notify()
 	return recovered.Do("azure-refresh", l.hooks.Log, func() error { return l.hooks.Refresh(ctx) })
-}
-
-// Workers runs the jobs of one deployment (a load balancer's, a
-// Gateway's) at most n at a time and gathers their errors.
-type Workers struct {
-	log  *slog.Logger
-	wg   sync.WaitGroup
-	sem  chan struct{}
-	mu   sync.Mutex
-	errs []error
-}
-
-// NewWorkers runs at most n jobs at a time (at least 1); log gets a job's
-// recovered panic.
-func NewWorkers(n int, log *slog.Logger) *Workers {
-	return &Workers{log: log, sem: make(chan struct{}, max(n, 1))}
-}
-
-// Go starts f, which waits for a free worker.
-func (w *Workers) Go(f func() error) {
-	w.wg.Go(func() {
-		w.sem <- struct{}{}
-		defer func() { <-w.sem }()
-		// A job's goroutine is its own: a panic there would end the
-		// process whatever the caller recovers.
-		if err := recovered.Do("azure-job", w.log, f); err != nil {
-			w.mu.Lock()
-			w.errs = append(w.errs, err)
-			w.mu.Unlock()
-		}
-	})
-}
-
-// Wait waits for every job and returns their errors in a stable order
-// (by message), joined; nil when none failed.
-func (w *Workers) Wait() error {
-	w.wg.Wait()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	slices.SortFunc(w.errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
-	return errors.Join(w.errs...)
 }
 
 // Sleep waits d, or until ctx ends (its error then): the pause between two

@@ -105,8 +105,9 @@ func (w *lockedWriter) Write(b []byte) (int, error) {
 	return w.w.Write(b)
 }
 
-// Resync and Refresh give way to a running deployment; without a model
-// Resync does nothing.
+// Resync gives way to a running deployment, Refresh does not (it skips
+// the objects whose jobs run, so that one object's long operation does not
+// stop the others' progress); without a model Resync does nothing.
 func TestBackgroundWorkYields(t *testing.T) {
 	var deploys, refreshes atomic.Int32
 	release := make(chan struct{})
@@ -131,14 +132,14 @@ func TestBackgroundWorkYields(t *testing.T) {
 	if err := l.Refresh(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if deploys.Load() != 1 || refreshes.Load() != 0 {
-		t.Errorf("during a deployment: %d deploys, %d refreshes; want 1, 0", deploys.Load(), refreshes.Load())
+	if deploys.Load() != 1 || refreshes.Load() != 1 {
+		t.Errorf("during a deployment: %d deploys, %d refreshes; want 1, 1", deploys.Load(), refreshes.Load())
 	}
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Refresh(context.Background()); err != nil || refreshes.Load() != 1 {
+	if err := l.Refresh(context.Background()); err != nil || refreshes.Load() != 2 {
 		t.Errorf("refresh after the deployment: %v, %d", err, refreshes.Load())
 	}
 }
@@ -163,39 +164,6 @@ func TestRun(t *testing.T) {
 	})
 	cancel()
 	<-done
-}
-
-// Workers run at most n jobs at once and return every error, sorted.
-func TestWorkers(t *testing.T) {
-	w := NewWorkers(2, quiet)
-	var running, most atomic.Int32
-	for _, name := range []string{"c", "a", "", "b"} {
-		w.Go(func() error {
-			n := running.Add(1)
-			for {
-				m := most.Load()
-				if n <= m || most.CompareAndSwap(m, n) {
-					break
-				}
-			}
-			time.Sleep(time.Millisecond)
-			running.Add(-1)
-			if name == "" {
-				return nil
-			}
-			return errors.New(name)
-		})
-	}
-	err := w.Wait()
-	if err == nil || err.Error() != "a\nb\nc" {
-		t.Errorf("Wait = %v, want a, b and c in order", err)
-	}
-	if most.Load() > 2 {
-		t.Errorf("%d jobs at once, want at most 2", most.Load())
-	}
-	if err := NewWorkers(0, quiet).Wait(); err != nil {
-		t.Errorf("no jobs: %v", err)
-	}
 }
 
 func TestSleep(t *testing.T) {
@@ -231,10 +199,10 @@ func TestPanicsAreFailures(t *testing.T) {
 	if v, _ := l.Deployed(); v != "v2" {
 		t.Errorf("deployed %q, want v2", v)
 	}
-	w := NewWorkers(2, quiet)
-	w.Go(func() error { panic("injected in a job") })
-	w.Go(func() error { return nil })
-	if err := w.Wait(); err == nil || !strings.Contains(err.Error(), "injected in a job") {
-		t.Errorf("Workers: %v, want the job's panic as an error", err)
+	lanes := NewLanes(2, quiet)
+	jobs := []*Job{lanes.Start("a", "1", func(context.Context) error { panic("injected in a job") }),
+		lanes.Start("b", "1", func(context.Context) error { return nil })}
+	if err := Wait(context.Background(), jobs); err == nil || !strings.Contains(err.Error(), "injected in a job") {
+		t.Errorf("Lanes: %v, want the job's panic as an error", err)
 	}
 }

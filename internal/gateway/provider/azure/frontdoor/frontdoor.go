@@ -48,6 +48,9 @@ package frontdoor
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -75,6 +78,10 @@ import (
 // Class is the provider's name among providers (provider.Split's clouds).
 const Class = "azure-front-door"
 
+// DefaultWaitBound is Config.WaitBound's default: above the 10 to 40
+// minutes a new profile's first deployment commonly takes.
+const DefaultWaitBound = 45 * time.Minute
+
 // Config configures the provider.
 type Config struct {
 	// SubscriptionID and ResourceGroup hold the Front Door profiles; the
@@ -98,6 +105,13 @@ type Config struct {
 	// ARM gives no Retry-After, the first backoff on 409/429, and how
 	// often Run refreshes Gateways not yet served (default 10s).
 	PollInterval time.Duration
+	// WaitBound is how long an operation, or a resource's deployment to
+	// Front Door's edge, may take before the Gateway is Programmed=False
+	// with reason AzureTimeout naming it and how long it waited (default
+	// DefaultWaitBound); polling goes on. Past four times WaitBound a
+	// deployment stops waiting for an operation (it fails with
+	// AzureTimeout, and the next one resumes the operation).
+	WaitBound time.Duration
 	// Parallelism is how many Gateways are deployed at once (default 4).
 	Parallelism int
 	// Resync is how often Run deploys the last model again (default
@@ -187,9 +201,10 @@ type gatewayState struct {
 	stamps      map[string]stamp
 	absent      map[string]*absence // by resource label, "" the whole Gateway
 	told        string
-	// version is the model version last deployed without error for this
-	// Gateway.
-	version string
+	// want is the input (inputOf) of the Gateway's job for the newest
+	// model; deployed that of its last job that ended without error: the
+	// Gateway is current when they are equal.
+	want, deployed string
 }
 
 // Provider implements provider.Provider for Gateways of Config.Classes.
@@ -202,8 +217,10 @@ type Provider struct {
 	log   *slog.Logger
 	kinds map[string]ops
 	net   *networkClients
-	// loop runs deploy and refresh, one at a time, and resyncs.
-	loop *deployloop.Loop
+	// loop runs deploy and refresh, and resyncs; lanes runs each
+	// Gateway's job of a deployment.
+	loop  *deployloop.Loop
+	lanes *deployloop.Lanes
 
 	mu       sync.Mutex
 	gateways map[string]*gatewayState
@@ -222,6 +239,9 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if cfg.Parallelism <= 0 {
 		cfg.Parallelism = 4
+	}
+	if cfg.WaitBound <= 0 {
+		cfg.WaitBound = DefaultWaitBound
 	}
 	if cfg.AbsentFor <= 0 {
 		cfg.AbsentFor = 2 * time.Minute
@@ -243,8 +263,9 @@ func New(cfg Config) (*Provider, error) {
 		target: target{subscription: cfg.SubscriptionID, resourceGroup: cfg.ResourceGroup, owner: cfg.Owner},
 		owner: armutil.Owner{Tag: keys.TagAzureOwner, Value: cfg.Owner,
 			NamespaceTag: keys.TagAzureGatewayNamespace, NameTag: keys.TagAzureGatewayName},
-		kinds: kinds(f, cfg.ResourceGroup, cfg.PollInterval), net: &networkClients{cred: cfg.Credential, opts: opts},
+		kinds: kinds(f, cfg.ResourceGroup, cfg.PollInterval, 4*cfg.WaitBound, cfg.Clock), net: &networkClients{cred: cfg.Credential, opts: opts},
 		gateways: map[string]*gatewayState{}}
+	p.lanes = deployloop.NewLanes(cfg.Parallelism, p.log)
 	p.loop = deployloop.New(deployloop.Hooks{Deploy: p.deploy, Refresh: p.refresh, RefreshEvery: cfg.PollInterval,
 		Resync: cfg.Resync, Log: p.log})
 	return p, nil
@@ -307,7 +328,7 @@ func (p *Provider) Progress() provider.Progress {
 		// does not make it pending.
 		cur := false
 		if st := p.gateways[k]; st != nil && last != nil {
-			cur = st.version == last.Version
+			cur = st.deployed == st.want
 		}
 		m := g.Message
 		if !cur {
@@ -328,7 +349,10 @@ func (p *Provider) Deploy(ctx context.Context, m *edgev1.Model) error { return p
 // Run refreshes the Gateways not yet served every PollInterval and
 // deploys the last model again every Resync (drift, failed operations)
 // until ctx ends. Run it on the leader only.
-func (p *Provider) Run(ctx context.Context) { p.loop.Run(ctx) }
+func (p *Provider) Run(ctx context.Context) {
+	p.loop.Run(ctx)
+	p.lanes.Stop()
+}
 
 // served is the Gateways of m this provider serves, with their tiers;
 // held are those refused whose last accepted configuration the controller
@@ -401,14 +425,30 @@ func (p *Provider) fail(key string, err error) error {
 	return fmt.Errorf("gateway %s: %w", key, err)
 }
 
+// inputOf identifies what a Gateway's job deploys: its model entry and
+// class (which the entry's JSON leaves out).
+func inputOf(gw edgev1.Gateway) string {
+	data, err := json.Marshal(gw)
+	if err != nil {
+		panic(err) // plain structs of strings and numbers always marshal
+	}
+	sum := sha256.Sum256(append(data, gw.Class...))
+	return hex.EncodeToString(sum[:8])
+}
+
+// deploy starts, in each Gateway's lane, the job that makes Azure match
+// its entry in m (or withdraws it), and waits for those jobs until they
+// end or ctx does: a Gateway whose operation hangs holds neither the other
+// Gateways nor the next model, which joins the jobs still running for
+// entries it has unchanged.
 func (p *Provider) deploy(ctx context.Context, m *edgev1.Model) error {
 	want, hold := p.served(m)
 	p.mu.Lock()
 	for key := range hold {
 		st := p.state(key)
 		st.withdrawing = false
-		st.progress.Message = "the current generation is refused; what Azure Front Door serves for it stays as it is"
-		st.version = m.Version // nothing to do for it in this model
+		st.progress.Message, st.progress.Reason = "the current generation is refused; what Azure Front Door serves for it stays as it is", ""
+		st.want, st.deployed = "hold", "hold" // nothing to do for it in this model
 	}
 	p.mu.Unlock()
 	profiles, err := p.kinds[kindProfile].list(ctx, nil)
@@ -426,27 +466,33 @@ func (p *Provider) deploy(ctx context.Context, m *edgev1.Model) error {
 			held[k] = append(held[k], mv.Name)
 		}
 	}
-	workers := deployloop.NewWorkers(p.cfg.Parallelism, p.log)
+	var jobs []*deployloop.Job
 	for _, key := range slices.Sorted(maps.Keys(want)) {
+		gw, input := want[key], inputOf(want[key])
 		p.mu.Lock()
-		p.state(key).withdrawing = false
+		st := p.state(key)
+		st.withdrawing, st.want = false, input
 		p.mu.Unlock()
-		workers.Go(func() error {
-			if err := p.deployGateway(ctx, want[key], held[key]); err != nil {
+		jobs = append(jobs, p.lanes.Start(key, input, func(ctx context.Context) error {
+			if err := p.deployGateway(ctx, gw, held[key]); err != nil {
 				return err
 			}
 			p.mu.Lock()
-			p.state(key).version = m.Version
+			p.state(key).deployed = input
 			p.mu.Unlock()
+			p.notify()
 			return nil
-		})
+		}))
 	}
 	for _, key := range slices.Sorted(maps.Keys(held)) {
 		if _, ok := want[key]; !ok && !hold[key] {
-			workers.Go(func() error { return p.withdrawGateway(ctx, key, held[key]) })
+			profiles := held[key]
+			jobs = append(jobs, p.lanes.Start(key, "withdraw "+strings.Join(profiles, ","), func(ctx context.Context) error {
+				return p.withdrawGateway(ctx, key, profiles)
+			}))
 		}
 	}
-	err = workers.Wait()
+	err = deployloop.Wait(ctx, jobs)
 	// Gateways gone whose profiles are gone too: confirm the absence.
 	p.mu.Lock()
 	var gone []string
@@ -504,9 +550,10 @@ func (p *Provider) refresh(ctx context.Context) error {
 		switch {
 		case st.withdrawing:
 			gone = append(gone, key)
-		case m == nil || st.version != m.Version:
-			// its last deploy failed: the failure stays told until the
-			// next deploy (the queue's retry, or a resync)
+		case m == nil || st.deployed != st.want || p.lanes.Running(key):
+			// its job runs (it tells its own progress), or its last one
+			// failed: the failure stays told until the next deploy (the
+			// queue's retry, or a resync)
 		case !st.progress.Served || len(st.progress.Withdrawing) > 0:
 			pending = append(pending, key)
 		}

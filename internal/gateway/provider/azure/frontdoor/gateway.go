@@ -414,12 +414,50 @@ func (p *Provider) retry(ctx context.Context, key, what string, f func() error) 
 	}
 }
 
+// opTrack keeps the resume token of key's operation op and tells, past
+// Config.WaitBound, that what (e.g. "creating route x") runs long.
+func (p *Provider) opTrack(ctx context.Context, key, op, what string) *opTrack {
+	return &opTrack{
+		started: func(tok string) { p.track(ctx, key, op, tok) },
+		running: func(elapsed time.Duration) { p.runsLong(key, what, elapsed) },
+	}
+}
+
+// runsLong tells, once a wait is past Config.WaitBound, that key waits
+// for what and for how long (Programmed=False, reason AzureTimeout),
+// still polling.
+func (p *Provider) runsLong(key, what string, elapsed time.Duration) {
+	if elapsed <= p.cfg.WaitBound {
+		return
+	}
+	// whole minutes, so that the status changes once a minute, not per poll
+	msg := fmt.Sprintf("%s: waiting for %s, more than the %s bound; still polling", what, elapsed.Truncate(time.Minute), p.cfg.WaitBound)
+	p.mu.Lock()
+	st := p.state(key)
+	st.progress.Served, st.progress.Message, st.progress.Reason = false, msg, keys.ReasonAzureTimeout
+	p.mu.Unlock()
+	p.log.Info("waiting long for Azure", "gateway", key, "what", what, "elapsed", elapsed.Round(time.Second))
+	p.notify()
+}
+
 // settle waits while an operation runs on the resource (a previous
-// process's, or someone's in the portal); nil when it is gone.
+// process's, or someone's in the portal); nil when it is gone. Past four
+// times Config.WaitBound it gives up with an error wrapping
+// context.DeadlineExceeded; the next deployment waits again.
 func (p *Provider) settle(ctx context.Context, key, kind string, path []string, cur any) (any, error) {
+	start := p.cfg.Clock.Now()
 	for cur != nil && armutil.Running(metaOf(cur).Properties.ProvisioningState) {
 		state := metaOf(cur).Properties.ProvisioningState
-		p.setMessage(key, fmt.Sprintf("waiting for %s %s: provisioningState %s (an operation already running)", kind, path[len(path)-1], state))
+		what := fmt.Sprintf("waiting for %s %s: provisioningState %s (an operation already running)", kind, path[len(path)-1], state)
+		elapsed := p.cfg.Clock.Since(start)
+		if elapsed > 4*p.cfg.WaitBound {
+			return nil, fmt.Errorf("%s for %s, more than the %s limit: %w", what, elapsed.Round(time.Second), 4*p.cfg.WaitBound, context.DeadlineExceeded)
+		}
+		if elapsed > p.cfg.WaitBound {
+			p.runsLong(key, what, elapsed)
+		} else {
+			p.setMessage(key, what)
+		}
 		p.log.Info("waiting for a running operation", "gateway", key, "resource", kind, "name", path[len(path)-1], "provisioningState", state)
 		if err := deployloop.Sleep(ctx, p.cfg.PollInterval); err != nil {
 			return nil, err
@@ -476,11 +514,11 @@ func (p *Provider) apply(ctx context.Context, key string, it item, cur any) erro
 	p.log.Info(verb, "gateway", key, "resource", it.kind, "name", name, "changes", changes)
 	op := opKey("put", it.kind, it.path)
 	err = p.retry(ctx, key, it.kind+" "+name, func() error {
-		_, err := p.kinds[it.kind].put(ctx, it.path, want, "", func(tok string) { p.track(ctx, key, op, tok) })
+		_, err := p.kinds[it.kind].put(ctx, it.path, want, "", p.opTrack(ctx, key, op, fmt.Sprintf("%s %s", verb, it)))
 		return err
 	})
-	if ctx.Err() == nil {
-		p.track(ctx, key, op, "")
+	if ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+		p.track(ctx, key, op, "") // ended: nothing to resume
 	}
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", verb, it, armerr.Describe(err))
@@ -501,9 +539,9 @@ func (p *Provider) remove(ctx context.Context, key, kind string, path []string, 
 		p.log.Info("deleting", "gateway", key, "resource", kind, "name", name)
 		op := opKey("delete", kind, path)
 		err = p.retry(ctx, key, kind+" "+name, func() error {
-			return p.kinds[kind].del(ctx, path, "", func(tok string) { p.track(ctx, key, op, tok) })
+			return p.kinds[kind].del(ctx, path, "", p.opTrack(ctx, key, op, "deleting "+kind+" "+name))
 		})
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
 			p.track(ctx, key, op, "")
 		}
 		if err != nil && !armerr.IsNotFound(err) {
@@ -587,6 +625,7 @@ func (p *Provider) assess(key string, g graph, obs *observed) {
 	items := g.items()
 	var pending []string // groups of resources in the same state, in order
 	pendingBy := map[string][]string{}
+	late := false // a resource pending longer than Config.WaitBound
 	deployed := 0
 	var addrs []string
 	seen := map[string]bool{}
@@ -636,6 +675,13 @@ func (p *Provider) assess(key string, g graph, obs *observed) {
 			detail = fmt.Sprintf("provisioned, deployment %s", m.Properties.DeploymentStatus)
 		}
 		group := fmt.Sprintf("%s for %s", detail, now.Sub(old.since).Round(time.Second))
+		if now.Sub(old.since) > p.cfg.WaitBound {
+			group = fmt.Sprintf("%s for %s", detail, now.Sub(old.since).Truncate(time.Minute))
+			// Azure users report profiles stuck at NotStarted: say so
+			// rather than wait without end.
+			group += fmt.Sprintf(", more than the %s bound; still polling", p.cfg.WaitBound)
+			late = true
+		}
 		if _, ok := pendingBy[group]; !ok {
 			pending = append(pending, group)
 		}
@@ -705,6 +751,9 @@ func (p *Provider) assess(key string, g graph, obs *observed) {
 	}
 	st.progress = GatewayProgress{Served: len(pending) == 0, Message: clip(parts), Addresses: addrs,
 		Refused: slices.Clone(g.refused), Withdrawing: withdrawing}
+	if late {
+		st.progress.Reason = keys.ReasonAzureTimeout
+	}
 	if len(pending) == 0 {
 		st.told = ""
 	}

@@ -2,12 +2,15 @@ package frontdoor
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/cdn/armcdn/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/fleetnet/fleetnet/internal/azure/armutil"
+	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/deployloop"
 )
 
 // Kinds of Front Door resources, in the order they are created; deletion
@@ -33,14 +36,14 @@ const (
 type ops struct {
 	get  func(ctx context.Context, path []string) (any, error)
 	list func(ctx context.Context, parent []string) ([]any, error)
-	put  func(ctx context.Context, path []string, v any, resume string, started func(string)) (any, error)
-	del  func(ctx context.Context, path []string, resume string, started func(string)) error
+	put  func(ctx context.Context, path []string, v any, resume string, started *opTrack) (any, error)
+	del  func(ctx context.Context, path []string, resume string, started *opTrack) error
 }
 
 // kinds builds the ops of every kind on f's clients, in resource group
-// rg, polling long-running operations every every.
-func kinds(f *armcdn.ClientFactory, rg string, every time.Duration) map[string]ops {
-	c := calls{rg: rg, every: every}
+// rg, polling long-running operations every every for at most limit.
+func kinds(f *armcdn.ClientFactory, rg string, every, limit time.Duration, clk clock.PassiveClock) map[string]ops {
+	c := calls{rg: rg, every: every, limit: limit, clock: clk}
 	return map[string]ops{
 		kindProfile:     c.profiles(f.NewProfilesClient()),
 		kindEndpoint:    c.endpoints(f.NewAFDEndpointsClient()),
@@ -59,21 +62,51 @@ func kinds(f *armcdn.ClientFactory, rg string, every time.Duration) map[string]o
 type calls struct {
 	rg    string
 	every time.Duration
+	// limit is how long an operation is polled before await gives up;
+	// clock measures it.
+	limit time.Duration
+	clock clock.PassiveClock
+}
+
+// opTrack is told about a long-running operation: its resume token as
+// soon as Azure accepted it, and after every poll how long it has run.
+type opTrack struct {
+	started func(token string)
+	running func(elapsed time.Duration)
 }
 
 // await polls an operation begun (unless begin failed: err) to its end,
-// telling its resume token first.
-func await[R any](ctx context.Context, c calls, p *runtime.Poller[R], err error, started func(string)) (R, error) {
+// telling t its resume token first and how long it runs after each poll.
+// Past c.limit it stops polling with an error wrapping
+// context.DeadlineExceeded: the operation goes on in Azure, and the next
+// deployment resumes it (its token is kept) or waits for it.
+func await[R any](ctx context.Context, c calls, p *runtime.Poller[R], err error, t *opTrack) (R, error) {
+	var zero R
 	if err != nil {
-		var zero R
 		return zero, err
 	}
-	if !p.Done() {
-		if tok, err := p.ResumeToken(); err == nil && started != nil {
-			started(tok)
+	if !p.Done() && t != nil && t.started != nil {
+		if tok, err := p.ResumeToken(); err == nil {
+			t.started(tok)
 		}
 	}
-	return p.PollUntilDone(ctx, &runtime.PollUntilDoneOptions{Frequency: c.every})
+	start := c.clock.Now()
+	for !p.Done() {
+		if err := deployloop.Sleep(ctx, c.every); err != nil {
+			return zero, err
+		}
+		if _, err := p.Poll(ctx); err != nil {
+			return zero, err
+		}
+		elapsed := c.clock.Since(start)
+		if t != nil && t.running != nil && !p.Done() {
+			t.running(elapsed)
+		}
+		if !p.Done() && elapsed > c.limit {
+			return zero, fmt.Errorf("the operation has run for %s, more than the %s limit: %w", elapsed.Round(time.Second), c.limit, context.DeadlineExceeded)
+		}
+	}
+	return p.Result(ctx)
 }
 
 // pages reads every page of a list.
@@ -107,12 +140,12 @@ func (c calls) profiles(cl *armcdn.ProfilesClient) ops {
 		list: func(ctx context.Context, _ []string) ([]any, error) {
 			return pages(ctx, cl.NewListByResourceGroupPager(c.rg, nil), func(r armcdn.ProfilesClientListByResourceGroupResponse) []*armcdn.Profile { return r.Value })
 		},
-		put: func(ctx context.Context, p []string, v any, resume string, started func(string)) (any, error) {
+		put: func(ctx context.Context, p []string, v any, resume string, started *opTrack) (any, error) {
 			pl, err := cl.BeginCreate(ctx, c.rg, p[0], body[armcdn.Profile](v), &armcdn.ProfilesClientBeginCreateOptions{ResumeToken: resume})
 			r, err := await(ctx, c, pl, err, started)
 			return &r.Profile, err
 		},
-		del: func(ctx context.Context, p []string, resume string, started func(string)) error {
+		del: func(ctx context.Context, p []string, resume string, started *opTrack) error {
 			pl, err := cl.BeginDelete(ctx, c.rg, p[0], &armcdn.ProfilesClientBeginDeleteOptions{ResumeToken: resume})
 			_, err = await(ctx, c, pl, err, started)
 			return err
@@ -129,12 +162,12 @@ func (c calls) endpoints(cl *armcdn.AFDEndpointsClient) ops {
 		list: func(ctx context.Context, p []string) ([]any, error) {
 			return pages(ctx, cl.NewListByProfilePager(c.rg, p[0], nil), func(r armcdn.AFDEndpointsClientListByProfileResponse) []*armcdn.AFDEndpoint { return r.Value })
 		},
-		put: func(ctx context.Context, p []string, v any, resume string, started func(string)) (any, error) {
+		put: func(ctx context.Context, p []string, v any, resume string, started *opTrack) (any, error) {
 			pl, err := cl.BeginCreate(ctx, c.rg, p[0], p[1], body[armcdn.AFDEndpoint](v), &armcdn.AFDEndpointsClientBeginCreateOptions{ResumeToken: resume})
 			r, err := await(ctx, c, pl, err, started)
 			return &r.AFDEndpoint, err
 		},
-		del: func(ctx context.Context, p []string, resume string, started func(string)) error {
+		del: func(ctx context.Context, p []string, resume string, started *opTrack) error {
 			pl, err := cl.BeginDelete(ctx, c.rg, p[0], p[1], &armcdn.AFDEndpointsClientBeginDeleteOptions{ResumeToken: resume})
 			_, err = await(ctx, c, pl, err, started)
 			return err
@@ -151,12 +184,12 @@ func (c calls) domains(cl *armcdn.AFDCustomDomainsClient) ops {
 		list: func(ctx context.Context, p []string) ([]any, error) {
 			return pages(ctx, cl.NewListByProfilePager(c.rg, p[0], nil), func(r armcdn.AFDCustomDomainsClientListByProfileResponse) []*armcdn.AFDDomain { return r.Value })
 		},
-		put: func(ctx context.Context, p []string, v any, resume string, started func(string)) (any, error) {
+		put: func(ctx context.Context, p []string, v any, resume string, started *opTrack) (any, error) {
 			pl, err := cl.BeginCreate(ctx, c.rg, p[0], p[1], body[armcdn.AFDDomain](v), &armcdn.AFDCustomDomainsClientBeginCreateOptions{ResumeToken: resume})
 			r, err := await(ctx, c, pl, err, started)
 			return &r.AFDDomain, err
 		},
-		del: func(ctx context.Context, p []string, resume string, started func(string)) error {
+		del: func(ctx context.Context, p []string, resume string, started *opTrack) error {
 			pl, err := cl.BeginDelete(ctx, c.rg, p[0], p[1], &armcdn.AFDCustomDomainsClientBeginDeleteOptions{ResumeToken: resume})
 			_, err = await(ctx, c, pl, err, started)
 			return err
@@ -173,12 +206,12 @@ func (c calls) originGroups(cl *armcdn.AFDOriginGroupsClient) ops {
 		list: func(ctx context.Context, p []string) ([]any, error) {
 			return pages(ctx, cl.NewListByProfilePager(c.rg, p[0], nil), func(r armcdn.AFDOriginGroupsClientListByProfileResponse) []*armcdn.AFDOriginGroup { return r.Value })
 		},
-		put: func(ctx context.Context, p []string, v any, resume string, started func(string)) (any, error) {
+		put: func(ctx context.Context, p []string, v any, resume string, started *opTrack) (any, error) {
 			pl, err := cl.BeginCreate(ctx, c.rg, p[0], p[1], body[armcdn.AFDOriginGroup](v), &armcdn.AFDOriginGroupsClientBeginCreateOptions{ResumeToken: resume})
 			r, err := await(ctx, c, pl, err, started)
 			return &r.AFDOriginGroup, err
 		},
-		del: func(ctx context.Context, p []string, resume string, started func(string)) error {
+		del: func(ctx context.Context, p []string, resume string, started *opTrack) error {
 			pl, err := cl.BeginDelete(ctx, c.rg, p[0], p[1], &armcdn.AFDOriginGroupsClientBeginDeleteOptions{ResumeToken: resume})
 			_, err = await(ctx, c, pl, err, started)
 			return err
@@ -195,12 +228,12 @@ func (c calls) origins(cl *armcdn.AFDOriginsClient) ops {
 		list: func(ctx context.Context, p []string) ([]any, error) {
 			return pages(ctx, cl.NewListByOriginGroupPager(c.rg, p[0], p[1], nil), func(r armcdn.AFDOriginsClientListByOriginGroupResponse) []*armcdn.AFDOrigin { return r.Value })
 		},
-		put: func(ctx context.Context, p []string, v any, resume string, started func(string)) (any, error) {
+		put: func(ctx context.Context, p []string, v any, resume string, started *opTrack) (any, error) {
 			pl, err := cl.BeginCreate(ctx, c.rg, p[0], p[1], p[2], body[armcdn.AFDOrigin](v), &armcdn.AFDOriginsClientBeginCreateOptions{ResumeToken: resume})
 			r, err := await(ctx, c, pl, err, started)
 			return &r.AFDOrigin, err
 		},
-		del: func(ctx context.Context, p []string, resume string, started func(string)) error {
+		del: func(ctx context.Context, p []string, resume string, started *opTrack) error {
 			pl, err := cl.BeginDelete(ctx, c.rg, p[0], p[1], p[2], &armcdn.AFDOriginsClientBeginDeleteOptions{ResumeToken: resume})
 			_, err = await(ctx, c, pl, err, started)
 			return err
@@ -218,11 +251,11 @@ func (c calls) ruleSets(cl *armcdn.RuleSetsClient) ops {
 			return pages(ctx, cl.NewListByProfilePager(c.rg, p[0], nil), func(r armcdn.RuleSetsClientListByProfileResponse) []*armcdn.RuleSet { return r.Value })
 		},
 		// A rule set's create is synchronous and has no body.
-		put: func(ctx context.Context, p []string, _ any, _ string, _ func(string)) (any, error) {
+		put: func(ctx context.Context, p []string, _ any, _ string, _ *opTrack) (any, error) {
 			r, err := cl.Create(ctx, c.rg, p[0], p[1], nil)
 			return &r.RuleSet, err
 		},
-		del: func(ctx context.Context, p []string, resume string, started func(string)) error {
+		del: func(ctx context.Context, p []string, resume string, started *opTrack) error {
 			pl, err := cl.BeginDelete(ctx, c.rg, p[0], p[1], &armcdn.RuleSetsClientBeginDeleteOptions{ResumeToken: resume})
 			_, err = await(ctx, c, pl, err, started)
 			return err
@@ -239,12 +272,12 @@ func (c calls) rules(cl *armcdn.RulesClient) ops {
 		list: func(ctx context.Context, p []string) ([]any, error) {
 			return pages(ctx, cl.NewListByRuleSetPager(c.rg, p[0], p[1], nil), func(r armcdn.RulesClientListByRuleSetResponse) []*armcdn.Rule { return r.Value })
 		},
-		put: func(ctx context.Context, p []string, v any, resume string, started func(string)) (any, error) {
+		put: func(ctx context.Context, p []string, v any, resume string, started *opTrack) (any, error) {
 			pl, err := cl.BeginCreate(ctx, c.rg, p[0], p[1], p[2], body[armcdn.Rule](v), &armcdn.RulesClientBeginCreateOptions{ResumeToken: resume})
 			r, err := await(ctx, c, pl, err, started)
 			return &r.Rule, err
 		},
-		del: func(ctx context.Context, p []string, resume string, started func(string)) error {
+		del: func(ctx context.Context, p []string, resume string, started *opTrack) error {
 			pl, err := cl.BeginDelete(ctx, c.rg, p[0], p[1], p[2], &armcdn.RulesClientBeginDeleteOptions{ResumeToken: resume})
 			_, err = await(ctx, c, pl, err, started)
 			return err
@@ -261,12 +294,12 @@ func (c calls) routes(cl *armcdn.RoutesClient) ops {
 		list: func(ctx context.Context, p []string) ([]any, error) {
 			return pages(ctx, cl.NewListByEndpointPager(c.rg, p[0], p[1], nil), func(r armcdn.RoutesClientListByEndpointResponse) []*armcdn.Route { return r.Value })
 		},
-		put: func(ctx context.Context, p []string, v any, resume string, started func(string)) (any, error) {
+		put: func(ctx context.Context, p []string, v any, resume string, started *opTrack) (any, error) {
 			pl, err := cl.BeginCreate(ctx, c.rg, p[0], p[1], p[2], body[armcdn.Route](v), &armcdn.RoutesClientBeginCreateOptions{ResumeToken: resume})
 			r, err := await(ctx, c, pl, err, started)
 			return &r.Route, err
 		},
-		del: func(ctx context.Context, p []string, resume string, started func(string)) error {
+		del: func(ctx context.Context, p []string, resume string, started *opTrack) error {
 			pl, err := cl.BeginDelete(ctx, c.rg, p[0], p[1], p[2], &armcdn.RoutesClientBeginDeleteOptions{ResumeToken: resume})
 			_, err = await(ctx, c, pl, err, started)
 			return err
@@ -283,12 +316,12 @@ func (c calls) securityPolicies(cl *armcdn.SecurityPoliciesClient) ops {
 		list: func(ctx context.Context, p []string) ([]any, error) {
 			return pages(ctx, cl.NewListByProfilePager(c.rg, p[0], nil), func(r armcdn.SecurityPoliciesClientListByProfileResponse) []*armcdn.SecurityPolicy { return r.Value })
 		},
-		put: func(ctx context.Context, p []string, v any, resume string, started func(string)) (any, error) {
+		put: func(ctx context.Context, p []string, v any, resume string, started *opTrack) (any, error) {
 			pl, err := cl.BeginCreate(ctx, c.rg, p[0], p[1], body[armcdn.SecurityPolicy](v), &armcdn.SecurityPoliciesClientBeginCreateOptions{ResumeToken: resume})
 			r, err := await(ctx, c, pl, err, started)
 			return &r.SecurityPolicy, err
 		},
-		del: func(ctx context.Context, p []string, resume string, started func(string)) error {
+		del: func(ctx context.Context, p []string, resume string, started *opTrack) error {
 			pl, err := cl.BeginDelete(ctx, c.rg, p[0], p[1], &armcdn.SecurityPoliciesClientBeginDeleteOptions{ResumeToken: resume})
 			_, err = await(ctx, c, pl, err, started)
 			return err

@@ -3,6 +3,7 @@ package frontdoor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/azure/armsim"
 	"github.com/fleetnet/fleetnet/internal/azure/armutil"
+	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/deployloop"
 	"github.com/fleetnet/fleetnet/internal/testkit"
 )
 
@@ -604,6 +606,7 @@ func TestRunningOperationWaitedFor(t *testing.T) {
 	})
 	cancel()
 	<-done
+	first.lanes.Stop() // the process dies: its jobs end
 	puts := countWrites(h, "PUT", "routes")
 
 	h.tokens = &MemoryTokens{} // the tokens are lost
@@ -708,4 +711,61 @@ func TestHeldGatewayKeepsServing(t *testing.T) {
 	if n := len(h.sim.Resources(armsim.TypeProfile)); n != 0 {
 		t.Errorf("%d profiles left after the Gateway left the model", n)
 	}
+}
+
+// One Gateway whose operation hangs holds only itself: a newer model's
+// other Gateway deploys and is served meanwhile, and past WaitBound the
+// hanging one says what it waits for and for how long (reason
+// AzureTimeout), still polling, until the operation ends.
+func TestHangingGatewayHoldsOnlyItself(t *testing.T) {
+	h := newHarness(t, armsim.Options{Polls: 1})
+	p := h.provider()
+	p.cfg.WaitBound = time.Minute
+	stuck := h.gateway("afd-standard", nil)
+	other := h.gateway("afd-standard", nil)
+	other.Name, other.UID = "other", "uid-2"
+	for i := range other.Listeners {
+		other.Listeners[i].VirtualHosts[0].Hostname = "other.example.com"
+	}
+	profile := armsim.ResourceID(sub, rg, armsim.TypeProfile, profileName(owner, stuck.Namespace, stuck.Name))
+	h.sim.HoldResource(profile)
+
+	// v1: the stuck Gateway only; its deploy waits on the held profile
+	// until the queue, given v2, stops waiting.
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() { first <- p.Deploy(ctx1, modelOf("v1", stuck)) }()
+	testkit.Until(t, 10*time.Second, "the held profile's creation", func() bool {
+		r, ok := h.sim.Get(profile)
+		return ok && r.Operation == "put"
+	})
+	cancel1()
+	var still *deployloop.StillRunning
+	if err := <-first; !errors.As(err, &still) {
+		t.Fatalf("v1's deploy ended with %v, want StillRunning", err)
+	}
+
+	second := make(chan error, 1)
+	go func() { second <- p.Deploy(context.Background(), modelOf("v2", stuck, other)) }()
+	testkit.Until(t, 10*time.Second, "web/other served while web/public hangs", func() bool {
+		validateDomains(h)
+		_ = p.Refresh(context.Background())
+		h.clock.Step(time.Second)
+		return p.Progress().Gateways["web/other"].Served
+	})
+	if g := p.Progress().Gateways[gwKey]; g.Served {
+		t.Fatalf("web/public served with its profile held: %+v", g)
+	}
+
+	h.clock.Step(2 * time.Minute)
+	testkit.Until(t, 10*time.Second, "web/public past its bound", func() bool {
+		g := p.Progress().Gateways[gwKey]
+		return g.Reason == keys.ReasonAzureTimeout && strings.Contains(g.Message, "profile") && strings.Contains(g.Message, "more than the 1m0s bound; still polling")
+	})
+	h.sim.ReleaseResource(profile)
+	if err := <-second; err != nil {
+		t.Fatalf("v2: %v", err)
+	}
+	validateDomains(h)
+	h.until(p, gwKey, time.Second, func(g GatewayProgress) bool { return g.Served })
 }
