@@ -168,6 +168,21 @@ func (s *State) RegistryAddress() string {
 	return fmt.Sprintf("127.0.0.1:%d", s.BasePort+offsetRegistry)
 }
 
+// MetricsAddresses are where each component of the fleet serves /metrics,
+// by component (a cluster's agent as "<cluster>/agent").
+func (s *State) MetricsAddresses() map[string]string {
+	out := map[string]string{
+		ComponentRegistry:  fmt.Sprintf("127.0.0.1:%d", s.BasePort+offsetRegistryMetrics),
+		ComponentGateway:   fmt.Sprintf("127.0.0.1:%d", s.BasePort+offsetGatewayMetrics),
+		ComponentEdge:      s.EdgeMetricsAddress(),
+		ComponentDiscovery: fmt.Sprintf("127.0.0.1:%d", s.clusterPort(s.Clusters[0], offsetDiscoveryMetrics)),
+	}
+	for _, c := range s.Clusters {
+		out[c.Name+"/"+PartAgent] = s.AgentMetricsAddress(c)
+	}
+	return out
+}
+
 // AgentMetricsAddress is where a cluster's agent serves /metrics.
 func (s *State) AgentMetricsAddress(c ClusterState) string {
 	return fmt.Sprintf("127.0.0.1:%d", s.clusterPort(c, offsetAgentMetrics))

@@ -131,6 +131,15 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			return planes.apply(m, certs)
 		},
 	}
+	// Which model an edge serves, to compare edges with each other and
+	// with the gateway's fleetnet_gateway_deploys_total.
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fleetnet_edge_model_version",
+		Help: "Distribution version of the model served (0 before the first)."}, func() float64 {
+		if u := client.Serving(); u != nil {
+			return float64(u.GetVersion())
+		}
+		return 0
+	}))
 	if _, err := client.Restore(ctx); err != nil {
 		// A kept model that no longer applies is not fatal: the gateway
 		// sends the current one.

@@ -26,6 +26,9 @@ type Queue struct {
 	// OnChange is called after every deploy attempt, so the controller can
 	// write the status it leads to.
 	OnChange func()
+	// Class labels Metrics (nil: none).
+	Class   string
+	Metrics *Metrics
 
 	mu      sync.Mutex
 	want    *edgev1.Model
@@ -51,6 +54,13 @@ func (q *Queue) Set(m *edgev1.Model) {
 		default:
 		}
 	}
+}
+
+// wanted is the newest model given, nil none.
+func (q *Queue) wanted() *edgev1.Model {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.want
 }
 
 // LastError is the error of the last deploy attempt, nil after a success.
@@ -89,9 +99,12 @@ func (q *Queue) Run(ctx context.Context) {
 		m := q.want
 		q.mu.Unlock()
 		if m == nil || m.Version == deployed {
+			q.Metrics.setWaiting(q.Class, false)
 			wait = 0
 			continue
 		}
+		q.Metrics.setWaiting(q.Class, true)
+		start := time.Now()
 		dctx, cancel := context.WithCancel(ctx)
 		q.mu.Lock()
 		q.deploying, q.cancelDeploying = m.Version, cancel
@@ -107,6 +120,14 @@ func (q *Queue) Run(ctx context.Context) {
 			q.lastErr = err
 		}
 		q.mu.Unlock()
+		result := ResultSuccess
+		switch {
+		case superseded:
+			result = ResultSuperseded
+		case err != nil:
+			result = ResultFailure
+		}
+		q.Metrics.observe(q.Class, result, time.Since(start))
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -121,6 +142,7 @@ func (q *Queue) Run(ctx context.Context) {
 			wait, backoff = backoff, min(backoff*2, retryMax)
 		} else {
 			deployed, wait, backoff = m.Version, 0, 200*time.Millisecond
+			q.Metrics.setWaiting(q.Class, q.pendingVersion() != deployed)
 		}
 		if q.OnChange != nil {
 			q.OnChange()

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 )
@@ -29,16 +30,19 @@ type Split struct {
 	Log            *slog.Logger
 	// OnChange is called after any provider's deploy attempt.
 	OnChange func()
+	// Metrics, when set, count each class's deploys (NewMetrics).
+	Metrics *Metrics
 
-	once   sync.Once
-	queues map[string]*Queue
+	once    sync.Once
+	queues  map[string]*Queue
+	waiting pendingSince
 }
 
 func (s *Split) init() {
 	s.once.Do(func() {
-		s.queues = map[string]*Queue{ClassEdge: {Provider: s.Edge, Log: s.Log, OnChange: s.OnChange}}
+		s.queues = map[string]*Queue{ClassEdge: {Provider: s.Edge, Log: s.Log, OnChange: s.OnChange, Class: ClassEdge, Metrics: s.Metrics}}
 		for class, p := range s.Clouds {
-			s.queues[class] = &Queue{Provider: p, Log: s.Log.With("class", class), OnChange: s.OnChange}
+			s.queues[class] = &Queue{Provider: p, Log: s.Log.With("class", class), OnChange: s.OnChange, Class: class, Metrics: s.Metrics}
 		}
 	})
 }
@@ -108,4 +112,41 @@ func (s *Split) ClassError(class string) error {
 		return q.LastError()
 	}
 	return nil
+}
+
+// pending is, per class, the objects its provider does not serve as the
+// newest model says yet, with since when each has been seen so: a cloud
+// provider's per object; for the edge, which serves the model whole, the
+// edge's Gateways and load balancers while the edges have not
+// acknowledged it.
+func (s *Split) pending(now time.Time) map[string]map[string]time.Time {
+	s.init()
+	out := map[string]map[string]time.Time{}
+	ep := s.Edge.Progress()
+	var edgeKeys []string
+	if m := s.queues[ClassEdge].wanted(); m != nil && !(ep.Served && ep.Version == m.Version) {
+		for _, g := range m.Gateways {
+			edgeKeys = append(edgeKeys, "Gateway "+g.Namespace+"/"+g.Name)
+		}
+		for _, lb := range m.LoadBalancers {
+			edgeKeys = append(edgeKeys, "MultiClusterLoadBalancer "+lb.Namespace+"/"+lb.Name)
+		}
+	}
+	out[ClassEdge] = s.waiting.update(ClassEdge, edgeKeys, now)
+	for class, c := range s.Clouds {
+		cp := c.Progress()
+		var keys []string
+		for k, g := range cp.Gateways {
+			if !g.Served {
+				keys = append(keys, "Gateway "+k)
+			}
+		}
+		for k, lb := range cp.LoadBalancers {
+			if !lb.Served {
+				keys = append(keys, "MultiClusterLoadBalancer "+k)
+			}
+		}
+		out[class] = s.waiting.update(class, keys, now)
+	}
+	return out
 }

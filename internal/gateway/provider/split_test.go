@@ -3,11 +3,16 @@ package provider
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/testkit"
@@ -91,4 +96,57 @@ func TestSplit(t *testing.T) {
 	if err := s.ClassError(ClassEdge); err != nil {
 		t.Errorf("ClassError(edge) = %q, want nil: the cloud's failure is not the edge's", err)
 	}
+}
+
+// The provider metrics count each class's deploys by result and tell the
+// objects a cloud provider does not serve yet, with their age.
+func TestSplitMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	cloud := &recorder{err: errors.New("quota exceeded"), progress: Progress{
+		LoadBalancers: map[string]LoadBalancerProgress{"demo/db": {Message: "creating"}}}}
+	// the edge serves whatever it is given
+	edge := &recorder{progress: Progress{Version: "v1", Served: true}}
+	s := &Split{Edge: edge, Clouds: map[string]Provider{"azure-cross-region": cloud}, Log: slog.New(slog.DiscardHandler)}
+	s.Metrics = NewMetrics(reg, s)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	s.Set(&edgev1.Model{Version: "v1", LoadBalancers: []edgev1.LoadBalancer{{Namespace: "demo", Name: "db", Class: "azure-cross-region"}}})
+	testkit.Eventually(t, 10*time.Second, "deploys counted", func(context.Context) error {
+		for _, want := range []string{
+			`fleetnet_gateway_deploys_total{class="edge",result="success"} 1`,
+			`fleetnet_gateway_deploys_total{class="azure-cross-region",result="failure"}`,
+			`fleetnet_gateway_queue_depth{class="azure-cross-region"} 1`,
+			`fleetnet_gateway_queue_depth{class="edge"} 0`,
+			`fleetnet_gateway_objects_pending{class="azure-cross-region"} 1`,
+			`fleetnet_gateway_objects_pending{class="edge"} 0`,
+			`fleetnet_gateway_last_deploy_success_timestamp_seconds{class="edge"}`,
+		} {
+			got, err := gathered(reg)
+			if err != nil {
+				return err
+			}
+			if !strings.Contains(got, want) {
+				return fmt.Errorf("no %s in\n%s", want, got)
+			}
+		}
+		return nil
+	})
+}
+
+// gathered is reg's metrics in the text format.
+func gathered(reg *prometheus.Registry) (string, error) {
+	families, err := reg.Gather()
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	for _, f := range families {
+		if _, err := expfmt.MetricFamilyToText(&b, f); err != nil {
+			return "", err
+		}
+	}
+	return b.String(), nil
 }

@@ -1,0 +1,129 @@
+package provider
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are fleetnet-gateway's provider metrics, by load balancer class
+// (edge, azure-cross-region, azure-front-door): what Queue does and how
+// long Split's objects have been waiting to be served.
+type Metrics struct {
+	deploys     *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	lastSuccess *prometheus.GaugeVec
+	waiting     *prometheus.GaugeVec
+}
+
+// Results of a deploy, the label of fleetnet_gateway_deploys_total.
+const (
+	ResultSuccess    = "success"
+	ResultFailure    = "failure"
+	ResultSuperseded = "superseded"
+)
+
+// NewMetrics registers the provider metrics on reg (none with nil) and
+// the pending-object gauges Split computes when scraped.
+func NewMetrics(reg prometheus.Registerer, s *Split) *Metrics {
+	m := &Metrics{
+		deploys: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetnet_gateway_deploys_total",
+			Help: "Models handed to a provider, by class and result (success, failure, superseded: a newer model arrived first)."}, []string{"class", "result"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "fleetnet_gateway_deploy_duration_seconds",
+			Help: "How long a provider's deploy took, by class.", Buckets: prometheus.ExponentialBuckets(0.001, 4, 12)}, []string{"class"}),
+		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleetnet_gateway_last_deploy_success_timestamp_seconds",
+			Help: "Unix time of a provider's last deploy without error, by class."}, []string{"class"}),
+		waiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleetnet_gateway_queue_depth",
+			Help: "Models a provider has not deployed yet (deploying, or waiting for a retry), by class: 0 or 1, as a newer model replaces a waiting one."}, []string{"class"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.deploys, m.duration, m.lastSuccess, m.waiting)
+		if s != nil {
+			reg.MustRegister(pendingCollector{s})
+		}
+	}
+	return m
+}
+
+// observe records one deploy of class.
+func (m *Metrics) observe(class, result string, took time.Duration) {
+	if m == nil {
+		return
+	}
+	m.deploys.WithLabelValues(class, result).Inc()
+	if result != ResultSuperseded {
+		m.duration.WithLabelValues(class).Observe(took.Seconds())
+	}
+	if result == ResultSuccess {
+		m.lastSuccess.WithLabelValues(class).SetToCurrentTime()
+	}
+}
+
+func (m *Metrics) setWaiting(class string, waiting bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if waiting {
+		v = 1
+	}
+	m.waiting.WithLabelValues(class).Set(v)
+}
+
+var (
+	pendingDesc = prometheus.NewDesc("fleetnet_gateway_objects_pending",
+		"Gateways and load balancers a provider does not serve as the newest model says yet, by class.", []string{"class"}, nil)
+	oldestDesc = prometheus.NewDesc("fleetnet_gateway_objects_pending_oldest_seconds",
+		"How long the longest-waiting of those has been waiting, by class (0 when none).", []string{"class"}, nil)
+)
+
+// pendingCollector reads Split's pending objects when scraped.
+type pendingCollector struct{ s *Split }
+
+func (c pendingCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- pendingDesc
+	ch <- oldestDesc
+}
+
+func (c pendingCollector) Collect(ch chan<- prometheus.Metric) {
+	now := time.Now()
+	for class, since := range c.s.pending(now) {
+		oldest := 0.0
+		for _, t := range since {
+			oldest = max(oldest, now.Sub(t).Seconds())
+		}
+		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(len(since)), class)
+		ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, oldest, class)
+	}
+}
+
+// pendingSince remembers since when each object has been pending.
+type pendingSince struct {
+	mu    sync.Mutex
+	since map[string]map[string]time.Time // class -> object -> first seen pending
+}
+
+// update sets class's pending objects (keys) as seen at now, keeping the
+// time each was first seen, and returns a copy.
+func (p *pendingSince) update(class string, keys []string, now time.Time) map[string]time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.since == nil {
+		p.since = map[string]map[string]time.Time{}
+	}
+	old, cur := p.since[class], map[string]time.Time{}
+	for _, k := range keys {
+		if t, ok := old[k]; ok {
+			cur[k] = t
+		} else {
+			cur[k] = now
+		}
+	}
+	p.since[class] = cur
+	out := make(map[string]time.Time, len(cur))
+	for k, t := range cur {
+		out[k] = t
+	}
+	return out
+}
