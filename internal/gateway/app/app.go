@@ -361,6 +361,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	}
 	split := &provider.Split{Edge: prov, Clouds: clouds, GatewayClasses: gatewayClasses, Log: log}
 	split.Metrics = provider.NewMetrics(ctrlmetrics.Registry, split)
+	defer split.Metrics.Unregister()
 	rec := &controller.Reconciler{Client: mgr.GetClient(), Clientset: cs, LoadBalancerClasses: split.Classes(), CRDBundleVersions: bundles,
 		Queue: split, Provider: split, Recorder: recorder, ValidateAnnotations: annotations.Validator(tiers), LocalCluster: o.ClusterID, LocalRegion: o.Region, Log: log, Events: events}
 	split.OnChange = rec.Trigger

@@ -11,6 +11,8 @@ import (
 // (edge, azure-cross-region, azure-front-door): what Queue does and how
 // long Split's objects have been waiting to be served.
 type Metrics struct {
+	reg         prometheus.Registerer
+	collectors  []prometheus.Collector
 	deploys     *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
 	lastSuccess *prometheus.GaugeVec
@@ -38,12 +40,21 @@ func NewMetrics(reg prometheus.Registerer, s *Split) *Metrics {
 			Help: "Models a provider has not deployed yet (deploying, or waiting for a retry), by class: 0 or 1, as a newer model replaces a waiting one."}, []string{"class"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.deploys, m.duration, m.lastSuccess, m.waiting)
+		m.reg, m.collectors = reg, []prometheus.Collector{m.deploys, m.duration, m.lastSuccess, m.waiting}
 		if s != nil {
-			reg.MustRegister(pendingCollector{s})
+			m.collectors = append(m.collectors, pendingCollector{s})
 		}
+		reg.MustRegister(m.collectors...)
 	}
 	return m
+}
+
+// Unregister takes the metrics off the registry NewMetrics put them on,
+// for a process that runs the gateway again (tests).
+func (m *Metrics) Unregister() {
+	for _, c := range m.collectors {
+		m.reg.Unregister(c)
+	}
 }
 
 // observe records one deploy of class.

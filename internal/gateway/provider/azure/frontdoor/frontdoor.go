@@ -201,6 +201,10 @@ type gatewayState struct {
 	stamps      map[string]stamp
 	absent      map[string]*absence // by resource label, "" the whole Gateway
 	told        string
+	// links is, per Private Link Service (lowercase id) of the Gateway's
+	// origins, the state of its connection there as the service reports
+	// it (approve); Programmed reads it rather than the origins' status.
+	links map[string]string
 	// want is the input (inputOf) of the Gateway's job for the newest
 	// model; deployed that of its last job that ended without error: the
 	// Gateway is current when they are equal.

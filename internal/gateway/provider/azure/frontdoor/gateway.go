@@ -650,9 +650,11 @@ func (p *Provider) assess(key string, g graph, obs *observed) {
 				token = m.Properties.ValidationProperties.ValidationToken
 			}
 			detail = fmt.Sprintf("provisioned, deployed, domain validation %s: create the DNS TXT record _dnsauth.%s with value %s", m.Properties.DomainValidationState, it.label, token)
-		case m.Properties.SharedPrivateLinkResource != nil && m.Properties.SharedPrivateLinkResource.Status != "Approved":
-			state = "private link " + m.Properties.SharedPrivateLinkResource.Status
-			detail = "provisioned, deployed, " + privateLinkDetail(m.Properties.SharedPrivateLinkResource.Status, m.Properties.SharedPrivateLinkResource.PrivateLink)
+		case m.Properties.SharedPrivateLinkResource != nil &&
+			st.linkStatus(m.Properties.SharedPrivateLinkResource.PrivateLink, m.Properties.SharedPrivateLinkResource.Status) != connectionApproved:
+			status := st.linkStatus(m.Properties.SharedPrivateLinkResource.PrivateLink, m.Properties.SharedPrivateLinkResource.Status)
+			state = "private link " + status
+			detail = "provisioned, deployed, " + privateLinkDetail(status, m.Properties.SharedPrivateLinkResource.PrivateLink)
 		default:
 			state = "deployed"
 		}
@@ -816,4 +818,23 @@ func routeDomains(r *armcdn.Route) []string {
 		out = append(out, "default")
 	}
 	return out
+}
+
+// linkStatus is the state of an origin's Private Link connection: as its
+// Private Link Service reports it (documented), read by approve; when that
+// shows no connection of the Gateway's (not requested yet, or its owner
+// rewrote the description), the origin's own status, and Pending when
+// that is empty too.
+func (st *gatewayState) linkStatus(privateLink *struct {
+	ID string `json:"id"`
+}, status string) string {
+	if privateLink != nil {
+		if s := st.links[strings.ToLower(privateLink.ID)]; s != "" {
+			return s
+		}
+	}
+	if status != "" {
+		return status
+	}
+	return connectionPending
 }

@@ -290,15 +290,22 @@ func (p *Provider) approve(ctx context.Context, key string, g graph, obs *observ
 			l.origins = append(l.origins, path)
 		}
 	}
+	statuses := map[string]string{}
+	defer func() {
+		p.mu.Lock()
+		p.state(key).links = statuses
+		p.mu.Unlock()
+	}()
 	for _, k := range order {
 		l := links[k]
 		if len(l.messages) == 0 {
 			continue // nothing would match
 		}
-		approved, err := p.approveOn(ctx, key, l.m, l.messages, g.autoApproved[k])
+		approved, status, err := p.approveOn(ctx, key, l.m, l.messages, g.autoApproved[k])
 		if err != nil {
 			return err
 		}
+		statuses[k] = status
 		if !approved {
 			continue
 		}
@@ -316,37 +323,79 @@ func (p *Provider) approve(ctx context.Context, key string, g graph, obs *observ
 // approveOn reads the Private Link Service of plsRef's match m and, when
 // its owner allows (its tag, or services: the exported Services whose
 // consent covers it, by namespace/name), approves frontDoorConnections
-// for messages; it says whether it approved any.
-func (p *Provider) approveOn(ctx context.Context, key string, m []string, messages map[string]bool, services map[string]bool) (bool, error) {
+// for messages; it says whether it approved any, and the state of the
+// Gateway's connection there (connectionState), which Programmed reads.
+func (p *Provider) approveOn(ctx context.Context, key string, m []string, messages map[string]bool, services map[string]bool) (bool, string, error) {
 	f, err := p.net.factory(m[1])
 	if err != nil {
-		return false, err
+		return false, "", err
 	}
 	c := f.NewPrivateLinkServicesClient()
 	pls, err := c.Get(ctx, m[2], m[3], nil)
 	if err != nil {
-		return false, fmt.Errorf("reading Private Link Service %s: %w", m[3], armerr.Describe(err))
+		return false, "", fmt.Errorf("reading Private Link Service %s: %w", m[3], armerr.Describe(err))
 	}
+	if pls.Properties == nil {
+		return false, "", nil
+	}
+	status := connectionState(pls.Properties.PrivateEndpointConnections, messages)
 	// Consent: the PLS's own tag, or the export of the Service that
 	// cloud-provider-azure made the PLS for (its owner tag names it).
 	consent := armutil.Deref(pls.Tags[keys.TagAzurePLSApproval]) == keys.PLSApprovalAuto ||
 		services[armutil.Deref(pls.Tags[keys.TagAzureOwnerService])]
-	if !consent || pls.Properties == nil {
-		return false, nil // the owner approves
+	if !consent {
+		return false, status, nil // the owner approves
 	}
 	approved := false
+	descs := map[string]string{} // connection name -> its request message
+	for _, pc := range pls.Properties.PrivateEndpointConnections {
+		if pc != nil && pc.Properties != nil && pc.Properties.PrivateLinkServiceConnectionState != nil {
+			descs[armutil.Deref(pc.Name)] = armutil.Deref(pc.Properties.PrivateLinkServiceConnectionState.Description)
+		}
+	}
 	for _, name := range frontDoorConnections(pls.Properties.PrivateEndpointConnections, messages) {
 		p.log.Info("approving Front Door's Private Link connection", "gateway", key, "privateLinkService", m[3], "connection", name)
 		_, err := c.UpdatePrivateEndpointConnection(ctx, m[2], m[3], name, armnetwork.PrivateEndpointConnection{
 			Name: to.Ptr(name), Properties: &armnetwork.PrivateEndpointConnectionProperties{PrivateLinkServiceConnectionState: &armnetwork.PrivateLinkServiceConnectionState{
-				Status: to.Ptr(connectionApproved), Description: to.Ptr("approved by fleetnet for Gateway " + key)}}}, nil)
+				Status: to.Ptr(connectionApproved), Description: to.Ptr(approvedPrefix + descs[name])}}}, nil)
 		if err != nil {
-			return approved, fmt.Errorf("approving connection %s on Private Link Service %s: %w", name, m[3], armerr.Describe(err))
+			return approved, status, fmt.Errorf("approving connection %s on Private Link Service %s: %w", name, m[3], armerr.Describe(err))
 		}
-		approved = true
+		approved, status = true, connectionApproved
 	}
-	return approved, nil
+	return approved, status, nil
 }
+
+// connectionState is the state, on a Private Link Service with
+// connections conns, of the connections whose description is one of
+// messages (the Gateway's: see frontDoorConnections): Approved when one
+// is, else Pending, Rejected or Disconnected in that order; "" when Front
+// Door has requested none yet.
+func connectionState(conns []*armnetwork.PrivateEndpointConnection, messages map[string]bool) string {
+	seen := map[string]bool{}
+	for _, pc := range conns {
+		if pc == nil || pc.Properties == nil || pc.Properties.PrivateLinkServiceConnectionState == nil {
+			continue
+		}
+		st := pc.Properties.PrivateLinkServiceConnectionState
+		// fleetnet's approval keeps the request message in the
+		// description, after approvedPrefix
+		if d := strings.TrimPrefix(armutil.Deref(st.Description), approvedPrefix); d != "" && messages[d] {
+			seen[strings.ToLower(armutil.Deref(st.Status))] = true
+		}
+	}
+	for _, s := range []string{connectionApproved, connectionPending, "Rejected", "Disconnected"} {
+		if seen[strings.ToLower(s)] {
+			return s
+		}
+	}
+	return ""
+}
+
+// approvedPrefix starts the description fleetnet gives a connection it
+// approves, followed by the request message, so that the connection stays
+// recognisable as the Gateway's (connectionState).
+const approvedPrefix = "approved by fleetnet: "
 
 // Private endpoint connection states a Private Link Service reports
 // (https://learn.microsoft.com/azure/private-link/manage-private-endpoint).

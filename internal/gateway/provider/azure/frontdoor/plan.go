@@ -712,7 +712,11 @@ func planGroup(bs []edgev1.Backend, s annotations.Settings, origins map[string]O
 		if r.o.PrivateLink != "" {
 			o.Properties.SharedPrivateLinkResource = &armcdn.SharedPrivateLinkResourceProperties{
 				PrivateLink: &armcdn.ResourceReference{ID: to.Ptr(r.o.PrivateLink)}, PrivateLinkLocation: to.Ptr(r.o.PrivateLinkLocation),
-				RequestMessage: to.Ptr("fleetnet " + g.key)}
+				// The profile's name is unique per fleet (owner) and
+				// Gateway: another fleet's Gateway of the same name on the
+				// same service sends another message, which fleetnet does
+				// not approve (frontDoorConnections).
+				RequestMessage: to.Ptr("fleetnet " + g.key + " " + g.profileName)}
 			// The export's consent covers the PLS it published, not one
 			// found by its frontend instead.
 			if r.c.PrivateLinkAutoApproval && strings.EqualFold(r.o.PrivateLink, r.c.PrivateLinkService) {

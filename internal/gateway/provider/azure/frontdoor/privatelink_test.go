@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/resourcemanager/cdn/armcdn/v2"
@@ -98,7 +99,10 @@ func TestPrivateLinkApprovesOnlyTheGatewaysConnection(t *testing.T) {
 	h := newHarness(t, armsim.Options{Polls: 1})
 	pls := h.seedPrivate("east", "eastus", map[string]*string{keys.TagAzurePLSApproval: to.Ptr(keys.PLSApprovalAuto)})
 	if !h.sim.RequestConnection(pls, "consumer.1", "/subscriptions/"+sub+"/resourceGroups/consumer/providers/Microsoft.Network/privateEndpoints/pe1", "please approve") ||
-		!h.sim.RequestConnection(pls, "other.1", "/subscriptions/"+sub+"/resourceGroups/other/providers/Microsoft.Network/privateEndpoints/pe2", "fleetnet web/other") {
+		!h.sim.RequestConnection(pls, "other.1", "/subscriptions/"+sub+"/resourceGroups/other/providers/Microsoft.Network/privateEndpoints/pe2", "fleetnet web/other") ||
+		// another fleet's Gateway of the same namespace and name
+		!h.sim.RequestConnection(pls, "fleet2.1", "/subscriptions/"+sub+"/resourceGroups/other/providers/Microsoft.Network/privateEndpoints/pe3",
+			"fleetnet web/public "+profileName("fleet-2", "web", "public")) {
 		t.Fatal("seeding the other requests")
 	}
 	p := h.provider()
@@ -111,9 +115,10 @@ func TestPrivateLinkApprovesOnlyTheGatewaysConnection(t *testing.T) {
 		ours = armsim.ConnectionName(r.ID)
 	}
 	want := []string{
-		ours + " Approved approved by fleetnet for Gateway web/public",
+		ours + " Approved "+approvedPrefix+publicMessage,
 		"consumer.1 Pending please approve",
 		"other.1 Pending fleetnet web/other",
+		"fleet2.1 Pending fleetnet web/public " + profileName("fleet-2", "web", "public"),
 	}
 	slices.Sort(want)
 	if got := h.connections(pls); !slices.Equal(got, want) {
@@ -145,7 +150,7 @@ func TestPrivateLinkApprovesOnlyTheGatewaysConnection(t *testing.T) {
 	if n := h.approvals(); n != 1 {
 		t.Errorf("a rejected connection was approved: %d approvals", n)
 	}
-	if got := h.connections(pls); !slices.Contains(got, ours+" Rejected approved by fleetnet for Gateway web/public") {
+	if got := h.connections(pls); !slices.Contains(got, ours+" Rejected "+approvedPrefix+publicMessage) {
 		t.Errorf("connections %q", got)
 	}
 }
@@ -176,13 +181,17 @@ func TestPrivateLinkApprovalWithoutOriginStatus(t *testing.T) {
 	if st := o.Properties.SharedPrivateLinkResource.Status; st != nil {
 		t.Fatalf("the origin's status is %s: the simulation should not say it", *st)
 	}
-	want := []string{armsim.ConnectionName(origins[0].ID) + " Approved approved by fleetnet for Gateway web/public"}
+	want := []string{armsim.ConnectionName(origins[0].ID) + " Approved "+approvedPrefix+publicMessage}
 	if got := h.connections(pls); !slices.Equal(got, want) {
 		t.Fatalf("connections %q, want %q", got, want)
 	}
 	if n := h.approvals(); n != 1 {
 		t.Errorf("%d approvals, want 1", n)
 	}
+	// Programmed reads the connection's state at the PLS too, not the
+	// origin's status.
+	validateDomains(h)
+	h.until(p, gwKey, time.Second, func(g GatewayProgress) bool { return g.Served })
 }
 
 // Without the owner's consent nothing is approved, whatever the
@@ -198,8 +207,11 @@ func TestPrivateLinkWithoutConsent(t *testing.T) {
 		t.Errorf("%d approvals without consent", n)
 	}
 	for _, c := range h.connections(pls) {
-		if c != armsim.ConnectionName(h.sim.Resources(armsim.TypeOrigin)[0].ID)+" Pending fleetnet web/public" {
+		if c != armsim.ConnectionName(h.sim.Resources(armsim.TypeOrigin)[0].ID)+" Pending "+publicMessage {
 			t.Errorf("connection %q", c)
 		}
 	}
 }
+
+// publicMessage is the request message of web/public's origins.
+var publicMessage = "fleetnet web/public " + profileName(owner, "web", "public")
