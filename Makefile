@@ -166,6 +166,19 @@ test: deps ## Install and build what the tests need, then run every test.
 	$(MAKE) --no-print-directory tools
 	go test $(TEST_FLAGS) ./...
 
+# Fuzz targets as package:function; `make test` runs their seed corpora.
+FUZZ_TARGETS := ./internal/registry/merge:FuzzMergeInvariants ./internal/registry/validate:FuzzValidate \
+	./internal/dns/fleetnet:FuzzServeDNS ./api/edge/v1:FuzzDecodeModel ./internal/edge/proxy:FuzzCompile ./internal/edge/l4:FuzzCompile \
+	./internal/discovery/server:FuzzRequests ./internal/gateway/provider/azure/frontdoor/annotations:FuzzParse
+FUZZTIME ?= 30s
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME each (default 30s; e.g. make fuzz FUZZTIME=10m); a finding stops it, its input under the package's testdata/fuzz.
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t##*:}; echo "==> $$fn in $$pkg for $(FUZZTIME)"; \
+		go test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	done
+
 .PHONY: bench
 bench: tools ## Run the benchmarks (the fleet benchmark takes about 2 minutes).
 	go test -run '^$$' -bench . -benchmem $$(go list ./... | grep -v /test/e2e)

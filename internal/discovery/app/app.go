@@ -23,6 +23,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/discovery/store"
 	"github.com/fleetnet/fleetnet/internal/pki"
 	registryclient "github.com/fleetnet/fleetnet/internal/registry/client"
+	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -247,7 +248,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		log.Warn("serving plain HTTP: bearer tokens cross the network in clear; set --tls-cert-file outside loopback")
 	}
 	promReg := prometheus.NewRegistry()
-	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), tlsrefusal.HandshakeErrors)
 	// Revisions start at the start time, so that a client resuming across
 	// a restart (which starts from empty) is told to reset; see
 	// store.Options.Base.
@@ -298,7 +299,11 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		}
 		// No write timeout: watches are long-lived; the watch bounds each
 		// of its writes itself.
-		listeners = append(listeners, listener{srv: &http.Server{Handler: l.handler, ReadHeaderTimeout: 10 * time.Second}, ln: ln})
+		srv := &http.Server{Handler: l.handler, ReadHeaderTimeout: 10 * time.Second}
+		if l.tls != nil {
+			srv.ErrorLog = (&tlsrefusal.Observer{Server: "discovery", Log: log}).ErrorLog()
+		}
+		listeners = append(listeners, listener{srv: srv, ln: ln})
 	}
 	log.Info("discovery serving", "address", listeners[0].ln.Addr().String(), "pool-source", o.PoolSource, "tls", tlsConfig != nil, "tokens", o.TokensFile != "", "client-certificates", o.ClientCAFile != "")
 

@@ -68,6 +68,12 @@ func (h *Handler) ServeDNS(ctx context.Context, w dns.ResponseWriter, r *dns.Msg
 	if name == "" {
 		return plugin.NextOrFailure(h.Name(), h.Next, ctx, w, r)
 	}
+	if state.QClass() != dns.ClassINET {
+		// The zone has records of class IN only; CHAOS and the others are
+		// not ours to answer (and a CH TXT query would otherwise get an
+		// IN answer).
+		return dns.RcodeRefused, nil
+	}
 	if !h.synced.Load() {
 		// Before the first list an unknown name may well exist: a
 		// SERVFAIL is retried, where an NXDOMAIN would be cached.

@@ -29,6 +29,7 @@ import (
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/edge/health"
+	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -62,7 +63,9 @@ type Proxy struct {
 	http1   *http.Transport
 	h2c     *http.Transport
 	metrics *metrics
-	health  *health.Checker
+	// refusals records the HTTPS listeners' failed handshakes.
+	refusals *tlsrefusal.Observer
+	health   *health.Checker
 	// ownHealth: the proxy started health and closes it.
 	ownHealth bool
 	// checks are the units of the served table.
@@ -111,6 +114,12 @@ func New(o Options) *Proxy {
 	p.checks = p.health.NewSet()
 	p.table.Store(&table{ports: map[int32]*port{}})
 	p.metrics = newMetrics(o.Registerer, p.table.Load)
+	p.refusals = &tlsrefusal.Observer{Server: "edge-https", Log: log}
+	if o.Registerer != nil {
+		if err := tlsrefusal.Register(o.Registerer); err != nil {
+			panic(err) // as newMetrics' MustRegister
+		}
+	}
 	p.forward = p.newForwarder()
 	return p
 }
@@ -199,6 +208,9 @@ func (p *Proxy) listen(num int32, useTLS bool) (*listener, error) {
 	// (h2c) over cleartext, as gRPC clients and other proxies speak it.
 	srv.Protocols.SetHTTP1(true)
 	if useTLS {
+		// Refused handshakes (scanners, clients of an unknown name) are
+		// counted and logged rate-limited, not line by line.
+		srv.ErrorLog = p.refusals.ErrorLog()
 		srv.Protocols.SetHTTP2(true)
 		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
 			return p.certificate(num, hello.ServerName)

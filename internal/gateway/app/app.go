@@ -33,6 +33,7 @@ import (
 	edgeprovider "github.com/fleetnet/fleetnet/internal/gateway/provider/edge"
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/fleetnet/fleetnet/internal/recovered"
+	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
 	"github.com/fleetnet/fleetnet/internal/scheme"
 	"github.com/fleetnet/fleetnet/pkg/generated/clientset/versioned"
 	"github.com/go-logr/logr"
@@ -288,6 +289,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	if err != nil {
 		return err
 	}
+	if err := tlsrefusal.Register(ctrlmetrics.Registry); err != nil {
+		return err
+	}
 	if err := recovered.Register(ctrlmetrics.Registry); err != nil {
 		return err
 	}
@@ -426,7 +430,8 @@ func loadServing(o Options, log *slog.Logger) (*grpc.Server, error) {
 	}
 	// A panic in the model stream's handler fails that edge's stream, not
 	// the gateway.
-	return grpc.NewServer(append(recovered.GRPCServerOptions("gateway-model-stream", log), grpc.Creds(credentials.NewTLS(cfg)))...), nil
+	creds := (&tlsrefusal.Observer{Server: "gateway-model-stream", Log: log}).Credentials(credentials.NewTLS(cfg))
+	return grpc.NewServer(append(recovered.GRPCServerOptions("gateway-model-stream", log), grpc.Creds(creds))...), nil
 }
 
 func serveEdges(ctx context.Context, addr string, srv *grpc.Server, dist *distribute.Server, log *slog.Logger) error {

@@ -13,6 +13,7 @@ import (
 
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/pki"
+	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
@@ -99,8 +100,14 @@ func Dial(o Options) (registryv1.RegistryClient, *grpc.ClientConn, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("registry CA %s: %w", o.CAFile, err)
 	}
+	// A certificate the registry refuses shows as Unavailable (TLS 1.3
+	// checks it after the client's handshake): the prober finds and names
+	// it, so callers can tell a configuration error from an outage.
+	prober := &tlsrefusal.Prober{Addrs: addrs, Config: tlsCfg}
 	opts := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
+		grpc.WithChainUnaryInterceptor(prober.UnaryClientInterceptor()),
+		grpc.WithChainStreamInterceptor(prober.StreamClientInterceptor()),
 		// gRPC's default reconnect backoff grows to 120 s, and calls fail
 		// fast until the next attempt: after a long registry outage the
 		// agents would find it back only after their leases expired (seen

@@ -8,6 +8,7 @@ import (
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/recovered"
 	"github.com/fleetnet/fleetnet/internal/registry/auth"
+	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
@@ -22,7 +23,7 @@ import (
 // SERVING once the registry's view is loaded.
 func NewGRPCServer(r *Registry, tlsConfig *tls.Config, authn *auth.Authenticator) (*grpc.Server, *health.Server) {
 	s := grpc.NewServer(append(recovered.GRPCServerOptions("registry", r.log),
-		grpc.Creds(credentials.NewTLS(tlsConfig)),
+		grpc.Creds((&tlsrefusal.Observer{Server: "registry", Log: r.log}).Credentials(credentials.NewTLS(tlsConfig))),
 		grpc.ChainUnaryInterceptor(r.UnaryInterceptor, authn.UnaryInterceptor),
 		grpc.ChainStreamInterceptor(r.StreamInterceptor, authn.StreamInterceptor),
 		// Agents keep one watch open for days; pings find dead peers.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fleetnet/fleetnet/internal/recovered"
+	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
 	"github.com/fleetnet/fleetnet/internal/registry/view"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -43,6 +44,9 @@ func newMetrics(reg prometheus.Registerer, r *Registry) *metrics {
 	if reg != nil {
 		if err := recovered.Register(reg); err != nil {
 			panic(err) // as MustRegister below
+		}
+		if err := tlsrefusal.Register(reg); err != nil {
+			panic(err)
 		}
 		reg.MustRegister(m.requests, m.latency, m.watchers, m.storeOps,
 			fromView("fleetnet_registry_live_clusters", "Clusters with a live lease.", func(v *view.View) float64 {
