@@ -198,8 +198,8 @@ func TestHTTPRefusals(t *testing.T) {
 
 func TestReason(t *testing.T) {
 	for err, want := range map[string]string{
-		"tls: client didn't provide a certificate":                                        "no_certificate",
-		"tls: failed to verify certificate: x509: certificate signed by unknown authority": "unknown_authority",
+		"tls: client didn't provide a certificate":                                                           "no_certificate",
+		"tls: failed to verify certificate: x509: certificate signed by unknown authority":                   "unknown_authority",
 		"tls: failed to verify certificate: x509: certificate has expired or is not yet valid: current time": "expired",
 		"tls: first record does not look like a TLS handshake":                                               "not_tls",
 		"tls: client offered only unsupported versions: [302]":                                               "protocol",

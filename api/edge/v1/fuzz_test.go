@@ -14,7 +14,7 @@ func FuzzDecodeModel(f *testing.F) {
 		Protocol: ProtocolHTTP, VirtualHosts: []VirtualHost{{Hostname: "*", Routes: []Route{{RouteNamespace: "demo", RouteName: "r",
 			Path: PathMatch{Type: PathPrefix, Value: "/"}, Backends: []Backend{{Kind: KindServiceImport, Namespace: "demo", Name: "echo", Port: 80, Weight: 1,
 				Clusters: []ClusterEndpoints{{Cluster: "east", Weight: 1, EffectiveWeight: 1, Endpoints: []Endpoint{{Address: "10.0.0.1", Port: 8080, Ready: true, Serving: true}}}},
-				Policy: DefaultBackendPolicy()}}}}}}}}}},
+				Policy:   DefaultBackendPolicy()}}}}}}}}}},
 		LoadBalancers: []LoadBalancer{{Namespace: "demo", Name: "db", Class: "edge", Ports: []LoadBalancerPort{{Port: 5432, TargetPort: 5432, Protocol: ProtocolTCP}}}}})
 	f.Add(seed)
 	f.Add([]byte(`{"version":"x","gateways":null}`))

@@ -18,7 +18,7 @@ func FuzzCompile(f *testing.F) {
 			QueryParams: []edgev1.ValueMatch{{Type: edgev1.MatchRegularExpression, Name: "q", Value: "[a-"}},
 			Backends: []edgev1.Backend{{Kind: edgev1.KindServiceImport, Namespace: "demo", Name: "echo", Port: 80, Weight: 1,
 				Clusters: []edgev1.ClusterEndpoints{{Cluster: "east", Weight: 1, EffectiveWeight: 1, Endpoints: []edgev1.Endpoint{{Address: "10.0.0.1", Port: 8080, Ready: true, Serving: true}}}},
-				Policy: edgev1.DefaultBackendPolicy()}}}}}}}}}}})
+				Policy:   edgev1.DefaultBackendPolicy()}}}}}}}}}}})
 	f.Add(seed)
 	f.Add([]byte(`{"gateways":[{"listeners":[{"port":443,"protocol":"HTTPS"},{"port":443,"protocol":"HTTP"}]}]}`))
 	f.Fuzz(func(t *testing.T, doc []byte) {

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/fleetnet/fleetnet/internal/recovered"
-	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
 	"github.com/fleetnet/fleetnet/internal/registry/view"
+	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"

@@ -115,7 +115,7 @@ func TestPrivateLinkApprovesOnlyTheGatewaysConnection(t *testing.T) {
 		ours = armsim.ConnectionName(r.ID)
 	}
 	want := []string{
-		ours + " Approved "+approvedPrefix+publicMessage,
+		ours + " Approved " + approvedPrefix + publicMessage,
 		"consumer.1 Pending please approve",
 		"other.1 Pending fleetnet web/other",
 		"fleet2.1 Pending fleetnet web/public " + profileName("fleet-2", "web", "public"),
@@ -181,7 +181,7 @@ func TestPrivateLinkApprovalWithoutOriginStatus(t *testing.T) {
 	if st := o.Properties.SharedPrivateLinkResource.Status; st != nil {
 		t.Fatalf("the origin's status is %s: the simulation should not say it", *st)
 	}
-	want := []string{armsim.ConnectionName(origins[0].ID) + " Approved "+approvedPrefix+publicMessage}
+	want := []string{armsim.ConnectionName(origins[0].ID) + " Approved " + approvedPrefix + publicMessage}
 	if got := h.connections(pls); !slices.Equal(got, want) {
 		t.Fatalf("connections %q, want %q", got, want)
 	}
