@@ -18,6 +18,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/agent/importer"
 	"github.com/fleetnet/fleetnet/internal/agent/lease"
 	"github.com/fleetnet/fleetnet/internal/agent/publish"
+	"github.com/fleetnet/fleetnet/internal/certfiles"
 	"github.com/fleetnet/fleetnet/internal/registry/client"
 	"github.com/fleetnet/fleetnet/internal/scheme"
 	"github.com/go-logr/logr"
@@ -141,7 +142,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	if err != nil {
 		return err
 	}
-	regClient, conn, err := client.Dial(o.Registry)
+	ro := o.Registry
+	ro.Component, ro.Log = "agent", log
+	regClient, conn, err := client.Dial(ro)
 	if err != nil {
 		return fmt.Errorf("--registry: %w", err)
 	}
@@ -180,6 +183,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		reg = metrics.Registry
 	}
 	reg.MustRegister(resyncs, export.NewStateCollector(mgr.GetClient()))
+	if err := certfiles.Register(reg); err != nil {
+		return err
+	}
 	pub := publish.New(regClient, cluster.GetId(), publish.NewMetrics(reg))
 	events := make(chan event.GenericEvent, 4096)
 	registrar := &lease.Registrar{Client: regClient, Cluster: cluster, Log: log}

@@ -12,16 +12,15 @@ import (
 	"maps"
 	"net"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/fleetnet/fleetnet/internal/certfiles"
 	"github.com/fleetnet/fleetnet/internal/discovery/kubesource"
 	"github.com/fleetnet/fleetnet/internal/discovery/memory"
 	"github.com/fleetnet/fleetnet/internal/discovery/server"
 	"github.com/fleetnet/fleetnet/internal/discovery/store"
-	"github.com/fleetnet/fleetnet/internal/pki"
 	registryclient "github.com/fleetnet/fleetnet/internal/registry/client"
 	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
 	"github.com/prometheus/client_golang/prometheus"
@@ -240,7 +239,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	tlsConfig, authn, err := o.security()
+	tlsConfig, authn, err := o.security(ctx, log)
 	if err != nil {
 		return err
 	}
@@ -248,7 +247,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		log.Warn("serving plain HTTP: bearer tokens cross the network in clear; set --tls-cert-file outside loopback")
 	}
 	promReg := prometheus.NewRegistry()
-	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), tlsrefusal.HandshakeErrors)
+	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), tlsrefusal.HandshakeErrors, certfiles.Expiry)
 	// Revisions start at the start time, so that a client resuming across
 	// a restart (which starts from empty) is told to reset; see
 	// store.Options.Base.
@@ -343,8 +342,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	return runErr
 }
 
-// security loads TLS and authentication from the flags.
-func (o *Options) security() (*tls.Config, *server.Authenticator, error) {
+// security loads TLS (reloaded when its files change, until ctx ends) and
+// authentication from the flags.
+func (o *Options) security(ctx context.Context, log *slog.Logger) (*tls.Config, *server.Authenticator, error) {
 	authn := &server.Authenticator{}
 	if o.TokensFile != "" {
 		tokens, err := server.LoadTokens(o.TokensFile)
@@ -356,24 +356,22 @@ func (o *Options) security() (*tls.Config, *server.Authenticator, error) {
 	if o.TLSCertFile == "" {
 		return nil, authn, nil
 	}
-	serving, err := tls.LoadX509KeyPair(o.TLSCertFile, o.TLSKeyFile)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--tls-cert-file=%s/--tls-key-file=%s: %w", o.TLSCertFile, o.TLSKeyFile, err)
-	}
 	if o.ClientCAFile == "" {
+		serving, err := tls.LoadX509KeyPair(o.TLSCertFile, o.TLSKeyFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--tls-cert-file=%s/--tls-key-file=%s: %w", o.TLSCertFile, o.TLSKeyFile, err)
+		}
 		return &tls.Config{Certificates: []tls.Certificate{serving}, MinVersion: tls.VersionTLS12}, authn, nil
 	}
-	caPEM, err := os.ReadFile(o.ClientCAFile)
+	files, err := certfiles.Load(certfiles.Files{CertFile: o.TLSCertFile, KeyFile: o.TLSKeyFile, CAFile: o.ClientCAFile,
+		Component: "discovery", Usage: "serving", Log: log})
 	if err != nil {
-		return nil, nil, fmt.Errorf("--client-ca-file: %w", err)
+		return nil, nil, fmt.Errorf("--tls-cert-file/--tls-key-file/--client-ca-file: %w", err)
 	}
+	go files.Run(ctx, 0)
 	// Without tokens a client certificate is the only way in, so the
 	// handshake demands one.
-	cfg, err := pki.ServerTLS(serving, caPEM, o.TokensFile == "")
-	if err != nil {
-		return nil, nil, fmt.Errorf("--client-ca-file=%s: %w", o.ClientCAFile, err)
-	}
-	return cfg, authn, nil
+	return files.ServerConfig(o.TokensFile == ""), authn, nil
 }
 
 func sourceNames() []string { return slices.Sorted(maps.Keys(sources)) }

@@ -23,7 +23,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/edge/proxy"
 	"github.com/fleetnet/fleetnet/internal/edge/subscribe"
 
-	"github.com/fleetnet/fleetnet/internal/pki"
+	"github.com/fleetnet/fleetnet/internal/certfiles"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -89,18 +89,13 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	caPEM, err := os.ReadFile(o.CAFile)
+	// Read again when they change (a rotated Secret), until ctx ends.
+	files, err := certfiles.Load(certfiles.Files{CertFile: o.CertFile, KeyFile: o.KeyFile, CAFile: o.CAFile, Component: "edge", Usage: "client", Log: log})
 	if err != nil {
-		return fmt.Errorf("--ca-file: %w", err)
+		return fmt.Errorf("--cert-file/--key-file/--ca-file: %w", err)
 	}
-	cert, err := tlsCertificate(o.CertFile, o.KeyFile)
-	if err != nil {
-		return err
-	}
-	tlsCfg, err := pki.ClientTLS(caPEM, &cert)
-	if err != nil {
-		return fmt.Errorf("--ca-file: %w", err)
-	}
+	go files.Run(ctx, 0)
+	tlsCfg := files.ClientConfig()
 	// gRPC's default reconnect backoff grows to two minutes: an edge would
 	// then follow a gateway that came back long after it did. Models keep
 	// being served meanwhile (fail static), so retrying often costs little.
@@ -112,7 +107,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	defer conn.Close()
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), certfiles.Expiry)
 	checker := health.New()
 	defer checker.Close()
 	planes := &dataPlanes{
@@ -242,14 +237,6 @@ func probes(c *subscribe.Client) http.Handler {
 
 // reconnectBackoff paces attempts to reach fleetnet-gateway again.
 var reconnectBackoff = backoff.Config{BaseDelay: 200 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 5 * time.Second}
-
-func tlsCertificate(certFile, keyFile string) (cert tls.Certificate, err error) {
-	cert, err = tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return cert, fmt.Errorf("--cert-file/--key-file: %w", err)
-	}
-	return cert, nil
-}
 
 // GCPercent is the edge's garbage collection target unless GOGC is set.
 // A proxy allocates per request and holds little: at Go's default of 100 the

@@ -6,13 +6,11 @@ package app
 import (
 	"cmp"
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"net"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -24,6 +22,7 @@ import (
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/internal/certfiles"
 	"github.com/fleetnet/fleetnet/internal/gateway/controller"
 	"github.com/fleetnet/fleetnet/internal/gateway/distribute"
 	"github.com/fleetnet/fleetnet/internal/gateway/provider"
@@ -31,7 +30,6 @@ import (
 	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/frontdoor"
 	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/frontdoor/annotations"
 	edgeprovider "github.com/fleetnet/fleetnet/internal/gateway/provider/edge"
-	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/fleetnet/fleetnet/internal/recovered"
 	"github.com/fleetnet/fleetnet/internal/scheme"
 	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
@@ -285,8 +283,11 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		log = slog.Default()
 	}
 	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
-	serving, err := loadServing(o, log)
+	serving, err := loadServing(ctx, o, log)
 	if err != nil {
+		return err
+	}
+	if err := certfiles.Register(ctrlmetrics.Registry); err != nil {
 		return err
 	}
 	if err := tlsrefusal.Register(ctrlmetrics.Registry); err != nil {
@@ -415,19 +416,16 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	return mgr.Start(ctx)
 }
 
-func loadServing(o Options, log *slog.Logger) (*grpc.Server, error) {
-	caPEM, err := os.ReadFile(o.ClientCAFile)
+// loadServing is the edges' model stream server, on TLS files reloaded
+// when they change until ctx ends.
+func loadServing(ctx context.Context, o Options, log *slog.Logger) (*grpc.Server, error) {
+	files, err := certfiles.Load(certfiles.Files{CertFile: o.TLSCertFile, KeyFile: o.TLSKeyFile, CAFile: o.ClientCAFile,
+		Component: "gateway-model-stream", Usage: "serving", Log: log})
 	if err != nil {
-		return nil, fmt.Errorf("--client-ca-file: %w", err)
+		return nil, fmt.Errorf("--tls-cert-file/--tls-key-file/--client-ca-file: %w", err)
 	}
-	kp, err := tlsPair(o.TLSCertFile, o.TLSKeyFile)
-	if err != nil {
-		return nil, err
-	}
-	cfg, err := pki.ServerTLS(kp, caPEM, true)
-	if err != nil {
-		return nil, fmt.Errorf("--client-ca-file: %w", err)
-	}
+	go files.Run(ctx, 0)
+	cfg := files.ServerConfig(true)
 	// A panic in the model stream's handler fails that edge's stream, not
 	// the gateway.
 	creds := (&tlsrefusal.Observer{Server: "gateway-model-stream", Log: log}).Credentials(credentials.NewTLS(cfg))
@@ -459,11 +457,3 @@ type leaderRunnable func(ctx context.Context) error
 
 func (f leaderRunnable) Start(ctx context.Context) error { return f(ctx) }
 func (leaderRunnable) NeedLeaderElection() bool          { return true }
-
-func tlsPair(certFile, keyFile string) (tls.Certificate, error) {
-	kp, err := tls.LoadX509KeyPair(certFile, keyFile)
-	if err != nil {
-		return kp, fmt.Errorf("--tls-cert-file/--tls-key-file: %w", err)
-	}
-	return kp, nil
-}

@@ -11,11 +11,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
-	"github.com/fleetnet/fleetnet/internal/pki"
+	"github.com/fleetnet/fleetnet/internal/certfiles"
 	"github.com/fleetnet/fleetnet/internal/registry/auth"
 	"github.com/fleetnet/fleetnet/internal/registry/server"
 	"github.com/fleetnet/fleetnet/internal/registry/store"
@@ -87,7 +86,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	tlsConfig, authn, err := o.security()
+	tlsConfig, authn, err := o.security(ctx, log)
 	if err != nil {
 		return err
 	}
@@ -98,7 +97,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	defer closeStore()
 
 	promReg := prometheus.NewRegistry()
-	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), certfiles.Expiry)
 	reg := server.New(st, server.Config{LeaseTTL: o.LeaseTTL, GracePeriod: o.GracePeriod, Logger: log, Registerer: promReg})
 	runCtx, stopRun := context.WithCancel(context.Background())
 	defer stopRun()
@@ -156,26 +155,22 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	return nil
 }
 
-func (o *Options) security() (*tls.Config, *auth.Authenticator, error) {
-	serving, err := tls.LoadX509KeyPair(o.TLSCertFile, o.TLSKeyFile)
+// security loads TLS (reloaded when its files change, until ctx ends)
+// and authentication from the flags.
+func (o *Options) security(ctx context.Context, log *slog.Logger) (*tls.Config, *auth.Authenticator, error) {
+	files, err := certfiles.Load(certfiles.Files{CertFile: o.TLSCertFile, KeyFile: o.TLSKeyFile, CAFile: o.ClientCAFile,
+		Component: "registry", Usage: "serving", Log: log})
 	if err != nil {
-		return nil, nil, fmt.Errorf("--tls-cert-file/--tls-key-file: %w", err)
+		return nil, nil, fmt.Errorf("--tls-cert-file/--tls-key-file/--client-ca-file: %w", err)
 	}
-	caPEM, err := os.ReadFile(o.ClientCAFile)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--client-ca-file: %w", err)
-	}
+	go files.Run(ctx, 0)
 	authn := &auth.Authenticator{}
 	if o.TokenFile != "" {
 		if authn.Tokens, err = auth.LoadTokens(o.TokenFile); err != nil {
 			return nil, nil, fmt.Errorf("--token-file: %w", err)
 		}
 	}
-	tlsConfig, err := pki.ServerTLS(serving, caPEM, o.TokenFile == "")
-	if err != nil {
-		return nil, nil, fmt.Errorf("--client-ca-file=%s: %w", o.ClientCAFile, err)
-	}
-	return tlsConfig, authn, nil
+	return files.ServerConfig(o.TokenFile == ""), authn, nil
 }
 
 func (o *Options) openStore(ctx context.Context, log *slog.Logger) (store.Store, func(), error) {

@@ -3,8 +3,8 @@ package client
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strings"
@@ -12,11 +12,12 @@ import (
 	"time"
 
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
-	"github.com/fleetnet/fleetnet/internal/pki"
+	"github.com/fleetnet/fleetnet/internal/certfiles"
 	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
@@ -55,8 +56,15 @@ type Options struct {
 	Address string
 	// CAFile is the CA bundle that signed the registry's certificate.
 	CAFile string
-	// CertFile and KeyFile are our client certificate (mTLS).
+	// CertFile and KeyFile are our client certificate (mTLS). They and
+	// CAFile are read again when they change on disk (a rotated Secret),
+	// for new connections, until the connection is closed.
 	CertFile, KeyFile string
+	// Component labels fleetnet_certificate_expiry_seconds (default
+	// "registry-client").
+	Component string
+	// Log gets reloads and files that do not load (default slog.Default()).
+	Log *slog.Logger
 	// Token is a bearer token, the alternative to a client certificate.
 	Token string
 	// TokenFile holds a bearer token instead of Token; it is read at each
@@ -84,22 +92,15 @@ func Dial(o Options) (registryv1.RegistryClient, *grpc.ClientConn, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	caPEM, err := os.ReadFile(o.CAFile)
+	if o.Component == "" {
+		o.Component = "registry-client"
+	}
+	files, err := certfiles.Load(certfiles.Files{CertFile: o.CertFile, KeyFile: o.KeyFile, CAFile: o.CAFile,
+		Component: o.Component, Usage: "client", Log: o.Log})
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading registry CA: %w", err)
+		return nil, nil, fmt.Errorf("the registry's TLS files: %w", err)
 	}
-	var cert *tls.Certificate
-	if o.CertFile != "" {
-		c, err := tls.LoadX509KeyPair(o.CertFile, o.KeyFile)
-		if err != nil {
-			return nil, nil, fmt.Errorf("loading client certificate %s: %w", o.CertFile, err)
-		}
-		cert = &c
-	}
-	tlsCfg, err := pki.ClientTLS(caPEM, cert)
-	if err != nil {
-		return nil, nil, fmt.Errorf("registry CA %s: %w", o.CAFile, err)
-	}
+	tlsCfg := files.ClientConfig()
 	// A certificate the registry refuses shows as Unavailable (TLS 1.3
 	// checks it after the client's handshake): the prober finds and names
 	// it, so callers can tell a configuration error from an outage.
@@ -144,6 +145,15 @@ func Dial(o Options) (registryv1.RegistryClient, *grpc.ClientConn, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("registry %s: %w", o.Address, err)
 	}
+	// Reload the files while the connection lives.
+	watchCtx, stopWatching := context.WithCancel(context.Background())
+	go files.Run(watchCtx, 0)
+	go func() {
+		defer stopWatching()
+		for s := conn.GetState(); s != connectivity.Shutdown; s = conn.GetState() {
+			conn.WaitForStateChange(watchCtx, s)
+		}
+	}()
 	return registryv1.NewRegistryClient(conn), conn, nil
 }
 

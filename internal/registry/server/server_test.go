@@ -225,7 +225,7 @@ func TestAuthorization(t *testing.T) {
 		{"no certificate", func() error {
 			_, err := e.client("", false).ListClusters(ctx, &registryv1.ListClustersRequest{})
 			return err
-		}, codes.Unavailable}, // the TLS handshake itself fails
+		}, codes.Unauthenticated}, // the TLS handshake fails; the client's probe names the refusal
 		{"admin evicts b", func() error {
 			_, err := admin.EvictCluster(ctx, &registryv1.EvictClusterRequest{ClusterId: "b"})
 			return err
