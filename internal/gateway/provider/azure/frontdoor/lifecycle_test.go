@@ -40,8 +40,9 @@ func TestRestartResumesOperation(t *testing.T) {
 		}
 		return key != ""
 	})
-	cancel() // the controller stops
+	cancel() // the controller stops,
 	<-done
+	first.lanes.Stop() // and its jobs with it
 	putsBefore := countWrites(h, "PUT", "routes")
 
 	h.sim.Release(armsim.TypeRoute)
