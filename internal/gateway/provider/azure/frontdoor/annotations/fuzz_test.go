@@ -24,7 +24,10 @@ func FuzzParse(f *testing.F) {
 	f.Add(keys.AzureAnnotationPrefix+"probe-pth", "/", "other", "x", "")
 	f.Fuzz(func(t *testing.T, k1, v1, k2, v2, class string) {
 		ann := map[string]string{k1: v1, k2: v2}
-		s, err := Parse(ann, SKU(class))
+		// The class's tier comes from the provider's configuration, which
+		// Config.Validate keeps to these: not the user's input.
+		tier := []SKU{"", SKUStandard, SKUPremium}[len(class)%3]
+		s, err := Parse(ann, tier)
 		if err != nil {
 			for _, e := range unwrap(err) {
 				var pe *Error
