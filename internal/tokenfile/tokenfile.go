@@ -6,13 +6,17 @@
 package tokenfile
 
 import (
+	"context"
+	"crypto/sha256"
 	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
+	"time"
 )
 
 // MinLength is the shortest token accepted.
@@ -70,4 +74,45 @@ func Parse(r io.Reader, roles ...string) ([]Entry, error) {
 		seen[e.Token] = line
 		out = append(out, e)
 	}
+}
+
+// DefaultEvery is how often Watch looks at a file.
+const DefaultEvery = 10 * time.Second
+
+// Watch reads path every every (DefaultEvery when 0) until ctx ends and,
+// when its content changed from what it is when Watch is called, calls
+// reload, which reads it again and puts the new tokens in use: a rotated
+// Secret takes effect without a restart. A reload that fails is logged;
+// the tokens in use stay. Watch returns at once; the watching goes on in
+// a goroutine of its own.
+func Watch(ctx context.Context, path string, every time.Duration, reload func() error, log *slog.Logger) {
+	if every <= 0 {
+		every = DefaultEvery
+	}
+	sum := func() [32]byte {
+		b, _ := os.ReadFile(path)
+		return sha256.Sum256(b)
+	}
+	last := sum()
+	go func() {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			s := sum()
+			if s == last {
+				continue
+			}
+			if err := reload(); err != nil {
+				log.Error("the tokens file changed but does not load; the tokens in use stay", "file", path, "err", err)
+				continue
+			}
+			last = s
+			log.Info("tokens file reloaded", "file", path)
+		}
+	}()
 }

@@ -1,12 +1,19 @@
 package tokenfile
 
 import (
+	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/fleetnet/fleetnet/internal/testkit"
 )
 
 func TestParse(t *testing.T) {
@@ -58,4 +65,53 @@ func TestLoadNamesTheFile(t *testing.T) {
 	if _, err := Load(filepath.Join(t.TempDir(), "missing"), "cluster"); err == nil {
 		t.Error("a missing file was read")
 	}
+}
+
+// Watch reloads a changed file, keeps the tokens in use when the new
+// content does not load, and reloads again once it does.
+func TestWatch(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens.csv")
+	write := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("0123456789abcdef,alice,admin\n")
+	var mu sync.Mutex
+	var names []string
+	current := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(names)
+	}
+	reload := func() error {
+		entries, err := Load(path, "admin", "reader")
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		names = nil
+		for _, e := range entries {
+			names = append(names, e.Name)
+		}
+		return nil
+	}
+	if err := reload(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	Watch(ctx, path, 5*time.Millisecond, reload, slog.New(slog.DiscardHandler))
+
+	write("0123456789abcdef,alice,admin\nfedcba9876543210,bob,reader\n")
+	testkit.Until(t, 10*time.Second, "bob added", func() bool { return slices.Contains(current(), "bob") })
+	write("short,carol,admin\n")      // refused: too short
+	time.Sleep(30 * time.Millisecond) // several looks; nothing to poll for
+	if got := current(); !slices.Equal(got, []string{"alice", "bob"}) {
+		t.Fatalf("a file that does not load replaced the tokens: %v", got)
+	}
+	write("fedcba9876543210,bob,reader\n")
+	testkit.Until(t, 10*time.Second, "alice removed", func() bool { return slices.Equal(current(), []string{"bob"}) })
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/discovery/store"
 	registryclient "github.com/fleetnet/fleetnet/internal/registry/client"
 	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
+	"github.com/fleetnet/fleetnet/internal/tokenfile"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -352,6 +353,13 @@ func (o *Options) security(ctx context.Context, log *slog.Logger) (*tls.Config, 
 			return nil, nil, fmt.Errorf("--tokens-file=%s: %w", o.TokensFile, err)
 		}
 		authn.Tokens = tokens
+		tokenfile.Watch(ctx, o.TokensFile, 0, func() error {
+			tokens, err := server.LoadTokens(o.TokensFile)
+			if err == nil {
+				authn.SetTokens(tokens)
+			}
+			return err
+		}, log)
 	}
 	if o.TLSCertFile == "" {
 		return nil, authn, nil

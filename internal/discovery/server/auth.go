@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 
 	discoveryv1 "github.com/fleetnet/fleetnet/api/discovery/v1"
 	"github.com/fleetnet/fleetnet/api/keys"
@@ -50,19 +51,31 @@ func (i Identity) String() string { return fmt.Sprintf("%s %q (role %s)", i.Via,
 // client certificate that the TLS handshake verified against the fleet CA
 // (the server's tls.Config decides which certificates are verified).
 type Authenticator struct {
-	// Tokens maps bearer tokens to identities; nil accepts no token.
+	// Tokens maps bearer tokens to identities; nil accepts no token. Set
+	// it before serving, and with SetTokens afterwards.
 	Tokens map[string]Identity
+	mu     sync.RWMutex
+}
+
+// SetTokens replaces the tokens (a reloaded tokens file).
+func (a *Authenticator) SetTokens(tokens map[string]Identity) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.Tokens = tokens
 }
 
 // Authenticate returns the caller's identity, or a 401 error.
 func (a *Authenticator) Authenticate(r *http.Request) (Identity, *discoveryv1.Error) {
+	a.mu.RLock()
+	tokens := a.Tokens
+	a.mu.RUnlock()
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, token, ok := strings.Cut(h, " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
 			// The value is not echoed: it may be a secret.
 			return Identity{}, &discoveryv1.Error{Field: "Authorization", Message: "expected a bearer token (Authorization: Bearer <token>)"}
 		}
-		for known, id := range a.Tokens {
+		for known, id := range tokens {
 			if subtle.ConstantTimeCompare([]byte(known), []byte(token)) == 1 {
 				return id, nil
 			}

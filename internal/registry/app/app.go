@@ -18,6 +18,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/registry/auth"
 	"github.com/fleetnet/fleetnet/internal/registry/server"
 	"github.com/fleetnet/fleetnet/internal/registry/store"
+	"github.com/fleetnet/fleetnet/internal/tokenfile"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -169,6 +170,13 @@ func (o *Options) security(ctx context.Context, log *slog.Logger) (*tls.Config, 
 		if authn.Tokens, err = auth.LoadTokens(o.TokenFile); err != nil {
 			return nil, nil, fmt.Errorf("--token-file: %w", err)
 		}
+		tokenfile.Watch(ctx, o.TokenFile, 0, func() error {
+			tokens, err := auth.LoadTokens(o.TokenFile)
+			if err == nil {
+				authn.SetTokens(tokens)
+			}
+			return err
+		}, log)
 	}
 	return files.ServerConfig(o.TokenFile == ""), authn, nil
 }

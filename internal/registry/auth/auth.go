@@ -8,6 +8,7 @@ import (
 	"crypto/subtle"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/tokenfile"
@@ -54,19 +55,31 @@ func WithIdentity(ctx context.Context, id Identity) context.Context {
 
 // Authenticator finds the identity of a call.
 type Authenticator struct {
-	// Tokens maps bearer tokens to identities; nil disables tokens.
+	// Tokens maps bearer tokens to identities; nil disables tokens. Set
+	// it before serving, and with SetTokens afterwards.
 	Tokens map[string]Identity
+	mu     sync.RWMutex
+}
+
+// SetTokens replaces the tokens (a reloaded token file).
+func (a *Authenticator) SetTokens(tokens map[string]Identity) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.Tokens = tokens
 }
 
 // Authenticate returns the caller's identity, or Unauthenticated.
 func (a *Authenticator) Authenticate(ctx context.Context) (Identity, error) {
-	if md, ok := metadata.FromIncomingContext(ctx); ok && len(a.Tokens) > 0 {
+	a.mu.RLock()
+	tokens := a.Tokens
+	a.mu.RUnlock()
+	if md, ok := metadata.FromIncomingContext(ctx); ok && len(tokens) > 0 {
 		for _, v := range md.Get("authorization") {
 			token, ok := strings.CutPrefix(v, "Bearer ")
 			if !ok {
 				continue
 			}
-			for known, id := range a.Tokens {
+			for known, id := range tokens {
 				if subtle.ConstantTimeCompare([]byte(known), []byte(token)) == 1 {
 					return id, nil
 				}
