@@ -48,7 +48,8 @@ func Register(reg prometheus.Registerer) error {
 const DefaultEvery = 10 * time.Second
 
 // Files name a component's TLS files; CertFile and KeyFile may be empty
-// (a client without a certificate), CAFile may not.
+// (a client without a certificate), and so may CAFile for a server that
+// verifies no client certificate.
 type Files struct {
 	CertFile, KeyFile, CAFile string
 	// Component and Usage (serving or client) label Expiry.
@@ -120,9 +121,12 @@ func (s *Source) reload() (bool, error) {
 		}
 		cert = &c
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return false, fmt.Errorf("%s: no certificate in the CA bundle", s.files.CAFile)
+	var pool *x509.CertPool
+	if s.files.CAFile != "" {
+		pool = x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(caPEM) {
+			return false, fmt.Errorf("%s: no certificate in the CA bundle", s.files.CAFile)
+		}
 	}
 	s.mu.Lock()
 	s.cert, s.pool, s.sum = cert, pool, sum
@@ -185,10 +189,13 @@ func (s *Source) current() (*tls.Certificate, *x509.CertPool) {
 // ServerConfig is a server configuration on the current files: their key
 // pair, and their bundle for client certificates, required when
 // requireClientCert is set and verified when given otherwise (bearer
-// tokens then authenticate).
+// tokens then authenticate); without a bundle, none is asked for.
 func (s *Source) ServerConfig(requireClientCert bool) *tls.Config {
 	auth := tls.VerifyClientCertIfGiven
-	if requireClientCert {
+	switch {
+	case s.files.CAFile == "":
+		auth = tls.NoClientCert
+	case requireClientCert:
 		auth = tls.RequireAndVerifyClientCert
 	}
 	base := &tls.Config{ClientAuth: auth, MinVersion: tls.VersionTLS12}

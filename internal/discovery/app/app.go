@@ -364,13 +364,6 @@ func (o *Options) security(ctx context.Context, log *slog.Logger) (*tls.Config, 
 	if o.TLSCertFile == "" {
 		return nil, authn, nil
 	}
-	if o.ClientCAFile == "" {
-		serving, err := tls.LoadX509KeyPair(o.TLSCertFile, o.TLSKeyFile)
-		if err != nil {
-			return nil, nil, fmt.Errorf("--tls-cert-file=%s/--tls-key-file=%s: %w", o.TLSCertFile, o.TLSKeyFile, err)
-		}
-		return &tls.Config{Certificates: []tls.Certificate{serving}, MinVersion: tls.VersionTLS12}, authn, nil
-	}
 	files, err := certfiles.Load(certfiles.Files{CertFile: o.TLSCertFile, KeyFile: o.TLSKeyFile, CAFile: o.ClientCAFile,
 		Component: "discovery", Usage: "serving", Log: log})
 	if err != nil {
@@ -378,7 +371,7 @@ func (o *Options) security(ctx context.Context, log *slog.Logger) (*tls.Config, 
 	}
 	go files.Run(ctx, 0)
 	// Without tokens a client certificate is the only way in, so the
-	// handshake demands one.
+	// handshake demands one (with a client CA; without, tokens only).
 	return files.ServerConfig(o.TokensFile == ""), authn, nil
 }
 
