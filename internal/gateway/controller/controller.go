@@ -184,7 +184,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 			}
 		}
 		if g, ok := refused[key]; ok {
-			ps = refusedState(g, ps)
+			ps = refusedState(g.Generation, g.Hold, ps)
 		}
 		errs = append(errs, r.gatewayStatus(ctx, st, ps))
 	}
@@ -220,14 +220,14 @@ type programmedState struct {
 }
 
 // refusedState is the Programmed state of a refused object whose model
-// entry is g: what serves is its last accepted generation (or, held,
-// whatever its provider served), with ps's addresses.
-func refusedState(g edgev1.Gateway, ps programmedState) programmedState {
+// entry serves generation (or, held, whatever its provider served), with
+// ps's addresses.
+func refusedState(generation int64, hold bool, ps programmedState) programmedState {
 	ps.ok, ps.refused, ps.reason = false, true, ""
-	if g.Hold {
+	if hold {
 		ps.message = "not accepted; its provider keeps serving what it served for an earlier generation, if any"
 	} else {
-		ps.message = fmt.Sprintf("not accepted; the last accepted configuration (generation %d) still serves", g.Generation)
+		ps.message = fmt.Sprintf("not accepted; the last accepted configuration (generation %d) still serves", generation)
 	}
 	return ps
 }

@@ -70,7 +70,7 @@ func (r *Reconciler) loadBalancers(ctx context.Context, lbs []networkingv1alpha1
 			}
 		}
 		if st.Refused {
-			ps = refusedState(edgev1.Gateway{Generation: entries[name].Generation, Hold: entries[name].Hold}, ps)
+			ps = refusedState(entries[name].Generation, entries[name].Hold, ps)
 		}
 		errs = append(errs, r.loadBalancerStatus(ctx, lb, st, ps))
 	}
