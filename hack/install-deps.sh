@@ -18,7 +18,10 @@ deps=(
 	"ip iproute2 the local fleet: pods' and nodes' network namespaces, the bridge"
 	"nft nftables the local fleet: kube-proxy in nftables mode on every node"
 	"sysctl procps the local fleet: forwarding on the bridge"
-	"curl curl make demo: the requests it counts"
+	"curl curl make demo: the requests it counts; the process node's shell images"
+	"socat socat the local fleet: socat in the process node's shell images"
+	"nc.openbsd netcat-openbsd the local fleet: nc, with OpenBSD's flags, in the process node's shell images"
+	"nslookup bind9-dnsutils the local fleet: nslookup and dig in the process node's shell images"
 	"/etc/ssl/certs/ca-certificates.crt ca-certificates make images: the CA bundle every image carries"
 )
 
