@@ -7,10 +7,11 @@
 SHELL := /usr/bin/env bash -o pipefail
 export GOTOOLCHAIN := local
 
-KUBE_VERSION ?= v1.36.3
-ETCD_VERSION ?= v3.6.8
+KUBE_VERSION ?= v1.37.2
+ETCD_VERSION ?= v3.7.0
 KWOK_VERSION ?= v0.8.0
 HELM_VERSION ?= v3.22.0
+GATEWAY_API_VERSION ?= v1.6.3
 
 BIN := $(CURDIR)/bin
 comma := ,
@@ -26,6 +27,9 @@ KWOK_STAGES := node/fast/node-initialize.yaml node/heartbeat/node-heartbeat.yaml
 	pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml
 # kubectl, at the version of the API servers, for the demo.
 DEMO_TOOLS := $(BIN)/kubectl-$(KUBE_VERSION)
+# Programs that stand in for well-known test images (agnhost, Gateway API's
+# echo-basic) when the local fleet's process node runs Pods as processes.
+TEST_IMAGE_TOOLS := $(BIN)/agnhost-$(KUBE_VERSION) $(BIN)/echo-basic-$(GATEWAY_API_VERSION)
 GEN_TOOLS := $(BIN)/controller-gen $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/staticcheck \
 	$(BIN)/client-gen $(BIN)/lister-gen $(BIN)/informer-gen $(BIN)/applyconfiguration-gen $(BIN)/openapi-gen
 
@@ -49,7 +53,7 @@ build: ## Build every fleetnet binary into bin/.
 	go build -o $(BIN)/ ./cmd/...
 
 .PHONY: tools
-tools: $(KUBE_TOOLS) $(GEN_TOOLS) $(BIN)/helm-$(HELM_VERSION) ## Build the pinned test and generator tools into bin/ (skips what is there).
+tools: $(KUBE_TOOLS) $(TEST_IMAGE_TOOLS) $(GEN_TOOLS) $(BIN)/helm-$(HELM_VERSION) ## Build the pinned test and generator tools into bin/ (skips what is there).
 
 $(BIN)/kube-%-$(KUBE_VERSION):
 	cd hack/tools/kube && $(GO_BUILD_TOOL) -o $@.tmp k8s.io/kubernetes/cmd/kube-$*
@@ -62,6 +66,14 @@ $(BIN)/kubectl-$(KUBE_VERSION):
 $(BIN)/etcd-$(ETCD_VERSION):
 	cd hack/tools/kube && $(GO_BUILD_TOOL) -o $@.tmp go.etcd.io/etcd/server/v3
 	mv $@.tmp $@ && ln -sf $(notdir $@) $(BIN)/etcd
+
+$(BIN)/agnhost-$(KUBE_VERSION):
+	cd hack/tools/kube && $(GO_BUILD_TOOL) -o $@.tmp k8s.io/kubernetes/test/images/agnhost
+	mv $@.tmp $@ && ln -sf $(notdir $@) $(BIN)/agnhost
+
+$(BIN)/echo-basic-$(GATEWAY_API_VERSION):
+	cd hack/tools/images && $(GO_BUILD_TOOL) -o $@.tmp sigs.k8s.io/gateway-api/conformance/echo-basic
+	mv $@.tmp $@ && ln -sf $(notdir $@) $(BIN)/echo-basic
 
 $(BIN)/helm-$(HELM_VERSION):
 	cd hack/tools/helm && $(GO_BUILD_TOOL) -o $@.tmp helm.sh/helm/v3/cmd/helm

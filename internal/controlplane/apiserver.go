@@ -30,6 +30,11 @@ type APIServerConfig struct {
 	Port int
 	// ServiceCIDRs are one CIDR per IP family, the primary family first.
 	ServiceCIDRs []string
+	// KubeletClientCert and KubeletClientKey are what the API server
+	// presents to kubelets (exec, logs, port-forward); KubeletCA verifies
+	// their serving certificates. Unset, the API server has no kubelet
+	// client credentials.
+	KubeletClientCert, KubeletClientKey, KubeletCA string
 }
 
 // APIServer is a running kube-apiserver.
@@ -76,6 +81,14 @@ func StartAPIServer(ctx context.Context, bins Binaries, cfg APIServerConfig, opt
 		"--endpoint-reconciler-type=none",
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
+	}
+	if cfg.KubeletClientCert != "" {
+		args = append(args,
+			"--kubelet-client-certificate="+cfg.KubeletClientCert,
+			"--kubelet-client-key="+cfg.KubeletClientKey,
+			"--kubelet-certificate-authority="+cfg.KubeletCA,
+			"--kubelet-preferred-address-types=InternalIP",
+		)
 	}
 	p, err := Start("kube-apiserver "+cfg.Name, path, args, filepath.Join(cfg.Dir, "kube-apiserver.log"), opts)
 	if err != nil {

@@ -60,6 +60,9 @@ type KwokConfig struct {
 	PodCIDRs []string
 	// Port is a free loopback port for kwok's own server.
 	Port int
+	// Taints keep Pods off the fake node unless they tolerate them (a
+	// cluster with a process node runs its Pods there).
+	Taints []corev1.Taint
 }
 
 // StartKwok creates the cluster's fake node and starts kwok, which keeps the
@@ -109,7 +112,7 @@ func createFakeNode(ctx context.Context, client kubernetes.Interface, cfg KwokCo
 			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
 			Labels:      map[string]string{"type": "kwok", corev1.LabelHostname: cfg.NodeName},
 		},
-		Spec: corev1.NodeSpec{PodCIDR: cfg.PodCIDRs[0], PodCIDRs: cfg.PodCIDRs},
+		Spec: corev1.NodeSpec{PodCIDR: cfg.PodCIDRs[0], PodCIDRs: cfg.PodCIDRs, Taints: cfg.Taints},
 		Status: corev1.NodeStatus{
 			Capacity:    capacity,
 			Allocatable: capacity,

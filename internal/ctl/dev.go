@@ -20,7 +20,10 @@ import (
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/controlplane"
 	"github.com/fleetnet/fleetnet/internal/dev"
+	"github.com/fleetnet/fleetnet/internal/logging"
+	"github.com/fleetnet/fleetnet/internal/node"
 	"github.com/fleetnet/fleetnet/internal/registry/client"
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 )
 
@@ -37,7 +40,8 @@ each a process of its own with its log in the fleet's folder.`,
 	}
 	cmd.PersistentFlags().StringVar(&dir, "dir", defaultDevDir, "the fleet's folder: state, certificates, kubeconfigs and logs")
 	cmd.AddCommand(newDevUpCommand(&dir), newDevDownCommand(&dir), newDevStatusCommand(&dir), newDevLogsCommand(&dir),
-		newDevStopCommand(&dir), newDevServeCommand(&dir), newDevExecCommand(&dir), newDevEchoCommand(), newDevAPIServerProxyCommand())
+		newDevStopCommand(&dir), newDevServeCommand(&dir), newDevExecCommand(&dir), newDevEchoCommand(), newDevAPIServerProxyCommand(),
+		newDevNodeCommand(&dir), newDevContainerInitCommand())
 	return cmd
 }
 
@@ -405,3 +409,54 @@ func newDevEchoCommand() *cobra.Command {
 type ExitError struct{ Code int }
 
 func (e ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }
+
+func newDevNodeCommand(dir *string) *cobra.Command {
+	var cfg node.Config
+	lo := logging.Options{Format: logging.FormatText}
+	cmd := &cobra.Command{
+		Use:    "node",
+		Short:  "Run a cluster's process node: the pods scheduled to it as processes (run by `dev up` for each cluster)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			lg, err := lo.New(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			self, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			cfg.Dir = *dir
+			cfg.InitCommand = []string{self, "dev", "container-init"}
+			return node.Run(cmd.Context(), cfg, logr.FromSlogHandler(lg.Handler()))
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Cluster, "cluster", "", "the cluster whose node this is")
+	f.StringVar(&cfg.NodeName, "node-name", "", "the Node's name")
+	f.StringVar(&cfg.StateDir, "state-dir", "", "folder for the pods' volumes and logs")
+	f.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "the cluster's kubeconfig")
+	f.StringVar(&cfg.Listen, "listen", "", "address of the kubelet API")
+	f.StringVar(&cfg.InternalIP, "internal-ip", "127.0.0.1", "the node's InternalIP, where the API server reaches the kubelet API")
+	f.StringVar(&cfg.ServingCert, "tls-cert-file", "", "the kubelet API's serving certificate")
+	f.StringVar(&cfg.ServingKey, "tls-key-file", "", "the kubelet API's serving key")
+	f.StringVar(&cfg.ClientCA, "client-ca-file", "", "CA of the kubelet API's clients")
+	f.StringVar(&cfg.Tools, "tools-dir", "", "folder of the image programs (agnhost, echo-basic)")
+	lo.BindFlags(f)
+	return cmd
+}
+
+func newDevContainerInitCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:    "container-init SPEC",
+		Short:  "Become a container of the process node (run by `dev node`)",
+		Hidden: true,
+		Args:   cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			err := node.RunInit(args[0])
+			fmt.Fprintf(os.Stderr, "fleetnet process node: %v\n", err)
+			return ExitError{Code: 128}
+		},
+	}
+}

@@ -17,6 +17,8 @@ import (
 
 	"github.com/fleetnet/fleetnet/internal/controlplane"
 	"github.com/fleetnet/fleetnet/internal/netns"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // A cluster's node is a network namespace on the bridge with the address
@@ -52,7 +54,17 @@ const (
 	PartAPIServerProxy = "apiserver-proxy"
 	PartKubeProxy      = "kube-proxy"
 	PartDNS            = "dns"
+	// PartProcessNode runs the Pods scheduled to the cluster as processes
+	// (internal/node).
+	PartProcessNode = "process-node"
 )
+
+// KwokTaintKey taints kwok's fake node in a fleet with process nodes: only
+// Pods that tolerate it (or select it) run there, without running.
+const KwokTaintKey = "kwok.x-k8s.io/node"
+
+// ProcessNodeName is the name of the cluster's process node.
+func (c ClusterState) ProcessNodeName() string { return "fleetnet-node-" + c.Name }
 
 // Binaries the nodes need besides the control plane's.
 const (
@@ -200,6 +212,9 @@ func (u *upper) node(ctx context.Context, c ClusterState) error {
 		}
 		return p, nil
 	}); err != nil {
+		return err
+	}
+	if err := u.ensure(c.Name+"/"+PartProcessNode, func() (*controlplane.Process, error) { return u.startProcessNode(ctx, c) }); err != nil {
 		return err
 	}
 	// Pods started before the fleet had nodes route through theirs now.
@@ -389,4 +404,51 @@ func RunAPIServerProxy(ctx context.Context, ns, listen, to string) error {
 			<-done
 		}()
 	}
+}
+
+// startProcessNode starts the cluster's process node and waits until its
+// Node is Ready.
+func (u *upper) startProcessNode(ctx context.Context, c ClusterState) (*controlplane.Process, error) {
+	s := u.s
+	certs := s.CertDir()
+	args := []string{"dev", "node", "--dir=" + s.Dir,
+		"--cluster=" + c.Name,
+		"--node-name=" + c.ProcessNodeName(),
+		"--state-dir=" + filepath.Join(s.Dir, c.Name, "process-node"),
+		"--kubeconfig=" + s.KubeconfigPath(c.Name),
+		fmt.Sprintf("--listen=127.0.0.1:%d", s.clusterPort(c, offsetProcessNode)),
+		"--tls-cert-file=" + filepath.Join(certs, "kubelet.crt"),
+		"--tls-key-file=" + filepath.Join(certs, "kubelet.key"),
+		"--client-ca-file=" + filepath.Join(certs, "ca.crt"),
+		"--tools-dir=" + u.o.Tools.Dir,
+	}
+	p, err := controlplane.Start(c.Name+"/"+PartProcessNode, filepath.Join(u.o.Fleetnet, CtlBinary), args,
+		filepath.Join(s.Dir, c.Name, "process-node.log"), u.startOptions())
+	if err != nil {
+		return nil, err
+	}
+	cs, err := s.Clientset(c.Name)
+	if err != nil {
+		p.Kill()
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err = p.WaitFor(wctx, "Node "+c.ProcessNodeName()+" Ready", func(ctx context.Context) error {
+		n, err := cs.CoreV1().Nodes().Get(ctx, c.ProcessNodeName(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+				return nil
+			}
+		}
+		return fmt.Errorf("node %s is not Ready", c.ProcessNodeName())
+	})
+	if err != nil {
+		p.Kill()
+		return nil, err
+	}
+	return p, nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"net"
 	"net/http"
@@ -136,10 +135,7 @@ func Serve(ctx context.Context, o ServeOptions) error {
 			return err
 		}
 		pod := PodState{Cluster: o.Cluster, Namespace: o.Namespace, Service: o.Name, Name: name, Address: addr.String(), Client: o.Client}
-		h := fnv.New32a()
-		h.Write([]byte(key))
-		pod.NetNS = fmt.Sprintf("fleetnet-%08x", h.Sum32())
-		pod.HostVeth = fmt.Sprintf("fnh%08x", h.Sum32())
+		pod.NetNS, pod.HostVeth = podNetNames(key)
 		fmt.Fprintf(o.Progress, "starting pod %s at %s\n", key, pod.Address)
 		if err := startPod(&pod, s, cluster, o); err != nil {
 			_ = removePodNetwork(pod)
@@ -242,24 +238,10 @@ func removeBridge() error {
 }
 
 func startPod(pod *PodState, s *State, c ClusterState, o ServeOptions) error {
-	peer := "fnp" + strings.TrimPrefix(pod.HostVeth, "fnh")
-	ns := pod.NetNS
-	err := ipAll(
-		[]string{"netns", "add", ns},
-		[]string{"link", "add", pod.HostVeth, "type", "veth", "peer", "name", peer, "address", macFor(pod.Address)},
-		[]string{"link", "set", peer, "netns", ns},
-		[]string{"-n", ns, "link", "set", peer, "name", "eth0"},
-		[]string{"-n", ns, "addr", "add", fmt.Sprintf("%s/%d", pod.Address, podPrefixLen), "dev", "eth0"},
-		[]string{"-n", ns, "link", "set", "eth0", "up"},
-		[]string{"-n", ns, "link", "set", "lo", "up"},
-		[]string{"link", "set", pod.HostVeth, "master", BridgeName, "up"},
-	)
-	if err == nil && s.Nodes {
-		err = joinNode(*pod, c)
-	}
-	if err != nil {
+	if err := createPodNetwork(*pod, s, c); err != nil {
 		return err
 	}
+	ns := pod.NetNS
 	if o.Client {
 		return nil
 	}

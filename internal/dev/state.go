@@ -71,13 +71,17 @@ type PodState struct {
 	Address   string `json:"address"`
 	// Client pods run no server: they are a namespace to run commands in
 	// (`dev exec`).
-	Client  bool         `json:"client,omitempty"`
+	Client bool `json:"client,omitempty"`
+	// Node pods are the process node's (internal/node): it runs their
+	// containers, and UID names the Pod object they are for.
+	Node    bool         `json:"node,omitempty"`
+	UID     string       `json:"uid,omitempty"`
 	Process ProcessState `json:"process"`
 }
 
 // Alive reports whether the pod runs: its server, or a client's namespace.
 func (p PodState) Alive() bool {
-	if p.Client {
+	if p.Client || p.Node {
 		_, err := os.Stat(filepath.Join(netns.Dir, p.NetNS))
 		return err == nil
 	}
@@ -117,7 +121,7 @@ func (s *State) Components() []string {
 	out = append(out, ComponentGateway, ComponentEdge, ComponentDiscovery)
 	if s.Nodes {
 		for _, c := range s.Clusters {
-			out = append(out, c.Name+"/"+PartAPIServerProxy, c.Name+"/"+PartKubeProxy, c.Name+"/"+PartDNS)
+			out = append(out, c.Name+"/"+PartAPIServerProxy, c.Name+"/"+PartKubeProxy, c.Name+"/"+PartDNS, c.Name+"/"+PartProcessNode)
 		}
 	}
 	return out
@@ -145,6 +149,8 @@ const (
 	offsetDiscovery        = 4
 	offsetDiscoveryMetrics = 5
 	offsetDiscoveryHealth  = 6
+	// The process node's kubelet API.
+	offsetProcessNode = 7
 )
 
 // GatewayEdgesAddress is where fleetnet-gateway serves models to edges.
@@ -212,6 +218,9 @@ func (s *State) ports() []portUse {
 			portUse{s.clusterPort(c, offsetAgentMetrics), c.Name + "/" + PartAgent, "metrics"},
 			portUse{s.clusterPort(c, offsetAgentHealth), c.Name + "/" + PartAgent, "health"},
 		)
+		if s.Nodes {
+			out = append(out, portUse{s.clusterPort(c, offsetProcessNode), c.Name + "/" + PartProcessNode, "kubelet API"})
+		}
 	}
 	hub := s.Clusters[0]
 	out = append(out,

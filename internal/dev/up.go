@@ -20,6 +20,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/controlplane"
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/fleetnet/fleetnet/internal/registry/client"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
@@ -395,6 +396,14 @@ func (u *upper) cluster(ctx context.Context, c ClusterState, crds []*apiextensio
 	cfg := controlplane.APIServerConfig{
 		Name: c.Name, Dir: dir, EtcdEndpoint: fmt.Sprintf("http://127.0.0.1:%d", s.BasePort+offsetEtcdClient),
 		EtcdPrefix: "/fleet/" + c.Name, Port: s.clusterPort(c, offsetAPIServer), ServiceCIDRs: c.ServiceCIDRs,
+		KubeletClientCert: filepath.Join(s.CertDir(), "kubelet-client.crt"),
+		KubeletClientKey:  filepath.Join(s.CertDir(), "kubelet-client.key"),
+		KubeletCA:         filepath.Join(s.CertDir(), "ca.crt"),
+	}
+	var taints []corev1.Taint
+	if s.Nodes {
+		// Pods run on the cluster's process node unless they ask for kwok's.
+		taints = []corev1.Taint{{Key: KwokTaintKey, Value: "fake", Effect: corev1.TaintEffectNoSchedule}}
 	}
 	var api *controlplane.APIServer
 	if err := u.ensure(c.Name+"/"+PartAPIServer, func() (*controlplane.Process, error) {
@@ -429,7 +438,7 @@ func (u *upper) cluster(ctx context.Context, c ClusterState, crds []*apiextensio
 		}},
 		{PartKwok, func() (*controlplane.Process, error) {
 			return controlplane.StartKwok(ctx, o.Tools, api, dir, controlplane.KwokConfig{
-				NodeName: c.KwokNodeName(), PodCIDRs: c.PodCIDRs, Port: s.clusterPort(c, offsetKwok),
+				NodeName: c.KwokNodeName(), PodCIDRs: c.PodCIDRs, Port: s.clusterPort(c, offsetKwok), Taints: taints,
 			}, u.startOptions())
 		}},
 	}
@@ -662,6 +671,13 @@ func writeCerts(s *State) error {
 		"edge": func() (*pki.KeyPair, error) { return ca.EdgeCert("edge-dev") },
 		"discovery": func() (*pki.KeyPair, error) {
 			return ca.ServingCert("fleetnet-discovery", []string{"127.0.0.1", "localhost"})
+		},
+		// The API servers' client certificate toward the process nodes'
+		// kubelet API, and that API's serving pair (every node listens on
+		// 127.0.0.1).
+		"kubelet-client": func() (*pki.KeyPair, error) { return ca.AdminCert("kube-apiserver-kubelet-client") },
+		"kubelet": func() (*pki.KeyPair, error) {
+			return ca.ServingCert("fleetnet-process-node", []string{"127.0.0.1", "localhost"})
 		},
 	}
 	for _, c := range s.Clusters {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetnet/fleetnet/internal/dev"
 	"github.com/fleetnet/fleetnet/internal/testkit"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +19,15 @@ import (
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
+
+// onKwok puts a Pod on its cluster's kwok node, which marks it Running with
+// an address of each family of a dual-stack cluster without running it (the
+// process node runs Pods, IPv4 only).
+func onKwok(spec corev1.PodSpec) corev1.PodSpec {
+	spec.NodeSelector = map[string]string{"type": "kwok"}
+	spec.Tolerations = append(spec.Tolerations, corev1.Toleration{Key: dev.KwokTaintKey, Operator: corev1.TolerationOpExists})
+	return spec
+}
 
 // Pods that kwok runs in dual-stack east get an address of each family, so
 // kube-controller-manager writes IPv4 and IPv6 EndpointSlices for a
@@ -35,9 +45,9 @@ func TestDualStackPodsExported(t *testing.T) {
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Spec: onKwok(corev1.PodSpec{Containers: []corev1.Container{{
 					Name: "web", Image: "registry.k8s.io/e2e-test-images/agnhost:2.53", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
-				}}},
+				}}}),
 			},
 		},
 	}

@@ -530,7 +530,7 @@ func TestHTTPThroughImportedEndpoints(t *testing.T) {
 	}
 }
 
-// A standard Deployment works in the dev fleet: kwok runs its Pods,
+// A standard Deployment works in the dev fleet: kwok marks its Pods running,
 // kube-controller-manager makes the EndpointSlices, and the export carries
 // the Pods' addresses to every cluster.
 func TestDeploymentExported(t *testing.T) {
@@ -545,9 +545,9 @@ func TestDeploymentExported(t *testing.T) {
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Spec: onKwok(corev1.PodSpec{Containers: []corev1.Container{{
 					Name: "web", Image: "registry.k8s.io/e2e-test-images/agnhost:2.53", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
-				}}},
+				}}}),
 			},
 		},
 	}

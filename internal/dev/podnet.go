@@ -1,0 +1,146 @@
+package dev
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"path/filepath"
+)
+
+// A pod of the local fleet is a network namespace on the bridge with an
+// address of its cluster's pod range, routed through the cluster's node
+// when the fleet has nodes. `dev serve` and the process node (internal/node)
+// make pods the same way, with the same allocator: the state file, under
+// the fleet's lock, records every address handed out.
+
+// AttachPod gives the pod cluster/namespace/name (uid identifies this
+// incarnation) its network: an address of the cluster's pod range, a
+// network namespace on the bridge, the route through the cluster's node and
+// a resolv.conf naming its DNS. A pod recorded with the same uid whose
+// namespace still exists keeps it and its address, so a restarted node
+// never hands an address out twice. A record of another uid (a pod deleted
+// and made again under its name) is replaced.
+func AttachPod(dir, cluster, namespace, name, uid string) (PodState, error) {
+	s, unlock, err := lockAndLoad(dir)
+	if unlock != nil {
+		defer unlock()
+	}
+	if err != nil {
+		return PodState{}, err
+	}
+	c, err := s.Cluster(cluster)
+	if err != nil {
+		return PodState{}, err
+	}
+	key := cluster + "/" + namespace + "/" + name
+	if old, ok := s.Pods[key]; ok {
+		if old.UID == uid && old.networkExists() {
+			return old, nil
+		}
+		if err := removePodNetwork(old); err != nil {
+			return PodState{}, fmt.Errorf("pod %s: removing the network of its earlier incarnation: %w", key, err)
+		}
+		delete(s.Pods, key)
+	}
+	if _, err := ensureBridge(); err != nil {
+		return PodState{}, err
+	}
+	addr, err := s.freePodAddress(c)
+	if err != nil {
+		return PodState{}, err
+	}
+	pod := PodState{Cluster: cluster, Namespace: namespace, Name: name, UID: uid, Address: addr.String(), Node: true}
+	pod.NetNS, pod.HostVeth = podNetNames(key)
+	if err := createPodNetwork(pod, s, c); err != nil {
+		_ = removePodNetwork(pod)
+		return PodState{}, fmt.Errorf("pod %s: %w", key, err)
+	}
+	s.Pods[key] = pod
+	if err := s.save(); err != nil {
+		_ = removePodNetwork(pod)
+		return PodState{}, err
+	}
+	return pod, nil
+}
+
+// DetachPod removes the network of the pod cluster/namespace/name if the
+// record is of incarnation uid, and releases its address. A pod that is
+// not recorded is not an error.
+func DetachPod(dir, cluster, namespace, name, uid string) error {
+	s, unlock, err := lockAndLoad(dir)
+	if unlock != nil {
+		defer unlock()
+	}
+	if err != nil {
+		return err
+	}
+	key := cluster + "/" + namespace + "/" + name
+	pod, ok := s.Pods[key]
+	if !ok || pod.UID != uid {
+		return nil
+	}
+	if err := removePodNetwork(pod); err != nil {
+		return fmt.Errorf("pod %s: %w", key, err)
+	}
+	delete(s.Pods, key)
+	return s.save()
+}
+
+// NodePods lists the pods of a cluster that the process node made.
+func NodePods(dir, cluster string) ([]PodState, error) {
+	s, err := Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []PodState
+	for _, p := range s.Pods {
+		if p.Cluster == cluster && p.Node {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// ResolvConfPath is the resolv.conf a pod's processes see.
+func (p PodState) ResolvConfPath() string { return filepath.Join(netnsEtc, p.NetNS, "resolv.conf") }
+
+func (p PodState) networkExists() bool {
+	_, err := os.Stat(filepath.Join("/run/netns", p.NetNS))
+	return err == nil
+}
+
+// podNetNames are the names of a pod's network namespace and host veth,
+// derived from its key; interface names have at most 15 bytes.
+func podNetNames(key string) (netNS, hostVeth string) {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return fmt.Sprintf("fleetnet-%08x", h.Sum32()), fmt.Sprintf("fnh%08x", h.Sum32())
+}
+
+// createPodNetwork makes the pod's namespace and veth on the bridge with
+// its address, and routes it through its cluster's node.
+func createPodNetwork(pod PodState, s *State, c ClusterState) error {
+	if pod.NetNS == "" || pod.HostVeth == "" || pod.Address == "" {
+		return errors.New("pod has no network names or address")
+	}
+	peer := "fnp" + pod.HostVeth[len("fnh"):]
+	ns := pod.NetNS
+	err := ipAll(
+		[]string{"netns", "add", ns},
+		[]string{"link", "add", pod.HostVeth, "type", "veth", "peer", "name", peer, "address", macFor(pod.Address)},
+		[]string{"link", "set", peer, "netns", ns},
+		[]string{"-n", ns, "link", "set", peer, "name", "eth0"},
+		[]string{"-n", ns, "addr", "add", fmt.Sprintf("%s/%d", pod.Address, podPrefixLen), "dev", "eth0"},
+		[]string{"-n", ns, "link", "set", "eth0", "up"},
+		[]string{"-n", ns, "link", "set", "lo", "up"},
+		[]string{"link", "set", pod.HostVeth, "master", BridgeName, "up"},
+	)
+	if err != nil {
+		return err
+	}
+	if s.Nodes {
+		return joinNode(pod, c)
+	}
+	return nil
+}

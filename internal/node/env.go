@@ -1,0 +1,224 @@
+package node
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corev1listers "k8s.io/client-go/listers/core/v1"
+)
+
+// containerEnv is the container's environment as the kubelet makes it:
+// Service variables of the pod's namespace (unless enableServiceLinks is
+// false; KUBERNETES_SERVICE_* always), envFrom, then env with $(VAR)
+// expanded against what came before. It is resolved when the container
+// starts, so that status.podIP is known.
+func containerEnv(pod *corev1.Pod, c *corev1.Container, src sources, services corev1listers.ServiceLister) ([]string, error) {
+	vars := map[string]string{}
+	var order []string
+	set := func(k, v string) {
+		if _, ok := vars[k]; !ok {
+			order = append(order, k)
+		}
+		vars[k] = v
+	}
+	if services != nil {
+		for k, v := range serviceEnv(pod, services) {
+			set(k, v)
+		}
+		sort.Strings(order)
+	}
+	for _, from := range c.EnvFrom {
+		var data map[string]string
+		switch {
+		case from.ConfigMapRef != nil:
+			cm, err := src.configMaps.ConfigMaps(pod.Namespace).Get(from.ConfigMapRef.Name)
+			if err != nil {
+				if from.ConfigMapRef.Optional != nil && *from.ConfigMapRef.Optional {
+					continue
+				}
+				return nil, fmt.Errorf("envFrom ConfigMap %s/%s: %w", pod.Namespace, from.ConfigMapRef.Name, err)
+			}
+			data = cm.Data
+		case from.SecretRef != nil:
+			s, err := src.secrets.Secrets(pod.Namespace).Get(from.SecretRef.Name)
+			if err != nil {
+				if from.SecretRef.Optional != nil && *from.SecretRef.Optional {
+					continue
+				}
+				return nil, fmt.Errorf("envFrom Secret %s/%s: %w", pod.Namespace, from.SecretRef.Name, err)
+			}
+			data = map[string]string{}
+			for k, v := range s.Data {
+				data[k] = string(v)
+			}
+		}
+		keys := make([]string, 0, len(data))
+		for k := range data {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			set(from.Prefix+k, data[k])
+		}
+	}
+	for _, e := range c.Env {
+		v := e.Value
+		if e.ValueFrom == nil {
+			v = expand(v, vars)
+		} else {
+			var err error
+			if v, err = envValueFrom(pod, c, e, src); err != nil {
+				return nil, fmt.Errorf("env %s: %w", e.Name, err)
+			}
+		}
+		set(e.Name, v)
+	}
+	if _, ok := vars["PATH"]; !ok {
+		set("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+	}
+	if _, ok := vars["HOSTNAME"]; !ok {
+		set("HOSTNAME", podHostname(pod))
+	}
+	out := make([]string, 0, len(order))
+	for _, k := range order {
+		out = append(out, k+"="+vars[k])
+	}
+	return out, nil
+}
+
+func envValueFrom(pod *corev1.Pod, c *corev1.Container, e corev1.EnvVar, src sources) (string, error) {
+	f := e.ValueFrom
+	switch {
+	case f.FieldRef != nil:
+		return fieldValue(pod, f.FieldRef.FieldPath)
+	case f.ResourceFieldRef != nil:
+		return resourceValue(pod, c.Name, f.ResourceFieldRef), nil
+	case f.ConfigMapKeyRef != nil:
+		r := f.ConfigMapKeyRef
+		cm, err := src.configMaps.ConfigMaps(pod.Namespace).Get(r.Name)
+		if err != nil {
+			if r.Optional != nil && *r.Optional {
+				return "", nil
+			}
+			return "", fmt.Errorf("ConfigMap %s/%s: %w", pod.Namespace, r.Name, err)
+		}
+		v, ok := cm.Data[r.Key]
+		if !ok && !(r.Optional != nil && *r.Optional) {
+			return "", fmt.Errorf("ConfigMap %s/%s has no key %q", pod.Namespace, r.Name, r.Key)
+		}
+		return v, nil
+	case f.SecretKeyRef != nil:
+		r := f.SecretKeyRef
+		s, err := src.secrets.Secrets(pod.Namespace).Get(r.Name)
+		if err != nil {
+			if r.Optional != nil && *r.Optional {
+				return "", nil
+			}
+			return "", fmt.Errorf("Secret %s/%s: %w", pod.Namespace, r.Name, err)
+		}
+		v, ok := s.Data[r.Key]
+		if !ok && !(r.Optional != nil && *r.Optional) {
+			return "", fmt.Errorf("Secret %s/%s has no key %q", pod.Namespace, r.Name, r.Key)
+		}
+		return string(v), nil
+	}
+	return "", fmt.Errorf("valueFrom names no source")
+}
+
+// expand replaces $(VAR) with the variable's value when it is defined, and
+// $$ with $, leaving undefined references as written (the kubelet's rules).
+func expand(s string, vars map[string]string) string {
+	if !strings.Contains(s, "$") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 >= len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			end := strings.IndexByte(s[i+2:], ')')
+			if end < 0 {
+				b.WriteString(s[i:])
+				return b.String()
+			}
+			name := s[i+2 : i+2+end]
+			if v, ok := vars[name]; ok {
+				b.WriteString(v)
+			} else {
+				b.WriteString(s[i : i+3+end])
+			}
+			i += 2 + end
+		default:
+			b.WriteByte('$')
+		}
+	}
+	return b.String()
+}
+
+// expandArgs expands $(VAR) in a command or args against the container's
+// environment.
+func expandArgs(args []string, env []string) []string {
+	vars := map[string]string{}
+	for _, e := range env {
+		k, v, _ := strings.Cut(e, "=")
+		vars[k] = v
+	}
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = expand(a, vars)
+	}
+	return out
+}
+
+// serviceEnv are the docker-link style variables of the Services in the
+// pod's namespace, and the API server's in default.
+func serviceEnv(pod *corev1.Pod, services corev1listers.ServiceLister) map[string]string {
+	out := map[string]string{}
+	add := func(s *corev1.Service) {
+		if s.Spec.ClusterIP == "" || s.Spec.ClusterIP == corev1.ClusterIPNone || len(s.Spec.Ports) == 0 {
+			return
+		}
+		name := strings.ToUpper(strings.ReplaceAll(s.Name, "-", "_"))
+		out[name+"_SERVICE_HOST"] = s.Spec.ClusterIP
+		out[name+"_SERVICE_PORT"] = strconv.Itoa(int(s.Spec.Ports[0].Port))
+		for _, p := range s.Spec.Ports {
+			if p.Name != "" {
+				out[name+"_SERVICE_PORT_"+strings.ToUpper(strings.ReplaceAll(p.Name, "-", "_"))] = strconv.Itoa(int(p.Port))
+			}
+		}
+	}
+	if pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks {
+		if list, err := services.Services(pod.Namespace).List(labels.Everything()); err == nil {
+			for _, s := range list {
+				add(s)
+			}
+		}
+	}
+	if k, err := services.Services(corev1.NamespaceDefault).Get("kubernetes"); err == nil {
+		add(k)
+	}
+	return out
+}
+
+// podHostname is the pod's hostname: spec.hostname or its name, at most 63
+// bytes as the kubelet truncates it.
+func podHostname(pod *corev1.Pod) string {
+	h := pod.Name
+	if pod.Spec.Hostname != "" {
+		h = pod.Spec.Hostname
+	}
+	if len(h) > 63 {
+		h = strings.TrimRight(h[:63], "-.")
+	}
+	return h
+}

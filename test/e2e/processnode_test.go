@@ -1,0 +1,489 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fleetnet/fleetnet/internal/dev"
+	"github.com/fleetnet/fleetnet/internal/testkit"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	clientscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/remotecommand"
+	utilexec "k8s.io/client-go/util/exec"
+	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// echoBasic is the Gateway API conformance echo server's image; the process
+// node runs it from bin/echo-basic.
+const echoBasic = "registry.k8s.io/gateway-api/echo-basic:v20240412-v1.0.0-394-g40c666fd"
+
+// A Deployment applied as a user would runs on hub's process node: its Pods
+// get addresses of hub's pod range, their readiness probes drive the
+// EndpointSlice, the Service answers from them through kube-proxy, and
+// scaling down releases what the removed Pods held.
+func TestProcessNodeRunsDeployment(t *testing.T) {
+	ns := namespace(t, "e2e-process-node")
+	cl := kube(t, "hub")
+	ctx := context.Background()
+	labels := map[string]string{"app": "echo"}
+	dep := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr(int32(3)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "echo", Image: echoBasic,
+					Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 3000}},
+					Env: []corev1.EnvVar{
+						{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+						{Name: "NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+					},
+					ReadinessProbe: &corev1.Probe{
+						ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/health", Port: intstr.FromString("http")}},
+						PeriodSeconds: 1,
+					},
+				}}},
+			},
+		},
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"},
+		Spec: corev1.ServiceSpec{Selector: labels, Ports: []corev1.ServicePort{{
+			Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromString("http"),
+		}}},
+	}
+	client := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "client"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "client", Image: "nicolaka/netshoot", Command: []string{"sleep", "infinity"},
+		}}},
+	}
+	for _, obj := range []ctrlclient.Object{dep, svc, client} {
+		if err := cl.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hub, err := state.Cluster("hub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readyPods := func(want int) []corev1.Pod {
+		var pods []corev1.Pod
+		testkit.Eventually(t, 2*time.Minute, fmt.Sprintf("%d echo Pods Running and Ready on the process node", want), func(ctx context.Context) error {
+			list := &corev1.PodList{}
+			if err := cl.List(ctx, list, ctrlclient.InNamespace(ns), ctrlclient.MatchingLabels(labels)); err != nil {
+				return err
+			}
+			pods = pods[:0]
+			for _, p := range list.Items {
+				if p.DeletionTimestamp != nil {
+					return fmt.Errorf("pod %s is terminating", p.Name)
+				}
+				if p.Spec.NodeName != hub.ProcessNodeName() {
+					return fmt.Errorf("pod %s is on node %q", p.Name, p.Spec.NodeName)
+				}
+				if p.Status.Phase != corev1.PodRunning || !podReady(&p) {
+					return fmt.Errorf("pod %s: phase %s, ready %v, containers %s", p.Name, p.Status.Phase, podReady(&p), describeContainers(p))
+				}
+				if err := inRanges(p.Status.PodIPs, hub.PodCIDRs); err != nil {
+					return fmt.Errorf("pod %s: %w", p.Name, err)
+				}
+				pods = append(pods, p)
+			}
+			if len(pods) != want {
+				return fmt.Errorf("%d Pods, want %d", len(pods), want)
+			}
+			return nil
+		})
+		return pods
+	}
+	pods := readyPods(3)
+	ips := podIPs(pods)
+	if len(slices.Compact(slices.Clone(ips))) != 3 {
+		t.Fatalf("the Pods share addresses: %v", ips)
+	}
+	waitSliceAddresses(t, "hub", ns, "echo", ips)
+
+	// Through the Service's ClusterIP, from a Pod: kube-proxy on hub's node
+	// sends it to one of the echo servers, which names itself.
+	if err := cl.Get(ctx, ctrlclient.ObjectKeyFromObject(svc), svc); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, time.Minute, "the Service to answer from an echo Pod", func(ctx context.Context) error {
+		out, errOut, err := execIn(ctx, t, "hub", ns, client.Name, "client", false, "curl", "-sS", "--max-time", "3", "http://"+svc.Spec.ClusterIP+"/")
+		if err != nil {
+			return fmt.Errorf("%w: %s", err, errOut)
+		}
+		var echoed struct {
+			Pod       string `json:"pod"`
+			Namespace string `json:"namespace"`
+		}
+		if err := json.Unmarshal([]byte(out), &echoed); err != nil {
+			return fmt.Errorf("answer %q: %w", out, err)
+		}
+		if echoed.Namespace != ns || !strings.HasPrefix(echoed.Pod, "echo-") {
+			return fmt.Errorf("answer names pod %q in %q", echoed.Pod, echoed.Namespace)
+		}
+		return nil
+	})
+
+	// Scaled to one: the others end, their addresses are released and the
+	// slice follows.
+	if err := cl.Patch(ctx, dep, ctrlclient.RawPatch("application/merge-patch+json", []byte(`{"spec":{"replicas":1}}`))); err != nil {
+		t.Fatal(err)
+	}
+	pods = readyPods(1)
+	waitSliceAddresses(t, "hub", ns, "echo", podIPs(pods))
+	testkit.Eventually(t, time.Minute, "the node to release the removed Pods' addresses", func(context.Context) error {
+		recorded, err := dev.NodePods(fleetDir, "hub")
+		if err != nil {
+			return err
+		}
+		var here []string
+		for _, p := range recorded {
+			if p.Namespace == ns && p.Name != "client" {
+				here = append(here, p.Name+"="+p.Address)
+			}
+		}
+		if len(here) != 1 {
+			return fmt.Errorf("the fleet's state holds %v, want only %s", here, pods[0].Name)
+		}
+		return nil
+	})
+}
+
+// The kubelet's other duties: exec with and without a terminal, logs since
+// a time, a readiness probe that fails then passes, an image the node does
+// not know, a grace period that a process ignoring SIGTERM runs out, and a
+// restart of the node itself.
+func TestProcessNodeKubeletAPI(t *testing.T) {
+	ns := namespace(t, "e2e-process-node-api")
+	cl := kube(t, "hub")
+	ctx := context.Background()
+	shell := func(name, script string, mod func(*corev1.Pod)) *corev1.Pod {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{
+				Name: "main", Image: "busybox:1.36", Command: []string{"sh", "-c", script},
+			}}},
+		}
+		if mod != nil {
+			mod(p)
+		}
+		if err := cl.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	waitPod := func(p *corev1.Pod, what string, ok func(*corev1.Pod) error) {
+		t.Helper()
+		testkit.Eventually(t, time.Minute, fmt.Sprintf("pod %s: %s", p.Name, what), func(ctx context.Context) error {
+			got := &corev1.Pod{}
+			if err := cl.Get(ctx, ctrlclient.ObjectKeyFromObject(p), got); err != nil {
+				return err
+			}
+			if err := ok(got); err != nil {
+				return fmt.Errorf("%w (containers: %s)", err, describeContainers(*got))
+			}
+			return nil
+		})
+	}
+	running := func(p *corev1.Pod) error {
+		if p.Status.Phase != corev1.PodRunning {
+			return fmt.Errorf("phase %s", p.Status.Phase)
+		}
+		return nil
+	}
+
+	// Readiness from an exec probe reading a file of an emptyDir volume.
+	probed := shell("probed", "sleep infinity", func(p *corev1.Pod) {
+		p.Spec.Volumes = []corev1.Volume{{Name: "flags", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+		p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "flags", MountPath: "/flags"}}
+		p.Spec.Containers[0].ReadinessProbe = &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"cat", "/flags/ready"}}},
+			PeriodSeconds: 1,
+		}
+	})
+	// Logs: two lines a few seconds apart, so that sinceTime (whole
+	// seconds) can tell them apart.
+	logger := shell("logger", "echo first; sleep 3; echo second; sleep infinity", nil)
+	unknown := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unknown-image"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "quay.io/someone/app:1"}}},
+	}
+	if err := cl.Create(ctx, unknown); err != nil {
+		t.Fatal(err)
+	}
+	stubborn := shell("stubborn", `trap "" TERM; echo started; while true; do sleep 1; done`, func(p *corev1.Pod) {
+		p.Spec.TerminationGracePeriodSeconds = ptr(int64(3))
+	})
+
+	t.Run("readiness follows the probe", func(t *testing.T) {
+		waitPod(probed, "Running, not Ready", func(p *corev1.Pod) error {
+			if err := running(p); err != nil {
+				return err
+			}
+			if podReady(p) {
+				return fmt.Errorf("ready before its flag exists")
+			}
+			return nil
+		})
+		if _, errOut, err := execIn(ctx, t, "hub", ns, probed.Name, "main", false, "touch", "/flags/ready"); err != nil {
+			t.Fatalf("exec touch: %v: %s", err, errOut)
+		}
+		waitPod(probed, "Ready", func(p *corev1.Pod) error {
+			if !podReady(p) {
+				return fmt.Errorf("not ready")
+			}
+			return nil
+		})
+	})
+
+	t.Run("exec", func(t *testing.T) {
+		out, errOut, err := execIn(ctx, t, "hub", ns, probed.Name, "main", false, "sh", "-c", "echo out; echo err >&2; hostname")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out != "out\nprobed\n" || errOut != "err\n" {
+			t.Errorf("stdout %q, stderr %q; want %q and %q", out, errOut, "out\nprobed\n", "err\n")
+		}
+		// A terminal with standard error asked for too, as the kubelet allows.
+		out, _, err = execIn(ctx, t, "hub", ns, probed.Name, "main", true, "tty")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(strings.TrimSpace(out), "/dev/pts/") {
+			t.Errorf("tty printed %q, want a terminal", out)
+		}
+		// A failing command's exit code reaches the client.
+		_, _, err = execIn(ctx, t, "hub", ns, probed.Name, "main", false, "sh", "-c", "exit 3")
+		var exit utilexec.ExitError
+		if !errors.As(err, &exit) || exit.ExitStatus() != 3 {
+			t.Errorf("exit 3 gave %v", err)
+		}
+	})
+
+	t.Run("logs since a time", func(t *testing.T) {
+		waitPod(logger, "Running", running)
+		cs := kubernetes.NewForConfigOrDie(restConfig(t, "hub"))
+		var all string
+		testkit.Eventually(t, time.Minute, "both lines in the log", func(ctx context.Context) error {
+			b, err := cs.CoreV1().Pods(ns).GetLogs(logger.Name, &corev1.PodLogOptions{Timestamps: true}).DoRaw(ctx)
+			if err != nil {
+				return err
+			}
+			all = string(b)
+			if !strings.Contains(all, " second\n") {
+				return fmt.Errorf("log %q", all)
+			}
+			return nil
+		})
+		lines := strings.Split(strings.TrimSpace(all), "\n")
+		stamp, _, _ := strings.Cut(lines[1], " ")
+		second, err := time.Parse(time.RFC3339Nano, stamp)
+		if err != nil {
+			t.Fatalf("timestamp of %q: %v", lines[1], err)
+		}
+		since := metav1.NewTime(second.Truncate(time.Second))
+		b, err := cs.CoreV1().Pods(ns).GetLogs(logger.Name, &corev1.PodLogOptions{SinceTime: &since}).DoRaw(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(b) != "second\n" {
+			t.Errorf("logs since %s = %q, want only the second line", since, b)
+		}
+		b, err = cs.CoreV1().Pods(ns).GetLogs(logger.Name, &corev1.PodLogOptions{TailLines: ptr(int64(1))}).DoRaw(ctx)
+		if err != nil || string(b) != "second\n" {
+			t.Errorf("tail 1 = %q, %v", b, err)
+		}
+	})
+
+	t.Run("unknown image waits with the reason", func(t *testing.T) {
+		waitPod(unknown, "Waiting, naming the image", func(p *corev1.Pod) error {
+			if len(p.Status.ContainerStatuses) != 1 {
+				return fmt.Errorf("no container status")
+			}
+			w := p.Status.ContainerStatuses[0].State.Waiting
+			if w == nil || w.Reason != "ErrImagePull" || !strings.Contains(w.Message, "quay.io/someone/app:1") {
+				return fmt.Errorf("state %+v", p.Status.ContainerStatuses[0].State)
+			}
+			if p.Status.Phase != corev1.PodPending {
+				return fmt.Errorf("phase %s", p.Status.Phase)
+			}
+			return nil
+		})
+	})
+
+	t.Run("grace period ends a process that ignores SIGTERM", func(t *testing.T) {
+		waitPod(stubborn, "Running", running)
+		start := time.Now()
+		if err := cl.Delete(ctx, stubborn); err != nil {
+			t.Fatal(err)
+		}
+		testkit.Eventually(t, time.Minute, "the Pod to be gone", func(ctx context.Context) error {
+			err := cl.Get(ctx, ctrlclient.ObjectKeyFromObject(stubborn), &corev1.Pod{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return fmt.Errorf("still there (%v)", err)
+		})
+		if took := time.Since(start); took < 3*time.Second {
+			t.Errorf("gone after %s, before its 3 s grace period", took)
+		}
+	})
+
+	t.Run("node restart keeps addresses", func(t *testing.T) {
+		waitPod(probed, "Ready", func(p *corev1.Pod) error {
+			if !podReady(p) {
+				return fmt.Errorf("not ready")
+			}
+			return nil
+		})
+		before := &corev1.Pod{}
+		if err := cl.Get(ctx, ctrlclient.ObjectKeyFromObject(probed), before); err != nil {
+			t.Fatal(err)
+		}
+		proc := state.Processes["hub/"+dev.PartProcessNode]
+		if !proc.Alive() {
+			t.Fatalf("hub's process node is not running")
+		}
+		if err := syscall.Kill(proc.Pid, syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		upCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		defer cancel()
+		s, err := dev.Up(upCtx, devOptions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		state = s
+		waitPod(probed, "Running again with its address and one more restart", func(p *corev1.Pod) error {
+			if err := running(p); err != nil {
+				return err
+			}
+			if p.Status.PodIP != before.Status.PodIP {
+				return fmt.Errorf("address %s, was %s", p.Status.PodIP, before.Status.PodIP)
+			}
+			if len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].RestartCount <= before.Status.ContainerStatuses[0].RestartCount {
+				return fmt.Errorf("restart count did not grow")
+			}
+			if p.Status.ContainerStatuses[0].State.Running == nil {
+				return fmt.Errorf("container not running")
+			}
+			return nil
+		})
+		recorded, err := dev.NodePods(fleetDir, "hub")
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]string{}
+		for _, p := range recorded {
+			if other, ok := seen[p.Address]; ok {
+				t.Errorf("address %s handed to %s and %s/%s", p.Address, other, p.Namespace, p.Name)
+			}
+			seen[p.Address] = p.Namespace + "/" + p.Name
+		}
+	})
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func podIPs(pods []corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Status.PodIP)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func describeContainers(p corev1.Pod) string {
+	var parts []string
+	for _, cs := range p.Status.ContainerStatuses {
+		switch {
+		case cs.State.Waiting != nil:
+			parts = append(parts, fmt.Sprintf("%s waiting %s: %s", cs.Name, cs.State.Waiting.Reason, cs.State.Waiting.Message))
+		case cs.State.Running != nil:
+			parts = append(parts, fmt.Sprintf("%s running (ready %v, restarts %d)", cs.Name, cs.Ready, cs.RestartCount))
+		case cs.State.Terminated != nil:
+			parts = append(parts, fmt.Sprintf("%s terminated %d %s: %s", cs.Name, cs.State.Terminated.ExitCode, cs.State.Terminated.Reason, cs.State.Terminated.Message))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// waitSliceAddresses waits until the Service's EndpointSlices hold exactly
+// the ready addresses want.
+func waitSliceAddresses(t *testing.T, cluster, ns, svc string, want []string) {
+	t.Helper()
+	cl := kube(t, cluster)
+	testkit.Eventually(t, time.Minute, fmt.Sprintf("the slices of %s/%s to hold %v", ns, svc, want), func(ctx context.Context) error {
+		list := &discoveryv1.EndpointSliceList{}
+		if err := cl.List(ctx, list, ctrlclient.InNamespace(ns), ctrlclient.MatchingLabels{discoveryv1.LabelServiceName: svc}); err != nil {
+			return err
+		}
+		var got []string
+		for _, s := range list.Items {
+			for _, e := range s.Endpoints {
+				if e.Conditions.Ready != nil && *e.Conditions.Ready {
+					got = append(got, e.Addresses...)
+				}
+			}
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("ready addresses %v", got)
+		}
+		return nil
+	})
+}
+
+// execIn runs a command in a container through the API server, as kubectl
+// exec does, and returns its standard output and error.
+func execIn(ctx context.Context, t *testing.T, cluster, ns, pod, container string, tty bool, cmd ...string) (string, string, error) {
+	t.Helper()
+	cfg := restConfig(t, cluster)
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	req := cs.CoreV1().RESTClient().Post().Resource("pods").Namespace(ns).Name(pod).SubResource("exec").
+		VersionedParams(&corev1.PodExecOptions{Container: container, Command: cmd, Stdout: true, Stderr: true, TTY: tty}, clientscheme.ParameterCodec)
+	exec, err := remotecommand.NewSPDYExecutor(cfg, http.MethodPost, req.URL())
+	if err != nil {
+		return "", "", err
+	}
+	var out, errOut bytes.Buffer
+	opts := remotecommand.StreamOptions{Stdout: &out, Tty: tty}
+	if !tty {
+		opts.Stderr = &errOut
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err = exec.StreamWithContext(ctx, opts)
+	return out.String(), errOut.String(), err
+}
