@@ -172,11 +172,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		Cache: cache.Options{},
 		// Controller names are unique per process in controller-runtime;
 		// tests run several agents (and restarts) in one process.
-		// The priority queue of controller-runtime v0.24 can deadlock on
-		// shutdown (kubernetes-sigs/controller-runtime#3538, fixed in v0.25
-		// by #3540): a stop then waits out the whole grace period. Seen once
-		// in test/agent. Back on with the v0.25 move (issue 23).
-		Controller: config.Controller{SkipNameValidation: ptr.To(true), UsePriorityQueue: ptr.To(false)},
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)

@@ -33,7 +33,7 @@ import (
 // ClusterProperty is a name/value pair that describes the cluster it lives in
 // (KEP-2149). It is cluster-scoped.
 type ClusterPropertyApplyConfiguration struct {
-	v1.TypeMetaApplyConfiguration    `json:",inline"`
+	v1.TypeMetaApplyConfiguration    `json:""`
 	*v1.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`
 	// Spec holds the property's value.
 	Spec *ClusterPropertySpecApplyConfiguration `json:"spec,omitempty"`

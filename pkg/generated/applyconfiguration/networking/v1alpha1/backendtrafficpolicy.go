@@ -37,7 +37,7 @@ import (
 // the same backend, the older one applies there (then the one first by
 // name) and the other is Conflicted.
 type BackendTrafficPolicyApplyConfiguration struct {
-	v1.TypeMetaApplyConfiguration    `json:",inline"`
+	v1.TypeMetaApplyConfiguration    `json:""`
 	*v1.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`
 	Spec                             *BackendTrafficPolicySpecApplyConfiguration   `json:"spec,omitempty"`
 	Status                           *BackendTrafficPolicyStatusApplyConfiguration `json:"status,omitempty"`

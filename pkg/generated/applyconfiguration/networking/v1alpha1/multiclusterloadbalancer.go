@@ -35,7 +35,7 @@ import (
 // every cluster that exports it, by weight, on the embedded edge or on an
 // Azure cross-region load balancer.
 type MultiClusterLoadBalancerApplyConfiguration struct {
-	v1.TypeMetaApplyConfiguration    `json:",inline"`
+	v1.TypeMetaApplyConfiguration    `json:""`
 	*v1.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`
 	Spec                             *MultiClusterLoadBalancerSpecApplyConfiguration   `json:"spec,omitempty"`
 	Status                           *MultiClusterLoadBalancerStatusApplyConfiguration `json:"status,omitempty"`

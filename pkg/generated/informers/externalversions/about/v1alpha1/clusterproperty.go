@@ -34,11 +34,39 @@ import (
 )
 
 // ClusterPropertyInformer provides access to a shared informer and lister for
-// ClusterProperties.
+// ClusterProperties. Prefer using the type-safe variant (see [TypedClusterPropertyInformer]).
 type ClusterPropertyInformer interface {
 	Informer() cache.SharedIndexInformer
 	Lister() aboutv1alpha1.ClusterPropertyLister
 }
+
+// TypedClusterPropertyInformer provides access to a shared informer and lister for
+// ClusterProperties, including the type-safe TypedInformer variant.
+// It is a superset of ClusterPropertyInformer.
+type TypedClusterPropertyInformer interface {
+	Informer() cache.SharedIndexInformer
+	TypedInformer() ClusterPropertyIndexInformer
+	Lister() aboutv1alpha1.ClusterPropertyLister
+}
+
+// ClusterPropertyIndexInformer is a wrapper around the underlying [cache.SharedIndexInformer]
+// with type-safe variants of several methods.
+type ClusterPropertyIndexInformer cache.TypedSharedIndexInformer[*apiaboutv1alpha1.ClusterProperty]
+
+// ClusterPropertyHandlerFuncs is a specialization of [cache.TypedResourceEventHandlerFuncs] for ClusterProperty.
+type ClusterPropertyHandlerFuncs = cache.TypedResourceEventHandlerFuncs[*apiaboutv1alpha1.ClusterProperty]
+
+// ClusterPropertyDetailedHandlerFuncs is a specialization of [cache.TypedResourceEventHandlerDetailedFuncs] for ClusterProperty.
+type ClusterPropertyDetailedHandlerFuncs = cache.TypedResourceEventHandlerDetailedFuncs[*apiaboutv1alpha1.ClusterProperty]
+
+// ClusterPropertyFilteringHandler is a specialization of [cache.TypedFilteringResourceEventHandler] for ClusterProperty.
+type ClusterPropertyFilteringHandler = cache.TypedFilteringResourceEventHandler[*apiaboutv1alpha1.ClusterProperty]
+
+// ClusterPropertyIndexers is a specialization of [cache.TypedIndexers] for ClusterProperty.
+type ClusterPropertyIndexers = cache.TypedIndexers[*apiaboutv1alpha1.ClusterProperty]
+
+// DeletedClusterProperty is a specialization of [cache.DeletedObject] for ClusterProperty.
+type DeletedClusterProperty = cache.DeletedObject[*apiaboutv1alpha1.ClusterProperty]
 
 type clusterPropertyInformer struct {
 	factory          internalinterfaces.SharedInformerFactory
@@ -48,25 +76,49 @@ type clusterPropertyInformer struct {
 // NewClusterPropertyInformer constructs a new informer for ClusterProperty type.
 // Always prefer using an informer factory to get a shared informer instead of getting an independent
 // one. This reduces memory footprint and number of connections to the server.
+// If you really need an independent one, prefer using the type-safe variant (see [NewTypedClusterPropertyInformer]).
 func NewClusterPropertyInformer(client versioned.Interface, resyncPeriod time.Duration, indexers cache.Indexers) cache.SharedIndexInformer {
 	return NewClusterPropertyInformerWithOptions(client, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: indexers})
+}
+
+// NewTypedClusterPropertyInformer constructs a new informer for ClusterProperty type.
+// Always prefer using an informer factory to get a shared informer instead of getting an independent
+// one. This reduces memory footprint and number of connections to the server.
+func NewTypedClusterPropertyInformer(client versioned.Interface, resyncPeriod time.Duration, indexers ClusterPropertyIndexers) ClusterPropertyIndexInformer {
+	return NewTypedClusterPropertyInformerWithOptions(client, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: cache.TypedIndexersToIndexers(indexers)})
 }
 
 // NewFilteredClusterPropertyInformer constructs a new informer for ClusterProperty type.
 // Always prefer using an informer factory to get a shared informer instead of getting an independent
 // one. This reduces memory footprint and number of connections to the server.
+// If you really need an independent one, prefer using the type-safe variant (see [NewTypedFilteredClusterPropertyInformer]).
 func NewFilteredClusterPropertyInformer(client versioned.Interface, resyncPeriod time.Duration, indexers cache.Indexers, tweakListOptions internalinterfaces.TweakListOptionsFunc) cache.SharedIndexInformer {
-	return NewClusterPropertyInformerWithOptions(client, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: indexers, TweakListOptions: tweakListOptions})
+	return NewTypedClusterPropertyInformerWithOptions(client, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: indexers, TweakListOptions: tweakListOptions})
+}
+
+// NewTypedFilteredClusterPropertyInformer constructs a new informer for ClusterProperty type.
+// Always prefer using an informer factory to get a shared informer instead of getting an independent
+// one. This reduces memory footprint and number of connections to the server.
+func NewTypedFilteredClusterPropertyInformer(client versioned.Interface, resyncPeriod time.Duration, indexers ClusterPropertyIndexers, tweakListOptions internalinterfaces.TweakListOptionsFunc) ClusterPropertyIndexInformer {
+	return NewTypedClusterPropertyInformerWithOptions(client, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: cache.TypedIndexersToIndexers(indexers), TweakListOptions: tweakListOptions})
 }
 
 // NewClusterPropertyInformerWithOptions constructs a new informer for ClusterProperty type with additional options.
 // Always prefer using an informer factory to get a shared informer instead of getting an independent
 // one. This reduces memory footprint and number of connections to the server.
+// If you really need an independent one, prefer using the type-safe variant (see [NewTypedClusterPropertyInformerWithOptions]).
 func NewClusterPropertyInformerWithOptions(client versioned.Interface, options internalinterfaces.InformerOptions) cache.SharedIndexInformer {
+	return NewTypedClusterPropertyInformerWithOptions(client, options)
+}
+
+// NewTypedClusterPropertyInformerWithOptions constructs a new informer for ClusterProperty type with additional options.
+// Always prefer using an informer factory to get a shared informer instead of getting an independent
+// one. This reduces memory footprint and number of connections to the server.
+func NewTypedClusterPropertyInformerWithOptions(client versioned.Interface, options internalinterfaces.InformerOptions) ClusterPropertyIndexInformer {
 	gvr := schema.GroupVersionResource{Group: "about.k8s.io", Version: "v1alpha1", Resource: "clusterpropertys"}
 	identifier := options.InformerName.WithResource(gvr)
 	tweakListOptions := options.TweakListOptions
-	return cache.NewSharedIndexInformerWithOptions(
+	return cache.NewTypedSharedIndexInformer[*apiaboutv1alpha1.ClusterProperty](cache.NewSharedIndexInformerWithOptions(
 		cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 			ListFunc: func(opts v1.ListOptions) (runtime.Object, error) {
 				if tweakListOptions != nil {
@@ -99,17 +151,57 @@ func NewClusterPropertyInformerWithOptions(client versioned.Interface, options i
 			Indexers:     options.Indexers,
 			Identifier:   identifier,
 		},
-	)
+	))
 }
 
 func (f *clusterPropertyInformer) defaultInformer(client versioned.Interface, resyncPeriod time.Duration) cache.SharedIndexInformer {
-	return NewClusterPropertyInformerWithOptions(client, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, InformerName: f.factory.InformerName(), TweakListOptions: f.tweakListOptions})
+	return NewTypedClusterPropertyInformerWithOptions(client, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, InformerName: f.factory.InformerName(), TweakListOptions: f.tweakListOptions})
 }
 
 func (f *clusterPropertyInformer) Informer() cache.SharedIndexInformer {
-	return f.factory.InformerFor(&apiaboutv1alpha1.ClusterProperty{}, f.defaultInformer)
+	return f.TypedInformer()
+}
+
+func (f *clusterPropertyInformer) TypedInformer() ClusterPropertyIndexInformer {
+	return cache.NewTypedSharedIndexInformer[*apiaboutv1alpha1.ClusterProperty](f.factory.InformerFor(&apiaboutv1alpha1.ClusterProperty{}, f.defaultInformer))
 }
 
 func (f *clusterPropertyInformer) Lister() aboutv1alpha1.ClusterPropertyLister {
 	return aboutv1alpha1.NewClusterPropertyLister(f.Informer().GetIndexer())
+}
+
+// ToTypedClusterPropertyInformer converts an untyped informer into a TypedClusterPropertyInformer.
+//
+// WARNING: this conversion is only safe if the informer handles objects of type
+// *ClusterProperty. If that is not the case, calling type-safe methods of the returned
+// TypedClusterPropertyInformer leads to runtime panics. A safer alternative is to pass
+// around a TypedClusterPropertyInformer instances that was obtained from a
+// SharedInformerFactory.
+func ToTypedClusterPropertyInformer(informer ClusterPropertyInformer) TypedClusterPropertyInformer {
+	if informer, ok := informer.(TypedClusterPropertyInformer); ok {
+		return informer
+	}
+	return &clusterPropertyTypedInformerAdapter{informer}
+}
+
+type clusterPropertyTypedInformerAdapter struct {
+	ClusterPropertyInformer
+}
+
+func (a *clusterPropertyTypedInformerAdapter) TypedInformer() ClusterPropertyIndexInformer {
+	return cache.NewTypedSharedIndexInformer[*apiaboutv1alpha1.ClusterProperty](a.Informer())
+}
+
+// ToClusterPropertyIndexInformer converts an untyped informer into a ClusterPropertyIndexInformer.
+//
+// WARNING: this conversion is only safe if the informer handles objects of type
+// *ClusterProperty. If that is not the case, calling type-safe methods of the returned
+// ClusterPropertyIndexInformer leads to runtime panics. A safer alternative is to pass
+// around a ClusterPropertyIndexInformer instances that was obtained from a
+// SharedInformerFactory.
+func ToClusterPropertyIndexInformer(informer cache.SharedIndexInformer) ClusterPropertyIndexInformer {
+	if informer, ok := informer.(ClusterPropertyIndexInformer); ok {
+		return informer
+	}
+	return cache.NewTypedSharedIndexInformer[*apiaboutv1alpha1.ClusterProperty](informer)
 }

@@ -25,7 +25,7 @@ import (
 // Interface provides access to all the informers in this group version.
 type Interface interface {
 	// ClusterProperties returns a ClusterPropertyInformer.
-	ClusterProperties() ClusterPropertyInformer
+	ClusterProperties() TypedClusterPropertyInformer
 }
 
 type version struct {
@@ -39,7 +39,7 @@ func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakList
 	return &version{factory: f, namespace: namespace, tweakListOptions: tweakListOptions}
 }
 
-// ClusterProperties returns a ClusterPropertyInformer.
-func (v *version) ClusterProperties() ClusterPropertyInformer {
+// ClusterProperties returns a TypedClusterPropertyInformer.
+func (v *version) ClusterProperties() TypedClusterPropertyInformer {
 	return &clusterPropertyInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
 }

@@ -34,11 +34,39 @@ import (
 )
 
 // BackendTrafficPolicyInformer provides access to a shared informer and lister for
-// BackendTrafficPolicies.
+// BackendTrafficPolicies. Prefer using the type-safe variant (see [TypedBackendTrafficPolicyInformer]).
 type BackendTrafficPolicyInformer interface {
 	Informer() cache.SharedIndexInformer
 	Lister() networkingv1alpha1.BackendTrafficPolicyLister
 }
+
+// TypedBackendTrafficPolicyInformer provides access to a shared informer and lister for
+// BackendTrafficPolicies, including the type-safe TypedInformer variant.
+// It is a superset of BackendTrafficPolicyInformer.
+type TypedBackendTrafficPolicyInformer interface {
+	Informer() cache.SharedIndexInformer
+	TypedInformer() BackendTrafficPolicyIndexInformer
+	Lister() networkingv1alpha1.BackendTrafficPolicyLister
+}
+
+// BackendTrafficPolicyIndexInformer is a wrapper around the underlying [cache.SharedIndexInformer]
+// with type-safe variants of several methods.
+type BackendTrafficPolicyIndexInformer cache.TypedSharedIndexInformer[*apinetworkingv1alpha1.BackendTrafficPolicy]
+
+// BackendTrafficPolicyHandlerFuncs is a specialization of [cache.TypedResourceEventHandlerFuncs] for BackendTrafficPolicy.
+type BackendTrafficPolicyHandlerFuncs = cache.TypedResourceEventHandlerFuncs[*apinetworkingv1alpha1.BackendTrafficPolicy]
+
+// BackendTrafficPolicyDetailedHandlerFuncs is a specialization of [cache.TypedResourceEventHandlerDetailedFuncs] for BackendTrafficPolicy.
+type BackendTrafficPolicyDetailedHandlerFuncs = cache.TypedResourceEventHandlerDetailedFuncs[*apinetworkingv1alpha1.BackendTrafficPolicy]
+
+// BackendTrafficPolicyFilteringHandler is a specialization of [cache.TypedFilteringResourceEventHandler] for BackendTrafficPolicy.
+type BackendTrafficPolicyFilteringHandler = cache.TypedFilteringResourceEventHandler[*apinetworkingv1alpha1.BackendTrafficPolicy]
+
+// BackendTrafficPolicyIndexers is a specialization of [cache.TypedIndexers] for BackendTrafficPolicy.
+type BackendTrafficPolicyIndexers = cache.TypedIndexers[*apinetworkingv1alpha1.BackendTrafficPolicy]
+
+// DeletedBackendTrafficPolicy is a specialization of [cache.DeletedObject] for BackendTrafficPolicy.
+type DeletedBackendTrafficPolicy = cache.DeletedObject[*apinetworkingv1alpha1.BackendTrafficPolicy]
 
 type backendTrafficPolicyInformer struct {
 	factory          internalinterfaces.SharedInformerFactory
@@ -49,25 +77,49 @@ type backendTrafficPolicyInformer struct {
 // NewBackendTrafficPolicyInformer constructs a new informer for BackendTrafficPolicy type.
 // Always prefer using an informer factory to get a shared informer instead of getting an independent
 // one. This reduces memory footprint and number of connections to the server.
+// If you really need an independent one, prefer using the type-safe variant (see [NewTypedBackendTrafficPolicyInformer]).
 func NewBackendTrafficPolicyInformer(client versioned.Interface, namespace string, resyncPeriod time.Duration, indexers cache.Indexers) cache.SharedIndexInformer {
 	return NewBackendTrafficPolicyInformerWithOptions(client, namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: indexers})
+}
+
+// NewTypedBackendTrafficPolicyInformer constructs a new informer for BackendTrafficPolicy type.
+// Always prefer using an informer factory to get a shared informer instead of getting an independent
+// one. This reduces memory footprint and number of connections to the server.
+func NewTypedBackendTrafficPolicyInformer(client versioned.Interface, namespace string, resyncPeriod time.Duration, indexers BackendTrafficPolicyIndexers) BackendTrafficPolicyIndexInformer {
+	return NewTypedBackendTrafficPolicyInformerWithOptions(client, namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: cache.TypedIndexersToIndexers(indexers)})
 }
 
 // NewFilteredBackendTrafficPolicyInformer constructs a new informer for BackendTrafficPolicy type.
 // Always prefer using an informer factory to get a shared informer instead of getting an independent
 // one. This reduces memory footprint and number of connections to the server.
+// If you really need an independent one, prefer using the type-safe variant (see [NewTypedFilteredBackendTrafficPolicyInformer]).
 func NewFilteredBackendTrafficPolicyInformer(client versioned.Interface, namespace string, resyncPeriod time.Duration, indexers cache.Indexers, tweakListOptions internalinterfaces.TweakListOptionsFunc) cache.SharedIndexInformer {
-	return NewBackendTrafficPolicyInformerWithOptions(client, namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: indexers, TweakListOptions: tweakListOptions})
+	return NewTypedBackendTrafficPolicyInformerWithOptions(client, namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: indexers, TweakListOptions: tweakListOptions})
+}
+
+// NewTypedFilteredBackendTrafficPolicyInformer constructs a new informer for BackendTrafficPolicy type.
+// Always prefer using an informer factory to get a shared informer instead of getting an independent
+// one. This reduces memory footprint and number of connections to the server.
+func NewTypedFilteredBackendTrafficPolicyInformer(client versioned.Interface, namespace string, resyncPeriod time.Duration, indexers BackendTrafficPolicyIndexers, tweakListOptions internalinterfaces.TweakListOptionsFunc) BackendTrafficPolicyIndexInformer {
+	return NewTypedBackendTrafficPolicyInformerWithOptions(client, namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: cache.TypedIndexersToIndexers(indexers), TweakListOptions: tweakListOptions})
 }
 
 // NewBackendTrafficPolicyInformerWithOptions constructs a new informer for BackendTrafficPolicy type with additional options.
 // Always prefer using an informer factory to get a shared informer instead of getting an independent
 // one. This reduces memory footprint and number of connections to the server.
+// If you really need an independent one, prefer using the type-safe variant (see [NewTypedBackendTrafficPolicyInformerWithOptions]).
 func NewBackendTrafficPolicyInformerWithOptions(client versioned.Interface, namespace string, options internalinterfaces.InformerOptions) cache.SharedIndexInformer {
+	return NewTypedBackendTrafficPolicyInformerWithOptions(client, namespace, options)
+}
+
+// NewTypedBackendTrafficPolicyInformerWithOptions constructs a new informer for BackendTrafficPolicy type with additional options.
+// Always prefer using an informer factory to get a shared informer instead of getting an independent
+// one. This reduces memory footprint and number of connections to the server.
+func NewTypedBackendTrafficPolicyInformerWithOptions(client versioned.Interface, namespace string, options internalinterfaces.InformerOptions) BackendTrafficPolicyIndexInformer {
 	gvr := schema.GroupVersionResource{Group: "networking.fleetnet.dev", Version: "v1alpha1", Resource: "backendtrafficpolicys"}
 	identifier := options.InformerName.WithResource(gvr)
 	tweakListOptions := options.TweakListOptions
-	return cache.NewSharedIndexInformerWithOptions(
+	return cache.NewTypedSharedIndexInformer[*apinetworkingv1alpha1.BackendTrafficPolicy](cache.NewSharedIndexInformerWithOptions(
 		cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 			ListFunc: func(opts v1.ListOptions) (runtime.Object, error) {
 				if tweakListOptions != nil {
@@ -100,17 +152,57 @@ func NewBackendTrafficPolicyInformerWithOptions(client versioned.Interface, name
 			Indexers:     options.Indexers,
 			Identifier:   identifier,
 		},
-	)
+	))
 }
 
 func (f *backendTrafficPolicyInformer) defaultInformer(client versioned.Interface, resyncPeriod time.Duration) cache.SharedIndexInformer {
-	return NewBackendTrafficPolicyInformerWithOptions(client, f.namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, InformerName: f.factory.InformerName(), TweakListOptions: f.tweakListOptions})
+	return NewTypedBackendTrafficPolicyInformerWithOptions(client, f.namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, InformerName: f.factory.InformerName(), TweakListOptions: f.tweakListOptions})
 }
 
 func (f *backendTrafficPolicyInformer) Informer() cache.SharedIndexInformer {
-	return f.factory.InformerFor(&apinetworkingv1alpha1.BackendTrafficPolicy{}, f.defaultInformer)
+	return f.TypedInformer()
+}
+
+func (f *backendTrafficPolicyInformer) TypedInformer() BackendTrafficPolicyIndexInformer {
+	return cache.NewTypedSharedIndexInformer[*apinetworkingv1alpha1.BackendTrafficPolicy](f.factory.InformerFor(&apinetworkingv1alpha1.BackendTrafficPolicy{}, f.defaultInformer))
 }
 
 func (f *backendTrafficPolicyInformer) Lister() networkingv1alpha1.BackendTrafficPolicyLister {
 	return networkingv1alpha1.NewBackendTrafficPolicyLister(f.Informer().GetIndexer())
+}
+
+// ToTypedBackendTrafficPolicyInformer converts an untyped informer into a TypedBackendTrafficPolicyInformer.
+//
+// WARNING: this conversion is only safe if the informer handles objects of type
+// *BackendTrafficPolicy. If that is not the case, calling type-safe methods of the returned
+// TypedBackendTrafficPolicyInformer leads to runtime panics. A safer alternative is to pass
+// around a TypedBackendTrafficPolicyInformer instances that was obtained from a
+// SharedInformerFactory.
+func ToTypedBackendTrafficPolicyInformer(informer BackendTrafficPolicyInformer) TypedBackendTrafficPolicyInformer {
+	if informer, ok := informer.(TypedBackendTrafficPolicyInformer); ok {
+		return informer
+	}
+	return &backendTrafficPolicyTypedInformerAdapter{informer}
+}
+
+type backendTrafficPolicyTypedInformerAdapter struct {
+	BackendTrafficPolicyInformer
+}
+
+func (a *backendTrafficPolicyTypedInformerAdapter) TypedInformer() BackendTrafficPolicyIndexInformer {
+	return cache.NewTypedSharedIndexInformer[*apinetworkingv1alpha1.BackendTrafficPolicy](a.Informer())
+}
+
+// ToBackendTrafficPolicyIndexInformer converts an untyped informer into a BackendTrafficPolicyIndexInformer.
+//
+// WARNING: this conversion is only safe if the informer handles objects of type
+// *BackendTrafficPolicy. If that is not the case, calling type-safe methods of the returned
+// BackendTrafficPolicyIndexInformer leads to runtime panics. A safer alternative is to pass
+// around a BackendTrafficPolicyIndexInformer instances that was obtained from a
+// SharedInformerFactory.
+func ToBackendTrafficPolicyIndexInformer(informer cache.SharedIndexInformer) BackendTrafficPolicyIndexInformer {
+	if informer, ok := informer.(BackendTrafficPolicyIndexInformer); ok {
+		return informer
+	}
+	return cache.NewTypedSharedIndexInformer[*apinetworkingv1alpha1.BackendTrafficPolicy](informer)
 }

@@ -25,9 +25,9 @@ import (
 // Interface provides access to all the informers in this group version.
 type Interface interface {
 	// BackendTrafficPolicies returns a BackendTrafficPolicyInformer.
-	BackendTrafficPolicies() BackendTrafficPolicyInformer
+	BackendTrafficPolicies() TypedBackendTrafficPolicyInformer
 	// MultiClusterLoadBalancers returns a MultiClusterLoadBalancerInformer.
-	MultiClusterLoadBalancers() MultiClusterLoadBalancerInformer
+	MultiClusterLoadBalancers() TypedMultiClusterLoadBalancerInformer
 }
 
 type version struct {
@@ -41,12 +41,12 @@ func New(f internalinterfaces.SharedInformerFactory, namespace string, tweakList
 	return &version{factory: f, namespace: namespace, tweakListOptions: tweakListOptions}
 }
 
-// BackendTrafficPolicies returns a BackendTrafficPolicyInformer.
-func (v *version) BackendTrafficPolicies() BackendTrafficPolicyInformer {
+// BackendTrafficPolicies returns a TypedBackendTrafficPolicyInformer.
+func (v *version) BackendTrafficPolicies() TypedBackendTrafficPolicyInformer {
 	return &backendTrafficPolicyInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }
 
-// MultiClusterLoadBalancers returns a MultiClusterLoadBalancerInformer.
-func (v *version) MultiClusterLoadBalancers() MultiClusterLoadBalancerInformer {
+// MultiClusterLoadBalancers returns a TypedMultiClusterLoadBalancerInformer.
+func (v *version) MultiClusterLoadBalancers() TypedMultiClusterLoadBalancerInformer {
 	return &multiClusterLoadBalancerInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }

@@ -34,11 +34,39 @@ import (
 )
 
 // MultiClusterLoadBalancerInformer provides access to a shared informer and lister for
-// MultiClusterLoadBalancers.
+// MultiClusterLoadBalancers. Prefer using the type-safe variant (see [TypedMultiClusterLoadBalancerInformer]).
 type MultiClusterLoadBalancerInformer interface {
 	Informer() cache.SharedIndexInformer
 	Lister() networkingv1alpha1.MultiClusterLoadBalancerLister
 }
+
+// TypedMultiClusterLoadBalancerInformer provides access to a shared informer and lister for
+// MultiClusterLoadBalancers, including the type-safe TypedInformer variant.
+// It is a superset of MultiClusterLoadBalancerInformer.
+type TypedMultiClusterLoadBalancerInformer interface {
+	Informer() cache.SharedIndexInformer
+	TypedInformer() MultiClusterLoadBalancerIndexInformer
+	Lister() networkingv1alpha1.MultiClusterLoadBalancerLister
+}
+
+// MultiClusterLoadBalancerIndexInformer is a wrapper around the underlying [cache.SharedIndexInformer]
+// with type-safe variants of several methods.
+type MultiClusterLoadBalancerIndexInformer cache.TypedSharedIndexInformer[*apinetworkingv1alpha1.MultiClusterLoadBalancer]
+
+// MultiClusterLoadBalancerHandlerFuncs is a specialization of [cache.TypedResourceEventHandlerFuncs] for MultiClusterLoadBalancer.
+type MultiClusterLoadBalancerHandlerFuncs = cache.TypedResourceEventHandlerFuncs[*apinetworkingv1alpha1.MultiClusterLoadBalancer]
+
+// MultiClusterLoadBalancerDetailedHandlerFuncs is a specialization of [cache.TypedResourceEventHandlerDetailedFuncs] for MultiClusterLoadBalancer.
+type MultiClusterLoadBalancerDetailedHandlerFuncs = cache.TypedResourceEventHandlerDetailedFuncs[*apinetworkingv1alpha1.MultiClusterLoadBalancer]
+
+// MultiClusterLoadBalancerFilteringHandler is a specialization of [cache.TypedFilteringResourceEventHandler] for MultiClusterLoadBalancer.
+type MultiClusterLoadBalancerFilteringHandler = cache.TypedFilteringResourceEventHandler[*apinetworkingv1alpha1.MultiClusterLoadBalancer]
+
+// MultiClusterLoadBalancerIndexers is a specialization of [cache.TypedIndexers] for MultiClusterLoadBalancer.
+type MultiClusterLoadBalancerIndexers = cache.TypedIndexers[*apinetworkingv1alpha1.MultiClusterLoadBalancer]
+
+// DeletedMultiClusterLoadBalancer is a specialization of [cache.DeletedObject] for MultiClusterLoadBalancer.
+type DeletedMultiClusterLoadBalancer = cache.DeletedObject[*apinetworkingv1alpha1.MultiClusterLoadBalancer]
 
 type multiClusterLoadBalancerInformer struct {
 	factory          internalinterfaces.SharedInformerFactory
@@ -49,25 +77,49 @@ type multiClusterLoadBalancerInformer struct {
 // NewMultiClusterLoadBalancerInformer constructs a new informer for MultiClusterLoadBalancer type.
 // Always prefer using an informer factory to get a shared informer instead of getting an independent
 // one. This reduces memory footprint and number of connections to the server.
+// If you really need an independent one, prefer using the type-safe variant (see [NewTypedMultiClusterLoadBalancerInformer]).
 func NewMultiClusterLoadBalancerInformer(client versioned.Interface, namespace string, resyncPeriod time.Duration, indexers cache.Indexers) cache.SharedIndexInformer {
 	return NewMultiClusterLoadBalancerInformerWithOptions(client, namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: indexers})
+}
+
+// NewTypedMultiClusterLoadBalancerInformer constructs a new informer for MultiClusterLoadBalancer type.
+// Always prefer using an informer factory to get a shared informer instead of getting an independent
+// one. This reduces memory footprint and number of connections to the server.
+func NewTypedMultiClusterLoadBalancerInformer(client versioned.Interface, namespace string, resyncPeriod time.Duration, indexers MultiClusterLoadBalancerIndexers) MultiClusterLoadBalancerIndexInformer {
+	return NewTypedMultiClusterLoadBalancerInformerWithOptions(client, namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: cache.TypedIndexersToIndexers(indexers)})
 }
 
 // NewFilteredMultiClusterLoadBalancerInformer constructs a new informer for MultiClusterLoadBalancer type.
 // Always prefer using an informer factory to get a shared informer instead of getting an independent
 // one. This reduces memory footprint and number of connections to the server.
+// If you really need an independent one, prefer using the type-safe variant (see [NewTypedFilteredMultiClusterLoadBalancerInformer]).
 func NewFilteredMultiClusterLoadBalancerInformer(client versioned.Interface, namespace string, resyncPeriod time.Duration, indexers cache.Indexers, tweakListOptions internalinterfaces.TweakListOptionsFunc) cache.SharedIndexInformer {
-	return NewMultiClusterLoadBalancerInformerWithOptions(client, namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: indexers, TweakListOptions: tweakListOptions})
+	return NewTypedMultiClusterLoadBalancerInformerWithOptions(client, namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: indexers, TweakListOptions: tweakListOptions})
+}
+
+// NewTypedFilteredMultiClusterLoadBalancerInformer constructs a new informer for MultiClusterLoadBalancer type.
+// Always prefer using an informer factory to get a shared informer instead of getting an independent
+// one. This reduces memory footprint and number of connections to the server.
+func NewTypedFilteredMultiClusterLoadBalancerInformer(client versioned.Interface, namespace string, resyncPeriod time.Duration, indexers MultiClusterLoadBalancerIndexers, tweakListOptions internalinterfaces.TweakListOptionsFunc) MultiClusterLoadBalancerIndexInformer {
+	return NewTypedMultiClusterLoadBalancerInformerWithOptions(client, namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: cache.TypedIndexersToIndexers(indexers), TweakListOptions: tweakListOptions})
 }
 
 // NewMultiClusterLoadBalancerInformerWithOptions constructs a new informer for MultiClusterLoadBalancer type with additional options.
 // Always prefer using an informer factory to get a shared informer instead of getting an independent
 // one. This reduces memory footprint and number of connections to the server.
+// If you really need an independent one, prefer using the type-safe variant (see [NewTypedMultiClusterLoadBalancerInformerWithOptions]).
 func NewMultiClusterLoadBalancerInformerWithOptions(client versioned.Interface, namespace string, options internalinterfaces.InformerOptions) cache.SharedIndexInformer {
+	return NewTypedMultiClusterLoadBalancerInformerWithOptions(client, namespace, options)
+}
+
+// NewTypedMultiClusterLoadBalancerInformerWithOptions constructs a new informer for MultiClusterLoadBalancer type with additional options.
+// Always prefer using an informer factory to get a shared informer instead of getting an independent
+// one. This reduces memory footprint and number of connections to the server.
+func NewTypedMultiClusterLoadBalancerInformerWithOptions(client versioned.Interface, namespace string, options internalinterfaces.InformerOptions) MultiClusterLoadBalancerIndexInformer {
 	gvr := schema.GroupVersionResource{Group: "networking.fleetnet.dev", Version: "v1alpha1", Resource: "multiclusterloadbalancers"}
 	identifier := options.InformerName.WithResource(gvr)
 	tweakListOptions := options.TweakListOptions
-	return cache.NewSharedIndexInformerWithOptions(
+	return cache.NewTypedSharedIndexInformer[*apinetworkingv1alpha1.MultiClusterLoadBalancer](cache.NewSharedIndexInformerWithOptions(
 		cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
 			ListFunc: func(opts v1.ListOptions) (runtime.Object, error) {
 				if tweakListOptions != nil {
@@ -100,17 +152,57 @@ func NewMultiClusterLoadBalancerInformerWithOptions(client versioned.Interface, 
 			Indexers:     options.Indexers,
 			Identifier:   identifier,
 		},
-	)
+	))
 }
 
 func (f *multiClusterLoadBalancerInformer) defaultInformer(client versioned.Interface, resyncPeriod time.Duration) cache.SharedIndexInformer {
-	return NewMultiClusterLoadBalancerInformerWithOptions(client, f.namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, InformerName: f.factory.InformerName(), TweakListOptions: f.tweakListOptions})
+	return NewTypedMultiClusterLoadBalancerInformerWithOptions(client, f.namespace, internalinterfaces.InformerOptions{ResyncPeriod: resyncPeriod, Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, InformerName: f.factory.InformerName(), TweakListOptions: f.tweakListOptions})
 }
 
 func (f *multiClusterLoadBalancerInformer) Informer() cache.SharedIndexInformer {
-	return f.factory.InformerFor(&apinetworkingv1alpha1.MultiClusterLoadBalancer{}, f.defaultInformer)
+	return f.TypedInformer()
+}
+
+func (f *multiClusterLoadBalancerInformer) TypedInformer() MultiClusterLoadBalancerIndexInformer {
+	return cache.NewTypedSharedIndexInformer[*apinetworkingv1alpha1.MultiClusterLoadBalancer](f.factory.InformerFor(&apinetworkingv1alpha1.MultiClusterLoadBalancer{}, f.defaultInformer))
 }
 
 func (f *multiClusterLoadBalancerInformer) Lister() networkingv1alpha1.MultiClusterLoadBalancerLister {
 	return networkingv1alpha1.NewMultiClusterLoadBalancerLister(f.Informer().GetIndexer())
+}
+
+// ToTypedMultiClusterLoadBalancerInformer converts an untyped informer into a TypedMultiClusterLoadBalancerInformer.
+//
+// WARNING: this conversion is only safe if the informer handles objects of type
+// *MultiClusterLoadBalancer. If that is not the case, calling type-safe methods of the returned
+// TypedMultiClusterLoadBalancerInformer leads to runtime panics. A safer alternative is to pass
+// around a TypedMultiClusterLoadBalancerInformer instances that was obtained from a
+// SharedInformerFactory.
+func ToTypedMultiClusterLoadBalancerInformer(informer MultiClusterLoadBalancerInformer) TypedMultiClusterLoadBalancerInformer {
+	if informer, ok := informer.(TypedMultiClusterLoadBalancerInformer); ok {
+		return informer
+	}
+	return &multiClusterLoadBalancerTypedInformerAdapter{informer}
+}
+
+type multiClusterLoadBalancerTypedInformerAdapter struct {
+	MultiClusterLoadBalancerInformer
+}
+
+func (a *multiClusterLoadBalancerTypedInformerAdapter) TypedInformer() MultiClusterLoadBalancerIndexInformer {
+	return cache.NewTypedSharedIndexInformer[*apinetworkingv1alpha1.MultiClusterLoadBalancer](a.Informer())
+}
+
+// ToMultiClusterLoadBalancerIndexInformer converts an untyped informer into a MultiClusterLoadBalancerIndexInformer.
+//
+// WARNING: this conversion is only safe if the informer handles objects of type
+// *MultiClusterLoadBalancer. If that is not the case, calling type-safe methods of the returned
+// MultiClusterLoadBalancerIndexInformer leads to runtime panics. A safer alternative is to pass
+// around a MultiClusterLoadBalancerIndexInformer instances that was obtained from a
+// SharedInformerFactory.
+func ToMultiClusterLoadBalancerIndexInformer(informer cache.SharedIndexInformer) MultiClusterLoadBalancerIndexInformer {
+	if informer, ok := informer.(MultiClusterLoadBalancerIndexInformer); ok {
+		return informer
+	}
+	return cache.NewTypedSharedIndexInformer[*apinetworkingv1alpha1.MultiClusterLoadBalancer](informer)
 }
