@@ -195,6 +195,7 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 30s; e.g. make fuzz FU
 bench: tools ## Run the benchmarks (the fleet benchmark takes about 2 minutes).
 	go test -run '^$$' -bench . -benchmem $$(go list ./... | grep -v /test/e2e)
 	go test -run '^$$' -bench Fleet -benchtime 200x -timeout 30m ./test/e2e
+	go test -run '^$$' -bench ProcessNodePods -benchtime 1x -timeout 30m ./test/e2e
 
 .PHONY: bench-edge
 bench-edge: ## fleetnet-edge beside nginx with wrk, plain and TLS (installs nginx-light and wrk); EDGEBENCH_FLAGS passes flags.

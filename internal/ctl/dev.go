@@ -260,14 +260,26 @@ func newDevStatusCommand(dir *string) *cobra.Command {
 					keys = append(keys, k)
 				}
 				sort.Strings(keys)
-				fmt.Fprintln(tw, "POD\tADDRESS\tSTATE\tNETNS")
+				fmt.Fprintln(tw, "POD\tADDRESS\tSTATE\tNETNS\tMADE BY")
 				for _, k := range keys {
 					p := s.Pods[k]
 					state := "stopped"
-					if p.Process.Alive() {
+					if p.Alive() {
 						state = "running"
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k, p.Address, state, p.NetNS)
+					by := "dev serve"
+					switch {
+					case p.Node:
+						// Its containers are the process node's; kubectl
+						// tells their state.
+						by, state = "process node", "network up"
+						if !p.Alive() {
+							state = "no network"
+						}
+					case p.Client:
+						by = "dev serve --client"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k, p.Address, state, p.NetNS, by)
 				}
 				tw.Flush()
 			}

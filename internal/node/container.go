@@ -122,7 +122,7 @@ func (pr *process) stop(grace time.Duration) {
 }
 
 // terminated is the container state after the process ended.
-func (pr *process) terminated(started time.Time, logPath string) *corev1.ContainerStateTerminated {
+func (pr *process) terminated(started time.Time, logPath string, policy corev1.TerminationMessagePolicy) *corev1.ContainerStateTerminated {
 	t := &corev1.ContainerStateTerminated{StartedAt: metav1.NewTime(started), FinishedAt: metav1.Now(), Reason: "Completed"}
 	var exitErr *exec.ExitError
 	switch {
@@ -139,9 +139,9 @@ func (pr *process) terminated(started time.Time, logPath string) *corev1.Contain
 	default:
 		t.Reason, t.ExitCode, t.Message = "Error", 128, pr.exit.Error()
 	}
-	if t.ExitCode != 0 {
-		// The last lines of output stand for a termination message, as the
-		// kubelet does with FallbackToLogsOnError.
+	if t.ExitCode != 0 && policy == corev1.TerminationMessageFallbackToLogsOnError {
+		// The last lines of output stand for a termination message. (The
+		// node has no termination-log file: the File policy gives none.)
 		var b strings.Builder
 		_ = containerlog.Read(context.Background(), logPath, containerlog.Options{Tail: 5}, &b, func() bool { return false })
 		t.Message = strings.TrimSpace(b.String())

@@ -1,7 +1,9 @@
 package node
 
 import (
+	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"strconv"
 	"strings"
@@ -71,7 +73,9 @@ func containerEnv(pod *corev1.Pod, c *corev1.Container, src sources, services co
 			v = expand(v, vars)
 		} else {
 			var err error
-			if v, err = envValueFrom(pod, c, e, src); err != nil {
+			if v, err = envValueFrom(pod, c, e, src); errors.Is(err, errOptionalMissing) {
+				continue // the kubelet leaves the variable unset
+			} else if err != nil {
 				return nil, fmt.Errorf("env %s: %w", e.Name, err)
 			}
 		}
@@ -90,6 +94,9 @@ func containerEnv(pod *corev1.Pod, c *corev1.Container, src sources, services co
 	return out, nil
 }
 
+// errOptionalMissing is an optional reference whose object or key is missing.
+var errOptionalMissing = errors.New("optional reference missing")
+
 func envValueFrom(pod *corev1.Pod, c *corev1.Container, e corev1.EnvVar, src sources) (string, error) {
 	f := e.ValueFrom
 	switch {
@@ -102,13 +109,16 @@ func envValueFrom(pod *corev1.Pod, c *corev1.Container, e corev1.EnvVar, src sou
 		cm, err := src.configMaps.ConfigMaps(pod.Namespace).Get(r.Name)
 		if err != nil {
 			if r.Optional != nil && *r.Optional {
-				return "", nil
+				return "", errOptionalMissing
 			}
-			return "", fmt.Errorf("ConfigMap %s/%s: %w", pod.Namespace, r.Name, err)
+			return "", fmt.Errorf("reading ConfigMap %s/%s: %w", pod.Namespace, r.Name, err)
 		}
 		v, ok := cm.Data[r.Key]
-		if !ok && !(r.Optional != nil && *r.Optional) {
-			return "", fmt.Errorf("ConfigMap %s/%s has no key %q", pod.Namespace, r.Name, r.Key)
+		if !ok {
+			if r.Optional != nil && *r.Optional {
+				return "", errOptionalMissing
+			}
+			return "", fmt.Errorf("key %q is not in ConfigMap %s/%s", r.Key, pod.Namespace, r.Name)
 		}
 		return v, nil
 	case f.SecretKeyRef != nil:
@@ -116,13 +126,16 @@ func envValueFrom(pod *corev1.Pod, c *corev1.Container, e corev1.EnvVar, src sou
 		s, err := src.secrets.Secrets(pod.Namespace).Get(r.Name)
 		if err != nil {
 			if r.Optional != nil && *r.Optional {
-				return "", nil
+				return "", errOptionalMissing
 			}
-			return "", fmt.Errorf("Secret %s/%s: %w", pod.Namespace, r.Name, err)
+			return "", fmt.Errorf("reading Secret %s/%s: %w", pod.Namespace, r.Name, err)
 		}
 		v, ok := s.Data[r.Key]
-		if !ok && !(r.Optional != nil && *r.Optional) {
-			return "", fmt.Errorf("Secret %s/%s has no key %q", pod.Namespace, r.Name, r.Key)
+		if !ok {
+			if r.Optional != nil && *r.Optional {
+				return "", errOptionalMissing
+			}
+			return "", fmt.Errorf("key %q is not in Secret %s/%s", r.Key, pod.Namespace, r.Name)
 		}
 		return string(v), nil
 	}
@@ -148,8 +161,10 @@ func expand(s string, vars map[string]string) string {
 		case '(':
 			end := strings.IndexByte(s[i+2:], ')')
 			if end < 0 {
-				b.WriteString(s[i:])
-				return b.String()
+				// Unterminated: written as is, the scan goes on after it.
+				b.WriteString("$(")
+				i++
+				continue
 			}
 			name := s[i+2 : i+2+end]
 			if v, ok := vars[name]; ok {
@@ -180,35 +195,49 @@ func expandArgs(args []string, env []string) []string {
 	return out
 }
 
-// serviceEnv are the docker-link style variables of the Services in the
-// pod's namespace, and the API server's in default.
+// serviceEnv are the variables of the Services in the pod's namespace
+// (docker-link style, as the kubelet makes them) and the API server's in
+// default; a Service of the pod's namespace wins over default's.
 func serviceEnv(pod *corev1.Pod, services corev1listers.ServiceLister) map[string]string {
 	out := map[string]string{}
 	add := func(s *corev1.Service) {
 		if s.Spec.ClusterIP == "" || s.Spec.ClusterIP == corev1.ClusterIPNone || len(s.Spec.Ports) == 0 {
 			return
 		}
-		name := strings.ToUpper(strings.ReplaceAll(s.Name, "-", "_"))
-		out[name+"_SERVICE_HOST"] = s.Spec.ClusterIP
-		out[name+"_SERVICE_PORT"] = strconv.Itoa(int(s.Spec.Ports[0].Port))
+		name := envName(s.Name)
+		ip := s.Spec.ClusterIP
+		first := s.Spec.Ports[0]
+		out[name+"_SERVICE_HOST"] = ip
+		out[name+"_SERVICE_PORT"] = strconv.Itoa(int(first.Port))
+		out[name+"_PORT"] = fmt.Sprintf("%s://%s", strings.ToLower(string(first.Protocol)), net.JoinHostPort(ip, strconv.Itoa(int(first.Port))))
 		for _, p := range s.Spec.Ports {
 			if p.Name != "" {
-				out[name+"_SERVICE_PORT_"+strings.ToUpper(strings.ReplaceAll(p.Name, "-", "_"))] = strconv.Itoa(int(p.Port))
+				out[name+"_SERVICE_PORT_"+envName(p.Name)] = strconv.Itoa(int(p.Port))
 			}
-		}
-	}
-	if pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks {
-		if list, err := services.Services(pod.Namespace).List(labels.Everything()); err == nil {
-			for _, s := range list {
-				add(s)
-			}
+			port := strconv.Itoa(int(p.Port))
+			prefix := fmt.Sprintf("%s_PORT_%s_%s", name, port, strings.ToUpper(string(p.Protocol)))
+			out[prefix] = fmt.Sprintf("%s://%s", strings.ToLower(string(p.Protocol)), net.JoinHostPort(ip, port))
+			out[prefix+"_PROTO"] = strings.ToLower(string(p.Protocol))
+			out[prefix+"_PORT"] = port
+			out[prefix+"_ADDR"] = ip
 		}
 	}
 	if k, err := services.Services(corev1.NamespaceDefault).Get("kubernetes"); err == nil {
 		add(k)
 	}
+	if pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks {
+		if list, err := services.Services(pod.Namespace).List(labels.Everything()); err == nil {
+			for _, s := range list {
+				if pod.Namespace != corev1.NamespaceDefault || s.Name != "kubernetes" {
+					add(s)
+				}
+			}
+		}
+	}
 	return out
 }
+
+func envName(s string) string { return strings.ToUpper(strings.ReplaceAll(s, "-", "_")) }
 
 // podHostname is the pod's hostname: spec.hostname or its name, at most 63
 // bytes as the kubelet truncates it.
@@ -216,6 +245,9 @@ func podHostname(pod *corev1.Pod) string {
 	h := pod.Name
 	if pod.Spec.Hostname != "" {
 		h = pod.Spec.Hostname
+	}
+	if o := pod.Spec.HostnameOverride; o != nil && *o != "" {
+		return *o
 	}
 	if len(h) > 63 {
 		h = strings.TrimRight(h[:63], "-.")

@@ -31,7 +31,9 @@ import (
 	vkslog "github.com/virtual-kubelet/virtual-kubelet/log/slog"
 	vknode "github.com/virtual-kubelet/virtual-kubelet/node"
 	"github.com/virtual-kubelet/virtual-kubelet/node/nodeutil"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -99,7 +101,10 @@ func Run(ctx context.Context, cfg Config, lg logr.Logger) error {
 	mux := http.NewServeMux()
 	var provider *Provider
 	n, err := nodeutil.NewNode(cfg.NodeName, func(pc nodeutil.ProviderConfig) (nodeutil.Provider, vknode.NodeProvider, error) {
-		provider = newProvider(cfg, lg, sources{secrets: pc.Secrets, configMaps: pc.ConfigMaps}, pc.Services)
+		src := sources{secrets: pc.Secrets, configMaps: pc.ConfigMaps, token: func(pod *corev1.Pod, t *corev1.ServiceAccountTokenProjection) (string, error) {
+			return requestToken(ctx, client, pod, t)
+		}}
+		provider = newProvider(cfg, lg, src, pc.Services)
 		provider.recorder = recorder
 		describeNode(pc.Node, cfg, host, port)
 		return provider, nil, nil
@@ -184,11 +189,35 @@ func ttyWithStderr(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		if q.Get("tty") == "1" || q.Get("tty") == "true" {
-			if q.Has("stderr") {
-				q.Del("stderr")
+			// "error" is the kubelet API's name for stderr.
+			if q.Has("error") {
+				q.Del("error")
 				r.URL.RawQuery = q.Encode()
 			}
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// requestToken asks for a token of the pod's service account, bound to the
+// pod (the TokenRequest API, as the kubelet asks).
+func requestToken(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, t *corev1.ServiceAccountTokenProjection) (string, error) {
+	sa := pod.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		ExpirationSeconds: t.ExpirationSeconds,
+		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+	}}
+	if t.Audience != "" {
+		req.Spec.Audiences = []string{t.Audience}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
+	if err != nil {
+		return "", err
+	}
+	return out.Status.Token, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -233,7 +234,7 @@ func (p *pod) runOnce(ctx context.Context, c *containerRun, probes func(context.
 	}
 	stopProbes()
 	logPath, _ := containerlog.Path(filepath.Join(p.dir, "logs"), c.spec.Name, int(c.restarts))
-	t := proc.terminated(started, logPath)
+	t := proc.terminated(started, logPath, c.spec.TerminationMessagePolicy)
 	p.update(func() {
 		c.proc = nil
 		c.ready = false
@@ -464,7 +465,7 @@ func (p *pod) stop() {
 			p.node.log.Error(err, "Removing the pod's folder", "pod", p.key())
 		}
 		p.update(func() {
-			for _, c := range append(p.inits, p.containers...) {
+			for _, c := range slices.Concat(p.inits, p.containers) {
 				if c.state.Terminated == nil {
 					c.state = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Completed", FinishedAt: metav1.Now()}}
 				}
@@ -480,7 +481,7 @@ func (p *pod) waitContainers() {
 	for {
 		p.mu.Lock()
 		var live *process
-		for _, c := range append(p.inits, p.containers...) {
+		for _, c := range slices.Concat(p.inits, p.containers) {
 			if c.proc != nil {
 				live = c.proc
 			}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -208,7 +209,7 @@ func (pr *Provider) container(ns, name, container string) (*pod, *containerRun, 
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, c := range append(p.containers, p.inits...) {
+	for _, c := range slices.Concat(p.containers, p.inits) {
 		if c.spec.Name == container {
 			return p, c, nil
 		}

@@ -22,6 +22,8 @@ import (
 type sources struct {
 	secrets    corev1listers.SecretLister
 	configMaps corev1listers.ConfigMapLister
+	// token returns a service account token for a projected volume.
+	token func(*corev1.Pod, *corev1.ServiceAccountTokenProjection) (string, error)
 }
 
 // writeVolumes makes every volume of the pod under dir and returns their
@@ -63,7 +65,7 @@ func mode(m *int32, def int32) os.FileMode {
 	return os.FileMode(def)
 }
 
-func writeKeys(dir string, data map[string][]byte, items []corev1.KeyToPath, defMode *int32, what string) error {
+func writeKeys(dir string, data map[string][]byte, items []corev1.KeyToPath, defMode *int32, optional *bool, what string) error {
 	if len(items) == 0 {
 		for k, v := range data {
 			if err := writeFile(filepath.Join(dir, k), v, mode(defMode, 0o644)); err != nil {
@@ -75,6 +77,9 @@ func writeKeys(dir string, data map[string][]byte, items []corev1.KeyToPath, def
 	for _, it := range items {
 		v, ok := data[it.Key]
 		if !ok {
+			if optional != nil && *optional {
+				continue
+			}
 			return fmt.Errorf("%s has no key %q", what, it.Key)
 		}
 		m := defMode
@@ -92,7 +97,11 @@ func writeFile(path string, data []byte, m os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(path, data, m)
+	if err := os.WriteFile(path, data, m); err != nil {
+		return err
+	}
+	// Exactly the mode asked for, whatever the umask.
+	return os.Chmod(path, m)
 }
 
 func writeSecret(ns, name string, items []corev1.KeyToPath, defMode *int32, optional *bool, dir string, src sources) error {
@@ -101,9 +110,9 @@ func writeSecret(ns, name string, items []corev1.KeyToPath, defMode *int32, opti
 		if optional != nil && *optional {
 			return nil
 		}
-		return fmt.Errorf("Secret %s/%s: %w", ns, name, err)
+		return fmt.Errorf("reading Secret %s/%s: %w", ns, name, err)
 	}
-	return writeKeys(dir, s.Data, items, defMode, "Secret "+ns+"/"+name)
+	return writeKeys(dir, s.Data, items, defMode, optional, "Secret "+ns+"/"+name)
 }
 
 func writeConfigMap(ns, name string, items []corev1.KeyToPath, defMode *int32, optional *bool, dir string, src sources) error {
@@ -112,7 +121,7 @@ func writeConfigMap(ns, name string, items []corev1.KeyToPath, defMode *int32, o
 		if optional != nil && *optional {
 			return nil
 		}
-		return fmt.Errorf("ConfigMap %s/%s: %w", ns, name, err)
+		return fmt.Errorf("reading ConfigMap %s/%s: %w", ns, name, err)
 	}
 	data := map[string][]byte{}
 	for k, v := range cm.Data {
@@ -121,7 +130,7 @@ func writeConfigMap(ns, name string, items []corev1.KeyToPath, defMode *int32, o
 	for k, v := range cm.BinaryData {
 		data[k] = v
 	}
-	return writeKeys(dir, data, items, defMode, "ConfigMap "+ns+"/"+name)
+	return writeKeys(dir, data, items, defMode, optional, "ConfigMap "+ns+"/"+name)
 }
 
 func writeDownward(pod *corev1.Pod, items []corev1.DownwardAPIVolumeFile, defMode *int32, dir string) error {
@@ -158,15 +167,28 @@ func writeProjected(pod *corev1.Pod, p *corev1.ProjectedVolumeSource, dir string
 		case s.DownwardAPI != nil:
 			err = writeDownward(pod, s.DownwardAPI.Items, p.DefaultMode, dir)
 		case s.ServiceAccountToken != nil:
-			// The local fleet runs without service account tokens for pods
-			// (see docs/local-fleet.md): the file exists, empty.
-			err = writeFile(filepath.Join(dir, s.ServiceAccountToken.Path), nil, mode(p.DefaultMode, 0o644))
+			err = writeToken(pod, s.ServiceAccountToken, p.DefaultMode, dir, src)
 		}
 		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// writeToken asks the API server for a token of the pod's service account,
+// bound to the pod, as the kubelet does for projected volumes. The node
+// writes it once: tokens last their expirationSeconds (an hour by default),
+// longer than the local fleet's pods usually live.
+func writeToken(pod *corev1.Pod, t *corev1.ServiceAccountTokenProjection, defMode *int32, dir string, src sources) error {
+	if src.token == nil {
+		return fmt.Errorf("serviceAccountToken: the node has no API client to ask for tokens")
+	}
+	token, err := src.token(pod, t)
+	if err != nil {
+		return fmt.Errorf("serviceAccountToken of %s/%s: %w", pod.Namespace, pod.Spec.ServiceAccountName, err)
+	}
+	return writeFile(filepath.Join(dir, t.Path), []byte(token), mode(defMode, 0o644))
 }
 
 // fieldValue is the downward API's value of a pod field.
@@ -230,9 +252,11 @@ func resourceValue(pod *corev1.Pod, container string, ref *corev1.ResourceFieldS
 		container = ref.ContainerName
 	}
 	var c *corev1.Container
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == container {
-			c = &pod.Spec.Containers[i]
+	for _, list := range [][]corev1.Container{pod.Spec.Containers, pod.Spec.InitContainers} {
+		for i := range list {
+			if list[i].Name == container {
+				c = &list[i]
+			}
 		}
 	}
 	divisor := ref.Divisor
@@ -248,7 +272,9 @@ func resourceValue(pod *corev1.Pod, container string, ref *corev1.ResourceFieldS
 		}
 		q = list[corev1.ResourceName(res)]
 	}
-	if q.IsZero() {
+	if q.IsZero() && kind == "limits" {
+		// An unset limit is the node's allocatable, as the kubelet says; an
+		// unset request is zero.
 		q = nodeCapacity[corev1.ResourceName(res)]
 	}
 	if res == "cpu" {

@@ -90,6 +90,10 @@ func run(m *testing.M) (int, error) {
 			p := state.Processes[c.Name+"/"+dev.PartAgent]
 			fmt.Fprintf(os.Stderr, "--- last lines of %s:\n%s\n", p.Log, controlplane.Tail(p.Log, 30))
 		}
+		for _, c := range state.Clusters {
+			p := state.Processes[c.Name+"/"+dev.PartProcessNode]
+			fmt.Fprintf(os.Stderr, "--- last lines of %s:\n%s\n", p.Log, controlplane.Tail(p.Log, 30))
+		}
 		p := state.Processes[dev.ComponentRegistry]
 		fmt.Fprintf(os.Stderr, "--- last lines of %s:\n%s\n", p.Log, controlplane.Tail(p.Log, 30))
 	}

@@ -102,7 +102,9 @@ func TestProcessNodeRunsDeployment(t *testing.T) {
 				if p.Status.Phase != corev1.PodRunning || !podReady(&p) {
 					return fmt.Errorf("pod %s: phase %s, ready %v, containers %s", p.Name, p.Status.Phase, podReady(&p), describeContainers(p))
 				}
-				if err := inRanges(p.Status.PodIPs, hub.PodCIDRs); err != nil {
+				// The process node's Pods are IPv4 only, from the cluster's
+				// first (IPv4) pod range.
+				if err := inRanges(p.Status.PodIPs, hub.PodCIDRs[:1]); err != nil {
 					return fmt.Errorf("pod %s: %w", p.Name, err)
 				}
 				pods = append(pods, p)
@@ -192,7 +194,7 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 		}
 		return p
 	}
-	waitPod := func(p *corev1.Pod, what string, ok func(*corev1.Pod) error) {
+	waitPod := func(t *testing.T, p *corev1.Pod, what string, ok func(*corev1.Pod) error) {
 		t.Helper()
 		testkit.Eventually(t, time.Minute, fmt.Sprintf("pod %s: %s", p.Name, what), func(ctx context.Context) error {
 			got := &corev1.Pod{}
@@ -236,7 +238,7 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 	})
 
 	t.Run("readiness follows the probe", func(t *testing.T) {
-		waitPod(probed, "Running, not Ready", func(p *corev1.Pod) error {
+		waitPod(t, probed, "Running, not Ready", func(p *corev1.Pod) error {
 			if err := running(p); err != nil {
 				return err
 			}
@@ -248,7 +250,7 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 		if _, errOut, err := execIn(ctx, t, "hub", ns, probed.Name, "main", false, "touch", "/flags/ready"); err != nil {
 			t.Fatalf("exec touch: %v: %s", err, errOut)
 		}
-		waitPod(probed, "Ready", func(p *corev1.Pod) error {
+		waitPod(t, probed, "Ready", func(p *corev1.Pod) error {
 			if !podReady(p) {
 				return fmt.Errorf("not ready")
 			}
@@ -281,7 +283,7 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 	})
 
 	t.Run("logs since a time", func(t *testing.T) {
-		waitPod(logger, "Running", running)
+		waitPod(t, logger, "Running", running)
 		cs := kubernetes.NewForConfigOrDie(restConfig(t, "hub"))
 		var all string
 		testkit.Eventually(t, time.Minute, "both lines in the log", func(ctx context.Context) error {
@@ -316,7 +318,7 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 	})
 
 	t.Run("unknown image waits with the reason", func(t *testing.T) {
-		waitPod(unknown, "Waiting, naming the image", func(p *corev1.Pod) error {
+		waitPod(t, unknown, "Waiting, naming the image", func(p *corev1.Pod) error {
 			if len(p.Status.ContainerStatuses) != 1 {
 				return fmt.Errorf("no container status")
 			}
@@ -332,7 +334,7 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 	})
 
 	t.Run("grace period ends a process that ignores SIGTERM", func(t *testing.T) {
-		waitPod(stubborn, "Running", running)
+		waitPod(t, stubborn, "Running", running)
 		start := time.Now()
 		if err := cl.Delete(ctx, stubborn); err != nil {
 			t.Fatal(err)
@@ -350,7 +352,7 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 	})
 
 	t.Run("node restart keeps addresses", func(t *testing.T) {
-		waitPod(probed, "Ready", func(p *corev1.Pod) error {
+		waitPod(t, probed, "Ready", func(p *corev1.Pod) error {
 			if !podReady(p) {
 				return fmt.Errorf("not ready")
 			}
@@ -367,6 +369,12 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 		if err := syscall.Kill(proc.Pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
+		testkit.Eventually(t, 30*time.Second, "the killed node to be gone", func(context.Context) error {
+			if proc.Alive() {
+				return fmt.Errorf("pid %d still runs", proc.Pid)
+			}
+			return nil
+		})
 		upCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
 		s, err := dev.Up(upCtx, devOptions)
@@ -374,7 +382,7 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 			t.Fatal(err)
 		}
 		state = s
-		waitPod(probed, "Running again with its address and one more restart", func(p *corev1.Pod) error {
+		waitPod(t, probed, "Running again with its address and one more restart", func(p *corev1.Pod) error {
 			if err := running(p); err != nil {
 				return err
 			}
