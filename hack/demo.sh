@@ -143,18 +143,30 @@ wait_for 30 "echo's pool served with east and west" pool_has east west
 show "$FLEETNETCTL" discovery pools "${DISCOVERY[@]}" -n "$NS" -o wide
 
 step "4. By name: a client pod in hub calls echo.$NS.svc.clusterset.local (fleetnet-dns, then kube-proxy on hub's node)"
-show "$FLEETNETCTL" dev serve --dir "$DIR" --client --cluster hub --namespace "$NS" --name client
-CLIENT=hub/$NS/client-0
+# An ordinary Pod, applied with kubectl: hub's process node runs it.
+show "$KUBECTL" --context hub apply -f - <<EOF
+apiVersion: v1
+kind: Pod
+metadata:
+  name: client
+  namespace: $NS
+spec:
+  containers:
+  - name: client
+    image: nicolaka/netshoot
+    command: ["sleep", "infinity"]
+EOF
+show "$KUBECTL" --context hub wait -n "$NS" --for=condition=Ready pod/client --timeout=60s
+in_client() { "$KUBECTL" --context hub exec -n "$NS" client -- "$@"; }
 NAME=$SVC.$NS.svc.clusterset.local
 show "$KUBECTL" --context hub get serviceimport "$SVC" -n "$NS" -o jsonpath='{.spec.type} {.spec.ips}{"\n"}'
-show "$FLEETNETCTL" dev exec --dir "$DIR" "$CLIENT" -- getent hosts "$NAME"
+show "$KUBECTL" --context hub exec -n "$NS" client -- getent hosts "$NAME"
 echo "   50 requests to http://$NAME/, by the cluster that answered:"
 by_name() { # N: N requests by name from the client pod, counted by the cluster that answered
-	for _ in $(seq "$1"); do
-		"$FLEETNETCTL" dev exec --dir "$DIR" "$CLIENT" -- curl -s --max-time 5 "http://$NAME/" || echo "failed"
-	done | grep -o 'cluster=[a-z]*\|failed' | sort | uniq -c
+	in_client sh -c "for i in \$(seq $1); do curl -s --max-time 5 http://$NAME/ || echo failed; done" |
+		grep -o 'cluster=[a-z]*\|failed' | sort | uniq -c
 }
-answers_by_name() { "$FLEETNETCTL" dev exec --dir "$DIR" "$CLIENT" -- curl -s --max-time 2 "http://$NAME/" | grep -q cluster=; }
+answers_by_name() { in_client curl -s --max-time 2 "http://$NAME/" | grep -q cluster=; }
 wait_for 30 "hub's kube-proxy serves the ClusterSetIP" answers_by_name
 by_name 50
 echo "   West withdraws its export:"
@@ -173,10 +185,10 @@ apiVersion: multicluster.x-k8s.io/v1beta1
 kind: ServiceExport
 metadata: {name: db, namespace: $NS}
 EOF
-resolves_db() { [[ $("$FLEETNETCTL" dev exec --dir "$DIR" "$CLIENT" -- getent ahostsv4 "db.$NS.svc.clusterset.local" | awk '{print $1}' | sort -u | wc -l) == 2 ]]; }
+resolves_db() { [[ $(in_client getent ahostsv4 "db.$NS.svc.clusterset.local" | awk '{print $1}' | sort -u | wc -l) == 2 ]]; }
 wait_for 30 "db.$NS.svc.clusterset.local resolves to both pods in hub" resolves_db
 show "$KUBECTL" --context hub get serviceimport db -n "$NS"
-"$FLEETNETCTL" dev exec --dir "$DIR" "$CLIENT" -- getent ahostsv4 "db.$NS.svc.clusterset.local" | awk '{print "   " $1}' | sort -u
+in_client getent ahostsv4 "db.$NS.svc.clusterset.local" | awk '{print "   " $1}' | sort -u
 
 step "5. A conflict: hub exports its own echo, whose port is named 'web' instead of 'http'"
 show "$FLEETNETCTL" dev serve --dir "$DIR" --cluster hub --namespace "$NS" --name "$SVC" --replicas 1 --port-name web

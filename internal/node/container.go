@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -88,11 +89,23 @@ func (p *pod) start(c *corev1.Container, restart int) (*process, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The init step holds the write end of a pipe until its exec closes it
+	// (close-on-exec): until then the container is being set up, and exec
+	// or a probe would enter namespaces that are not finished.
+	setupR, setupW, err := os.Pipe()
+	if err != nil {
+		lw.Close()
+		return nil, err
+	}
 	cmd := exec.Command(p.node.cfg.InitCommand[0], append(p.node.cfg.InitCommand[1:], specPath)...)
 	cmd.Stdout = lw.Stream("stdout")
 	cmd.Stderr = lw.Stream("stderr")
+	cmd.ExtraFiles = []*os.File{setupW} // fd 3 in the child
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: InitCloneFlags, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	setupW.Close()
+	if err != nil {
+		setupR.Close()
 		lw.Close()
 		return nil, fmt.Errorf("starting container %s: %w", c.Name, err)
 	}
@@ -102,6 +115,15 @@ func (p *pod) start(c *corev1.Container, restart int) (*process, error) {
 		lw.Close()
 		close(proc.done)
 	}()
+	// EOF once the command runs, or once the init step gave up (it
+	// writes why first).
+	_ = setupR.SetReadDeadline(time.Now().Add(time.Minute))
+	msg, _ := io.ReadAll(setupR)
+	setupR.Close()
+	if len(msg) > 0 {
+		<-proc.done
+		return nil, &waitingError{reason: "RunContainerError", err: fmt.Errorf("container %s: %s", c.Name, strings.TrimSpace(string(msg)))}
+	}
 	return proc, nil
 }
 

@@ -47,6 +47,9 @@ type Mount struct {
 	ReadOnly bool   `json:"readOnly,omitempty"`
 }
 
+// setupFD is the init step's end of the set-up pipe (ExtraFiles[0]).
+const setupFD = 3
+
 // InitCloneFlags are the namespaces a container gets besides the pod's
 // network namespace.
 const InitCloneFlags = syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLONE_NEWUTS
@@ -54,7 +57,15 @@ const InitCloneFlags = syscall.CLONE_NEWNS | syscall.CLONE_NEWPID | syscall.CLON
 // RunInit is the init step, run in the child: it reads the spec at path and
 // execs the container's command. It returns only on failure; the caller
 // prints the error (the container's log shows it) and exits non-zero.
-func RunInit(path string) error {
+func RunInit(path string) (err error) {
+	// fd 3 tells the node how set-up ended: closed by a successful exec
+	// (close-on-exec), or the error written to it.
+	setup := os.NewFile(setupFD, "setup")
+	defer func() {
+		if err != nil && setup != nil {
+			fmt.Fprintln(setup, err)
+		}
+	}()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("reading the container's spec: %w", err)
@@ -128,6 +139,9 @@ func RunInit(path string) error {
 	bin, err := lookPath(spec.Argv[0], spec.Env)
 	if err != nil {
 		return err
+	}
+	if setup != nil {
+		unix.CloseOnExec(setupFD)
 	}
 	err = syscall.Exec(bin, spec.Argv, spec.Env)
 	return fmt.Errorf("starting %s: %w", spec.Argv[0], err)
