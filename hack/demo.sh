@@ -107,7 +107,7 @@ if [[ -f "$DIR/state.json" ]]; then
 	"$FLEETNETCTL" dev down --dir "$DIR"
 fi
 
-step "1. A local fleet: hub, east and west (etcd, API servers, kwok nodes, registry, one agent each; a node per cluster with kube-proxy and fleetnet-dns)"
+step "1. A local fleet: hub, east and west (etcd, API servers, registry, one agent each; a node per cluster with kube-proxy, fleetnet-dns and a process node that runs Pods)"
 show "$FLEETNETCTL" dev up --dir "$DIR" --clusters hub,east,west
 show "$KUBECTL" config get-contexts
 

@@ -242,14 +242,15 @@ func (u *upper) run(ctx context.Context, fresh bool) error {
 		fmt.Fprintf(o.Progress, "creating a fleet of %d clusters in %s\n", len(s.Clusters), s.Dir)
 	}
 	// Check every port a missing component needs before starting anything.
-	var busy []string
+	var wanted []portUse
 	for _, p := range s.ports() {
-		if s.Processes[p.component].Alive() {
-			continue
+		if !s.Processes[p.component].Alive() {
+			wanted = append(wanted, p)
 		}
-		if err := portFree(p.port); err != nil {
-			busy = append(busy, fmt.Sprintf("port %d (%s) is in use", p.port, p))
-		}
+	}
+	var busy []string
+	for _, p := range portsInUse(wanted, portGrace) {
+		busy = append(busy, fmt.Sprintf("port %d (%s) is in use", p.port, p))
 	}
 	var errs []error
 	if len(busy) > 0 {
@@ -696,6 +697,29 @@ func writeCerts(s *State) error {
 		}
 	}
 	return nil
+}
+
+// portGrace is how long a port may stay taken by a component that just
+// ended: a killed process's leader is reaped before its other threads have
+// let go of its sockets.
+const portGrace = 5 * time.Second
+
+// portsInUse returns the ports that stay taken for grace.
+func portsInUse(ports []portUse, grace time.Duration) []portUse {
+	deadline := time.Now().Add(grace)
+	for {
+		var busy []portUse
+		for _, p := range ports {
+			if portFree(p.port) != nil {
+				busy = append(busy, p)
+			}
+		}
+		if len(busy) == 0 || time.Now().After(deadline) {
+			return busy
+		}
+		ports = busy
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func portFree(port int) error {

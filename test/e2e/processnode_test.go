@@ -7,9 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os/exec"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -362,24 +362,16 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 		if err := cl.Get(ctx, ctrlclient.ObjectKeyFromObject(probed), before); err != nil {
 			t.Fatal(err)
 		}
-		proc := state.Processes["hub/"+dev.PartProcessNode]
-		if !proc.Alive() {
-			t.Fatalf("hub's process node is not running")
-		}
-		if err := syscall.Kill(proc.Pid, syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		testkit.Eventually(t, 30*time.Second, "the killed node to be gone", func(context.Context) error {
-			if proc.Alive() {
-				return fmt.Errorf("pid %d still runs", proc.Pid)
-			}
-			return nil
-		})
+		// SIGKILL: the node's containers die with it (their parent-death
+		// signal); `dev up` starts the node again.
+		stop(t, "hub/"+dev.PartProcessNode, true)
 		upCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
 		s, err := dev.Up(upCtx, devOptions)
 		if err != nil {
-			t.Fatal(err)
+			// Who holds a port the fleet wants, for the record.
+			out, _ := exec.Command("ss", "-ltnp").CombinedOutput()
+			t.Fatalf("%v\nlistening sockets:\n%s", err, out)
 		}
 		state = s
 		waitPod(t, probed, "Running again with its address and one more restart", func(p *corev1.Pod) error {
