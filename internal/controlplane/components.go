@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -121,7 +122,23 @@ func createFakeNode(ctx context.Context, client kubernetes.Interface, cfg KwokCo
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	_, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
+	if apierrors.IsAlreadyExists(err) {
+		// A node made by an earlier run gets the taints asked for now (a
+		// fleet that gained process nodes keeps Pods off kwok's).
+		old, err := client.CoreV1().Nodes().Get(ctx, cfg.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("reading fake node %s: %w", cfg.NodeName, err)
+		}
+		if equality.Semantic.DeepEqual(old.Spec.Taints, cfg.Taints) || (len(old.Spec.Taints) == 0 && len(cfg.Taints) == 0) {
+			return nil
+		}
+		old.Spec.Taints = cfg.Taints
+		if _, err := client.CoreV1().Nodes().Update(ctx, old, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("tainting fake node %s: %w", cfg.NodeName, err)
+		}
+		return nil
+	}
+	if err != nil {
 		return fmt.Errorf("creating fake node %s: %w", cfg.NodeName, err)
 	}
 	return nil

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"hash/fnv"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 )
 
 // A pod of the local fleet is a network namespace on the bridge with an
@@ -22,56 +24,65 @@ import (
 // never hands an address out twice. A record of another uid (a pod deleted
 // and made again under its name) is replaced.
 func AttachPod(dir, cluster, namespace, name, uid string) (PodState, error) {
+	pod, s, c, made, err := claimPod(dir, cluster, namespace, name, uid)
+	if err != nil || !made {
+		return pod, err
+	}
+	// The namespace and links are made outside the fleet's lock, so that
+	// pods start in parallel; the address is already recorded as taken.
+	if err := createPodNetwork(pod, s, c); err != nil {
+		_ = removePodNetwork(pod)
+		_ = DetachPod(dir, cluster, namespace, name, uid)
+		return PodState{}, fmt.Errorf("pod %s/%s/%s: %w", cluster, namespace, name, err)
+	}
+	return pod, nil
+}
+
+// claimPod records the pod with a free address under the fleet's lock, or
+// returns its record when this incarnation already has a network (made is
+// false then).
+func claimPod(dir, cluster, namespace, name, uid string) (pod PodState, s *State, c ClusterState, made bool, err error) {
 	s, unlock, err := lockAndLoad(dir)
 	if unlock != nil {
 		defer unlock()
 	}
 	if err != nil {
-		return PodState{}, err
+		return PodState{}, nil, ClusterState{}, false, err
 	}
-	c, err := s.Cluster(cluster)
-	if err != nil {
-		return PodState{}, err
+	if c, err = s.Cluster(cluster); err != nil {
+		return PodState{}, nil, ClusterState{}, false, err
 	}
 	key := cluster + "/" + namespace + "/" + name
 	if old, ok := s.Pods[key]; ok {
 		if old.UID == uid && old.networkExists() {
-			return old, nil
+			return old, s, c, false, nil
 		}
 		if err := removePodNetwork(old); err != nil {
-			return PodState{}, fmt.Errorf("pod %s: removing the network of its earlier incarnation: %w", key, err)
+			return PodState{}, nil, ClusterState{}, false, fmt.Errorf("pod %s: removing the network of its earlier incarnation: %w", key, err)
 		}
 		delete(s.Pods, key)
 	}
 	if _, err := ensureBridge(); err != nil {
-		return PodState{}, err
+		return PodState{}, nil, ClusterState{}, false, err
 	}
 	addr, err := s.freePodAddress(c)
 	if err != nil {
-		return PodState{}, err
+		return PodState{}, nil, ClusterState{}, false, err
 	}
-	pod := PodState{Cluster: cluster, Namespace: namespace, Name: name, UID: uid, Address: addr.String(), Node: true}
-	pod.NetNS, pod.HostVeth = podNetNames(key)
-	if err := createPodNetwork(pod, s, c); err != nil {
-		_ = removePodNetwork(pod)
-		return PodState{}, fmt.Errorf("pod %s: %w", key, err)
-	}
+	pod = PodState{Cluster: cluster, Namespace: namespace, Name: name, UID: uid, Address: addr.String(), Node: true}
+	pod.NetNS, pod.HostVeth = podNetNames(key + "/" + uid)
 	s.Pods[key] = pod
 	if err := s.save(); err != nil {
-		_ = removePodNetwork(pod)
-		return PodState{}, err
+		return PodState{}, nil, ClusterState{}, false, err
 	}
-	return pod, nil
+	return pod, s, c, true, nil
 }
 
 // DetachPod removes the network of the pod cluster/namespace/name if the
 // record is of incarnation uid, and releases its address. A pod that is
 // not recorded is not an error.
 func DetachPod(dir, cluster, namespace, name, uid string) error {
-	s, unlock, err := lockAndLoad(dir)
-	if unlock != nil {
-		defer unlock()
-	}
+	s, err := Load(dir)
 	if err != nil {
 		return err
 	}
@@ -80,8 +91,20 @@ func DetachPod(dir, cluster, namespace, name, uid string) error {
 	if !ok || pod.UID != uid {
 		return nil
 	}
+	// The network goes first, outside the lock; the address stays taken
+	// until the record goes.
 	if err := removePodNetwork(pod); err != nil {
 		return fmt.Errorf("pod %s: %w", key, err)
+	}
+	s, unlock, err := lockAndLoad(dir)
+	if unlock != nil {
+		defer unlock()
+	}
+	if err != nil {
+		return err
+	}
+	if cur, ok := s.Pods[key]; !ok || cur.UID != uid {
+		return nil
 	}
 	delete(s.Pods, key)
 	return s.save()
@@ -126,21 +149,47 @@ func createPodNetwork(pod PodState, s *State, c ClusterState) error {
 	}
 	peer := "fnp" + pod.HostVeth[len("fnh"):]
 	ns := pod.NetNS
-	err := ipAll(
+	err := ipBatch(nil,
 		[]string{"netns", "add", ns},
 		[]string{"link", "add", pod.HostVeth, "type", "veth", "peer", "name", peer, "address", macFor(pod.Address)},
 		[]string{"link", "set", peer, "netns", ns},
-		[]string{"-n", ns, "link", "set", peer, "name", "eth0"},
-		[]string{"-n", ns, "addr", "add", fmt.Sprintf("%s/%d", pod.Address, podPrefixLen), "dev", "eth0"},
-		[]string{"-n", ns, "link", "set", "eth0", "up"},
-		[]string{"-n", ns, "link", "set", "lo", "up"},
 		[]string{"link", "set", pod.HostVeth, "master", BridgeName, "up"},
 	)
 	if err != nil {
 		return err
 	}
+	inside := [][]string{
+		{"link", "set", peer, "name", "eth0"},
+		{"addr", "add", fmt.Sprintf("%s/%d", pod.Address, podPrefixLen), "dev", "eth0"},
+		{"link", "set", "eth0", "up"},
+		{"link", "set", "lo", "up"},
+	}
 	if s.Nodes {
-		return joinNode(pod, c)
+		// Through the cluster's node, as joinNode routes dev serve's pods.
+		inside = append(inside, []string{"route", "replace", "default", "via", c.NodeAddress().String()})
+	}
+	if err := ipBatch([]string{"-n", ns}, inside...); err != nil {
+		return err
+	}
+	if s.Nodes {
+		return writeResolvConf(pod.NetNS, c, pod.Namespace)
+	}
+	return nil
+}
+
+// ipBatch runs the commands with one `ip -batch` (opts are ip's own, such
+// as -n NETNS): a pod's network is nine commands, and a process each made
+// starting many pods slow.
+func ipBatch(opts []string, cmds ...[]string) error {
+	var in strings.Builder
+	for _, c := range cmds {
+		in.WriteString(strings.Join(c, " "))
+		in.WriteByte('\n')
+	}
+	cmd := exec.Command("ip", append(opts, "-batch", "-")...)
+	cmd.Stdin = strings.NewReader(in.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("ip -batch: %w: %s", err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }

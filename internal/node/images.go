@@ -34,7 +34,9 @@ type Image struct {
 var Images = []Image{
 	{Repositories: []string{"gateway-api/echo-basic", "echo-basic"}, Tool: "echo-basic", Paths: []string{"/echo-basic", "/echo-server"}, Entrypoint: []string{"/echo-basic"}},
 	{Repositories: []string{"e2e-test-images/agnhost", "agnhost"}, Tool: "agnhost", Paths: []string{"/agnhost"}, Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}},
-	{Repositories: []string{"pause"}, Entrypoint: []string{"sleep", "infinity"}},
+	// Ends on SIGTERM, as the pause image does (a bare `sleep` as PID 1
+	// would ignore it and wait out every grace period), in 2 MB.
+	{Repositories: []string{"pause"}, Entrypoint: []string{"sh", "-c", "trap 'exit 0' TERM; sleep infinity & wait"}},
 	{Repositories: []string{"busybox", "library/busybox", "e2e-test-images/busybox"}, Cmd: []string{"sh"}},
 	{Repositories: []string{"alpine", "library/alpine"}, Cmd: []string{"/bin/sh"}},
 	{Repositories: []string{"alpine/socat"}, Entrypoint: []string{"socat"}},

@@ -78,7 +78,7 @@ func RunInit(path string) (err error) {
 	runtime.LockOSThread()
 	fd, err := unix.Open(spec.NetNS, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("opening the pod's network namespace: %w", err)
+		return fmt.Errorf("opening the pod's network namespace %s: %w", spec.NetNS, err)
 	}
 	if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
 		return fmt.Errorf("entering the pod's network namespace %s: %w", spec.NetNS, err)
@@ -95,9 +95,24 @@ func RunInit(path string) (err error) {
 	if err := unix.Unmount("/sys", unix.MNT_DETACH); err == nil {
 		_ = unix.Mount("sysfs", "/sys", "sysfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "")
 	}
+	// Mount points first, binds after: an overlay made to hold a mount
+	// point (of /etc, say) would hide binds made before it below it (the
+	// Pod's /etc/resolv.conf).
 	overlays := map[string]bool{}
 	for i, m := range spec.Mounts {
-		if err := mountAt(m, filepath.Join(spec.Scratch, strconv.Itoa(i)), overlays); err != nil {
+		if err := ensureMountPoint(m, filepath.Join(spec.Scratch, strconv.Itoa(i)), overlays); err != nil {
+			return err
+		}
+	}
+	if spec.Dir != "" {
+		if _, err := os.Stat(spec.Dir); errors.Is(err, os.ErrNotExist) {
+			if err := makeInOverlay(spec.Dir, true, filepath.Join(spec.Scratch, "workdir"), overlays); err != nil {
+				return fmt.Errorf("workingDir %s: %w", spec.Dir, err)
+			}
+		}
+	}
+	for _, m := range spec.Mounts {
+		if err := bindMount(m); err != nil {
 			return err
 		}
 	}
@@ -128,13 +143,13 @@ func RunInit(path string) (err error) {
 	// A changed user clears the parent-death signal; the node's death
 	// must still end the container.
 	_ = unix.Prctl(unix.PR_SET_PDEATHSIG, uintptr(unix.SIGKILL), 0, 0, 0)
+	// A runtime starts a container in / unless it names a workingDir.
+	dir := "/"
 	if spec.Dir != "" {
-		if err := os.MkdirAll(spec.Dir, 0o755); err != nil {
-			return fmt.Errorf("workingDir %s: %w", spec.Dir, err)
-		}
-		if err := os.Chdir(spec.Dir); err != nil {
-			return fmt.Errorf("workingDir %s: %w", spec.Dir, err)
-		}
+		dir = spec.Dir
+	}
+	if err := os.Chdir(dir); err != nil {
+		return fmt.Errorf("workingDir %s: %w", dir, err)
 	}
 	bin, err := lookPath(spec.Argv[0], spec.Env)
 	if err != nil {
@@ -147,45 +162,59 @@ func RunInit(path string) (err error) {
 	return fmt.Errorf("starting %s: %w", spec.Argv[0], err)
 }
 
-// mountAt bind-mounts m. A target that does not exist is made in an overlay
-// of its nearest existing directory, so that the host's file system is not
-// touched; directly under / it is made on the host (an empty directory).
-func mountAt(m Mount, scratch string, overlays map[string]bool) error {
+// ensureMountPoint makes m's target exist. A target that does not is made
+// in an overlay of its nearest existing folder, so that the host's file
+// system is not touched; directly under / it is made on the host (an empty
+// folder or file).
+func ensureMountPoint(m Mount, scratch string, overlays map[string]bool) error {
 	src, err := os.Stat(m.Source)
 	if err != nil {
 		return fmt.Errorf("mount %s: %w", m.Target, err)
 	}
-	if _, err := os.Lstat(m.Target); errors.Is(err, os.ErrNotExist) {
-		parent := filepath.Dir(m.Target)
-		for {
-			if _, err := os.Stat(parent); err == nil {
-				break
-			}
-			parent = filepath.Dir(parent)
-		}
-		if parent != "/" && !overlays[parent] {
-			upper, work := filepath.Join(scratch, "upper"), filepath.Join(scratch, "work")
-			if err := os.MkdirAll(upper, 0o755); err != nil {
-				return err
-			}
-			if err := os.MkdirAll(work, 0o755); err != nil {
-				return err
-			}
-			opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", parent, upper, work)
-			if err := unix.Mount("overlay", parent, "overlay", 0, opts); err != nil {
-				return fmt.Errorf("mount %s: an overlay of %s to hold it: %w", m.Target, parent, err)
-			}
-			overlays[parent] = true
-		}
-		if src.IsDir() {
-			err = os.MkdirAll(m.Target, 0o755)
-		} else if err = os.MkdirAll(filepath.Dir(m.Target), 0o755); err == nil {
-			err = os.WriteFile(m.Target, nil, 0o644)
-		}
-		if err != nil {
-			return fmt.Errorf("mount %s: %w", m.Target, err)
-		}
+	if _, err := os.Lstat(m.Target); !errors.Is(err, os.ErrNotExist) {
+		return nil
 	}
+	if err := makeInOverlay(m.Target, src.IsDir(), scratch, overlays); err != nil {
+		return fmt.Errorf("mount %s: %w", m.Target, err)
+	}
+	return nil
+}
+
+// makeInOverlay makes path (a folder, or an empty file) in an overlay of
+// its nearest existing parent.
+func makeInOverlay(path string, dir bool, scratch string, overlays map[string]bool) error {
+	parent := filepath.Dir(path)
+	for {
+		if _, err := os.Stat(parent); err == nil {
+			break
+		}
+		parent = filepath.Dir(parent)
+	}
+	if parent != "/" && !overlays[parent] {
+		upper, work := filepath.Join(scratch, "upper"), filepath.Join(scratch, "work")
+		if err := os.MkdirAll(upper, 0o755); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(work, 0o755); err != nil {
+			return err
+		}
+		opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", parent, upper, work)
+		if err := unix.Mount("overlay", parent, "overlay", 0, opts); err != nil {
+			return fmt.Errorf("an overlay of %s to hold it: %w", parent, err)
+		}
+		overlays[parent] = true
+	}
+	if dir {
+		return os.MkdirAll(path, 0o755)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, nil, 0o644)
+}
+
+// bindMount bind-mounts m, read-only when asked.
+func bindMount(m Mount) error {
 	if err := unix.Mount(m.Source, m.Target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
 		return fmt.Errorf("mount %s at %s: %w", m.Source, m.Target, err)
 	}

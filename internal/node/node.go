@@ -106,6 +106,7 @@ func Run(ctx context.Context, cfg Config, lg logr.Logger) error {
 		}}
 		provider = newProvider(cfg, lg, src, pc.Services)
 		provider.recorder = recorder
+		provider.client = client
 		describeNode(pc.Node, cfg, host, port)
 		return provider, nil, nil
 	},

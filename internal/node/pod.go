@@ -16,6 +16,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/node/probe"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // pod is one pod the node runs: its network, volumes and containers. Its
@@ -36,6 +37,8 @@ type pod struct {
 	startedAt  metav1.Time
 
 	cancel context.CancelFunc
+	// finished closes when run returned: no container process is left.
+	finished chan struct{}
 	// stopping is set once the pod is being deleted; done closes when every
 	// container ended and the network is gone.
 	stopping bool
@@ -44,13 +47,17 @@ type pod struct {
 
 // containerRun is the node's record of one container.
 type containerRun struct {
-	spec     corev1.Container
+	spec corev1.Container
+	// restarts counts the container's restarts; it also numbers the log
+	// file of its current (or last) run.
 	restarts int32
-	state    corev1.ContainerState
-	last     corev1.ContainerState
-	ready    bool
-	started  bool
-	proc     *process
+	// ran is set once the node started the container.
+	ran     bool
+	state   corev1.ContainerState
+	last    corev1.ContainerState
+	ready   bool
+	started bool
+	proc    *process
 	// kill asks the current process to end (a failed liveness probe).
 	kill chan struct{}
 }
@@ -59,6 +66,7 @@ func (p *pod) key() string { return p.obj.Namespace + "/" + p.obj.Name }
 
 // run brings the pod up and keeps its containers running until ctx ends.
 func (p *pod) run(ctx context.Context) {
+	defer close(p.finished)
 	log := p.node.log.WithValues("pod", p.key())
 	net, err := dev.AttachPod(p.node.cfg.Dir, p.node.cfg.Cluster, p.obj.Namespace, p.obj.Name, string(p.obj.UID))
 	for err != nil {
@@ -138,7 +146,9 @@ func (p *pod) runInit(ctx context.Context, c *containerRun) bool {
 		if ok && code == 0 {
 			return true
 		}
-		if p.obj.Spec.RestartPolicy == corev1.RestartPolicyNever {
+		// One that could not start (a missing ConfigMap, say) is tried
+		// again whatever the policy, as the kubelet does.
+		if ok && p.obj.Spec.RestartPolicy == corev1.RestartPolicyNever {
 			return false
 		}
 		if !p.wait(ctx, c, backoff.next()) {
@@ -180,7 +190,6 @@ func (p *pod) wait(ctx context.Context, c *containerRun, d time.Duration) bool {
 	p.update(func() {
 		if c.state.Terminated != nil {
 			c.last = c.state
-			c.restarts++
 			c.state = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
 				Reason:  "CrashLoopBackOff",
 				Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", d.Round(time.Second), c.spec.Name, p.obj.Name, p.obj.Namespace, p.obj.UID),
@@ -198,6 +207,15 @@ func (p *pod) wait(ctx context.Context, c *containerRun, d time.Duration) bool {
 // runOnce starts the container and waits for its end. ok is false when it
 // could not start (the state says why); code is its exit code.
 func (p *pod) runOnce(ctx context.Context, c *containerRun, probes func(context.Context, *containerRun)) (code int32, ok bool) {
+	if ctx.Err() != nil {
+		return 0, false
+	}
+	p.mu.Lock()
+	if c.ran {
+		c.restarts++
+	}
+	c.ran = true
+	p.mu.Unlock()
 	proc, err := p.start(&c.spec, int(c.restarts))
 	if err != nil {
 		reason := "CreateContainerError"
@@ -402,11 +420,13 @@ func (p *pod) snapshotLocked() *corev1.Pod {
 		}
 		st.Conditions = append(st.Conditions, corev1.PodCondition{Type: t, Status: status, Reason: reason, LastTransitionTime: now})
 	}
-	cond(corev1.PodReadyToStartContainers, p.net.Address != "" && p.netErr == nil, "")
+	cond(corev1.PodReadyToStartContainers, p.net.Address != "", "")
 	cond(corev1.PodInitialized, p.initDone, "ContainersNotInitialized")
 	cond(corev1.ContainersReady, ready, "ContainersNotReady")
 	cond(corev1.PodReady, ready, "ContainersNotReady")
 	cond(corev1.PodScheduled, true, "")
+	// Kept, so that a transition time moves only when its status does.
+	p.obj.Status.Conditions = st.Conditions
 	return out
 }
 
@@ -427,7 +447,7 @@ func (p *pod) containerStatus(c *containerRun) corev1.ContainerStatus {
 		ContainerID:          fmt.Sprintf("process://%s/%s/%d", p.obj.UID, c.spec.Name, c.restarts),
 		RestartCount:         c.restarts,
 		Ready:                c.ready,
-		Started:              &c.started,
+		Started:              ptr.To(c.started),
 		State:                c.state,
 		LastTerminationState: c.last,
 	}
@@ -457,7 +477,7 @@ func (p *pod) stop() {
 	p.mu.Unlock()
 	go func() {
 		cancel()
-		p.waitContainers()
+		<-p.finished
 		if err := dev.DetachPod(p.node.cfg.Dir, p.node.cfg.Cluster, p.obj.Namespace, p.obj.Name, string(p.obj.UID)); err != nil {
 			p.node.log.Error(err, "Removing the pod's network", "pod", p.key())
 		}
@@ -474,26 +494,6 @@ func (p *pod) stop() {
 		})
 		close(p.done)
 	}()
-}
-
-// waitContainers returns once no container process runs.
-func (p *pod) waitContainers() {
-	for {
-		p.mu.Lock()
-		var live *process
-		for _, c := range slices.Concat(p.inits, p.containers) {
-			if c.proc != nil {
-				live = c.proc
-			}
-		}
-		p.mu.Unlock()
-		if live == nil {
-			return
-		}
-		<-live.done
-		// The supervisor records the end right after; look again.
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // backoff is the kubelet's restart back-off: doubling from base up to five

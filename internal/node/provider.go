@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"syscall"
 	"sync"
+	"time"
 
 	"github.com/creack/pty"
 	"github.com/fleetnet/fleetnet/internal/dev"
@@ -44,6 +46,7 @@ var nodeCapacity = corev1.ResourceList{
 type Provider struct {
 	cfg      Config
 	log      logr.Logger
+	client   kubernetes.Interface
 	sources  sources
 	services corev1listers.ServiceLister
 	recorder record.EventRecorder
@@ -83,15 +86,24 @@ func (pr *Provider) NotifyPods(_ context.Context, fn func(*corev1.Pod)) {
 func (pr *Provider) CreatePod(_ context.Context, obj *corev1.Pod) error {
 	key := obj.Namespace + "/" + obj.Name
 	pr.mu.Lock()
-	if old, ok := pr.pods[key]; ok && old.obj.UID == obj.UID {
+	old, ok := pr.pods[key]
+	if ok && old.obj.UID == obj.UID {
 		pr.mu.Unlock()
 		return nil
+	}
+	if ok {
+		// An earlier incarnation under the same name: it ends on its own.
+		delete(pr.pods, key)
+		pr.mu.Unlock()
+		old.stop()
+		pr.mu.Lock()
 	}
 	p := &pod{
 		node:      pr,
 		obj:       obj.DeepCopy(),
 		dir:       filepath.Join(pr.cfg.StateDir, "pods", fmt.Sprintf("%s_%s_%s", obj.Namespace, obj.Name, obj.UID)),
 		done:      make(chan struct{}),
+		finished:  make(chan struct{}),
 		startedAt: metav1.Now(),
 	}
 	if obj.Status.StartTime != nil {
@@ -147,7 +159,7 @@ func (pr *Provider) DeletePod(_ context.Context, obj *corev1.Pod) error {
 	p.mu.Lock()
 	p.obj.DeletionTimestamp, p.obj.DeletionGracePeriodSeconds = obj.DeletionTimestamp, obj.DeletionGracePeriodSeconds
 	p.mu.Unlock()
-	pr.log.Info("Stopping pod", "pod", key, "grace", p.grace())
+	pr.log.Info("Stopping pod", "pod", key, "uid", obj.UID, "grace", p.grace())
 	p.stop()
 	go func() {
 		<-p.done
@@ -156,7 +168,19 @@ func (pr *Provider) DeletePod(_ context.Context, obj *corev1.Pod) error {
 			delete(pr.pods, key)
 		}
 		pr.mu.Unlock()
-		pr.log.Info("Pod stopped", "pod", key)
+		pr.log.Info("Pod stopped", "pod", key, "uid", obj.UID)
+		// As the kubelet does once the containers are gone: the Pod object
+		// goes at once rather than when its grace period runs out.
+		if pr.client != nil && obj.DeletionTimestamp != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			opts := metav1.NewDeleteOptions(0)
+			opts.Preconditions = metav1.NewUIDPreconditions(string(obj.UID))
+			err := pr.client.CoreV1().Pods(obj.Namespace).Delete(ctx, obj.Name, *opts)
+			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				pr.log.Error(err, "Deleting the stopped pod", "pod", key)
+			}
+		}
 	}()
 	return nil
 }
@@ -287,8 +311,7 @@ func (pr *Provider) RunInContainer(ctx context.Context, ns, name, container stri
 	if err != nil {
 		return err
 	}
-	x := exec.CommandContext(ctx, "nsenter", args...)
-	x.Env = env
+	x := nsenter(ctx, args, env)
 	if attach.TTY() {
 		f, err := pty.Start(x)
 		if err != nil {
@@ -320,6 +343,19 @@ func (pr *Provider) RunInContainer(ctx context.Context, ns, name, container stri
 	return exitError(x.Run())
 }
 
+// nsenter returns the command that runs in a container. nsenter forks the
+// command into the container's PID namespace, so ending it means ending its
+// process group, not nsenter alone; WaitDelay stops waiting for output that
+// a leftover child still holds.
+func nsenter(ctx context.Context, args, env []string) *exec.Cmd {
+	x := exec.CommandContext(ctx, "nsenter", args...)
+	x.Env = env
+	x.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	x.Cancel = func() error { return syscall.Kill(-x.Process.Pid, syscall.SIGKILL) }
+	x.WaitDelay = 2 * time.Second
+	return x
+}
+
 // exitError turns a command's exit status into the error the kubelet API
 // reports as the exit code (kubectl exec exits with it).
 func exitError(err error) error {
@@ -343,7 +379,13 @@ func (pr *Provider) PortForward(ctx context.Context, ns, name string, port int32
 		return errdefs.NotFoundf("pod %s/%s is not on this node", ns, name)
 	}
 	defer stream.Close()
-	conn, err := netns.Dialer(p.net.NetNS)(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port))))
+	p.mu.Lock()
+	netNS := p.net.NetNS
+	p.mu.Unlock()
+	if netNS == "" {
+		return fmt.Errorf("port-forward to %s/%s: the pod has no network yet", ns, name)
+	}
+	conn, err := netns.Dialer(netNS)(ctx, "tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(int(port))))
 	if err != nil {
 		return fmt.Errorf("port-forward to %s/%s port %d: %w", ns, name, port, err)
 	}
@@ -393,8 +435,7 @@ func (t *probeTarget) Exec(ctx context.Context, cmd []string) (int, []byte, erro
 	if err != nil {
 		return 0, nil, err
 	}
-	x := exec.CommandContext(ctx, "nsenter", args...)
-	x.Env = env
+	x := nsenter(ctx, args, env)
 	out, err := x.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); ok {
 		return ee.ExitCode(), out, nil

@@ -33,29 +33,36 @@ func BenchmarkProcessNodePods(b *testing.B) {
 		nodePid := state.Processes["hub/"+dev.PartProcessNode].Pid
 		before := rssKiB(b, nodePid)
 
-		w, err := cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
-		if err != nil {
-			b.Fatal(err)
-		}
 		var mu sync.Mutex
 		created := map[string]time.Time{}
 		ready := map[string]time.Time{}
+		watchCtx, stopWatch := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			for ev := range w.ResultChan() {
-				p, ok := ev.Object.(*corev1.Pod)
-				if !ok || ev.Type == watch.Deleted || !podReady(p) {
+			// A watch may end early (the API server closes it); it is
+			// opened again until every Pod was seen Ready.
+			for watchCtx.Err() == nil {
+				w, err := cs.CoreV1().Pods(ns).Watch(watchCtx, metav1.ListOptions{})
+				if err != nil {
+					time.Sleep(100 * time.Millisecond)
 					continue
 				}
-				mu.Lock()
-				if _, seen := ready[p.Name]; !seen {
-					ready[p.Name] = time.Now()
-				}
-				n := len(ready)
-				mu.Unlock()
-				if n == pods {
-					return
+				for ev := range w.ResultChan() {
+					p, ok := ev.Object.(*corev1.Pod)
+					if !ok || ev.Type == watch.Deleted || !podReady(p) {
+						continue
+					}
+					mu.Lock()
+					if _, seen := ready[p.Name]; !seen {
+						ready[p.Name] = time.Now()
+					}
+					n := len(ready)
+					mu.Unlock()
+					if n == pods {
+						w.Stop()
+						return
+					}
 				}
 			}
 		}()
@@ -81,9 +88,10 @@ func BenchmarkProcessNodePods(b *testing.B) {
 		select {
 		case <-done:
 		case <-time.After(5 * time.Minute):
+			stopWatch()
 			b.Fatalf("%d of %d Pods Ready after 5 minutes", len(ready), pods)
 		}
-		w.Stop()
+		stopWatch()
 		all := time.Since(start)
 		var lat []time.Duration
 		for name, t := range ready {
