@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"syscall"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/creack/pty"
