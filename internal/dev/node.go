@@ -434,7 +434,16 @@ func (u *upper) startProcessNode(ctx context.Context, c ClusterState) (*controlp
 	}
 	wctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
+	kubeletAPI := fmt.Sprintf("127.0.0.1:%d", s.clusterPort(c, offsetProcessNode))
 	err = p.WaitFor(wctx, "Node "+c.ProcessNodeName()+" Ready", func(ctx context.Context) error {
+		// The port was free before the start: an answer is this process's,
+		// while the Node may still show Ready from an earlier one.
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, "tcp", kubeletAPI)
+		if err != nil {
+			return fmt.Errorf("kubelet API %s: %w", kubeletAPI, err)
+		}
+		conn.Close()
 		n, err := cs.CoreV1().Nodes().Get(ctx, c.ProcessNodeName(), metav1.GetOptions{})
 		if err != nil {
 			return err
