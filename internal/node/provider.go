@@ -313,6 +313,9 @@ func (pr *Provider) RunInContainer(ctx context.Context, ns, name, container stri
 	}
 	x := nsenter(ctx, args, env)
 	if attach.TTY() {
+		// pty.Start makes it a session leader (its own process group too);
+		// setpgid on top of setsid is refused.
+		x.SysProcAttr = &syscall.SysProcAttr{}
 		f, err := pty.Start(x)
 		if err != nil {
 			return fmt.Errorf("starting %q with a terminal: %w", cmd, err)
