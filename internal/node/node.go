@@ -79,6 +79,9 @@ func Run(ctx context.Context, cfg Config, lg logr.Logger) error {
 	if err != nil {
 		return fmt.Errorf("--kubeconfig=%s: %w", cfg.Kubeconfig, err)
 	}
+	// client-go's default 5 requests a second would pace Pod status
+	// updates (several per Pod start) to a crawl when many Pods start.
+	restCfg.QPS, restCfg.Burst = 100, 200
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return err
