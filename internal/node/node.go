@@ -90,7 +90,7 @@ func Run(ctx context.Context, cfg Config, lg logr.Logger) error {
 	if err != nil {
 		return err
 	}
-	host, portStr, err := net.SplitHostPort(cfg.Listen)
+	_, portStr, err := net.SplitHostPort(cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("--listen=%s: %w", cfg.Listen, err)
 	}
@@ -110,7 +110,7 @@ func Run(ctx context.Context, cfg Config, lg logr.Logger) error {
 		provider = newProvider(cfg, lg, src, pc.Services)
 		provider.recorder = recorder
 		provider.client = client
-		describeNode(pc.Node, cfg, host, port)
+		describeNode(pc.Node, cfg, port)
 		return provider, nil, nil
 	},
 		nodeutil.WithClient(client),
@@ -147,7 +147,7 @@ func Run(ctx context.Context, cfg Config, lg logr.Logger) error {
 }
 
 // describeNode fills the Node object the node registers.
-func describeNode(n *corev1.Node, cfg Config, host string, port int) {
+func describeNode(n *corev1.Node, cfg Config, port int) {
 	n.Labels[LabelProcessNode] = "true"
 	n.Labels[corev1.LabelOSStable] = "linux"
 	n.Labels[corev1.LabelArchStable] = "amd64"
@@ -160,7 +160,6 @@ func describeNode(n *corev1.Node, cfg Config, host string, port int) {
 		OperatingSystem: "linux", Architecture: "amd64", KubeletVersion: "fleetnet-process-node",
 		ContainerRuntimeVersion: "process://",
 	}
-	_ = host
 }
 
 // servingTLS serves the kubelet API with the node's pair and accepts only
