@@ -68,6 +68,19 @@ func (p *pod) key() string { return p.obj.Namespace + "/" + p.obj.Name }
 func (p *pod) run(ctx context.Context) {
 	defer close(p.finished)
 	log := p.node.log.WithValues("pod", p.key())
+	defer func() {
+		// A Pod that finished on its own (its restart policy let every
+		// container end) gives its address back at once, as a kubelet
+		// releases a finished Pod's sandbox; its status keeps the address.
+		if ctx.Err() != nil {
+			return // being stopped: stop() releases the network
+		}
+		if err := dev.DetachPod(p.node.cfg.Dir, p.node.cfg.Cluster, p.obj.Namespace, p.obj.Name, string(p.obj.UID)); err != nil {
+			log.Error(err, "Releasing the network of a finished pod")
+			return
+		}
+		log.Info("Pod finished; its network is released")
+	}()
 	net, err := dev.AttachPod(p.node.cfg.Dir, p.node.cfg.Cluster, p.obj.Namespace, p.obj.Name, string(p.obj.UID))
 	for err != nil {
 		log.Error(err, "Pod network")
@@ -87,13 +100,18 @@ func (p *pod) run(ctx context.Context) {
 		p.obj.Status.HostIPs = []corev1.HostIP{{IP: p.node.cfg.InternalIP}}
 	})
 	log.Info("Pod network ready", "address", net.Address, "netns", net.NetNS)
-	for {
+	for lastCause := ""; ; {
 		vols, err := p.prepare()
 		if err == nil {
 			p.update(func() { p.volumes, p.netErr = vols, nil })
 			break
 		}
-		log.Info("Waiting for the pod's volumes", "cause", err.Error())
+		// Said once per cause, not at every retry.
+		if cause := err.Error(); cause != lastCause {
+			lastCause = cause
+			log.Info("Waiting for the pod's volumes", "cause", cause)
+			p.node.event(p.obj, corev1.EventTypeWarning, "FailedMount", cause)
+		}
 		p.update(func() { p.netErr = err })
 		select {
 		case <-ctx.Done():
@@ -224,10 +242,21 @@ func (p *pod) runOnce(ctx context.Context, c *containerRun, probes func(context.
 			reason = we.reason
 		}
 		p.node.log.Info("Container cannot start", "pod", p.key(), "container", c.spec.Name, "reason", reason, "cause", err.Error())
+		p.node.event(p.obj, corev1.EventTypeWarning, "Failed", fmt.Sprintf("container %s: %s", c.spec.Name, err))
+		if reason == "RunContainerError" {
+			// Its command could not run: a run that ended with 128, which
+			// the restart policy judges, as the kubelet's StartError.
+			now := metav1.Now()
+			p.update(func() {
+				c.state = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+					ExitCode: 128, Reason: "StartError", Message: err.Error(), StartedAt: now, FinishedAt: now,
+				}}
+			})
+			return 128, true
+		}
 		p.update(func() {
 			c.state = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: err.Error()}}
 		})
-		p.node.event(p.obj, corev1.EventTypeWarning, "Failed", fmt.Sprintf("container %s: %s", c.spec.Name, err))
 		return 0, false
 	}
 	started := time.Now()

@@ -233,6 +233,17 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 	if err := cl.Create(ctx, unknown); err != nil {
 		t.Fatal(err)
 	}
+	// A command that does not exist: a start error, judged by the restart
+	// policy (Never: the Pod fails).
+	nocmd := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "no-command"},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{
+			Name: "main", Image: "busybox:1.36", Command: []string{"no-such-command"},
+		}}},
+	}
+	if err := cl.Create(ctx, nocmd); err != nil {
+		t.Fatal(err)
+	}
 	stubborn := shell("stubborn", `trap "" TERM; echo started; while true; do sleep 1; done`, func(p *corev1.Pod) {
 		p.Spec.TerminationGracePeriodSeconds = ptr(int64(3))
 	})
@@ -328,6 +339,32 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 			}
 			if p.Status.Phase != corev1.PodPending {
 				return fmt.Errorf("phase %s", p.Status.Phase)
+			}
+			return nil
+		})
+	})
+
+	t.Run("a command that cannot start fails the pod under Never", func(t *testing.T) {
+		waitPod(t, nocmd, "Failed with StartError", func(p *corev1.Pod) error {
+			if p.Status.Phase != corev1.PodFailed {
+				return fmt.Errorf("phase %s", p.Status.Phase)
+			}
+			term := p.Status.ContainerStatuses[0].State.Terminated
+			if term == nil || term.Reason != "StartError" || term.ExitCode != 128 || !strings.Contains(term.Message, "no-such-command") {
+				return fmt.Errorf("state %+v", p.Status.ContainerStatuses[0].State)
+			}
+			return nil
+		})
+		// Finished, it gives its address back.
+		testkit.Eventually(t, 30*time.Second, "the failed Pod's address released", func(context.Context) error {
+			recorded, err := dev.NodePods(fleetDir, "hub")
+			if err != nil {
+				return err
+			}
+			for _, p := range recorded {
+				if p.Namespace == ns && p.Name == nocmd.Name {
+					return fmt.Errorf("%s still holds %s", p.Name, p.Address)
+				}
 			}
 			return nil
 		})
