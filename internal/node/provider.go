@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -465,6 +467,42 @@ func (pr *Provider) forgetStale(ctx context.Context, client kubernetes.Interface
 		pr.log.Info("Removing the network of a pod that is gone", "pod", rec.Namespace+"/"+rec.Name, "uid", rec.UID)
 		if err := dev.DetachPod(pr.cfg.Dir, pr.cfg.Cluster, rec.Namespace, rec.Name, rec.UID); err != nil {
 			pr.log.Error(err, "Removing a stale pod's network", "pod", rec.Namespace+"/"+rec.Name)
+		}
+	}
+	pr.forgetStaleFolders(ctx, client)
+}
+
+// forgetStaleFolders removes the folders (volumes with Secret data and
+// tokens, logs) of pods that are gone; a folder is named
+// <namespace>_<name>_<uid>, none of which holds "_".
+func (pr *Provider) forgetStaleFolders(ctx context.Context, client kubernetes.Interface) {
+	root := filepath.Join(pr.cfg.StateDir, "pods")
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			pr.log.Error(err, "Listing pod folders", "folder", root)
+		}
+		return
+	}
+	for _, e := range entries {
+		parts := strings.Split(e.Name(), "_")
+		if !e.IsDir() || len(parts) != 3 {
+			continue
+		}
+		ns, name, uid := parts[0], parts[1], parts[2]
+		if p := pr.get(ns, name); p != nil && string(p.obj.UID) == uid {
+			continue // this run's
+		}
+		obj, err := client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil && string(obj.UID) == uid {
+			continue
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			continue // not known for sure: kept
+		}
+		pr.log.Info("Removing the folder of a pod that is gone", "pod", ns+"/"+name, "uid", uid)
+		if err := os.RemoveAll(filepath.Join(root, e.Name())); err != nil {
+			pr.log.Error(err, "Removing a stale pod's folder", "pod", ns+"/"+name)
 		}
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -402,6 +404,19 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 		// SIGKILL: the node's containers die with it (their parent-death
 		// signal); `dev up` starts the node again.
 		stop(t, "hub/"+dev.PartProcessNode, true)
+		// A Pod removed while the node is down: the restarted node removes
+		// its folder (Secret data, tokens, logs) and its address.
+		gone := &corev1.Pod{}
+		if err := cl.Get(ctx, ctrlclient.ObjectKeyFromObject(logger), gone); err != nil {
+			t.Fatal(err)
+		}
+		goneDir := filepath.Join(fleetDir, "hub", "process-node", "pods", fmt.Sprintf("%s_%s_%s", ns, gone.Name, gone.UID))
+		if _, err := os.Stat(goneDir); err != nil {
+			t.Fatalf("the folder of %s: %v", gone.Name, err)
+		}
+		if err := cl.Delete(ctx, gone, ctrlclient.GracePeriodSeconds(0)); err != nil {
+			t.Fatal(err)
+		}
 		upCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer cancel()
 		s, err := dev.Up(upCtx, devOptions)
@@ -423,6 +438,21 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 			}
 			if p.Status.ContainerStatuses[0].State.Running == nil {
 				return fmt.Errorf("container not running")
+			}
+			return nil
+		})
+		testkit.Eventually(t, time.Minute, "the removed Pod's folder and address gone", func(context.Context) error {
+			if _, err := os.Stat(goneDir); err == nil {
+				return fmt.Errorf("%s is still there", goneDir)
+			}
+			recorded, err := dev.NodePods(fleetDir, "hub")
+			if err != nil {
+				return err
+			}
+			for _, p := range recorded {
+				if p.Namespace == ns && p.Name == gone.Name {
+					return fmt.Errorf("%s still holds %s", p.Name, p.Address)
+				}
 			}
 			return nil
 		})
