@@ -219,9 +219,9 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 	// Readiness from an exec probe reading a file of an emptyDir volume.
 	probed := shell("probed", "sleep infinity", func(p *corev1.Pod) {
 		p.Spec.Volumes = []corev1.Volume{{Name: "flags", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
-		p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "flags", MountPath: "/flags"}}
+		p.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "flags", MountPath: "/var/lib/flags"}}
 		p.Spec.Containers[0].ReadinessProbe = &corev1.Probe{
-			ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"cat", "/flags/ready"}}},
+			ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"cat", "/var/lib/flags/ready"}}},
 			PeriodSeconds: 1,
 		}
 	})
@@ -260,7 +260,7 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 			}
 			return nil
 		})
-		if _, errOut, err := execIn(ctx, t, "hub", ns, probed.Name, "main", false, "touch", "/flags/ready"); err != nil {
+		if _, errOut, err := execIn(ctx, t, "hub", ns, probed.Name, "main", false, "touch", "/var/lib/flags/ready"); err != nil {
 			t.Fatalf("exec touch: %v: %s", err, errOut)
 		}
 		waitPod(t, probed, "Ready", func(p *corev1.Pod) error {
