@@ -3,6 +3,7 @@ package node
 import (
 	"errors"
 	"fmt"
+	"github.com/fleetnet/fleetnet/internal/node/expansion"
 	"net"
 	"sort"
 	"strconv"
@@ -144,41 +145,7 @@ func envValueFrom(pod *corev1.Pod, c *corev1.Container, e corev1.EnvVar, src sou
 
 // expand replaces $(VAR) with the variable's value when it is defined, and
 // $$ with $, leaving undefined references as written (the kubelet's rules).
-func expand(s string, vars map[string]string) string {
-	if !strings.Contains(s, "$") {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '$' || i+1 >= len(s) {
-			b.WriteByte(s[i])
-			continue
-		}
-		switch s[i+1] {
-		case '$':
-			b.WriteByte('$')
-			i++
-		case '(':
-			end := strings.IndexByte(s[i+2:], ')')
-			if end < 0 {
-				// Unterminated: written as is, the scan goes on after it.
-				b.WriteString("$(")
-				i++
-				continue
-			}
-			name := s[i+2 : i+2+end]
-			if v, ok := vars[name]; ok {
-				b.WriteString(v)
-			} else {
-				b.WriteString(s[i : i+3+end])
-			}
-			i += 2 + end
-		default:
-			b.WriteByte('$')
-		}
-	}
-	return b.String()
-}
+func expand(s string, vars map[string]string) string { return expansion.Expand(s, vars) }
 
 // expandArgs expands $(VAR) in a command or args against the container's
 // environment.

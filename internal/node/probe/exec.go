@@ -3,6 +3,7 @@ package probe
 import (
 	"context"
 	"fmt"
+	"github.com/fleetnet/fleetnet/internal/node/expansion"
 	"strings"
 	"time"
 
@@ -55,44 +56,7 @@ func expandCommand(cmd []string, env []corev1.EnvVar) []string {
 	}
 	out := make([]string, len(cmd))
 	for i, arg := range cmd {
-		out[i] = expand(arg, vars)
+		out[i] = expansion.Expand(arg, vars)
 	}
 	return out
-}
-
-// expand applies the Kubernetes $(VAR) expansion rules to s.
-func expand(s string, vars map[string]string) string {
-	var b strings.Builder
-	for {
-		i := strings.IndexByte(s, '$')
-		if i < 0 || i == len(s)-1 {
-			b.WriteString(s)
-			return b.String()
-		}
-		b.WriteString(s[:i])
-		s = s[i+1:]
-		switch s[0] {
-		case '$':
-			b.WriteByte('$')
-			s = s[1:]
-		case '(':
-			end := strings.IndexByte(s, ')')
-			if end < 0 {
-				// An unclosed reference is kept as written.
-				b.WriteString("$(")
-				s = s[1:]
-				continue
-			}
-			name := s[1:end]
-			if v, ok := vars[name]; ok {
-				b.WriteString(v)
-			} else {
-				b.WriteString("$(" + name + ")")
-			}
-			s = s[end+1:]
-		default:
-			// A $ before anything else is kept.
-			b.WriteByte('$')
-		}
-	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fleetnet/fleetnet/internal/node/expansion"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -449,7 +450,7 @@ func TestExpand(t *testing.T) {
 		{"$é", "$é"},
 	}
 	for _, tt := range tests {
-		if got := expand(tt.in, vars); got != tt.want {
+		if got := expansion.Expand(tt.in, vars); got != tt.want {
 			t.Errorf("expand(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
