@@ -145,13 +145,9 @@ const (
 
 // Keys of the local development fleet (`fleetnetctl dev`).
 const (
-	// FieldManagerDev applies the Services and EndpointSlices of `fleetnetctl
-	// dev serve`.
+	// FieldManagerDev applies the namespaces, Deployments, StatefulSets and
+	// Services of `fleetnetctl dev serve`.
 	FieldManagerDev = "fleetnetctl-dev"
-	// EndpointSliceManagedByDev is the endpointslice.kubernetes.io/managed-by
-	// value of the EndpointSlices `fleetnetctl dev serve` writes for its
-	// echo pods.
-	EndpointSliceManagedByDev = "dev.fleetnet.dev"
 )
 
 // Exported labels and annotations (spec.exportedLabels and

@@ -2,7 +2,6 @@ package ctl
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -12,7 +11,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -25,6 +23,8 @@ import (
 	"github.com/fleetnet/fleetnet/internal/registry/client"
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 const defaultDevDir = ".fleetnet/dev"
@@ -40,7 +40,7 @@ each a process of its own with its log in the fleet's folder.`,
 	}
 	cmd.PersistentFlags().StringVar(&dir, "dir", defaultDevDir, "the fleet's folder: state, certificates, kubeconfigs and logs")
 	cmd.AddCommand(newDevUpCommand(&dir), newDevDownCommand(&dir), newDevStatusCommand(&dir), newDevLogsCommand(&dir),
-		newDevStopCommand(&dir), newDevServeCommand(&dir), newDevExecCommand(&dir), newDevEchoCommand(), newDevAPIServerProxyCommand(),
+		newDevStopCommand(&dir), newDevServeCommand(&dir), newDevAPIServerProxyCommand(),
 		newDevNodeCommand(&dir), newDevContainerInitCommand())
 	return cmd
 }
@@ -147,16 +147,20 @@ func printUsage(w io.Writer, s *dev.State) {
 		dirFlag = " --dir " + s.Dir
 	}
 	fmt.Fprintf(w, "\nfleetnet-discovery (the hub's imported pools), as the fleet's admin:\n  curl -s --cacert %s --cert %s --key %s %s/v1/pools\n", ao.CAFile, ao.CertFile, ao.KeyFile, s.DiscoveryURL())
-	fmt.Fprintf(w, "\nServe real HTTP pods (as root):  fleetnetctl dev serve%s --cluster %s --namespace demo --name echo --replicas 2\n", dirFlag, s.Clusters[len(s.Clusters)-1].Name)
 	if s.Nodes {
-		hub := s.Clusters[0]
-		fmt.Fprintf(w, "Connect by name from a pod:      fleetnetctl dev serve%s --client --cluster %s --namespace demo --name client\n", dirFlag, hub.Name)
-		fmt.Fprintf(w, "                                 fleetnetctl dev exec%s %s/demo/client-0 -- curl -s http://echo.demo.svc.%s/\n", dirFlag, hub.Name, keys.ClustersetZone)
+		hub, last := s.Clusters[0], s.Clusters[len(s.Clusters)-1]
+		fmt.Fprintf(w, "\nPods run on each cluster's process node; an echo Deployment and its Service, as a shortcut:\n")
+		fmt.Fprintf(w, "  fleetnetctl dev serve%s --cluster %s --namespace demo --name echo --replicas 2\n", dirFlag, last.Name)
+		fmt.Fprintf(w, "  kubectl --context %s apply -f - <<<'{\"apiVersion\":\"multicluster.x-k8s.io/v1beta1\",\"kind\":\"ServiceExport\",\"metadata\":{\"name\":\"echo\",\"namespace\":\"demo\"}}'\n", last.Name)
+		fmt.Fprintf(w, "Connect by name from a pod:\n")
+		fmt.Fprintf(w, "  kubectl --context %s create namespace demo\n", hub.Name)
+		fmt.Fprintf(w, "  kubectl --context %s -n demo run client --image=nicolaka/netshoot -- sleep infinity\n", hub.Name)
+		fmt.Fprintf(w, "  kubectl --context %s -n demo exec client -- curl -s http://echo.demo.svc.%s/\n", hub.Name, keys.ClustersetZone)
 		for _, c := range s.Clusters {
 			fmt.Fprintf(w, "  %-8s node %s, fleetnet-dns %s\n", c.Name, c.NodeAddress(), c.DNSAddress())
 		}
 	}
-	fmt.Fprintf(w, "Status, logs, stop:              fleetnetctl dev status%s | dev logs %s/agent | dev down\n", dirFlag, s.Clusters[0].Name)
+	fmt.Fprintf(w, "\nStatus, logs, stop:\n  fleetnetctl dev status%s | dev logs %s/agent | dev down\n", dirFlag, s.Clusters[0].Name)
 }
 
 func mustAbs(p string) string {
@@ -253,34 +257,9 @@ func newDevStatusCommand(dir *string) *cobra.Command {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c, pid, state, dash(p.Log))
 			}
 			tw.Flush()
-			if len(s.Pods) > 0 {
+			if s.Nodes {
 				fmt.Fprintln(out)
-				keys := make([]string, 0, len(s.Pods))
-				for k := range s.Pods {
-					keys = append(keys, k)
-				}
-				sort.Strings(keys)
-				fmt.Fprintln(tw, "POD\tADDRESS\tSTATE\tNETNS\tMADE BY")
-				for _, k := range keys {
-					p := s.Pods[k]
-					state := "stopped"
-					if p.Alive() {
-						state = "running"
-					}
-					by := "dev serve"
-					switch {
-					case p.Node:
-						// Its containers are the process node's; kubectl
-						// tells their state.
-						by, state = "process node", "network up"
-						if !p.Alive() {
-							state = "no network"
-						}
-					case p.Client:
-						by = "dev serve --client"
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k, p.Address, state, p.NetNS, by)
-				}
+				podsTable(cmd.Context(), tw, s)
 				tw.Flush()
 			}
 			rc, conn, err := client.Dial(s.AdminClientOptions())
@@ -308,78 +287,112 @@ func newDevStatusCommand(dir *string) *cobra.Command {
 	}
 }
 
+// podsTable lists the Pods on the clusters' process nodes, as their API
+// servers tell them, with the network the node made for each (address and
+// namespace, from the fleet's state).
+func podsTable(ctx context.Context, tw io.Writer, s *dev.State) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	fmt.Fprintln(tw, "POD\tNODE\tPHASE\tREADY\tADDRESS\tNETNS")
+	var unreachable []string
+	for _, c := range s.Clusters {
+		pods, err := nodePods(ctx, s, c)
+		if err != nil {
+			unreachable = append(unreachable, fmt.Sprintf("%s: %v", c.Name, err))
+			continue
+		}
+		for _, p := range pods {
+			key := c.Name + "/" + p.Namespace + "/" + p.Name
+			address, netNS := "-", "-"
+			if rec, ok := s.Pods[key]; ok && rec.UID == string(p.UID) {
+				address, netNS = rec.Address, rec.NetNS
+				if !rec.Alive() {
+					netNS += " (gone)"
+				}
+			}
+			ready := 0
+			for _, cs := range p.Status.ContainerStatuses {
+				if cs.Ready {
+					ready++
+				}
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\n", key, p.Spec.NodeName, podPhase(p), ready, len(p.Spec.Containers), address, netNS)
+		}
+	}
+	for _, u := range unreachable {
+		fmt.Fprintf(tw, "(pods of %s)\n", u)
+	}
+}
+
+// nodePods are the Pods bound to the cluster's process node, by namespace
+// and name.
+func nodePods(ctx context.Context, s *dev.State, c dev.ClusterState) ([]corev1.Pod, error) {
+	cs, err := s.Clientset(c.Name)
+	if err != nil {
+		return nil, err
+	}
+	list, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + c.ProcessNodeName()})
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(list.Items, func(i, j int) bool {
+		a, b := list.Items[i], list.Items[j]
+		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+	})
+	return list.Items, nil
+}
+
+// podPhase is the phase as kubectl get pods shows it: a waiting
+// container's reason, or Terminating, in its place.
+func podPhase(p corev1.Pod) string {
+	if p.DeletionTimestamp != nil {
+		return "Terminating"
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Waiting != nil && cs.State.Waiting.Reason != "" {
+			return cs.State.Waiting.Reason
+		}
+	}
+	return string(p.Status.Phase)
+}
+
 func newDevServeCommand(dir *string) *cobra.Command {
 	o := dev.ServeOptions{}
 	var port, targetPort int32
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run HTTP echo pods with real addresses in a cluster of the fleet (needs root)",
-		Long: `Starts an HTTP echo server per replica, each in a network namespace of its own
-on the bridge ` + dev.BridgeName + ` with an address from the cluster's pod range, and applies
-the Service (no selector) and an EndpointSlice with the pods' addresses. The echo
-answers with its cluster, pod name and address. The pod range 10.244.0.0/16 is
-routed to the bridge, so nothing sent to it leaves the machine. Running it again
-with other --replicas scales the workload; --replicas 0 removes its pods.`,
+		Short: "Run an HTTP echo Deployment (or StatefulSet) and its Service in a cluster of the fleet",
+		Long: `A shortcut for what kubectl apply would do: applies the namespace, a Deployment
+of Gateway API's echo server (` + dev.EchoImage + `, pods labelled
+app=NAME, ready once they answer on --target-port) and a Service selecting its
+pods, then waits until the pods are ready and the Service's EndpointSlices list
+them. The cluster's process node runs the pods, each in a network namespace on
+the bridge ` + dev.BridgeName + ` with an address of the cluster's pod range. The echo
+server answers with JSON naming its "pod", "namespace" and "service".
+--headless makes a StatefulSet (pods NAME-0, NAME-1, ...) and a Service with
+clusterIP None. Running it again with other --replicas scales the workload;
+--replicas 0 scales it to nothing. To run commands in a pod, use
+kubectl --context CLUSTER exec.`,
 		Example: `  fleetnetctl dev serve --cluster east --namespace demo --name echo --replicas 3
-  fleetnetctl dev serve --cluster hub --namespace demo --name client --client`,
+  fleetnetctl dev serve --cluster east --namespace demo --name db --replicas 2 --headless
+  kubectl --context east -n demo get pods -l app=echo`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if o.Client && o.Headless {
-				return errors.New("--client and --headless: a client pod has no Service")
-			}
-			exe, err := os.Executable()
-			if err != nil {
-				return err
-			}
-			o.Dir, o.Port, o.TargetPort, o.Detach, o.Progress = *dir, port, targetPort, true, cmd.ErrOrStderr()
-			o.EchoCommand = []string{exe, "dev", "echo"}
+			o.Dir, o.Port, o.TargetPort, o.Progress = *dir, port, targetPort, cmd.ErrOrStderr()
 			return dev.Serve(cmd.Context(), o)
 		},
 	}
 	cmd.Flags().StringVar(&o.Cluster, "cluster", "", "cluster to serve in (required)")
-	cmd.Flags().StringVar(&o.Namespace, "namespace", "default", "namespace of the Service")
-	cmd.Flags().StringVar(&o.Name, "name", "echo", "name of the Service")
+	cmd.Flags().StringVar(&o.Namespace, "namespace", "default", "namespace of the workload and its Service")
+	cmd.Flags().StringVar(&o.Name, "name", "echo", "name of the workload and its Service")
 	cmd.Flags().IntVar(&o.Replicas, "replicas", 1, "number of echo pods")
 	cmd.Flags().StringVar(&o.PortName, "port-name", "http", "name of the Service's port")
 	cmd.Flags().Int32Var(&port, "port", 80, "the Service's port")
-	cmd.Flags().Int32Var(&targetPort, "target-port", 8080, "the port the echo pods listen on")
-	cmd.Flags().BoolVar(&o.Client, "client", false, "start pods that serve nothing, to run clients in with `dev exec` (no Service is applied)")
-	cmd.Flags().BoolVar(&o.Headless, "headless", false, "apply the Service with clusterIP None (its import resolves to the pods' addresses)")
+	cmd.Flags().Int32Var(&targetPort, "target-port", 3000, "the port the echo pods listen on")
+	cmd.Flags().BoolVar(&o.Headless, "headless", false, "a StatefulSet and a Service with clusterIP None (its import resolves to the pods' addresses, each pod to its own name)")
+	cmd.Flags().DurationVar(&o.Timeout, "timeout", 2*time.Minute, "how long to wait for the pods to be ready and listed by the Service's EndpointSlices")
 	_ = cmd.MarkFlagRequired("cluster")
 	return cmd
-}
-
-func newDevExecCommand(dir *string) *cobra.Command {
-	return &cobra.Command{
-		Use:   "exec CLUSTER/NAMESPACE/POD -- COMMAND [ARG...]",
-		Short: "Run a command inside a dev pod's network namespace, resolving names with its cluster's fleetnet-dns (needs root)",
-		Example: `  fleetnetctl dev exec hub/demo/client-0 -- curl -s http://echo.demo.svc.clusterset.local/
-  fleetnetctl dev exec hub/demo/client-0 -- getent hosts echo.demo.svc.clusterset.local`,
-		Args: cobra.MinimumNArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if cmd.ArgsLenAtDash() != 1 {
-				return errors.New("want CLUSTER/NAMESPACE/POD -- COMMAND [ARG...]")
-			}
-			c, err := dev.ExecCommand(cmd.Context(), *dir, args[0], args[1:])
-			if err != nil {
-				return err
-			}
-			c.Stdin, c.Stdout, c.Stderr = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
-			if err := c.Run(); err != nil {
-				var exit *exec.ExitError
-				if errors.As(err, &exit) {
-					// The command's own failure: its exit code, no message of ours.
-					code := exit.ExitCode()
-					if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-						code = 128 + int(ws.Signal()) // as a shell reports it
-					}
-					return ExitError{Code: code}
-				}
-				return err
-			}
-			return nil
-		},
-	}
 }
 
 func newDevAPIServerProxyCommand() *cobra.Command {
@@ -399,25 +412,8 @@ func newDevAPIServerProxyCommand() *cobra.Command {
 	return cmd
 }
 
-func newDevEchoCommand() *cobra.Command {
-	var listen, cluster, pod string
-	cmd := &cobra.Command{
-		Use:    "echo",
-		Short:  "Serve one echo pod's HTTP answer (run by `dev serve` inside the pod's namespace)",
-		Hidden: true,
-		Args:   cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return dev.RunEcho(cmd.Context(), listen, cluster, pod)
-		},
-	}
-	cmd.Flags().StringVar(&listen, "listen", ":8080", "address to listen on")
-	cmd.Flags().StringVar(&cluster, "cluster", "", "cluster the pod belongs to")
-	cmd.Flags().StringVar(&pod, "pod", "", "the pod's name")
-	return cmd
-}
-
 // ExitError ends fleetnetctl with Code and no message of its own: the
-// command that `dev exec` ran has said what went wrong.
+// program that failed (a container's init step) has said what went wrong.
 type ExitError struct{ Code int }
 
 func (e ExitError) Error() string { return fmt.Sprintf("exit status %d", e.Code) }

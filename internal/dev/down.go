@@ -26,17 +26,23 @@ func Down(dir string, progress io.Writer) error {
 		fmt.Fprintf(progress, "no fleet in %s\n", dir)
 		return nil
 	}
-	s, unlock, err := lockAndLoad(dir)
-	if unlock != nil {
-		defer unlock()
+	unlock, err := lock(dir)
+	if err != nil {
+		return err
 	}
+	defer unlock()
+	// Whatever fleetnetctl made it: the echo servers an older `dev serve`
+	// ran itself end with their pods' networks.
+	s, err := load(dir)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	left := map[string]PodState{}
 	for key, pod := range s.Pods {
-		stopProcess(pod.Process, syscall.SIGTERM, 5*time.Second)
+		if p, ok := s.legacyServers[key]; ok {
+			stopProcess(p, syscall.SIGTERM, 5*time.Second)
+		}
 		if err := removePodNetwork(pod); err != nil {
 			errs = append(errs, fmt.Errorf("pod %s: %w", key, err))
 			left[key] = pod

@@ -22,8 +22,8 @@ import (
 )
 
 // A cluster's node is a network namespace on the bridge with the address
-// .254 of the cluster's pod range (echo pods take .128 to .253, kwok the low
-// ones). It holds what a real node runs for Service traffic and names:
+// .254 of the cluster's pod range (the process node's pods take .128 to
+// .253, kwok the low ones). It holds what a real node runs for Service traffic and names:
 //
 //   - kube-proxy (nftables), so that pods reach the cluster's Service
 //     addresses, ClusterSetIPs included, through their node: pods' default
@@ -214,22 +214,7 @@ func (u *upper) node(ctx context.Context, c ClusterState) error {
 	}); err != nil {
 		return err
 	}
-	if err := u.ensure(c.Name+"/"+PartProcessNode, func() (*controlplane.Process, error) { return u.startProcessNode(ctx, c) }); err != nil {
-		return err
-	}
-	// Pods started before the fleet had nodes route through theirs now.
-	for _, pod := range u.s.Pods {
-		if pod.Cluster != c.Name {
-			continue
-		}
-		if _, err := os.Stat(filepath.Join(netns.Dir, pod.NetNS)); err != nil {
-			continue
-		}
-		if err := joinNode(pod, c); err != nil {
-			return fmt.Errorf("pod %s/%s/%s: %w", pod.Cluster, pod.Namespace, pod.Name, err)
-		}
-	}
-	return nil
+	return u.ensure(c.Name+"/"+PartProcessNode, func() (*controlplane.Process, error) { return u.startProcessNode(ctx, c) })
 }
 
 // kubeProxyConfig is the node's KubeProxyConfiguration. The conntrack

@@ -4,17 +4,33 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/internal/netns"
 )
 
 // A pod of the local fleet is a network namespace on the bridge with an
-// address of its cluster's pod range, routed through the cluster's node
-// when the fleet has nodes. `dev serve` and the process node (internal/node)
-// make pods the same way, with the same allocator: the state file, under
-// the fleet's lock, records every address handed out.
+// address of its cluster's pod range, routed through the cluster's node.
+// The process node (internal/node) makes every pod's network here, and
+// `dev serve` makes pods only through it (a Deployment or StatefulSet): the
+// state file, under the fleet's lock, records every address handed out.
+
+// The pods' bridge. Its address makes the kernel route the whole pod range
+// 10.244.0.0/16 to it, so traffic for pod addresses stays on the machine.
+const (
+	BridgeName    = "fleetnet0"
+	bridgeAddress = "10.244.255.1/16"
+	podPrefixLen  = 16
+	// Pods take addresses from .128 up in their cluster's /24; kwok hands
+	// out the low ones, and the node has .254.
+	firstPodHost = 128
+	lastPodHost  = 253
+)
 
 // AttachPod gives the pod cluster/namespace/name (uid identifies this
 // incarnation) its network: an address of the cluster's pod range, a
@@ -54,7 +70,7 @@ func claimPod(dir, cluster, namespace, name, uid string) (pod PodState, s *State
 	}
 	key := cluster + "/" + namespace + "/" + name
 	if old, ok := s.Pods[key]; ok {
-		if old.UID == uid && old.networkExists() {
+		if old.UID == uid && old.Alive() {
 			return old, s, c, false, nil
 		}
 		if err := removePodNetwork(old); err != nil {
@@ -69,7 +85,7 @@ func claimPod(dir, cluster, namespace, name, uid string) (pod PodState, s *State
 	if err != nil {
 		return PodState{}, nil, ClusterState{}, false, err
 	}
-	pod = PodState{Cluster: cluster, Namespace: namespace, Name: name, UID: uid, Address: addr.String(), Node: true}
+	pod = PodState{Cluster: cluster, Namespace: namespace, Name: name, UID: uid, Address: addr.String()}
 	pod.NetNS, pod.HostVeth = podNetNames(key + "/" + uid)
 	s.Pods[key] = pod
 	if err := s.save(); err != nil {
@@ -110,7 +126,7 @@ func DetachPod(dir, cluster, namespace, name, uid string) error {
 	return s.save()
 }
 
-// NodePods lists the pods of a cluster that the process node made.
+// NodePods lists the pods of a cluster, which its process node made.
 func NodePods(dir, cluster string) ([]PodState, error) {
 	s, err := Load(dir)
 	if err != nil {
@@ -118,7 +134,7 @@ func NodePods(dir, cluster string) ([]PodState, error) {
 	}
 	var out []PodState
 	for _, p := range s.Pods {
-		if p.Cluster == cluster && p.Node {
+		if p.Cluster == cluster {
 			out = append(out, p)
 		}
 	}
@@ -127,11 +143,6 @@ func NodePods(dir, cluster string) ([]PodState, error) {
 
 // ResolvConfPath is the resolv.conf a pod's processes see.
 func (p PodState) ResolvConfPath() string { return filepath.Join(netnsEtc, p.NetNS, "resolv.conf") }
-
-func (p PodState) networkExists() bool {
-	_, err := os.Stat(filepath.Join("/run/netns", p.NetNS))
-	return err == nil
-}
 
 // podNetNames are the names of a pod's network namespace and host veth,
 // derived from its key; interface names have at most 15 bytes.
@@ -165,7 +176,7 @@ func createPodNetwork(pod PodState, s *State, c ClusterState) error {
 		{"link", "set", "lo", "up"},
 	}
 	if s.Nodes {
-		// Through the cluster's node, as joinNode routes dev serve's pods.
+		// Through the cluster's node: its kube-proxy and fleetnet-dns.
 		inside = append(inside, []string{"route", "replace", "default", "via", c.NodeAddress().String()})
 	}
 	if err := ipBatch([]string{"-n", ns}, inside...); err != nil {
@@ -190,6 +201,99 @@ func ipBatch(opts []string, cmds ...[]string) error {
 	cmd.Stdin = strings.NewReader(in.String())
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("ip -batch: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func (s *State) freePodAddress(c ClusterState) (netip.Addr, error) {
+	// Pods are IPv4 only: the bridge routes the IPv4 pod range.
+	if len(c.PodCIDRs) == 0 {
+		return netip.Addr{}, fmt.Errorf("cluster %s has no pod range in %s; run `fleetnetctl dev down` and `dev up` again", c.Name, filepath.Join(s.Dir, stateFile))
+	}
+	prefix, err := netip.ParsePrefix(c.PodCIDRs[0])
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	used := map[string]bool{}
+	for _, p := range s.Pods {
+		used[p.Address] = true
+	}
+	base := prefix.Addr().As4()
+	for host := firstPodHost; host <= lastPodHost; host++ {
+		a := netip.AddrFrom4([4]byte{base[0], base[1], base[2], byte(host)})
+		if !used[a.String()] {
+			return a, nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("cluster %s has no free pod address left in %s", c.Name, prefix)
+}
+
+// ensureBridge creates the bridge unless it exists, and says whether it
+// did.
+func ensureBridge() (bool, error) {
+	if err := exec.Command("ip", "link", "show", BridgeName).Run(); err == nil {
+		return false, nil
+	}
+	return true, ipAll(
+		[]string{"link", "add", BridgeName, "type", "bridge"},
+		[]string{"addr", "add", bridgeAddress, "dev", BridgeName},
+		[]string{"link", "set", BridgeName, "up"},
+	)
+}
+func removeBridge() error {
+	if err := exec.Command("ip", "link", "show", BridgeName).Run(); err != nil {
+		return nil
+	}
+	return ipAll([]string{"link", "del", BridgeName})
+}
+
+// removePodNetwork deletes the pod's namespace and veth; what is already gone
+// is not an error.
+func removePodNetwork(pod PodState) error {
+	var errs []error
+	if exec.Command("ip", "link", "show", pod.HostVeth).Run() == nil {
+		errs = append(errs, ipAll([]string{"link", "del", pod.HostVeth}))
+	}
+	if _, err := os.Stat(filepath.Join(netns.Dir, pod.NetNS)); err == nil {
+		errs = append(errs, ipAll([]string{"netns", "del", pod.NetNS}))
+	}
+	if err := os.RemoveAll(filepath.Join(netnsEtc, pod.NetNS)); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// netnsEtc holds per-namespace files that `ip netns exec` mounts over
+// /etc: the pods' resolv.conf.
+const netnsEtc = "/etc/netns"
+
+// writeResolvConf makes the pod resolve names with its cluster's
+// fleetnet-dns, searching its namespace first as a Kubernetes pod does.
+func writeResolvConf(ns string, c ClusterState, namespace string) error {
+	dir := filepath.Join(netnsEtc, ns)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	conf := fmt.Sprintf("# fleetnet dev pod of cluster %s: its node's fleetnet-dns\nnameserver %s\nsearch %s.svc.%s svc.%s\noptions ndots:5\n",
+		c.Name, c.NodeAddress(), namespace, keys.ClustersetZone, keys.ClustersetZone)
+	return os.WriteFile(filepath.Join(dir, "resolv.conf"), []byte(conf), 0o644)
+}
+
+// macFor is the hardware address of the interface holding addr: derived
+// from the address, so that a pod started again with an address another
+// pod had is reached at once. With a fresh MAC, the host, nodes and pods
+// would keep sending to the old one until their neighbour entries expire
+// (up to a minute).
+func macFor(addr string) string {
+	b := netip.MustParseAddr(addr).As4()
+	return fmt.Sprintf("02:00:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3])
+}
+func ipAll(cmds ...[]string) error {
+	for _, args := range cmds {
+		out, err := exec.Command("ip", args...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+		}
 	}
 	return nil
 }

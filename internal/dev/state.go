@@ -10,14 +10,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/fleetnet/fleetnet/internal/netns"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // stateFile is the name of the state file in a fleet's folder.
@@ -31,11 +35,24 @@ type State struct {
 	Clusters []ClusterState `json:"clusters"`
 	// Processes by component name (see Component*).
 	Processes map[string]ProcessState `json:"processes"`
-	// Pods are the echo pods of `dev serve`, by "<cluster>/<namespace>/<pod>".
+	// Pods are the networks the process nodes made for their Pods, by
+	// "<cluster>/<namespace>/<pod>".
 	Pods map[string]PodState `json:"pods,omitempty"`
 	// Nodes is set when every cluster has a node (see node.go).
 	Nodes bool `json:"nodes,omitempty"`
+	// Version is the state file's format (stateVersion).
+	Version int `json:"version,omitempty"`
+
+	// legacyServers are the servers of pods that `dev serve` ran itself
+	// (state files before version 2), by pod; only Down uses a state that
+	// has them.
+	legacyServers map[string]ProcessState
 }
+
+// stateVersion is the state file's format. 2: every pod is a process
+// node's. Before, `dev serve` also ran echo pods of its own, recorded with
+// their server's process ("process") and without "node": true.
+const stateVersion = 2
 
 // ClusterState is one cluster of the fleet.
 type ClusterState struct {
@@ -60,32 +77,23 @@ type ProcessState struct {
 	Log       string `json:"log"`
 }
 
-// PodState is an echo pod: its network namespace, address and server.
+// PodState is the network of a Pod that a cluster's process node runs
+// (internal/node): its namespace, host veth and address. UID names the Pod
+// object it is for.
 type PodState struct {
 	Cluster   string `json:"cluster"`
 	Namespace string `json:"namespace"`
-	Service   string `json:"service"`
 	Name      string `json:"name"`
+	UID       string `json:"uid,omitempty"`
 	NetNS     string `json:"netns"`
 	HostVeth  string `json:"hostVeth"`
 	Address   string `json:"address"`
-	// Client pods run no server: they are a namespace to run commands in
-	// (`dev exec`).
-	Client bool `json:"client,omitempty"`
-	// Node pods are the process node's (internal/node): it runs their
-	// containers, and UID names the Pod object they are for.
-	Node    bool         `json:"node,omitempty"`
-	UID     string       `json:"uid,omitempty"`
-	Process ProcessState `json:"process"`
 }
 
-// Alive reports whether the pod runs: its server, or a client's namespace.
+// Alive reports whether the pod's network namespace exists.
 func (p PodState) Alive() bool {
-	if p.Client || p.Node {
-		_, err := os.Stat(filepath.Join(netns.Dir, p.NetNS))
-		return err == nil
-	}
-	return p.Process.Alive()
+	_, err := os.Stat(filepath.Join(netns.Dir, p.NetNS))
+	return err == nil
 }
 
 // Component names. Per-cluster components are "<cluster>/<part>".
@@ -275,9 +283,25 @@ func (s *State) CertDir() string { return filepath.Join(s.Dir, "certs") }
 // ErrNoFleet is returned when a folder holds no fleet.
 var ErrNoFleet = errors.New("no fleet")
 
-// Load reads the state of the fleet in dir.
+// Load reads the state of the fleet in dir. A fleet whose state an older
+// or newer fleetnetctl wrote, in a format this one does not run, is
+// refused with what to do; Down takes it down all the same.
 func Load(dir string) (*State, error) {
-	data, err := os.ReadFile(filepath.Join(dir, stateFile))
+	s, err := load(dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(s.legacyServers) > 0 {
+		return nil, fmt.Errorf("the fleet in %s has echo pods that an older `fleetnetctl dev serve` ran itself (%s); pods now run on the process nodes: take the fleet down with `fleetnetctl dev down --dir %s` and bring it up again",
+			s.Dir, strings.Join(slices.Sorted(maps.Keys(s.legacyServers)), ", "), s.Dir)
+	}
+	return s, nil
+}
+
+// load reads the state of the fleet in dir, whatever pods it has.
+func load(dir string) (*State, error) {
+	path := filepath.Join(dir, stateFile)
+	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w in %s: start one with `fleetnetctl dev up --dir %s`", ErrNoFleet, dir, dir)
 	}
@@ -286,7 +310,29 @@ func Load(dir string) (*State, error) {
 	}
 	s := &State{}
 	if err := json.Unmarshal(data, s); err != nil {
-		return nil, fmt.Errorf("reading %s: %w", filepath.Join(dir, stateFile), err)
+		return nil, fmt.Errorf("reading %s: %w", path, err)
+	}
+	if s.Version > stateVersion {
+		return nil, fmt.Errorf("%s is of format %d, which a newer fleetnetctl wrote (this one reads up to %d): use that one", path, s.Version, stateVersion)
+	}
+	if s.Version < 2 {
+		var old struct {
+			Pods map[string]struct {
+				Node    bool         `json:"node"`
+				Process ProcessState `json:"process"`
+			} `json:"pods"`
+		}
+		if err := json.Unmarshal(data, &old); err != nil {
+			return nil, fmt.Errorf("reading %s: %w", path, err)
+		}
+		for key, p := range old.Pods {
+			if !p.Node {
+				if s.legacyServers == nil {
+					s.legacyServers = map[string]ProcessState{}
+				}
+				s.legacyServers[key] = p.Process
+			}
+		}
 	}
 	if s.Processes == nil {
 		s.Processes = map[string]ProcessState{}
@@ -297,8 +343,9 @@ func Load(dir string) (*State, error) {
 	return s, nil
 }
 
-// save writes the state atomically.
+// save writes the state atomically, in the current format.
 func (s *State) save() error {
+	s.Version = stateVersion
 	data, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err
@@ -325,6 +372,18 @@ func lock(dir string) (func(), error) {
 		return nil, fmt.Errorf("locking %s: %w", dir, err)
 	}
 	return func() { f.Close() }, nil
+}
+
+// Clientset returns a clientset for one of the fleet's clusters.
+func (s *State) Clientset(cluster string) (kubernetes.Interface, error) {
+	if _, err := s.Cluster(cluster); err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", s.KubeconfigPath(cluster))
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig of %s: %w", cluster, err)
+	}
+	return kubernetes.NewForConfig(cfg)
 }
 
 // lockAndLoad takes the lock of the fleet in dir and reads its state. The
