@@ -3,19 +3,16 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
-	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/dev"
-	"github.com/fleetnet/fleetnet/internal/netns"
 	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/miekg/dns"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,20 +36,6 @@ func TestClustersetDNSAndClusterSetIP(t *testing.T) {
 	}
 	ns := namespace(t, "e2e-dns")
 	ctx := context.Background()
-	serve := func(cluster, name string, replicas int, headless, client bool) {
-		t.Helper()
-		o := dev.ServeOptions{
-			Dir: fleetDir, Cluster: cluster, Namespace: ns, Name: name, Replicas: replicas, PortName: "http", Port: 80, TargetPort: 8080,
-			EchoCommand: []string{filepath.Join(fleetnet, "fleetnetctl"), "dev", "echo"}, Headless: headless, Client: client,
-		}
-		if err := dev.Serve(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			o.Replicas = 0
-			_ = dev.Serve(context.Background(), o)
-		})
-	}
 	exportName := func(cluster, name string) {
 		t.Helper()
 		se := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
@@ -60,29 +43,24 @@ func TestClustersetDNSAndClusterSetIP(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	serve("east", "echo", 2, false, false)
-	serve("west", "echo", 1, false, false)
-	serve("east", "db", 2, true, false)
-	serve("hub", "local", 1, false, false) // never exported
-	serve("hub", "client", 1, false, true)
+	serveEcho(t, "east", ns, "echo", 2, false)
+	serveEcho(t, "west", ns, "echo", 1, false)
+	serveEcho(t, "east", ns, "db", 2, true)
+	serveEcho(t, "hub", ns, "local", 1, false) // never exported
+	runPod(t, "hub", ns, "client")
 	exportName("east", "echo")
 	exportName("west", "echo")
 	exportName("east", "db")
 
-	s, err := dev.Load(fleetDir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := state
 	var dbPods []string
 	dbPodsByName := map[string]string{}
-	for _, p := range s.Pods {
-		if p.Cluster == "east" && p.Namespace == ns && p.Service == "db" {
-			dbPods = append(dbPods, p.Address)
-			dbPodsByName[p.Name] = p.Address
-		}
+	for name, p := range appPods(t, ns, "db") {
+		dbPods = append(dbPods, p.pod.Status.PodIP)
+		dbPodsByName[name] = p.pod.Status.PodIP
 	}
 	sort.Strings(dbPods)
-	client := s.Pods["hub/"+ns+"/client-0"]
+	echoPods := appPods(t, ns, "echo")
 
 	zone := "svc." + keys.ClustersetZone + "."
 	echo, db, local := "echo."+ns+"."+zone, "db."+ns+"."+zone, "local."+ns+"."+zone
@@ -147,43 +125,58 @@ func TestClustersetDNSAndClusterSetIP(t *testing.T) {
 	}
 
 	// TCP from hub's client pod through the ClusterSetIP (hub's node's
-	// kube-proxy) reaches both exporting clusters.
+	// kube-proxy) reaches both exporting clusters. The client runs curl in
+	// a loop (kubectl exec through the API), printing when each answer
+	// came and which pod gave it.
 	hub, err := s.Cluster("hub")
 	if err != nil {
 		t.Fatal(err)
 	}
-	httpc := &http.Client{
-		Timeout:   3 * time.Second,
-		Transport: &http.Transport{DialContext: netns.Dialer(client.NetNS), DisableKeepAlives: true},
+	type answer struct {
+		at      time.Time
+		cluster string
 	}
-	get := func(ctx context.Context) (string, error) {
+	// fromClient runs loop, a shell loop whose body is $get, in the client
+	// pod and returns its answers.
+	fromClient := func(ctx context.Context, loop string) ([]answer, error) {
 		ip, err := resolveA(ctx, hub.DNSAddress(), echo)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(ip, "80")+"/", nil)
-		resp, err := httpc.Do(req)
+		get := fmt.Sprintf(`r=$(curl -sS --max-time 3 http://%s/ | tr -d '\n'); echo "$(date +%%s%%3N) $r"`, net.JoinHostPort(ip, "80"))
+		out, errOut, err := execIn(ctx, t, "hub", ns, "client", "client", false, "sh", "-c", strings.ReplaceAll(loop, "$get", get))
 		if err != nil {
-			return "", err
+			return nil, fmt.Errorf("curl in the client pod: %w: %s", err, errOut)
 		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return "", err
+		var answers []answer
+		for line := range strings.Lines(out) {
+			ms, body, _ := strings.Cut(strings.TrimSpace(line), " ")
+			a, err := parseEcho([]byte(body))
+			if err != nil {
+				return nil, fmt.Errorf("%w (curl: %s)", err, errOut)
+			}
+			p, ok := echoPods[a.Pod]
+			if !ok {
+				return nil, fmt.Errorf("answer from pod %q, which is no echo pod of east or west", a.Pod)
+			}
+			at, err := strconv.ParseInt(ms, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("line %q: %w", line, err)
+			}
+			answers = append(answers, answer{time.UnixMilli(at), p.cluster})
 		}
-		cluster, _, _ := strings.Cut(strings.TrimPrefix(string(body), "cluster="), " ")
-		return cluster, nil
+		return answers, nil
 	}
 	testkit.Eventually(t, 30*time.Second, "answers from both clusters", func(ctx context.Context) error {
-		seen := map[string]int{}
-		for range 30 {
-			c, err := get(ctx)
-			if err != nil {
-				return err
-			}
-			seen[c]++
+		answers, err := fromClient(ctx, "for i in $(seq 30); do $get; done")
+		if err != nil {
+			return err
 		}
-		if seen["east"] == 0 || seen["west"] == 0 {
+		seen := map[string]int{}
+		for _, a := range answers {
+			seen[a.cluster]++
+		}
+		if len(answers) != 30 || seen["east"] == 0 || seen["west"] == 0 {
 			return fmt.Errorf("30 requests through the ClusterSetIP were answered by %v; want east and west", seen)
 		}
 		return nil
@@ -194,16 +187,18 @@ func TestClustersetDNSAndClusterSetIP(t *testing.T) {
 	if err := kube(t, "west").Delete(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}}); err != nil {
 		t.Fatal(err)
 	}
+	watch := dnsTTL + 2*time.Second + 3*time.Second
+	answers, err := fromClient(ctx, fmt.Sprintf("end=$(($(date +%%s) + %d)); while [ $(date +%%s) -lt $end ]; do $get; done", int(watch.Seconds())))
+	if err != nil {
+		t.Fatalf("after west's withdrawal: %v", err)
+	}
 	var last time.Time
-	for time.Since(withdrawn) < dnsTTL+2*time.Second+3*time.Second {
-		c, err := get(ctx)
-		if err != nil {
-			t.Fatalf("after west's withdrawal: %v", err)
-		}
-		if c == "west" {
-			last = time.Now()
+	for _, a := range answers {
+		if a.cluster == "west" {
+			last = a.at
 		}
 	}
+	t.Logf("%d requests in the %s after west's withdrawal", len(answers), watch)
 	if last.IsZero() {
 		t.Logf("no answer from west after its export was deleted")
 	} else {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"maps"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -479,24 +478,15 @@ func TestCrossClusterCertificateRefused(t *testing.T) {
 	}
 }
 
-// Real HTTP pods (network namespaces on the bridge) in east and west answer
-// through the endpoints imported into hub. Needs root.
+// Real HTTP pods (echo Deployments on the process nodes of east and west)
+// answer through the endpoints imported into hub. Needs root.
 func TestHTTPThroughImportedEndpoints(t *testing.T) {
-	if err := dev.ServeRequirements(); err != nil {
+	if err := dev.NodeRequirements(); err != nil {
 		t.Fatalf("%v (the e2e suite runs as root in CI)", err)
 	}
 	ns := namespace(t, "e2e-http")
 	for _, c := range []string{"east", "west"} {
-		err := dev.Serve(context.Background(), dev.ServeOptions{
-			Dir: fleetDir, Cluster: c, Namespace: ns, Name: "echo", Replicas: 2, PortName: "http", Port: 80, TargetPort: 8080,
-			EchoCommand: []string{filepath.Join(fleetnet, "fleetnetctl"), "dev", "echo"},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = dev.Serve(context.Background(), dev.ServeOptions{Dir: fleetDir, Cluster: c, Namespace: ns, Name: "echo", Replicas: 0, PortName: "http", Port: 80, TargetPort: 8080})
-		})
+		serveEcho(t, c, ns, "echo", 2, false)
 		se := &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}}
 		if err := kube(t, c).Create(context.Background(), se); err != nil {
 			t.Fatal(err)
@@ -514,6 +504,7 @@ func TestHTTPThroughImportedEndpoints(t *testing.T) {
 		}
 		return nil
 	})
+	pods := appPods(t, ns, "echo")
 	for src, addrs := range imp.addresses {
 		for _, a := range addrs {
 			resp, err := http.Get(fmt.Sprintf("http://%s:%d/", a, *imp.slices[0].Ports[0].Port))
@@ -523,8 +514,16 @@ func TestHTTPThroughImportedEndpoints(t *testing.T) {
 			}
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if !strings.Contains(string(body), "cluster="+src+" ") || !strings.Contains(string(body), "address="+a) {
-				t.Errorf("GET %s answered %q, want an answer from cluster %s at that address", a, body, src)
+			// The pod that answered is, by the API, in the source cluster
+			// and holds the address.
+			answer, err := parseEcho(body)
+			if err != nil {
+				t.Errorf("GET %s (from %s): %v", a, src, err)
+				continue
+			}
+			p, ok := pods[answer.Pod]
+			if !ok || p.cluster != src || p.pod.Status.PodIP != a {
+				t.Errorf("GET %s answered from pod %q (cluster %q, address %q), want a pod of cluster %s at that address", a, answer.Pod, p.cluster, p.pod.Status.PodIP, src)
 			}
 		}
 	}

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"path/filepath"
-	"regexp"
 	"sync"
 	"testing"
 	"time"
@@ -21,34 +19,35 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
-var answeredBy = regexp.MustCompile(`cluster=(\S+) `)
-
 // The global entry point on the dev fleet: a Gateway and an HTTPRoute in
 // the hub whose backend is the echo ServiceImport are served by the fleet's
 // fleetnet-edge on 127.0.0.1 with answers from east and west; when west's
-// echo pods stop, traffic goes to east only, with no failed request.
+// echo pods stop (its Deployment scaled to 0), traffic goes to east only,
+// with no failed request.
 func TestGatewayThroughTheEdge(t *testing.T) {
-	if err := dev.ServeRequirements(); err != nil {
+	if err := dev.NodeRequirements(); err != nil {
 		t.Fatalf("%v (the e2e suite runs as root in CI)", err)
 	}
 	ns := namespace(t, "e2e-gateway")
 	ctx := context.Background()
-	serve := func(c string, replicas int) {
-		t.Helper()
-		err := dev.Serve(ctx, dev.ServeOptions{
-			Dir: fleetDir, Cluster: c, Namespace: ns, Name: "echo", Replicas: replicas, PortName: "http", Port: 80, TargetPort: 8080,
-			EchoCommand: []string{filepath.Join(fleetnet, "fleetnetctl"), "dev", "echo"},
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
 	for _, c := range []string{"east", "west"} {
-		serve(c, 2)
-		t.Cleanup(func() { serve(c, 0) })
+		serveEcho(t, c, ns, "echo", 2, false)
 		if err := kube(t, c).Create(ctx, &mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// The echo pods name themselves; the API says where each runs.
+	pods := appPods(t, ns, "echo")
+	answeredBy := func(status int, body []byte) (string, bool) {
+		a, err := parseEcho(body)
+		if status != 200 || err != nil {
+			return "", false
+		}
+		p, ok := pods[a.Pod]
+		if !ok {
+			return "", false
+		}
+		return p.cluster, true
 	}
 	hub := kube(t, "hub")
 	port := testkit.FreePort(t)
@@ -84,8 +83,8 @@ func TestGatewayThroughTheEdge(t *testing.T) {
 			}
 			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if m := answeredBy.FindSubmatch(body); resp.StatusCode == 200 && m != nil {
-				seen[string(m[1])]++
+			if c, ok := answeredBy(resp.StatusCode, body); ok {
+				seen[c]++
 			} else {
 				failed++
 			}
@@ -134,12 +133,12 @@ func TestGatewayThroughTheEdge(t *testing.T) {
 			} else {
 				body, rerr := io.ReadAll(resp.Body)
 				resp.Body.Close()
-				m := answeredBy.FindSubmatch(body)
+				c, ok := answeredBy(resp.StatusCode, body)
 				switch {
-				case resp.StatusCode != 200 || m == nil:
+				case !ok:
 					fails++
 					t.Logf("failed request: %d %q (read error %v)", resp.StatusCode, body, rerr)
-				case string(m[1]) == "west":
+				case c == "west":
 					lastWest = time.Now()
 				}
 			}
@@ -148,7 +147,7 @@ func TestGatewayThroughTheEdge(t *testing.T) {
 	})
 	time.Sleep(500 * time.Millisecond)
 	stopped := time.Now()
-	serve("west", 0)
+	serveEcho(t, "west", ns, "echo", 0, false)
 	time.Sleep(3 * time.Second)
 	close(stop)
 	wg.Wait()

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
@@ -345,4 +346,90 @@ func resourceVersions(imp *imported) map[string]string {
 		out["EndpointSlice/"+s.Name] = s.ResourceVersion
 	}
 	return out
+}
+
+// serveEcho runs `dev serve`'s echo workload (a Deployment, or a
+// StatefulSet when headless, of echo-basic on the cluster's process node,
+// and its Service) and waits until its pods are ready and listed by the
+// Service's EndpointSlices. The test's namespace takes it away.
+func serveEcho(t *testing.T, cluster, ns, name string, replicas int, headless bool) {
+	t.Helper()
+	err := dev.Serve(context.Background(), dev.ServeOptions{
+		Dir: fleetDir, Cluster: cluster, Namespace: ns, Name: name, Replicas: replicas,
+		PortName: "http", Port: 80, TargetPort: 8080, Headless: headless, Progress: t.Output(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// echoAnswer is what echo-basic answers: its pod, namespace and Service.
+type echoAnswer struct {
+	Pod       string `json:"pod"`
+	Namespace string `json:"namespace"`
+	Service   string `json:"service"`
+}
+
+func parseEcho(body []byte) (echoAnswer, error) {
+	var a echoAnswer
+	if err := json.Unmarshal(body, &a); err != nil {
+		return a, fmt.Errorf("answer %q: %w", body, err)
+	}
+	if a.Pod == "" {
+		return a, fmt.Errorf("answer %q names no pod", body)
+	}
+	return a, nil
+}
+
+// appPods lists the pods labelled app=<app> in namespace ns of every
+// cluster of the fleet, by name, with the cluster each is in: how the tests
+// tell which cluster answered.
+func appPods(t testing.TB, ns, app string) map[string]clusterPod {
+	t.Helper()
+	out := map[string]clusterPod{}
+	for _, c := range clusters {
+		list := &corev1.PodList{}
+		if err := kube(t, c).List(context.Background(), list, client.InNamespace(ns), client.MatchingLabels{dev.AppLabel: app}); err != nil {
+			t.Fatalf("%s: listing the pods of %s/%s: %v", c, ns, app, err)
+		}
+		for _, p := range list.Items {
+			if other, ok := out[p.Name]; ok {
+				t.Fatalf("pod %s/%s is in %s and in %s: its name does not tell the cluster", ns, p.Name, other.cluster, c)
+			}
+			out[p.Name] = clusterPod{cluster: c, pod: p}
+		}
+	}
+	return out
+}
+
+// clusterPod is a pod and the cluster it is in.
+type clusterPod struct {
+	cluster string
+	pod     corev1.Pod
+}
+
+// runPod creates a Pod of one container that sleeps (image netshoot: the
+// machine's curl, dig and the like) to run commands in with execIn, and
+// waits until it is Ready.
+func runPod(t *testing.T, cluster, ns, name string) {
+	t.Helper()
+	cl := kube(t, cluster)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: name, Image: "nicolaka/netshoot", Command: []string{"sleep", "infinity"},
+		}}},
+	}
+	if err := cl.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, time.Minute, fmt.Sprintf("pod %s/%s Ready in %s", ns, name, cluster), func(ctx context.Context) error {
+		if err := cl.Get(ctx, client.ObjectKeyFromObject(pod), pod); err != nil {
+			return err
+		}
+		if !podReady(pod) {
+			return fmt.Errorf("pod %s: phase %s, containers %s", name, pod.Status.Phase, describeContainers(*pod))
+		}
+		return nil
+	})
 }
