@@ -84,6 +84,12 @@ type Gateway struct {
 	Class string `json:"-"`
 	// UID is the Gateway's, for cloud providers' ownership tags.
 	UID string `json:"uid,omitempty"`
+	// Address, when set, is the Gateway's own address, assigned from
+	// fleetnet-gateway's address pool (--gateway-address-pool): the edges
+	// bind its listeners there, so that Gateways with addresses of their
+	// own may use the same port numbers. Empty: the edges' listen host,
+	// shared by every Gateway without one.
+	Address string `json:"address,omitempty"`
 	// Annotations are the Gateway's fleetnet.dev/azure-* annotations
 	// (keys.AzureAnnotationPrefix) but the controller's own, which tune a
 	// cloud provider; they change no Generation, so they are in JSON.

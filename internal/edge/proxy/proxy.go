@@ -73,7 +73,7 @@ type Proxy struct {
 	forward *httputil.ReverseProxy
 
 	mu      sync.Mutex
-	servers map[int32]*listener
+	servers map[socket]*listener
 }
 
 type listener struct {
@@ -107,12 +107,12 @@ func New(o Options) *Proxy {
 	h2c := base.Clone()
 	h2c.Protocols = new(http.Protocols)
 	h2c.Protocols.SetUnencryptedHTTP2(true)
-	p := &Proxy{opts: o, log: log, http1: base, h2c: h2c, servers: map[int32]*listener{}, health: o.Health}
+	p := &Proxy{opts: o, log: log, http1: base, h2c: h2c, servers: map[socket]*listener{}, health: o.Health}
 	if p.health == nil {
 		p.health, p.ownHealth = health.New(), true
 	}
 	p.checks = p.health.NewSet()
-	p.table.Store(&table{ports: map[int32]*port{}})
+	p.table.Store(&table{ports: map[socket]*port{}})
 	p.metrics = newMetrics(o.Registerer, p.table.Load)
 	p.refusals = &tlsrefusal.Observer{Server: "edge-https", Log: log}
 	if o.Registerer != nil {
@@ -134,41 +134,48 @@ func (p *Proxy) Apply(m *edgev1.Model, certs map[string]*tls.Certificate) error 
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var opened []int32
-	for num, pt := range t.ports {
-		if l, ok := p.servers[num]; ok {
+	var opened []socket
+	for at, pt := range t.ports {
+		if l, ok := p.servers[at]; ok {
 			if l.tls == pt.tls {
 				continue
 			}
 			// HTTP became HTTPS or back: this port starts again.
-			p.stop(num)
+			p.stop(at)
 		}
-		l, err := p.listen(num, pt.tls)
+		l, err := p.listen(at, pt.tls)
 		if err != nil {
 			for _, n := range opened {
 				p.stop(n)
 			}
 			return err
 		}
-		p.servers[num] = l
-		opened = append(opened, num)
+		p.servers[at] = l
+		opened = append(opened, at)
 	}
 	track(p.checks, t)
 	p.table.Store(t)
-	for num := range p.servers {
-		if _, ok := t.ports[num]; !ok {
-			p.stop(num)
+	for at := range p.servers {
+		if _, ok := t.ports[at]; !ok {
+			p.stop(at)
 		}
 	}
 	p.log.Info("serving model", "version", t.version, "ports", len(t.ports))
 	return nil
 }
 
-// Addr returns the address a port of the model is bound to.
+// Addr returns the address a port of the model is bound to at the edge's
+// listen host (Gateways without an address of their own).
 func (p *Proxy) Addr(port int32) net.Addr {
+	return p.AddrAt("", port)
+}
+
+// AddrAt returns the address a port of the model is bound to at host, a
+// Gateway's own address ("" for the edge's listen host).
+func (p *Proxy) AddrAt(host string, port int32) net.Addr {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if l := p.servers[port]; l != nil {
+	if l := p.servers[socket{host: host, number: port}]; l != nil {
 		return l.addr
 	}
 	return nil
@@ -193,13 +200,17 @@ func (p *Proxy) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (p *Proxy) listen(num int32, useTLS bool) (*listener, error) {
-	ln, err := net.Listen("tcp", net.JoinHostPort(p.opts.ListenHost, strconv.Itoa(int(num))))
+func (p *Proxy) listen(at socket, useTLS bool) (*listener, error) {
+	host := at.host
+	if host == "" {
+		host = p.opts.ListenHost
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(int(at.number))))
 	if err != nil {
-		return nil, fmt.Errorf("listening on port %d: %w", num, err)
+		return nil, fmt.Errorf("listening on %s: %w", at, err)
 	}
 	srv := &http.Server{
-		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { p.serve(num, w, r) }),
+		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { p.serve(at, w, r) }),
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
 		Protocols:         new(http.Protocols),
@@ -213,27 +224,27 @@ func (p *Proxy) listen(num int32, useTLS bool) (*listener, error) {
 		srv.ErrorLog = p.refusals.ErrorLog()
 		srv.Protocols.SetHTTP2(true)
 		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-			return p.certificate(num, hello.ServerName)
+			return p.certificate(at, hello.ServerName)
 		}}
-		go func() { p.served(num, srv.ServeTLS(ln, "", "")) }()
+		go func() { p.served(at, srv.ServeTLS(ln, "", "")) }()
 	} else {
 		srv.Protocols.SetUnencryptedHTTP2(true)
-		go func() { p.served(num, srv.Serve(ln)) }()
+		go func() { p.served(at, srv.Serve(ln)) }()
 	}
 	return &listener{srv: srv, ln: ln, addr: ln.Addr(), tls: useTLS}, nil
 }
 
-func (p *Proxy) served(num int32, err error) {
+func (p *Proxy) served(at socket, err error) {
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {
-		p.log.Error("listener failed", "port", num, "err", err)
+		p.log.Error("listener failed", "port", at.number, "host", at.host, "err", err)
 	}
 }
 
 // stop closes a port's listener; requests in flight finish in the
 // background. Callers hold p.mu.
-func (p *Proxy) stop(num int32) {
-	l := p.servers[num]
-	delete(p.servers, num)
+func (p *Proxy) stop(at socket) {
+	l := p.servers[at]
+	delete(p.servers, at)
 	// The port is free at once (a listener of the other protocol may take
 	// it next); the requests in flight finish in the background.
 	_ = l.ln.Close()
@@ -246,10 +257,10 @@ func (p *Proxy) stop(num int32) {
 
 // certificate picks a listener's certificate by SNI: the exact hostname,
 // then a wildcard, then the port's default.
-func (p *Proxy) certificate(num int32, sni string) (*tls.Certificate, error) {
-	pt := p.table.Load().ports[num]
+func (p *Proxy) certificate(at socket, sni string) (*tls.Certificate, error) {
+	pt := p.table.Load().ports[at]
 	if pt == nil {
-		return nil, fmt.Errorf("port %d serves nothing", num)
+		return nil, fmt.Errorf("%s serves nothing", at)
 	}
 	sni = strings.ToLower(sni)
 	if c, ok := pt.certs[sni]; ok {
@@ -275,13 +286,13 @@ type picked struct {
 
 type pickedKey struct{}
 
-func (p *Proxy) serve(num int32, w http.ResponseWriter, r *http.Request) {
+func (p *Proxy) serve(at socket, w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
 	pk := &picked{}
 	defer func() { p.observe(r, rec.status, pk, start) }()
 
-	pt := p.table.Load().ports[num]
+	pt := p.table.Load().ports[at]
 	var vh *vhost
 	if pt != nil {
 		vh = pt.host(hostOnly(r.Host))

@@ -574,3 +574,43 @@ func TestPortChangesProtocol(t *testing.T) {
 		t.Errorf("HTTPS: %d", resp.StatusCode)
 	}
 }
+
+// Gateways with addresses of their own share a port number: each one's
+// listener is bound at its address and routes only its own routes, while a
+// Gateway without one is served at the listen host (issue 24: the Gateway
+// API conformance suite's Gateways all listen on port 80).
+func TestGatewaysOnTheirOwnAddresses(t *testing.T) {
+	port := freePort(t)
+	route := func(name string) []edgev1.VirtualHost {
+		return []edgev1.VirtualHost{{Hostname: "*", Routes: []edgev1.Route{{Backends: []edgev1.Backend{backend(name, 1, inCluster("east", 1, echo(t, name)))}}}}}
+	}
+	gateway := func(name, address string) edgev1.Gateway {
+		return edgev1.Gateway{Namespace: "demo", Name: name, Address: address, Listeners: []edgev1.Listener{{Name: "http", Port: port, Protocol: edgev1.ProtocolHTTP, VirtualHosts: route(name)}}}
+	}
+	m := &edgev1.Model{Version: "v1", Gateways: []edgev1.Gateway{gateway("shared", ""), gateway("first", "127.0.1.1"), gateway("second", "127.0.1.2")}}
+	p := start(t, m, nil)
+	for host, want := range map[string]string{"127.0.0.1": "shared", "127.0.1.1": "first", "127.0.1.2": "second"} {
+		resp, err := client.Get(fmt.Sprintf("http://%s:%d/", host, port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := resp.Header.Get("X-Backend"); got != want {
+			t.Errorf("%s:%d answered by %q, want %q", host, port, got, want)
+		}
+		if a := p.AddrAt(strings.TrimPrefix(host, "127.0.0.1"), port); a == nil {
+			t.Errorf("AddrAt(%q, %d) = nil", host, port)
+		}
+	}
+	// The second Gateway goes: its address is let go, the others serve on.
+	m = &edgev1.Model{Version: "v2", Gateways: m.Gateways[:2]}
+	if err := p.Apply(m, nil); err != nil {
+		t.Fatal(err)
+	}
+	if a := p.AddrAt("127.0.1.2", port); a != nil {
+		t.Errorf("127.0.1.2:%d still bound after its Gateway left the model", port)
+	}
+	if _, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.1.2:%d", port), time.Second); err == nil {
+		t.Errorf("127.0.1.2:%d still accepts connections", port)
+	}
+}

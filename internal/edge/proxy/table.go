@@ -20,10 +20,25 @@ import (
 // whole, so a request routes on the table it started with.
 type table struct {
 	version string
-	ports   map[int32]*port
+	ports   map[socket]*port
 }
 
-// port is every listener of every Gateway on one port.
+// socket is where listeners are bound: a port at the edge's listen host
+// (host ""), or at a Gateway's own address (edgev1.Gateway.Address), so
+// that Gateways with addresses of their own may share a port number.
+type socket struct {
+	host   string
+	number int32
+}
+
+func (s socket) String() string {
+	if s.host == "" {
+		return fmt.Sprintf("port %d", s.number)
+	}
+	return fmt.Sprintf("port %d of %s", s.number, s.host)
+}
+
+// port is every listener of every Gateway on one socket.
 type port struct {
 	number int32
 	tls    bool
@@ -121,16 +136,17 @@ func track(s *health.Set, t *table) {
 // name what the edge cannot serve; the edge then refuses the model (NACK)
 // and keeps serving the one before.
 func compile(m *edgev1.Model, certs map[string]*tls.Certificate, region string) (*table, error) {
-	t := &table{version: m.Version, ports: map[int32]*port{}}
+	t := &table{version: m.Version, ports: map[socket]*port{}}
 	for _, gw := range m.Gateways {
 		for _, l := range gw.Listeners {
-			p := t.ports[l.Port]
+			at := socket{host: gw.Address, number: l.Port}
+			p := t.ports[at]
 			if p == nil {
 				p = &port{number: l.Port, tls: l.Protocol == edgev1.ProtocolHTTPS, exact: map[string]*vhost{}, certs: map[string]*tls.Certificate{}}
-				t.ports[l.Port] = p
+				t.ports[at] = p
 			}
 			if (l.Protocol == edgev1.ProtocolHTTPS) != p.tls {
-				return nil, fmt.Errorf("gateway %s/%s listener %s: port %d serves both HTTP and HTTPS", gw.Namespace, gw.Name, l.Name, l.Port)
+				return nil, fmt.Errorf("gateway %s/%s listener %s: %s serves both HTTP and HTTPS", gw.Namespace, gw.Name, l.Name, at)
 			}
 			for _, c := range l.Certificates {
 				cert := certs[c.Digest]
@@ -151,10 +167,10 @@ func compile(m *edgev1.Model, certs map[string]*tls.Certificate, region string) 
 			}
 		}
 	}
-	for _, p := range t.ports {
+	for at, p := range t.ports {
 		sort.SliceStable(p.wildcards, func(i, j int) bool { return len(p.wildcards[i].hostname) > len(p.wildcards[j].hostname) })
 		if p.tls && p.defaultCert == nil {
-			return nil, fmt.Errorf("HTTPS port %d has no certificate", p.number)
+			return nil, fmt.Errorf("HTTPS %s has no certificate", at)
 		}
 	}
 	return t, nil

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -64,6 +65,7 @@ type Options struct {
 	TLSKeyFile       string
 	ClientCAFile     string
 	Addresses        string
+	AddressPool      string
 	MetricsAddr      string
 	HealthAddr       string
 	LeaderElect      bool
@@ -133,6 +135,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TLSKeyFile, "tls-key-file", "", "serving key of the edge listener")
 	fs.StringVar(&o.ClientCAFile, "client-ca-file", "", "the fleet CA, which signs the edges' client certificates")
 	fs.StringVar(&o.Addresses, "gateway-addresses", "", "comma-separated addresses (IPs or host names) where the edges serve the Gateways, for status.addresses")
+	fs.StringVar(&o.AddressPool, "gateway-address-pool", "", "a prefix (e.g. 127.0.1.0/24) from which every edge Gateway gets an address of its own, where the edges bind its listeners (each edge must be able to bind every address of it); Gateways then may share port numbers. Empty: every Gateway is served at --gateway-addresses")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address of /metrics")
 	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "elect a leader (a Lease in --leader-election-namespace); only the leader reconciles and serves models")
@@ -155,6 +158,11 @@ func (o *Options) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(o.EdgeListen); err != nil {
 		errs = append(errs, fmt.Errorf("--edge-listen=%q: %w", o.EdgeListen, err))
+	}
+	if o.AddressPool != "" {
+		if _, err := netip.ParsePrefix(o.AddressPool); err != nil {
+			errs = append(errs, fmt.Errorf("--gateway-address-pool=%q: want a prefix such as 127.0.1.0/24: %w", o.AddressPool, err))
+		}
 	}
 	if a := o.Azure; a.SubscriptionID != "" {
 		if a.ResourceGroup == "" {
@@ -365,10 +373,14 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		}
 	}
 	split := &provider.Split{Edge: prov, Clouds: clouds, GatewayClasses: gatewayClasses, Log: log}
+	var pool netip.Prefix // validated above
+	if o.AddressPool != "" {
+		pool = netip.MustParsePrefix(o.AddressPool)
+	}
 	split.Metrics = provider.NewMetrics(ctrlmetrics.Registry, split)
 	defer split.Metrics.Unregister()
 	rec := &controller.Reconciler{Client: mgr.GetClient(), Clientset: cs, LoadBalancerClasses: split.Classes(), CRDBundleVersions: bundles,
-		Queue: split, Provider: split, Recorder: recorder, ValidateAnnotations: annotations.Validator(tiers), LocalCluster: o.ClusterID, LocalRegion: o.Region, Log: log, Events: events}
+		Queue: split, Provider: split, Recorder: recorder, ValidateAnnotations: annotations.Validator(tiers), AddressPool: pool, LocalCluster: o.ClusterID, LocalRegion: o.Region, Log: log, Events: events}
 	split.OnChange = rec.Trigger
 	if azure != nil {
 		// Status follows long operations as they go, not only at their end;

@@ -72,7 +72,10 @@ type Reconciler struct {
 	ValidateAnnotations func(class string, annotations map[string]string) error
 	// LocalCluster and LocalRegion are the hub's cluster id and region.
 	LocalCluster, LocalRegion string
-	Log                       *slog.Logger
+	// AddressPool, when valid, gives every Gateway an address of its own
+	// (model.Input.AddressPool).
+	AddressPool netip.Prefix
+	Log         *slog.Logger
 	// Events triggers a reconcile (provider progress, deploy outcomes).
 	Events chan event.GenericEvent
 	// CRDBundleVersions are the installed Gateway API CRDs' bundle
@@ -183,6 +186,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 				r.warnGateway(ctx, st, edgeErr)
 			}
 		}
+		if _, cloud := progress.Gateways[key]; !cloud {
+			// With an address pool, an edge Gateway is reached at its own
+			// address (the model's), or not at all.
+			if st.AddressProblem != "" {
+				ps = programmedState{reason: string(gwv1.GatewayReasonAddressNotAssigned), message: st.AddressProblem}
+			} else if len(st.Addresses) > 0 {
+				ps.addresses = st.Addresses
+			}
+		}
 		if g, ok := refused[key]; ok {
 			ps = refusedState(g.Generation, g.Hold, ps)
 		}
@@ -289,6 +301,7 @@ func (r *Reconciler) inputs(ctx context.Context) (model.Input, error) {
 	in.CRDBundleVersions = r.CRDBundleVersions
 	in.ValidateAnnotations = r.ValidateAnnotations
 	in.Previous = r.previous
+	in.AddressPool = r.AddressPool
 	return in, nil
 }
 

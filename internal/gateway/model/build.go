@@ -109,6 +109,7 @@ func Build(in Input) Result {
 	res.Status.Gateways = b.buildGateways()
 	res.Status.HTTPRoutes = b.buildRoutes()
 	res.Model = b.assemble(res.Status.Gateways)
+	b.assignAddresses(&res.Model.Gateways, res.Status.Gateways)
 	res.Model.LoadBalancers, res.Status.LoadBalancers = b.loadBalancers(res.Model.Gateways)
 	res.Model.Version = versionOf(res.Model)
 	res.Status.BackendTrafficPolicies = b.policyStatuses(res.Model)

@@ -1,6 +1,8 @@
 package model
 
 import (
+	"net/netip"
+
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -51,6 +53,10 @@ type Input struct {
 	// in (annotations.Validator for Azure Front Door), so the model knows
 	// no provider's rules. Nil accepts any.
 	ValidateAnnotations func(class string, annotations map[string]string) error
+	// AddressPool, when valid, gives every Gateway an address of its own
+	// (edgev1.Gateway.Address, GatewayStatus.Addresses): fleetnet-gateway's
+	// --gateway-address-pool.
+	AddressPool netip.Prefix
 	// Previous is the model handed to the providers last (nil none): a
 	// Gateway or load balancer refused now keeps its entry from it, so
 	// that a mistake in an edit does not withdraw what serves (fail
@@ -82,13 +88,19 @@ type GatewayClassStatus struct {
 	Conditions []metav1.Condition `json:"conditions"`
 }
 
-// GatewayStatus is the status of one Gateway of ours, without Programmed
-// and addresses, which depend on the data plane.
+// GatewayStatus is the status of one Gateway of ours, without Programmed,
+// which depends on the data plane.
 type GatewayStatus struct {
 	Namespace  string                `json:"namespace"`
 	Name       string                `json:"name"`
 	Conditions []metav1.Condition    `json:"conditions"`
 	Listeners  []gwv1.ListenerStatus `json:"listeners"`
+	// Addresses is the Gateway's own address from Input.AddressPool;
+	// without a pool the data plane's addresses are the Gateway's.
+	Addresses []string `json:"addresses,omitempty"`
+	// AddressProblem says why the Gateway has no address of its own
+	// (the pool is exhausted): it is then not served.
+	AddressProblem string `json:"addressProblem,omitempty"`
 }
 
 // HTTPRouteStatus is the status of one HTTPRoute for the parents of ours
