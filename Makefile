@@ -12,6 +12,9 @@ ETCD_VERSION ?= v3.7.0
 KWOK_VERSION ?= v0.8.0
 HELM_VERSION ?= v3.22.0
 GATEWAY_API_VERSION ?= v1.6.3
+# CoreDNS of the process node's coredns image: the version of go.mod and of
+# hack/tools/images/go.mod, where it is built.
+COREDNS_VERSION ?= v1.15.0
 
 BIN := $(CURDIR)/bin
 comma := ,
@@ -29,7 +32,7 @@ KWOK_STAGES := node/fast/node-initialize.yaml node/heartbeat/node-heartbeat.yaml
 DEMO_TOOLS := $(BIN)/kubectl-$(KUBE_VERSION)
 # Programs that stand in for well-known test images (agnhost, Gateway API's
 # echo-basic) when the local fleet's process node runs Pods as processes.
-TEST_IMAGE_TOOLS := $(BIN)/agnhost-$(KUBE_VERSION) $(BIN)/echo-basic-$(GATEWAY_API_VERSION)
+TEST_IMAGE_TOOLS := $(BIN)/agnhost-$(KUBE_VERSION) $(BIN)/echo-basic-$(GATEWAY_API_VERSION) $(BIN)/coredns-$(COREDNS_VERSION)
 GEN_TOOLS := $(BIN)/controller-gen $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/staticcheck \
 	$(BIN)/client-gen $(BIN)/lister-gen $(BIN)/informer-gen $(BIN)/applyconfiguration-gen $(BIN)/openapi-gen
 
@@ -70,6 +73,10 @@ $(BIN)/etcd-$(ETCD_VERSION):
 $(BIN)/agnhost-$(KUBE_VERSION):
 	cd hack/tools/kube && $(GO_BUILD_TOOL) -o $@.tmp k8s.io/kubernetes/test/images/agnhost
 	mv $@.tmp $@ && ln -sf $(notdir $@) $(BIN)/agnhost
+
+$(BIN)/coredns-$(COREDNS_VERSION):
+	cd hack/tools/images && $(GO_BUILD_TOOL) -o $@.tmp ./coredns
+	mv $@.tmp $@ && ln -sf $(notdir $@) $(BIN)/coredns
 
 $(BIN)/echo-basic-$(GATEWAY_API_VERSION):
 	cd hack/tools/images && $(GO_BUILD_TOOL) -o $@.tmp sigs.k8s.io/gateway-api/conformance/echo-basic

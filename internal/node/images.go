@@ -33,6 +33,8 @@ type Image struct {
 // Images is the image table.
 var Images = []Image{
 	{Repositories: []string{"gateway-api/echo-basic", "echo-basic"}, Tool: "echo-basic", Paths: []string{"/echo-basic", "/echo-server"}, Entrypoint: []string{"/echo-basic"}},
+	// CoreDNS with the plugins test Corefiles use (hack/tools/images/coredns).
+	{Repositories: []string{"coredns/coredns", "coredns"}, Tool: "coredns", Paths: []string{"/coredns"}, Entrypoint: []string{"/coredns"}},
 	{Repositories: []string{"e2e-test-images/agnhost", "agnhost"}, Tool: "agnhost", Paths: []string{"/agnhost"}, Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}},
 	// Ends on SIGTERM, as the pause image does (a bare `sleep` as PID 1
 	// would ignore it and wait out every grace period), in 2 MB.

@@ -1,0 +1,27 @@
+// Command coredns is CoreDNS with the plugins that the well-known test
+// manifests' Corefiles use and none that need a cloud's SDK. The process
+// node runs it for the registry.k8s.io/coredns/coredns image (e.g. the
+// Gateway API conformance suite's DNS backend, `-conf /root/Corefile`).
+package main
+
+import (
+	"github.com/coredns/coredns/coremain"
+
+	_ "github.com/coredns/coredns/plugin/cache"
+	_ "github.com/coredns/coredns/plugin/errors"
+	_ "github.com/coredns/coredns/plugin/forward"
+	_ "github.com/coredns/coredns/plugin/health"
+	_ "github.com/coredns/coredns/plugin/hosts"
+	_ "github.com/coredns/coredns/plugin/loadbalance"
+	_ "github.com/coredns/coredns/plugin/log"
+	_ "github.com/coredns/coredns/plugin/loop"
+	_ "github.com/coredns/coredns/plugin/ready"
+	_ "github.com/coredns/coredns/plugin/reload"
+	_ "github.com/coredns/coredns/plugin/rewrite"
+	_ "github.com/coredns/coredns/plugin/template"
+	_ "github.com/coredns/coredns/plugin/whoami"
+)
+
+func main() {
+	coremain.Run()
+}
