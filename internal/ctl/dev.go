@@ -117,6 +117,7 @@ func newDevUpCommand(dir *string) *cobra.Command {
 	cmd.Flags().StringToStringVar(&o.Regions, "regions", map[string]string{"hub": "eu-central", "east": "us-east", "west": "us-west"}, "CLUSTER=REGION for the agents' --region (imported slices carry it; discovery groups pools by it); clusters not named have none")
 	cmd.Flags().StringSliceVar(&o.DualStack, "dual-stack", nil, "clusters that get an IPv6 service CIDR and pod range as well (their Pods get an address of each family)")
 	cmd.Flags().IntVar(&o.BasePort, "base-port", 17400, "first loopback port of the fleet; it uses 10 + 10 per cluster from there")
+	cmd.Flags().StringVar(&o.GatewayAddressPool, "gateway-address-pool", "", "a loopback prefix (e.g. 127.0.1.0/24) from which every Gateway gets an address of its own, so that Gateways may share port numbers (as the Gateway API conformance suite's do); empty: every Gateway at 127.0.0.1")
 	cmd.Flags().DurationVar(&o.LeaseTTL, "lease-ttl", 10*time.Second, "the registry's lease TTL: how soon a cluster whose agent stopped leaves the imports")
 	cmd.Flags().BoolVar(&o.Nodes, "nodes", false, "give every cluster a node: kube-proxy (nftables) and fleetnet-dns in a network namespace, so that pods reach Services and ClusterSetIPs by name (needs root, and nft, ip and sysctl: make deps; the default when run as root, which then fails when nodes cannot be made)")
 	return cmd

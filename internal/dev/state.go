@@ -29,10 +29,13 @@ const stateFile = "state.json"
 
 // State is what a fleet's folder records about it.
 type State struct {
-	Dir      string         `json:"dir"`
-	BasePort int            `json:"basePort"`
-	LeaseTTL time.Duration  `json:"leaseTTL"`
-	Clusters []ClusterState `json:"clusters"`
+	Dir      string        `json:"dir"`
+	BasePort int           `json:"basePort"`
+	LeaseTTL time.Duration `json:"leaseTTL"`
+	// GatewayAddressPool is fleetnet-gateway's --gateway-address-pool
+	// ("" none: every Gateway at 127.0.0.1).
+	GatewayAddressPool string         `json:"gatewayAddressPool,omitempty"`
+	Clusters           []ClusterState `json:"clusters"`
 	// Processes by component name (see Component*).
 	Processes map[string]ProcessState `json:"processes"`
 	// Pods are the networks the process nodes made for their Pods, by

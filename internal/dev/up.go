@@ -57,6 +57,10 @@ type Options struct {
 	// LeaseTTL is the registry's lease TTL; short, so that a stopped agent's
 	// cluster leaves the fleet's imports quickly.
 	LeaseTTL time.Duration
+	// GatewayAddressPool, when set, gives every Gateway an address of its
+	// own from this loopback prefix (fleetnet-gateway's
+	// --gateway-address-pool), so that Gateways may share port numbers.
+	GatewayAddressPool string
 	// Tools are the binaries `make tools` builds; Fleetnet is the folder with
 	// fleetnet-agent and fleetnet-registry.
 	Tools    controlplane.Binaries
@@ -109,6 +113,11 @@ func (o *Options) validate() error {
 	}
 	if o.BasePort < 1024 || o.BasePort+offsetClusters+len(o.Clusters)*portsPerCluster > 65535 {
 		errs = append(errs, fmt.Errorf("--base-port=%d: must leave room for the fleet's ports between 1024 and 65535", o.BasePort))
+	}
+	if o.GatewayAddressPool != "" {
+		if p, err := netip.ParsePrefix(o.GatewayAddressPool); err != nil || !p.Addr().IsLoopback() {
+			errs = append(errs, fmt.Errorf("--gateway-address-pool=%q: want a loopback prefix such as 127.0.1.0/24", o.GatewayAddressPool))
+		}
 	}
 	if o.LeaseTTL < time.Second {
 		errs = append(errs, fmt.Errorf("--lease-ttl=%s: must be at least 1s", o.LeaseTTL))
@@ -179,7 +188,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 }
 
 func newState(dir string, o Options) *State {
-	s := &State{Dir: dir, BasePort: o.BasePort, LeaseTTL: o.LeaseTTL, Processes: map[string]ProcessState{}, Pods: map[string]PodState{}, Nodes: o.Nodes}
+	s := &State{Dir: dir, BasePort: o.BasePort, LeaseTTL: o.LeaseTTL, GatewayAddressPool: o.GatewayAddressPool, Processes: map[string]ProcessState{}, Pods: map[string]PodState{}, Nodes: o.Nodes}
 	for i, name := range o.Clusters {
 		dual := slices.Contains(o.DualStack, name)
 		cidrs := []string{fmt.Sprintf("10.%d.0.0/16", 96+i)}
@@ -497,6 +506,9 @@ func (u *upper) startGateway(ctx context.Context) (*controlplane.Process, error)
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", s.BasePort+offsetGatewayMetrics),
 		"--health-probe-bind-address=" + health,
 		"--leader-elect=false",
+	}
+	if s.GatewayAddressPool != "" {
+		args = append(args, "--gateway-address-pool="+s.GatewayAddressPool)
 	}
 	p, err := controlplane.Start(ComponentGateway, filepath.Join(u.o.Fleetnet, GatewayBinary), args,
 		filepath.Join(s.Dir, "gateway", "gateway.log"), u.startOptions())
