@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The fleetnet demo (`make demo`): a local fleet of three clusters, a Service
-# served by real HTTP pods in two of them, exported, imported and called;
+# served by real HTTP pods in two of them (Deployments of Gateway API's echo
+# server, applied with kubectl and run by each cluster's process node),
+# exported, imported and called;
 # then connections by name (clusterset.local DNS and kube-proxy on each
 # cluster's node), a conflict, a cluster failure, and the global entry point (a Gateway
 # served by fleetnet-edge, a 90/10 split, a BackendTrafficPolicy, failover,
@@ -16,6 +18,9 @@ KUBECTL=${KUBECTL:-$BIN/kubectl}
 export KUBECONFIG=$DIR/kubeconfig
 NS=demo
 SVC=echo
+# Gateway API's echo server: the process node runs bin/echo-basic for it
+# (fleetnetctl dev serve uses the same image).
+ECHO_IMAGE=registry.k8s.io/gateway-api/echo-basic:v1.6.3
 
 bold=$(tput bold 2>/dev/null || true)
 plain=$(tput sgr0 2>/dev/null || true)
@@ -23,6 +28,84 @@ step() { printf '\n%s==> %s%s\n' "$bold" "$*" "$plain"; }
 show() { printf '%s$ %s%s\n' "$bold" "$*" "$plain"; "$@"; }
 show_quiet() { printf '%s$ %s%s\n' "$bold" "$*" "$plain"; "$@" >/dev/null; }
 now_ms() { date +%s%3N; }
+# apply CONTEXT [ARGS...]: shows the manifest on stdin and applies it in
+# CONTEXT (kubectl apply ARGS).
+apply() {
+	local ctx=$1 manifest
+	shift
+	manifest=$(cat)
+	printf '%s$ kubectl --context %s apply %s-f - <<EOF%s\n%s\n%sEOF%s\n' "$bold" "$ctx" "${*:+$* }" "$plain" "$manifest" "$bold" "$plain"
+	"$KUBECTL" --context "$ctx" apply "$@" -f - <<<"$manifest"
+}
+# apply_again CONTEXT NOTE: applies the manifest on stdin in CONTEXT,
+# showing NOTE in its place (a manifest shown before, with a change).
+apply_again() {
+	printf '%s$ kubectl --context %s apply -f -%s   # %s\n' "$bold" "$1" "$plain" "$2"
+	"$KUBECTL" --context "$1" apply -f -
+}
+# echo_workload KIND NAME REPLICAS: the manifests of an echo workload (KIND
+# Deployment, or StatefulSet with a headless Service) and its Service, as a
+# user writes them; the pods answer with JSON naming pod, namespace and
+# service.
+echo_workload() {
+	local kind=$1 name=$2 replicas=$3 extra='' cluster_ip=''
+	if [[ $kind == StatefulSet ]]; then
+		extra="
+  serviceName: $name   # pods $name-0, $name-1, each with a DNS name of its own
+  podManagementPolicy: Parallel"
+		cluster_ip="
+  clusterIP: None"
+	fi
+	cat <<EOF
+apiVersion: v1
+kind: Namespace
+metadata: {name: $NS}
+---
+apiVersion: apps/v1
+kind: $kind
+metadata: {name: $name, namespace: $NS}
+spec:
+  replicas: $replicas$extra
+  selector: {matchLabels: {app: $name}}
+  template:
+    metadata: {labels: {app: $name}}
+    spec:
+      containers:
+      - name: echo
+        image: $ECHO_IMAGE
+        ports: [{name: http, containerPort: 3000}]
+        env:
+        - {name: POD_NAME, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
+        - {name: NAMESPACE, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}}
+        - {name: SERVICE_NAME, value: $name}
+        readinessProbe: {httpGet: {path: /health, port: http}, periodSeconds: 1}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: $name, namespace: $NS}
+spec:$cluster_ip
+  selector: {app: $name}
+  ports: [{name: http, port: 80, targetPort: http}]
+EOF
+}
+# The echo server names its pod; which cluster a pod runs in, the clusters'
+# APIs tell. CLUSTER_OF maps the names of echo's pods to their clusters.
+declare -A CLUSTER_OF
+map_pods() {
+	local ctx pod
+	for ctx in hub east west; do
+		for pod in $("$KUBECTL" --context "$ctx" get pods -n "$NS" -l app="$SVC" -o name); do
+			CLUSTER_OF[${pod#pod/}]=$ctx
+		done
+	done
+}
+# by_cluster: echo's answers (JSON) on stdin, and "failed" for requests
+# that failed, counted by the cluster of the pod that answered.
+by_cluster() {
+	local pod
+	grep -o '"pod": *"[^"]*"\|failed' | sed 's/"pod": *"\([^"]*\)"/\1/' |
+		while read -r pod; do echo "${CLUSTER_OF[$pod]:-$pod}"; done | sort | uniq -c
+}
 
 # wait_for SECONDS DESCRIPTION COMMAND...: polls COMMAND every 100 ms and
 # sets WAITED_MS to how long it took.
@@ -60,7 +143,7 @@ GW_PORT=${DEMO_GATEWAY_PORT:-18080}
 LB_PORT=${DEMO_LB_PORT:-18090}
 lb_ready() { # the MultiClusterLoadBalancer is Programmed and answers
 	[[ $("$KUBECTL" --context hub get mclb "$SVC" -n "$NS" -o jsonpath='{.status.conditions[?(@.type=="Programmed")].status}') == True ]] &&
-		curl -s --max-time 2 "http://127.0.0.1:$LB_PORT/" | grep -q cluster=
+		curl -s --max-time 2 "http://127.0.0.1:$LB_PORT/" | grep -q '"pod"'
 }
 lb_draining() { # hub shows as Draining, and the edge serves that generation
 	local got
@@ -71,22 +154,19 @@ lb_draining() { # hub shows as Draining, and the edge serves that generation
 # count_connections N: N new TCP connections through the load balancer,
 # counted by the cluster that answered.
 count_connections() {
-	for _ in $(seq "$1"); do curl -s --max-time 5 -H 'Connection: close' "http://127.0.0.1:$LB_PORT/"; done |
-		grep -o 'cluster=[a-z]*' | sort | uniq -c
+	for _ in $(seq "$1"); do curl -s --max-time 5 -H 'Connection: close' "http://127.0.0.1:$LB_PORT/" || echo failed; echo; done | by_cluster
 }
 gateway_ready() { # the Gateway is Programmed, echo's policy accepted and the canary imported in hub
 	[[ $("$KUBECTL" --context hub get gateway edge -n "$NS" -o jsonpath='{.status.conditions[?(@.type=="Programmed")].status}') == True ]] &&
 		[[ $("$KUBECTL" --context hub get backendtrafficpolicy "$SVC" -n "$NS" -o jsonpath='{.status.conditions[?(@.type=="Accepted")].status}') == True ]] &&
 		[[ -n $("$KUBECTL" --context hub get serviceimport canary -n "$NS" -o name 2>/dev/null) ]] &&
-		curl -s --max-time 2 "http://127.0.0.1:$GW_PORT/split" | grep -q cluster=
+		curl -s --max-time 2 "http://127.0.0.1:$GW_PORT/split" | grep -q '"pod"'
 }
 export_echo() { # CONTEXT: apply the ServiceExport of $SVC
-	show "$KUBECTL" --context "$1" apply -f - <<EOF
+	apply "$1" <<EOF
 apiVersion: multicluster.x-k8s.io/v1beta1
 kind: ServiceExport
-metadata:
-  name: $SVC
-  namespace: $NS
+metadata: {name: $SVC, namespace: $NS}
 EOF
 }
 condition_is() { # CONTEXT KIND TYPE STATUS
@@ -102,6 +182,10 @@ if ! command -v curl >/dev/null; then
 	echo "demo: curl fetches the echo answers; install it (apt-get install curl)" >&2
 	exit 1
 fi
+if [[ ! -x $BIN/echo-basic ]]; then
+	echo "demo: the echo pods run Gateway API's echo server, $BIN/echo-basic, which is missing: build it with 'make tools'" >&2
+	exit 1
+fi
 if [[ -f "$DIR/state.json" ]]; then
 	step "0. Removing the fleet an earlier demo left in $DIR"
 	"$FLEETNETCTL" dev down --dir "$DIR"
@@ -111,10 +195,14 @@ step "1. A local fleet: hub, east and west (etcd, API servers, registry, one age
 show "$FLEETNETCTL" dev up --dir "$DIR" --clusters hub,east,west
 show "$KUBECTL" config get-contexts
 
-step "2. Real pods: an HTTP echo Service in east (2 pods) and west (1 pod)"
-show "$FLEETNETCTL" dev serve --dir "$DIR" --cluster east --namespace "$NS" --name "$SVC" --replicas 2
-show "$FLEETNETCTL" dev serve --dir "$DIR" --cluster west --namespace "$NS" --name "$SVC" --replicas 1
-show "$KUBECTL" --context east get service,endpointslices -n "$NS"
+step "2. Real pods: an HTTP echo Deployment and Service in east (2 pods) and west (1 pod), run by each cluster's process node"
+echo_workload Deployment "$SVC" 2 | apply east
+echo_workload Deployment "$SVC" 1 | apply_again west "the same manifests, with replicas: 1"
+for ctx in east west; do
+	show "$KUBECTL" --context "$ctx" rollout status deployment/"$SVC" -n "$NS" --timeout=90s
+done
+show "$KUBECTL" --context east get pods,service,endpointslices -n "$NS" -o wide
+map_pods
 # Imports land only in namespaces that exist (KEP-1645 namespace sameness).
 "$KUBECTL" --context hub create namespace "$NS" --dry-run=client -o yaml | "$KUBECTL" --context hub apply -f - >/dev/null
 
@@ -144,7 +232,7 @@ show "$FLEETNETCTL" discovery pools "${DISCOVERY[@]}" -n "$NS" -o wide
 
 step "4. By name: a client pod in hub calls echo.$NS.svc.clusterset.local (fleetnet-dns, then kube-proxy on hub's node)"
 # An ordinary Pod, applied with kubectl: hub's process node runs it.
-show "$KUBECTL" --context hub apply -f - <<EOF
+apply hub <<EOF
 apiVersion: v1
 kind: Pod
 metadata:
@@ -161,13 +249,14 @@ in_client() { "$KUBECTL" --context hub exec -n "$NS" client -- "$@"; }
 NAME=$SVC.$NS.svc.clusterset.local
 show "$KUBECTL" --context hub get serviceimport "$SVC" -n "$NS" -o jsonpath='{.spec.type} {.spec.ips}{"\n"}'
 show "$KUBECTL" --context hub exec -n "$NS" client -- getent hosts "$NAME"
-echo "   50 requests to http://$NAME/, by the cluster that answered:"
 by_name() { # N: N requests by name from the client pod, counted by the cluster that answered
-	in_client sh -c "for i in \$(seq $1); do curl -s --max-time 5 http://$NAME/ || echo failed; done" |
-		grep -o 'cluster=[a-z]*\|failed' | sort | uniq -c
+	in_client sh -c "for i in \$(seq $1); do curl -s --max-time 5 http://$NAME/ || echo failed; echo; done" | by_cluster
 }
-answers_by_name() { in_client curl -s --max-time 2 "http://$NAME/" | grep -q cluster=; }
+answers_by_name() { in_client curl -s --max-time 2 "http://$NAME/" | grep -q '"pod"'; }
 wait_for 30 "hub's kube-proxy serves the ClusterSetIP" answers_by_name
+show "$KUBECTL" --context hub exec -n "$NS" client -- curl -s "http://$NAME/"
+echo
+echo "   50 requests to http://$NAME/, by the cluster of the pod that answered:"
 by_name 50
 echo "   West withdraws its export:"
 since=$(now_ms)
@@ -178,20 +267,21 @@ echo "   50 requests by name after the withdrawal:"
 by_name 50
 export_echo west
 wait_for 30 "west back in hub's import" eval 'imports_from hub east west && slices_from hub west'
-echo "   A headless Service, db, served by 2 pods in east and exported: its name resolves to the pods"
-show "$FLEETNETCTL" dev serve --dir "$DIR" --cluster east --namespace "$NS" --name db --replicas 2 --headless
-show "$KUBECTL" --context east apply -f - <<EOF
-apiVersion: multicluster.x-k8s.io/v1beta1
-kind: ServiceExport
-metadata: {name: db, namespace: $NS}
-EOF
+echo "   A headless Service, db, served by a StatefulSet of 2 pods in east and exported: its name resolves to the pods"
+{
+	echo_workload StatefulSet db 2
+	printf -- '---\napiVersion: multicluster.x-k8s.io/v1beta1\nkind: ServiceExport\nmetadata: {name: db, namespace: %s}\n' "$NS"
+} | apply east
+show "$KUBECTL" --context east rollout status statefulset/db -n "$NS" --timeout=90s
 resolves_db() { [[ $(in_client getent ahostsv4 "db.$NS.svc.clusterset.local" | awk '{print $1}' | sort -u | wc -l) == 2 ]]; }
 wait_for 30 "db.$NS.svc.clusterset.local resolves to both pods in hub" resolves_db
 show "$KUBECTL" --context hub get serviceimport db -n "$NS"
 in_client getent ahostsv4 "db.$NS.svc.clusterset.local" | awk '{print "   " $1}' | sort -u
 
 step "5. A conflict: hub exports its own echo, whose port is named 'web' instead of 'http'"
+echo "   (fleetnetctl dev serve is the shortcut: it applies such a Deployment and Service, and waits for the pods)"
 show "$FLEETNETCTL" dev serve --dir "$DIR" --cluster hub --namespace "$NS" --name "$SVC" --replicas 1 --port-name web
+map_pods
 export_echo hub
 wait_for 30 "conflict reported on hub's ServiceExport" condition_is hub serviceexport Conflict True
 wait_for 30 "conflict reported on east's ServiceExport, the oldest, too" condition_is east serviceexport Conflict True
@@ -232,13 +322,13 @@ show "$FLEETNETCTL" dev status --dir "$DIR"
 
 step "8. The global entry point: a Gateway in hub, served by the fleet's fleetnet-edge on 127.0.0.1:$GW_PORT"
 show "$FLEETNETCTL" dev serve --dir "$DIR" --cluster east --namespace "$NS" --name canary --replicas 1
-show "$KUBECTL" --context east apply -f - <<EOF
+apply east <<EOF
 apiVersion: multicluster.x-k8s.io/v1beta1
 kind: ServiceExport
 metadata: {name: canary, namespace: $NS}
 EOF
 since=$(now_ms)
-show "$KUBECTL" --context hub apply -f - <<EOF
+apply hub <<EOF
 apiVersion: gateway.networking.k8s.io/v1
 kind: GatewayClass
 metadata: {name: fleetnet}
@@ -277,12 +367,14 @@ EOF
 wait_for 60 "Gateway programmed, the policy accepted and the canary imported" gateway_ready
 T_GATEWAY=$(($(now_ms) - since))
 show "$KUBECTL" --context hub get gateway,httproute,backendtrafficpolicy -n "$NS"
-echo "   100 requests to http://127.0.0.1:$GW_PORT/, by the cluster that answered:"
-for _ in $(seq 100); do curl -s --max-time 5 "http://127.0.0.1:$GW_PORT/"; done | grep -o 'cluster=[a-z]*' | sort | uniq -c
-echo "   100 requests to /split (90 echo, 10 canary), by the pod that answered:"
-for _ in $(seq 100); do curl -s --max-time 5 "http://127.0.0.1:$GW_PORT/split"; done | grep -o 'pod=[a-z]*' | sort | uniq -c
+echo "   100 requests to http://127.0.0.1:$GW_PORT/, by the cluster of the pod that answered:"
+for _ in $(seq 100); do curl -s --max-time 5 "http://127.0.0.1:$GW_PORT/" || echo failed; echo; done | by_cluster
+echo "   100 requests to /split (90 echo, 10 canary), by the Service of the pod that answered:"
+for _ in $(seq 100); do curl -s --max-time 5 "http://127.0.0.1:$GW_PORT/split"; echo; done | grep -o '"service": *"[a-z]*"' | cut -d'"' -f4 | sort | uniq -c
 
-step "9. Failover: west's echo pods stop while requests flow through the edge"
+step "9. Failover: west's echo Deployment scaled to 0 while requests flow through the edge"
+# West's echo pods, as an alternation for grep.
+west_pods=$("$KUBECTL" --context west get pods -n "$NS" -l app="$SVC" -o name | sed 's,^pod/,,' | paste -sd'|')
 log=$(mktemp)
 ( while :; do
 	out=$(curl -s --max-time 5 -w ' code=%{http_code}' "http://127.0.0.1:$GW_PORT/" | tr -d '\n' || echo ' code=000')
@@ -291,21 +383,22 @@ done ) &
 load=$!
 sleep 1
 stopped=$(now_ms)
-show "$FLEETNETCTL" dev serve --dir "$DIR" --cluster west --namespace "$NS" --name "$SVC" --replicas 0
+show "$KUBECTL" --context west scale deployment/"$SVC" -n "$NS" --replicas=0
 sleep 3
 kill "$load" 2>/dev/null; wait "$load" 2>/dev/null || true
 # (none when the stop came before west's turn: grep finds nothing)
-last_west=$(grep 'cluster=west' "$log" | tail -1 | cut -d' ' -f1 || true)
+last_west=$(grep -E "\"pod\": *\"($west_pods)\"" "$log" | tail -1 | cut -d' ' -f1 || true)
 T_FAILOVER=$(( ${last_west:-$stopped} - stopped ))
 ((T_FAILOVER < 0)) && T_FAILOVER=0
 REQS=$(wc -l <"$log")
 FAILED=$(grep -cv 'code=200' "$log" || true)
-echo "   $REQS requests meanwhile, $FAILED failed; last answer from west ${T_FAILOVER} ms after the stop"
+show "$KUBECTL" --context west get deployment "$SVC" -n "$NS"
+echo "   $REQS requests meanwhile, $FAILED failed; last answer from west ${T_FAILOVER} ms after the scale-down"
 rm -f "$log"
 
 step "10. One global TCP address: a MultiClusterLoadBalancer for echo on 127.0.0.1:$LB_PORT (fleetnet-edge's L4 proxy)"
 since=$(now_ms)
-show "$KUBECTL" --context hub apply --server-side --field-manager=demo -f - <<EOF
+apply hub --server-side --field-manager=demo <<EOF
 apiVersion: networking.fleetnet.dev/v1alpha1
 kind: MultiClusterLoadBalancer
 metadata: {name: $SVC, namespace: $NS}
@@ -319,7 +412,7 @@ show "$KUBECTL" --context hub get mclb -n "$NS"
 echo "   30 TCP connections to 127.0.0.1:$LB_PORT, by the cluster that answered:"
 count_connections 30
 echo "   Hub drained: established connections may finish, new ones go elsewhere."
-show "$KUBECTL" --context hub apply --server-side --field-manager=demo -f - <<EOF
+apply hub --server-side --field-manager=demo <<EOF
 apiVersion: networking.fleetnet.dev/v1alpha1
 kind: MultiClusterLoadBalancer
 metadata: {name: $SVC, namespace: $NS}
@@ -343,7 +436,7 @@ row "  (the registry's lease TTL bounds this; a lease renewed" ""
 row "   up to TTL/3 before the stop expires sooner: TTL is)" "$((lease / 1000000)) ms"
 row "west's agent started -> west's slices back in hub" "$T_RETURN ms"
 row "Gateway and HTTPRoute applied -> programmed on the edge" "$T_GATEWAY ms"
-row "west's echo pods stopped -> last answer from west" "$T_FAILOVER ms"
+row "west's echo scaled to 0 -> last answer from west" "$T_FAILOVER ms"
 row "  requests that failed meanwhile (of $REQS)" "$FAILED"
 row "MultiClusterLoadBalancer applied -> answering on the edge" "$T_LB ms"
 
@@ -352,6 +445,8 @@ cat <<EOF
 The fleet keeps running. Explore it:
   export KUBECONFIG=$KUBECONFIG
   $KUBECTL --context west get serviceimports,endpointslices -n $NS
+  $KUBECTL --context east get pods -n $NS -o wide
+  $KUBECTL --context hub exec -n $NS client -- curl -s http://$NAME/
   $FLEETNETCTL dev status --dir $DIR
   $FLEETNETCTL dev logs east/agent --dir $DIR
 Stop it and remove everything:

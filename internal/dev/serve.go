@@ -167,7 +167,7 @@ func applyWorkload(ctx context.Context, cs kubernetes.Interface, o ServeOptions)
 	if _, err := cs.CoreV1().Services(o.Namespace).Apply(ctx, svc, apply); err != nil {
 		return fmt.Errorf("applying Service %s/%s in %s: %w", o.Namespace, o.Name, o.Cluster, err)
 	}
-	fmt.Fprintf(o.Progress, "applied %s and Service %s/%s in %s (%d replicas of %s)\n", o.kind(), o.Namespace, o.Name, o.Cluster, o.Replicas, EchoImage)
+	fmt.Fprintf(o.Progress, "applied %s and Service %s/%s in %s: replicas %d of %s\n", o.kind(), o.Namespace, o.Name, o.Cluster, o.Replicas, EchoImage)
 	return nil
 }
 
@@ -217,7 +217,7 @@ func (s served) done(want int) bool {
 }
 
 func (s served) String() string {
-	return fmt.Sprintf("%d pods, %d ready; %d of %d endpoints ready", s.replicas, s.ready, s.readyEndpoints, s.endpoints)
+	return fmt.Sprintf("pods %d (ready %d), endpoints %d (ready %d)", s.replicas, s.ready, s.endpoints, s.readyEndpoints)
 }
 
 func observeServed(ctx context.Context, cs kubernetes.Interface, o ServeOptions) (served, error) {
@@ -274,7 +274,7 @@ func waitServed(ctx context.Context, cs kubernetes.Interface, o ServeOptions) er
 				printed = line
 			}
 			if st.done(o.Replicas) {
-				fmt.Fprintf(o.Progress, "%s serves %d ready pods (%s)\n", what, o.Replicas, time.Since(started).Round(100*time.Millisecond))
+				fmt.Fprintf(o.Progress, "%s is served: %d ready pods, listed by the Service's EndpointSlices (%s)\n", what, o.Replicas, time.Since(started).Round(100*time.Millisecond))
 				return nil
 			}
 		} else if ctx.Err() == nil {
@@ -289,7 +289,7 @@ func waitServed(ctx context.Context, cs kubernetes.Interface, o ServeOptions) er
 			rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
 			pods := describePods(rctx, cs, o)
 			rcancel()
-			return fmt.Errorf("%s: after %s, want %d ready pods and endpoints, have %s%s",
+			return fmt.Errorf("%s: after %s, want %d ready pods and endpoints, have %s:%s",
 				what, time.Since(started).Round(time.Second), o.Replicas, last, pods)
 		case <-time.After(200 * time.Millisecond):
 		}

@@ -99,7 +99,7 @@ func TestWaitServedSaysWhatIsMissing(t *testing.T) {
 		t.Fatal("waitServed: nil, want an error")
 	}
 	for _, want := range []string{
-		"Deployment demo/echo in east", "want 2 ready pods", "2 pods, 1 ready; 1 of 1 endpoints ready",
+		"Deployment demo/echo in east", "want 2 ready pods", "pods 2 (ready 1), endpoints 1 (ready 1)",
 		"pod echo-1: Pending on fleetnet-node-east; echo waiting (ErrImagePull) image not in the table",
 		"pod echo-2: Running", "pod echo-1: Failed: pulling the image failed",
 	} {
@@ -107,7 +107,7 @@ func TestWaitServedSaysWhatIsMissing(t *testing.T) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
 	}
-	if !strings.Contains(progress.String(), "2 pods, 1 ready") {
+	if !strings.Contains(progress.String(), "pods 2 (ready 1)") {
 		t.Errorf("progress %q", progress.String())
 	}
 
