@@ -55,7 +55,10 @@ type listenerState struct {
 	conflicted metav1.Condition
 	kinds      []gwv1.RouteGroupKind
 	certs      []edgev1.ListenerCertificate
-	attached   map[string]bool // routes, by namespace/name
+	attached   map[string]bool // routes served here, by namespace/name
+	// counted are the routes attached in the sense of the listener's
+	// status.attachedRoutes (see count), by namespace/name.
+	counted map[string]bool
 	vhosts     map[string][]entry
 }
 
@@ -116,7 +119,7 @@ func Build(in Input) Result {
 	// Attached routes are known only once every route was seen.
 	for i, gs := range b.gatewayOrder {
 		for j, ls := range gs.listeners {
-			res.Status.Gateways[i].Listeners[j].AttachedRoutes = int32(len(ls.attached))
+			res.Status.Gateways[i].Listeners[j].AttachedRoutes = int32(len(ls.counted))
 		}
 	}
 	if res.Status.GatewayClasses == nil {
@@ -263,7 +266,7 @@ const gatewayGroup = gwv1.GroupName
 // listener checks one listener, except for conflicts with the others.
 func (b *builder) listener(gw *gwv1.Gateway, l gwv1.Listener) *listenerState {
 	gen := gw.Generation
-	ls := &listenerState{l: l, attached: map[string]bool{}, vhosts: map[string][]entry{}}
+	ls := &listenerState{l: l, attached: map[string]bool{}, counted: map[string]bool{}, vhosts: map[string][]entry{}}
 	ls.accepted = cond(string(gwv1.ListenerConditionAccepted), true, string(gwv1.ListenerReasonAccepted), "accepted", gen)
 	ls.resolved = cond(string(gwv1.ListenerConditionResolvedRefs), true, string(gwv1.ListenerReasonResolvedRefs), "resolved", gen)
 	ls.conflicted = cond(string(gwv1.ListenerConditionConflicted), false, string(gwv1.ListenerReasonNoConflicts), "no conflicts", gen)

@@ -154,6 +154,7 @@ func (b *builder) attach(r *gwv1.HTTPRoute, ref gwv1.ParentReference, gs *gatewa
 	if ref.Port != nil {
 		where += fmt.Sprintf(" port %d", *ref.Port)
 	}
+	b.count(r, ref, gs)
 	if !gs.accepted {
 		return notAccepted(gwv1.RouteReasonNoMatchingParent, where+" is not accepted")
 	}
@@ -214,6 +215,22 @@ func (b *builder) attach(r *gwv1.HTTPRoute, ref gwv1.ParentReference, gs *gatewa
 }
 
 // allows says whether listener ls of gw admits HTTPRoutes of namespace ns.
+// count records r as attached to the listeners ref selects that allow it
+// and whose hostname intersects its hostnames. A listener's
+// status.attachedRoutes counts those whatever the listener's, the
+// Gateway's or the route's own conditions (the field's documentation; the
+// conformance test GatewayWithAttachedRoutes counts a route on an HTTPS
+// listener whose certificate does not resolve), while only valid listeners
+// of accepted Gateways serve routes.
+func (b *builder) count(r *gwv1.HTTPRoute, ref gwv1.ParentReference, gs *gatewayState) {
+	for _, ls := range gs.listeners {
+		if (ref.SectionName == nil || *ref.SectionName == ls.l.Name) && (ref.Port == nil || *ref.Port == ls.l.Port) &&
+			b.allows(gs.gw, ls, r.Namespace) && len(intersectHostnames(ls.l.Hostname, r.Spec.Hostnames)) > 0 {
+			ls.counted[key(r.Namespace, r.Name)] = true
+		}
+	}
+}
+
 func (b *builder) allows(gw *gwv1.Gateway, ls *listenerState, ns string) bool {
 	if len(ls.kinds) == 0 {
 		return false
