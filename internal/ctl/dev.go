@@ -156,7 +156,9 @@ func printUsage(w io.Writer, s *dev.State) {
 		fmt.Fprintf(w, "Connect by name from a pod:\n")
 		fmt.Fprintf(w, "  kubectl --context %s create namespace demo\n", hub.Name)
 		fmt.Fprintf(w, "  kubectl --context %s -n demo run client --image=nicolaka/netshoot -- sleep infinity\n", hub.Name)
+		fmt.Fprintf(w, "  kubectl --context %s -n demo wait --for=condition=Ready pod/client\n", hub.Name)
 		fmt.Fprintf(w, "  kubectl --context %s -n demo exec client -- curl -s http://echo.demo.svc.%s/\n", hub.Name, keys.ClustersetZone)
+		fmt.Fprintf(w, "Nodes (kube-proxy, fleetnet-dns, the process node's pods):\n")
 		for _, c := range s.Clusters {
 			fmt.Fprintf(w, "  %-8s node %s, fleetnet-dns %s\n", c.Name, c.NodeAddress(), c.DNSAddress())
 		}

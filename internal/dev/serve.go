@@ -274,7 +274,12 @@ func waitServed(ctx context.Context, cs kubernetes.Interface, o ServeOptions) er
 				printed = line
 			}
 			if st.done(o.Replicas) {
-				fmt.Fprintf(o.Progress, "%s is served: %d ready pods, listed by the Service's EndpointSlices (%s)\n", what, o.Replicas, time.Since(started).Round(100*time.Millisecond))
+				took := time.Since(started).Round(100 * time.Millisecond)
+				if o.Replicas == 0 {
+					fmt.Fprintf(o.Progress, "%s has no pods left, its Service no endpoints (%s)\n", what, took)
+				} else {
+					fmt.Fprintf(o.Progress, "%s is served: %d ready pods, listed by the Service's EndpointSlices (%s)\n", what, o.Replicas, took)
+				}
 				return nil
 			}
 		} else if ctx.Err() == nil {
@@ -347,6 +352,14 @@ func podSummary(p corev1.Pod) string {
 			parts = append(parts, "unschedulable: "+c.Message)
 		}
 	}
+	parts = append(parts, "containers: "+DescribeContainers(p))
+	return strings.Join(parts, "; ")
+}
+
+// DescribeContainers tells the state of each of the pod's containers, in
+// one line ("none" before the node reported any).
+func DescribeContainers(p corev1.Pod) string {
+	var parts []string
 	for _, c := range p.Status.ContainerStatuses {
 		switch {
 		case c.State.Waiting != nil:
@@ -356,6 +369,9 @@ func podSummary(p corev1.Pod) string {
 		case c.State.Terminated != nil:
 			parts = append(parts, fmt.Sprintf("%s exited %d (%s) %s", c.Name, c.State.Terminated.ExitCode, c.State.Terminated.Reason, c.State.Terminated.Message))
 		}
+	}
+	if len(parts) == 0 {
+		return "none"
 	}
 	return strings.Join(parts, "; ")
 }

@@ -100,7 +100,7 @@ func TestWaitServedSaysWhatIsMissing(t *testing.T) {
 	}
 	for _, want := range []string{
 		"Deployment demo/echo in east", "want 2 ready pods", "pods 2 (ready 1), endpoints 1 (ready 1)",
-		"pod echo-1: Pending on fleetnet-node-east; echo waiting (ErrImagePull) image not in the table",
+		"pod echo-1: Pending on fleetnet-node-east; containers: echo waiting (ErrImagePull) image not in the table",
 		"pod echo-2: Running", "pod echo-1: Failed: pulling the image failed",
 	} {
 		if !strings.Contains(err.Error(), want) {

@@ -428,7 +428,7 @@ func runPod(t *testing.T, cluster, ns, name string) {
 			return err
 		}
 		if !podReady(pod) {
-			return fmt.Errorf("pod %s: phase %s, containers %s", name, pod.Status.Phase, describeContainers(*pod))
+			return fmt.Errorf("pod %s: phase %s, containers %s", name, pod.Status.Phase, dev.DescribeContainers(*pod))
 		}
 		return nil
 	})

@@ -102,7 +102,7 @@ func TestProcessNodeRunsDeployment(t *testing.T) {
 					return fmt.Errorf("pod %s is on node %q", p.Name, p.Spec.NodeName)
 				}
 				if p.Status.Phase != corev1.PodRunning || !podReady(&p) {
-					return fmt.Errorf("pod %s: phase %s, ready %v, containers %s", p.Name, p.Status.Phase, podReady(&p), describeContainers(p))
+					return fmt.Errorf("pod %s: phase %s, ready %v, containers %s", p.Name, p.Status.Phase, podReady(&p), dev.DescribeContainers(p))
 				}
 				// The process node's Pods are IPv4 only, from the cluster's
 				// first (IPv4) pod range.
@@ -204,7 +204,7 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 				return err
 			}
 			if err := ok(got); err != nil {
-				return fmt.Errorf("%w (containers: %s)", err, describeContainers(*got))
+				return fmt.Errorf("%w (containers: %s)", err, dev.DescribeContainers(*got))
 			}
 			return nil
 		})
@@ -486,24 +486,6 @@ func podIPs(pods []corev1.Pod) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-func describeContainers(p corev1.Pod) string {
-	var parts []string
-	for _, cs := range p.Status.ContainerStatuses {
-		switch {
-		case cs.State.Waiting != nil:
-			parts = append(parts, fmt.Sprintf("%s waiting %s: %s", cs.Name, cs.State.Waiting.Reason, cs.State.Waiting.Message))
-		case cs.State.Running != nil:
-			parts = append(parts, fmt.Sprintf("%s running (ready %v, restarts %d)", cs.Name, cs.Ready, cs.RestartCount))
-		case cs.State.Terminated != nil:
-			parts = append(parts, fmt.Sprintf("%s terminated %d %s: %s", cs.Name, cs.State.Terminated.ExitCode, cs.State.Terminated.Reason, cs.State.Terminated.Message))
-		}
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, "; ")
 }
 
 // waitSliceAddresses waits until the Service's EndpointSlices hold exactly
