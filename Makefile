@@ -135,6 +135,11 @@ demo: deps ## Bring up a local fleet of three clusters and show fleetnet working
 	$(MAKE) --no-print-directory $(KUBE_TOOLS) $(DEMO_TOOLS) build
 	hack/demo.sh
 
+.PHONY: conformance
+conformance: deps ## Run the Gateway API conformance suite (GATEWAY-HTTP) on a local fleet it brings up and removes (needs root); the report goes to docs/conformance/.
+	$(MAKE) --no-print-directory $(KUBE_TOOLS) $(TEST_IMAGE_TOOLS) build
+	hack/conformance.sh
+
 .PHONY: demo-down
 demo-down: ## Stop the demo's fleet and remove it.
 	$(BIN)/fleetnetctl dev down

@@ -614,3 +614,47 @@ func TestGatewaysOnTheirOwnAddresses(t *testing.T) {
 		t.Errorf("127.0.1.2:%d still accepts connections", port)
 	}
 }
+
+// A request goes to the listener whose hostname matches its host most
+// specifically, and only that listener's routes may take it, even when a
+// route of a less specific listener names the host (the Gateway API's
+// listener isolation, conformance test GatewayHTTPListenerIsolation).
+func TestListenerIsolation(t *testing.T) {
+	port := freePort(t)
+	routes := func(path, backendName string, hostnames ...string) []edgev1.VirtualHost {
+		var out []edgev1.VirtualHost
+		for _, h := range hostnames {
+			out = append(out, edgev1.VirtualHost{Hostname: h, Routes: []edgev1.Route{{RouteName: path, Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: path},
+				Backends: []edgev1.Backend{backend(backendName, 1, inCluster("east", 1, echo(t, backendName)))}}}})
+		}
+		return out
+	}
+	listener := func(name, hostname string, hosts []edgev1.VirtualHost) edgev1.Listener {
+		return edgev1.Listener{Name: name, Hostname: hostname, Port: port, Protocol: edgev1.ProtocolHTTP, VirtualHosts: hosts}
+	}
+	m := &edgev1.Model{Version: "v", Gateways: []edgev1.Gateway{{Namespace: "demo", Name: "edge", Listeners: []edgev1.Listener{
+		listener("empty", "", routes("/empty", "empty", "bar.com", "*.example.com", "abc.example.com")),
+		listener("wildcard", "*.example.com", routes("/wildcard", "wildcard", "*.example.com", "abc.example.com")),
+		listener("abc", "abc.example.com", routes("/abc", "abc", "abc.example.com")),
+	}}}}
+	start(t, m, nil)
+	tests := []struct {
+		host, path string
+		want       string // backend; "" for 404
+	}{
+		{"bar.com", "/empty", "empty"},
+		{"bar.example.com", "/empty", ""}, // the wildcard listener's host
+		{"bar.example.com", "/wildcard", "wildcard"},
+		{"abc.example.com", "/wildcard", ""}, // the abc listener's host
+		{"abc.example.com", "/empty", ""},
+		{"abc.example.com", "/abc", "abc"},
+		{"other.org", "/empty", ""}, // the empty listener's, but no route names it
+	}
+	for _, tt := range tests {
+		resp := get(t, port, tt.host, tt.path, nil)
+		got := resp.Header.Get("X-Backend")
+		if tt.want == "" && resp.StatusCode != http.StatusNotFound || got != tt.want {
+			t.Errorf("%s%s: %d from %q, want %q (404 when none)", tt.host, tt.path, resp.StatusCode, got, tt.want)
+		}
+	}
+}

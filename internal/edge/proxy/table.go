@@ -42,14 +42,99 @@ func (s socket) String() string {
 type port struct {
 	number int32
 	tls    bool
-	// hosts by exact hostname, wildcards by suffix (".example.com"), and the
-	// catch-all; the first Gateway (by namespace/name) wins a hostname.
-	exact     map[string]*vhost
-	wildcards []*vhost // longest suffix first
-	any       *vhost
+	// listeners by their hostname: a request goes to the listener whose
+	// hostname matches its host most specifically, and only that
+	// listener's routes may take it (the Gateway API's listener
+	// isolation); listeners of one hostname (of several Gateways) share
+	// one table, the first Gateway (by namespace/name) winning a route
+	// hostname.
+	listeners hostTable[*hostTable[*vhost]]
 	// certs by SNI hostname pattern, first listener's first as default.
 	certs       map[string]*tls.Certificate
 	defaultCert *tls.Certificate
+}
+
+// hostTable finds what serves a host name: by exact name, then by the
+// wildcard of the longest suffix ("*.example.com"), then the catch-all.
+type hostTable[T any] struct {
+	exact     map[string]T
+	wildcards []wildcard[T] // longest suffix first, once sorted
+	any       T
+	hasAny    bool
+}
+
+type wildcard[T any] struct {
+	hostname string // "*.example.com"
+	value    T
+}
+
+// get returns what name ("", "*", "*.example.com" or an exact name) holds,
+// adding make()'s value when it holds nothing yet.
+func (h *hostTable[T]) get(name string, make func() T) T {
+	name = strings.ToLower(name)
+	switch {
+	case name == "" || name == "*":
+		if !h.hasAny {
+			h.any, h.hasAny = make(), true
+		}
+		return h.any
+	case strings.HasPrefix(name, "*."):
+		for _, w := range h.wildcards {
+			if w.hostname == name {
+				return w.value
+			}
+		}
+		v := make()
+		h.wildcards = append(h.wildcards, wildcard[T]{name, v})
+		return v
+	default:
+		if h.exact == nil {
+			h.exact = map[string]T{}
+		}
+		if v, ok := h.exact[name]; ok {
+			return v
+		}
+		v := make()
+		h.exact[name] = v
+		return v
+	}
+}
+
+// sort puts the longest wildcard suffixes first.
+func (h *hostTable[T]) sort() {
+	sort.SliceStable(h.wildcards, func(i, j int) bool { return len(h.wildcards[i].hostname) > len(h.wildcards[j].hostname) })
+}
+
+// lookup finds what serves host, a lower-case name.
+func (h *hostTable[T]) lookup(host string) (T, bool) {
+	if v, ok := h.exact[host]; ok {
+		return v, true
+	}
+	for _, w := range h.wildcards {
+		if strings.HasSuffix(host, w.hostname[1:]) && len(host) > len(w.hostname)-1 {
+			return w.value, true
+		}
+	}
+	return h.any, h.hasAny
+}
+
+// all yields every value of the table.
+func (h *hostTable[T]) all() iter.Seq[T] {
+	return func(yield func(T) bool) {
+		for _, w := range h.wildcards {
+			if !yield(w.value) {
+				return
+			}
+		}
+		for _, v := range h.exact {
+			if !yield(v) {
+				return
+			}
+		}
+		if h.hasAny {
+			yield(h.any)
+		}
+	}
 }
 
 type vhost struct {
@@ -142,7 +227,7 @@ func compile(m *edgev1.Model, certs map[string]*tls.Certificate, region string) 
 			at := socket{host: gw.Address, number: l.Port}
 			p := t.ports[at]
 			if p == nil {
-				p = &port{number: l.Port, tls: l.Protocol == edgev1.ProtocolHTTPS, exact: map[string]*vhost{}, certs: map[string]*tls.Certificate{}}
+				p = &port{number: l.Port, tls: l.Protocol == edgev1.ProtocolHTTPS, certs: map[string]*tls.Certificate{}}
 				t.ports[at] = p
 			}
 			if (l.Protocol == edgev1.ProtocolHTTPS) != p.tls {
@@ -160,15 +245,19 @@ func compile(m *edgev1.Model, certs map[string]*tls.Certificate, region string) 
 					p.certs[l.Hostname] = cert
 				}
 			}
+			hosts := p.listeners.get(l.Hostname, func() *hostTable[*vhost] { return &hostTable[*vhost]{} })
 			for _, vh := range l.VirtualHosts {
-				if err := p.add(vh, region); err != nil {
+				if err := addVirtualHost(hosts, vh, region); err != nil {
 					return nil, fmt.Errorf("gateway %s/%s listener %s: %w", gw.Namespace, gw.Name, l.Name, err)
 				}
 			}
 		}
 	}
 	for at, p := range t.ports {
-		sort.SliceStable(p.wildcards, func(i, j int) bool { return len(p.wildcards[i].hostname) > len(p.wildcards[j].hostname) })
+		p.listeners.sort()
+		for hosts := range p.listeners.all() {
+			hosts.sort()
+		}
 		if p.tls && p.defaultCert == nil {
 			return nil, fmt.Errorf("HTTPS %s has no certificate", at)
 		}
@@ -176,8 +265,10 @@ func compile(m *edgev1.Model, certs map[string]*tls.Certificate, region string) 
 	return t, nil
 }
 
-func (p *port) add(vh edgev1.VirtualHost, region string) error {
-	compiled := &vhost{hostname: vh.Hostname}
+// add compiles vh into the listener's hosts; the first of a hostname
+// wins.
+func addVirtualHost(h *hostTable[*vhost], vh edgev1.VirtualHost, region string) error {
+	compiled := &vhost{hostname: strings.ToLower(vh.Hostname)}
 	for _, r := range vh.Routes {
 		cr, err := compileRoute(r, region)
 		if err != nil {
@@ -185,25 +276,7 @@ func (p *port) add(vh edgev1.VirtualHost, region string) error {
 		}
 		compiled.routes = append(compiled.routes, cr)
 	}
-	h := strings.ToLower(vh.Hostname)
-	switch {
-	case h == "" || h == "*":
-		if p.any == nil {
-			p.any = compiled
-		}
-	case strings.HasPrefix(h, "*."):
-		for _, w := range p.wildcards {
-			if w.hostname == h {
-				return nil
-			}
-		}
-		compiled.hostname = h
-		p.wildcards = append(p.wildcards, compiled)
-	default:
-		if _, ok := p.exact[h]; !ok {
-			p.exact[h] = compiled
-		}
-	}
+	h.get(vh.Hostname, func() *vhost { return compiled })
 	return nil
 }
 
@@ -260,7 +333,7 @@ func compileRoute(r edgev1.Route, region string) (*route, error) {
 func (t *table) backends() iter.Seq[*backend] {
 	return func(yield func(*backend) bool) {
 		for _, p := range t.ports {
-			for _, vh := range p.allHosts() {
+			for vh := range p.allHosts() {
 				for _, r := range vh.routes {
 					for _, b := range r.backends {
 						if !yield(b) {
@@ -273,30 +346,29 @@ func (t *table) backends() iter.Seq[*backend] {
 	}
 }
 
-// allHosts returns every virtual host of the port.
-func (p *port) allHosts() []*vhost {
-	out := append([]*vhost(nil), p.wildcards...)
-	for _, vh := range p.exact {
-		out = append(out, vh)
-	}
-	if p.any != nil {
-		out = append(out, p.any)
-	}
-	return out
-}
-
-// host finds the virtual host of a request's host name.
-func (p *port) host(host string) *vhost {
-	host = strings.ToLower(host)
-	if vh, ok := p.exact[host]; ok {
-		return vh
-	}
-	for _, w := range p.wildcards {
-		if strings.HasSuffix(host, w.hostname[1:]) && len(host) > len(w.hostname)-1 {
-			return w
+// allHosts yields every virtual host of the port.
+func (p *port) allHosts() iter.Seq[*vhost] {
+	return func(yield func(*vhost) bool) {
+		for hosts := range p.listeners.all() {
+			for vh := range hosts.all() {
+				if !yield(vh) {
+					return
+				}
+			}
 		}
 	}
-	return p.any
+}
+
+// host finds the virtual host of a request's host name: in the listener
+// that matches it most specifically, the most specific virtual host.
+func (p *port) host(host string) *vhost {
+	host = strings.ToLower(host)
+	hosts, ok := p.listeners.lookup(host)
+	if !ok {
+		return nil
+	}
+	vh, _ := hosts.lookup(host)
+	return vh
 }
 
 // match returns the first route that matches r, in the model's order,
