@@ -183,8 +183,11 @@ if ! command -v curl >/dev/null; then
 	exit 1
 fi
 if [[ ! -x $BIN/echo-basic ]]; then
-	echo "demo: the echo pods run Gateway API's echo server, $BIN/echo-basic, which is missing: build it with 'make tools'" >&2
-	exit 1
+	# The echo pods run Gateway API's echo server; `make tools` builds it
+	# with the other test images, this builds it alone.
+	version=$(sed -n 's/^GATEWAY_API_VERSION ?= *//p' Makefile)
+	echo "demo: building $BIN/echo-basic ($version), which the echo pods run"
+	make --no-print-directory "$BIN/echo-basic-$version"
 fi
 if [[ -f "$DIR/state.json" ]]; then
 	step "0. Removing the fleet an earlier demo left in $DIR"
