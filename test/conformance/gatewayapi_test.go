@@ -51,6 +51,8 @@ var extendedFeatures = []features.FeatureName{
 	features.SupportHTTPRouteBackendProtocolH2C,
 	features.SupportHTTPRouteBackendProtocolWebSocket,
 	features.SupportHTTPRouteNamedRouteRule,
+	features.SupportHTTPRouteBackendRequestHeaderModification,
+	features.SupportGatewayHTTPSListenerDetectMisdirectedRequests,
 }
 
 // TestGatewayAPI runs the Gateway API conformance suite, profile

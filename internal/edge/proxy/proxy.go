@@ -295,6 +295,10 @@ func (p *Proxy) serve(at socket, w http.ResponseWriter, r *http.Request) {
 	pt := p.table.Load().ports[at]
 	var vh *vhost
 	if pt != nil {
+		if pt.tls && r.TLS != nil && pt.misdirected(r.TLS.ServerName, hostOnly(r.Host)) {
+			http.Error(rec, "misdirected request: the host is served by another listener than the TLS server name", http.StatusMisdirectedRequest)
+			return
+		}
 		vh = pt.host(hostOnly(r.Host))
 	}
 	var rt *route

@@ -354,6 +354,21 @@ func TestTLSBySNI(t *testing.T) {
 			t.Errorf("%s: certificate for %v, status %d", host, got, resp.StatusCode)
 		}
 	}
+	// A host of another listener on a connection made for a's name is
+	// misdirected (421): the client must connect again for it.
+	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "a.example.com"}}}
+	for host, want := range map[string]int{"b.example.com": http.StatusMisdirectedRequest, "a.example.com": http.StatusOK} {
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/", port), nil)
+		req.Host = host
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("%s on a's connection: %v", host, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("%s on a's connection: status %d, want %d", host, resp.StatusCode, want)
+		}
+	}
 }
 
 // Swapping models under load fails no request, and a model the edge

@@ -359,6 +359,20 @@ func (p *port) allHosts() iter.Seq[*vhost] {
 	}
 }
 
+// misdirected says whether a request for host came on a TLS connection
+// whose server name (SNI) selects another listener: its certificate and
+// client settings were the other listener's, so the client must connect
+// again (421, RFC 9110; HTTP/2 clients reuse a connection for every host
+// its certificate covers). No server name: nothing to compare.
+func (p *port) misdirected(serverName, host string) bool {
+	if serverName == "" {
+		return false
+	}
+	byName, _ := p.listeners.lookup(strings.ToLower(serverName))
+	byHost, _ := p.listeners.lookup(strings.ToLower(host))
+	return byName != byHost
+}
+
 // host finds the virtual host of a request's host name: in the listener
 // that matches it most specifically, the most specific virtual host.
 func (p *port) host(host string) *vhost {
