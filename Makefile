@@ -28,10 +28,11 @@ KUBE_TOOLS := $(foreach b,$(KUBE_BINS),$(BIN)/$(b)-$(KUBE_VERSION)) $(BIN)/etcd-
 # ships, plus the node heartbeat that keeps the fake node Ready.
 KWOK_STAGES := node/fast/node-initialize.yaml node/heartbeat/node-heartbeat.yaml \
 	pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml
-# kubectl, at the version of the API servers, for the demo.
-DEMO_TOOLS := $(BIN)/kubectl-$(KUBE_VERSION)
+# kubectl, at the version of the API servers, for the demo, and Gateway
+# API's echo server, which its echo pods run.
+DEMO_TOOLS := $(BIN)/kubectl-$(KUBE_VERSION) $(BIN)/echo-basic-$(GATEWAY_API_VERSION)
 # Programs that stand in for well-known test images (agnhost, Gateway API's
-# echo-basic) when the local fleet's process node runs Pods as processes.
+# echo-basic, CoreDNS) when the local fleet's process node runs Pods as processes.
 TEST_IMAGE_TOOLS := $(BIN)/agnhost-$(KUBE_VERSION) $(BIN)/echo-basic-$(GATEWAY_API_VERSION) $(BIN)/coredns-$(COREDNS_VERSION)
 GEN_TOOLS := $(BIN)/controller-gen $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/staticcheck \
 	$(BIN)/client-gen $(BIN)/lister-gen $(BIN)/informer-gen $(BIN)/applyconfiguration-gen $(BIN)/openapi-gen
@@ -180,6 +181,10 @@ lint: $(BIN)/staticcheck ## gofmt, go vet and staticcheck.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
 	$(BIN)/staticcheck $$(go list ./... | grep -v /pkg/generated/)
+	# Modules of their own that `./...` does not reach: the conformance
+	# suite's harness and the test images' CoreDNS build.
+	cd test/conformance && go vet ./... && $(BIN)/staticcheck ./...
+	cd hack/tools/images && go vet ./... && $(BIN)/staticcheck ./...
 
 .PHONY: charts-verify
 charts-verify: $(BIN)/helm-$(HELM_VERSION) ## helm lint --strict and helm template on every chart, with its defaults and each examples/*.yaml; wrong values must fail naming them.

@@ -182,13 +182,6 @@ if ! command -v curl >/dev/null; then
 	echo "demo: curl fetches the echo answers; install it (apt-get install curl)" >&2
 	exit 1
 fi
-if [[ ! -x $BIN/echo-basic ]]; then
-	# The echo pods run Gateway API's echo server; `make tools` builds it
-	# with the other test images, this builds it alone.
-	version=$(sed -n 's/^GATEWAY_API_VERSION ?= *//p' Makefile)
-	echo "demo: building $BIN/echo-basic ($version), which the echo pods run"
-	make --no-print-directory "$BIN/echo-basic-$version"
-fi
 if [[ -f "$DIR/state.json" ]]; then
 	step "0. Removing the fleet an earlier demo left in $DIR"
 	"$FLEETNETCTL" dev down --dir "$DIR"

@@ -59,7 +59,7 @@ type listenerState struct {
 	// counted are the routes attached in the sense of the listener's
 	// status.attachedRoutes (see count), by namespace/name.
 	counted map[string]bool
-	vhosts     map[string][]entry
+	vhosts  map[string][]entry
 }
 
 // valid says whether the listener is served: accepted, resolved and
