@@ -12,48 +12,17 @@ import (
 	"github.com/fleetnet/fleetnet/api/keys"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	"sigs.k8s.io/gateway-api/conformance"
 	confv1 "sigs.k8s.io/gateway-api/conformance/apis/v1"
 	"sigs.k8s.io/gateway-api/conformance/utils/suite"
-	"sigs.k8s.io/gateway-api/pkg/features"
 	"sigs.k8s.io/yaml"
 )
 
 // GatewayClass is the class the suite's Gateways get: fleetnet-gateway's,
 // served by the fleet's fleetnet-edge.
 const gatewayClass = "fleetnet"
-
-// extendedFeatures are the GATEWAY-HTTP extended features fleetnet-edge
-// implements; the profile adds its core features (Gateway, HTTPRoute,
-// ReferenceGrant). What is left out is not implemented (request mirrors,
-// CORS, backend TLS, HTTPRoute retries: fleetnet retries through
-// BackendTrafficPolicy, static addresses, listener sets, client
-// certificate validation, infrastructure labels).
-var extendedFeatures = []features.FeatureName{
-	features.SupportGatewayPort8080,
-	features.SupportGatewayHTTPListenerIsolation,
-	features.SupportHTTPRouteQueryParamMatching,
-	features.SupportHTTPRouteMethodMatching,
-	features.SupportHTTPRouteResponseHeaderModification,
-	features.SupportHTTPRoutePortRedirect,
-	features.SupportHTTPRouteSchemeRedirect,
-	features.SupportHTTPRoutePathRedirect,
-	features.SupportHTTPRouteHostRewrite,
-	features.SupportHTTPRoutePathRewrite,
-	features.SupportHTTPRoute303RedirectStatusCode,
-	features.SupportHTTPRoute307RedirectStatusCode,
-	features.SupportHTTPRoute308RedirectStatusCode,
-	features.SupportHTTPRouteRequestTimeout,
-	features.SupportHTTPRouteBackendTimeout,
-	features.SupportHTTPRouteParentRefPort,
-	features.SupportHTTPRouteDestinationPortMatching,
-	features.SupportHTTPRouteBackendProtocolH2C,
-	features.SupportHTTPRouteBackendProtocolWebSocket,
-	features.SupportHTTPRouteNamedRouteRule,
-	features.SupportHTTPRouteBackendRequestHeaderModification,
-	features.SupportGatewayHTTPSListenerDetectMisdirectedRequests,
-}
 
 // TestGatewayAPI runs the Gateway API conformance suite, profile
 // GATEWAY-HTTP, against the hub of a local fleet whose fleetnet-gateway
@@ -68,8 +37,11 @@ func TestGatewayAPI(t *testing.T) {
 	opts := conformance.DefaultOptions(t)
 	opts.GatewayClassName = gatewayClass
 	opts.ConformanceProfiles = []suite.ConformanceProfileName{suite.GatewayHTTPConformanceProfileName}
-	// The profile adds its core features; these are the extended ones.
-	opts.SupportedFeatures = extendedFeatures
+	// No features are named here: the suite reads them from the
+	// GatewayClass's status.supportedFeatures, where fleetnet-gateway lists
+	// what the edge implements (internal/gateway/provider/edge.Features),
+	// so the claim tested is the claim users see.
+	opts.SupportedFeatures = nil
 	opts.CleanupBaseResources = true
 	opts.CleanupTestResources = true
 	opts.ReportOutputPath = report
@@ -88,8 +60,9 @@ func TestGatewayAPI(t *testing.T) {
 	conformance.RunConformanceWithOptions(t, opts)
 }
 
-// ensureGatewayClass makes the class the suite tests and waits until it is
-// accepted: the suite only waits for one that exists.
+// ensureGatewayClass makes the class the suite tests and waits until
+// fleetnet-gateway has listed its features: the suite reads them once, as
+// it starts.
 func ensureGatewayClass(t *testing.T, opts suite.ConformanceOptions) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -97,6 +70,17 @@ func ensureGatewayClass(t *testing.T, opts suite.ConformanceOptions) {
 	gc := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: gatewayClass}, Spec: gwv1.GatewayClassSpec{ControllerName: keys.GatewayControllerName}}
 	if err := opts.Client.Create(ctx, gc); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatalf("creating GatewayClass %s: %v", gatewayClass, err)
+	}
+	for {
+		err := opts.Client.Get(ctx, client.ObjectKey{Name: gatewayClass}, gc)
+		if err == nil && len(gc.Status.SupportedFeatures) > 0 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("GatewayClass %s has no status.supportedFeatures after a minute (is fleetnet-gateway running? last error: %v)", gatewayClass, err)
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,6 +26,7 @@ import (
 	gatewayapp "github.com/fleetnet/fleetnet/internal/gateway/app"
 
 	"github.com/fleetnet/fleetnet/internal/gateway/provider"
+	edgeprovider "github.com/fleetnet/fleetnet/internal/gateway/provider/edge"
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/fleetnet/fleetnet/test/fleet"
@@ -148,6 +150,15 @@ func TestGatewayProgramsTheEdge(t *testing.T) {
 		}
 		if !meta.IsStatusConditionTrue(gc.Status.Conditions, string(gwv1.GatewayClassConditionStatusAccepted)) {
 			return fmt.Errorf("GatewayClass conditions %+v", gc.Status.Conditions)
+		}
+		// The edge's features, sorted as the API requires (and the API
+		// server's validation of the list passed).
+		var names []string
+		for _, f := range gc.Status.SupportedFeatures {
+			names = append(names, string(f.Name))
+		}
+		if len(names) != len(edgeprovider.Features) || !slices.IsSorted(names) || !slices.Contains(names, "HTTPRoute") {
+			return fmt.Errorf("GatewayClass supportedFeatures %v, want the edge's %d features sorted", names, len(edgeprovider.Features))
 		}
 		gw := &gwv1.Gateway{}
 		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "edge"}, gw); err != nil {

@@ -373,6 +373,18 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		}
 	}
 	split := &provider.Split{Edge: prov, Clouds: clouds, GatewayClasses: gatewayClasses, Log: log}
+	// The edge's GatewayClasses list its features; the Front Door
+	// provider's list none, since no conformance run measures them.
+	classFeatures := func(class string) []gwv1.FeatureName {
+		if _, cloud := gatewayClasses[class]; cloud {
+			return nil
+		}
+		out := make([]gwv1.FeatureName, 0, len(edgeprovider.Features))
+		for _, f := range edgeprovider.Features {
+			out = append(out, gwv1.FeatureName(f))
+		}
+		return out
+	}
 	var pool netip.Prefix // validated above
 	if o.AddressPool != "" {
 		pool = netip.MustParsePrefix(o.AddressPool)
@@ -380,7 +392,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	split.Metrics = provider.NewMetrics(ctrlmetrics.Registry, split)
 	defer split.Metrics.Unregister()
 	rec := &controller.Reconciler{Client: mgr.GetClient(), Clientset: cs, LoadBalancerClasses: split.Classes(), CRDBundleVersions: bundles,
-		Queue: split, Provider: split, Recorder: recorder, ValidateAnnotations: annotations.Validator(tiers), AddressPool: pool, LocalCluster: o.ClusterID, LocalRegion: o.Region, Log: log, Events: events}
+		Queue: split, Provider: split, Recorder: recorder, ValidateAnnotations: annotations.Validator(tiers), Features: classFeatures, AddressPool: pool, LocalCluster: o.ClusterID, LocalRegion: o.Region, Log: log, Events: events}
 	split.OnChange = rec.Trigger
 	if azure != nil {
 		// Status follows long operations as they go, not only at their end;

@@ -72,6 +72,9 @@ type Reconciler struct {
 	ValidateAnnotations func(class string, annotations map[string]string) error
 	// LocalCluster and LocalRegion are the hub's cluster id and region.
 	LocalCluster, LocalRegion string
+	// Features are the Gateway API features of a GatewayClass's provider
+	// (model.Input.Features).
+	Features func(class string) []gwv1.FeatureName
 	// AddressPool, when valid, gives every Gateway an address of its own
 	// (model.Input.AddressPool).
 	AddressPool netip.Prefix
@@ -302,6 +305,7 @@ func (r *Reconciler) inputs(ctx context.Context) (model.Input, error) {
 	in.ValidateAnnotations = r.ValidateAnnotations
 	in.Previous = r.previous
 	in.AddressPool = r.AddressPool
+	in.Features = r.Features
 	return in, nil
 }
 
@@ -328,11 +332,15 @@ func (r *Reconciler) classStatus(ctx context.Context, st model.GatewayClassStatu
 		return client.IgnoreNotFound(err)
 	}
 	conds := merge(gc.Status.Conditions, st.Conditions)
-	if conditionsEqual(gc.Status.Conditions, conds) {
+	var features []gwv1.SupportedFeature
+	for _, f := range st.SupportedFeatures {
+		features = append(features, gwv1.SupportedFeature{Name: f})
+	}
+	if conditionsEqual(gc.Status.Conditions, conds) && slices.Equal(gc.Status.SupportedFeatures, features) {
 		return nil
 	}
 	patch := client.MergeFromWithOptions(gc.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	gc.Status.Conditions = conds
+	gc.Status.Conditions, gc.Status.SupportedFeatures = conds, features
 	return r.patchStatus(ctx, gc, patch)
 }
 

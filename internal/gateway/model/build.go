@@ -159,7 +159,11 @@ func (b *builder) buildClasses() []GatewayClassStatus {
 			accepted = cond(string(gwv1.GatewayClassConditionStatusAccepted), false,
 				string(gwv1.GatewayClassReasonInvalidParameters), "parametersRef is not supported by "+b.in.ControllerName, g)
 		}
-		out = append(out, GatewayClassStatus{Name: gc.Name, Conditions: []metav1.Condition{accepted, b.supportedVersion(g)}})
+		st := GatewayClassStatus{Name: gc.Name, Conditions: []metav1.Condition{accepted, b.supportedVersion(g)}}
+		if b.in.Features != nil {
+			st.SupportedFeatures = slices.Sorted(slices.Values(b.in.Features(gc.Name)))
+		}
+		out = append(out, st)
 	}
 	slices.SortFunc(out, func(x, y GatewayClassStatus) int { return cmp.Compare(x.Name, y.Name) })
 	return out

@@ -53,6 +53,10 @@ type Input struct {
 	// in (annotations.Validator for Azure Front Door), so the model knows
 	// no provider's rules. Nil accepts any.
 	ValidateAnnotations func(class string, annotations map[string]string) error
+	// Features returns the Gateway API features of the provider that
+	// serves a GatewayClass (by name), for its status.supportedFeatures;
+	// nil lists none.
+	Features func(class string) []gwv1.FeatureName
 	// AddressPool, when valid, gives every Gateway an address of its own
 	// (edgev1.Gateway.Address, GatewayStatus.Addresses): fleetnet-gateway's
 	// --gateway-address-pool.
@@ -86,6 +90,9 @@ type Status struct {
 type GatewayClassStatus struct {
 	Name       string             `json:"name"`
 	Conditions []metav1.Condition `json:"conditions"`
+	// SupportedFeatures are the class's provider's Gateway API features
+	// (Input.Features), sorted.
+	SupportedFeatures []gwv1.FeatureName `json:"supportedFeatures,omitempty"`
 }
 
 // GatewayStatus is the status of one Gateway of ours, without Programmed,
