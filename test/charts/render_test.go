@@ -95,6 +95,7 @@ func TestWrongValues(t *testing.T) {
 		{chart: "fleetnet-agent", set: []string{"extraArgs={v=2}"}, want: "at '/extraArgs/0'"},
 		{chart: "fleetnet-gateway", set: []string{"region=eu west"}, want: "at '/region'"},
 		{chart: "fleetnet-gateway", set: []string{"gatewayAddresses=a.example.com"}, want: "at '/gatewayAddresses'"},
+		{chart: "fleetnet-gateway", set: []string{"gatewayAddressPool=192.0.2.1"}, want: "at '/gatewayAddressPool'"},
 		{chart: "fleetnet-edge", set: []string{"gateway.address=gateway"}, want: "at '/gateway/address'"},
 		{chart: "fleetnet-edge", file: "listeners: [{name: HTTP, port: 80}]", want: "at '/listeners/0/name'"},
 		{chart: "fleetnet-edge", file: "listeners: [{name: http, port: 80, protocol: SCTP}]", want: "at '/listeners/0/protocol'"},
