@@ -226,6 +226,7 @@ const (
 	FilterResponseHeaderModifier = "ResponseHeaderModifier"
 	FilterRequestRedirect        = "RequestRedirect"
 	FilterURLRewrite             = "URLRewrite"
+	FilterRequestMirror          = "RequestMirror"
 )
 
 // Filter is one filter; exactly the field of its Type is set.
@@ -235,6 +236,16 @@ type Filter struct {
 	ResponseHeaderModifier *HeaderModifier `json:"responseHeaderModifier,omitempty"`
 	RequestRedirect        *Redirect       `json:"requestRedirect,omitempty"`
 	URLRewrite             *Rewrite        `json:"urlRewrite,omitempty"`
+	RequestMirror          *Mirror         `json:"requestMirror,omitempty"`
+}
+
+// Mirror sends a copy of a share of a rule's requests (Numerator in
+// Denominator) to Backend, whose answers are dropped: the original request
+// goes on as if there were no mirror.
+type Mirror struct {
+	Backend     Backend `json:"backend"`
+	Numerator   int32   `json:"numerator"`
+	Denominator int32   `json:"denominator"`
 }
 
 // Header is a header name and value.

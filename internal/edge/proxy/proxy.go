@@ -12,11 +12,14 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -319,6 +322,9 @@ func (p *Proxy) serve(at socket, w http.ResponseWriter, r *http.Request) {
 		http.Error(rec, rt.DirectResponse.Reason, rt.DirectResponse.Status)
 		return
 	}
+	if len(rt.mirrors) > 0 {
+		p.mirror(r, rt.mirrors)
+	}
 	b := rt.pick()
 	if b == nil {
 		// No backend, or every weight 0: the spec's 500.
@@ -352,6 +358,61 @@ func (p *Proxy) serve(at socket, w http.ResponseWriter, r *http.Request) {
 	}
 	pk.rewrite, pk.respMods = rewrite, respMods
 	p.forward.ServeHTTP(rec, r.WithContext(ctx))
+}
+
+// maxMirroredBody is the largest request body the edge copies to mirrors;
+// a request with a larger (or unknown-length) body is not mirrored, so that
+// mirroring never holds a large upload in memory.
+const maxMirroredBody = 64 << 10
+
+// mirrorTimeout bounds a mirrored request; its answer is dropped.
+const mirrorTimeout = 10 * time.Second
+
+// mirror sends copies of r (as the rule's filters left it) to the
+// mirrors whose share it falls in, in the background; what they answer,
+// or whether they answer, changes nothing for r.
+func (p *Proxy) mirror(r *http.Request, mirrors []*mirror) {
+	var body []byte
+	if r.Body != nil && r.Body != http.NoBody {
+		if r.ContentLength < 0 || r.ContentLength > maxMirroredBody {
+			return
+		}
+		var err error
+		if body, err = io.ReadAll(io.LimitReader(r.Body, maxMirroredBody+1)); err != nil || len(body) > maxMirroredBody {
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	for _, m := range mirrors {
+		if m.numerator < m.denominator && rand.Int64N(m.denominator) >= m.numerator {
+			continue
+		}
+		_, ep := m.backend.pick(0, nil)
+		if ep == nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), mirrorTimeout)
+		out := r.Clone(ctx)
+		out.RequestURI = ""
+		out.URL.Scheme, out.URL.Host = "http", ep.hostport
+		out.Body = http.NoBody
+		if body != nil {
+			out.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		transport := p.http1
+		if m.backend.h2c {
+			transport = p.h2c
+		}
+		go func() {
+			defer cancel()
+			resp, err := transport.RoundTrip(out)
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}()
+	}
 }
 
 // newForwarder returns the one reverse proxy every request goes through;

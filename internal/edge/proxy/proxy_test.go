@@ -673,3 +673,52 @@ func TestListenerIsolation(t *testing.T) {
 		}
 	}
 }
+
+// A RequestMirror filter sends a copy of the request (body included) to its
+// backend and drops the answer; a share of 0 sends none.
+func TestRequestMirror(t *testing.T) {
+	seen := make(chan string, 16)
+	mirrorSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		seen <- r.Method + " " + r.Host + r.URL.Path + " " + string(b)
+		w.WriteHeader(http.StatusTeapot) // dropped
+	}))
+	t.Cleanup(mirrorSrv.Close)
+	host, portStr, _ := net.SplitHostPort(mirrorSrv.Listener.Addr().String())
+	mport, _ := strconv.Atoi(portStr)
+	mirrorTo := backend("shadow", 1, inCluster("east", 1, edgev1.Endpoint{Address: host, Port: int32(mport), Ready: true, Serving: true}))
+	main := backend("web", 1, inCluster("east", 1, echo(t, "web")))
+	port := freePort(t)
+	m := oneListener(port, edgev1.ProtocolHTTP, edgev1.VirtualHost{Hostname: "*", Routes: []edgev1.Route{
+		{RouteName: "all", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/all"}, Backends: []edgev1.Backend{main},
+			Filters: []edgev1.Filter{{Type: edgev1.FilterRequestMirror, RequestMirror: &edgev1.Mirror{Backend: mirrorTo, Numerator: 1, Denominator: 1}}}},
+		{RouteName: "none", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/none"}, Backends: []edgev1.Backend{main},
+			Filters: []edgev1.Filter{{Type: edgev1.FilterRequestMirror, RequestMirror: &edgev1.Mirror{Backend: mirrorTo, Numerator: 0, Denominator: 100}}}},
+	}})
+	start(t, m, nil)
+
+	resp, err := client.Post(fmt.Sprintf("http://127.0.0.1:%d/all", port), "text/plain", strings.NewReader("hello"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Backend") != "web" || resp.Header.Get("X-Seen-Path") != "/all" {
+		t.Fatalf("the mirrored request itself: %d from %q", resp.StatusCode, resp.Header.Get("X-Backend"))
+	}
+	select {
+	case got := <-seen:
+		if want := fmt.Sprintf("POST 127.0.0.1:%d/all hello", port); got != want {
+			t.Errorf("mirror got %q, want %q", got, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the mirror got nothing")
+	}
+	for range 5 {
+		get(t, port, "", "/none", nil)
+	}
+	// A copy sent would arrive long before the next mirrored request's.
+	get(t, port, "", "/all", nil)
+	if got := <-seen; !strings.HasPrefix(got, "GET ") || !strings.Contains(got, "/all") {
+		t.Errorf("a 0%% mirror sent %q", got)
+	}
+}

@@ -150,6 +150,14 @@ type route struct {
 	// backends with their cumulative weights, for a weighted pick.
 	backends []*backend
 	total    int64
+	// mirrors get copies of a share of the rule's requests.
+	mirrors []*mirror
+}
+
+// mirror is a compiled RequestMirror filter.
+type mirror struct {
+	backend                *backend
+	numerator, denominator int64
 }
 
 type matcher struct {
@@ -280,6 +288,29 @@ func addVirtualHost(h *hostTable[*vhost], vh edgev1.VirtualHost, region string) 
 	return nil
 }
 
+// compileBackend compiles one backend: its policy and its clusters' ready
+// endpoints; the route sets its cumulative weight.
+func compileBackend(b edgev1.Backend, region string) *backend {
+	cb := &backend{Backend: b, name: fmt.Sprintf("%s/%s/%s", b.Kind, b.Namespace, b.Name), policy: compilePolicy(b.Policy),
+		h2c: b.AppProtocol == "kubernetes.io/h2c" || b.AppProtocol == "h2c"}
+	for i, c := range b.Clusters {
+		cc := &cluster{ClusterEndpoints: c, local: region != "" && c.Region == region}
+		if i < 64 {
+			cc.bit = 1 << i
+		}
+		for _, e := range c.Endpoints {
+			if e.Ready {
+				cc.ready = append(cc.ready, endpoint{Endpoint: e, hostport: net.JoinHostPort(e.Address, strconv.Itoa(int(e.Port)))})
+			}
+		}
+		if c.EffectiveWeight > 0 && len(cc.ready) > 0 {
+			cb.total += c.EffectiveWeight
+		}
+		cb.clusters = append(cb.clusters, cc)
+	}
+	return cb
+}
+
 func compileRoute(r edgev1.Route, region string) (*route, error) {
 	cr := &route{Route: r, name: fmt.Sprintf("%s/%s/%d", r.RouteNamespace, r.RouteName, r.Rule)}
 	for _, list := range []struct {
@@ -302,28 +333,17 @@ func compileRoute(r edgev1.Route, region string) (*route, error) {
 		}
 	}
 	for _, b := range r.Backends {
-		cb := &backend{Backend: b, name: fmt.Sprintf("%s/%s/%s", b.Kind, b.Namespace, b.Name), policy: compilePolicy(b.Policy),
-			h2c: b.AppProtocol == "kubernetes.io/h2c" || b.AppProtocol == "h2c"}
+		cb := compileBackend(b, region)
 		if b.Weight > 0 {
 			cr.total += int64(b.Weight)
 		}
 		cb.cumWeight = cr.total
-		for i, c := range b.Clusters {
-			cc := &cluster{ClusterEndpoints: c, local: region != "" && c.Region == region}
-			if i < 64 {
-				cc.bit = 1 << i
-			}
-			for _, e := range c.Endpoints {
-				if e.Ready {
-					cc.ready = append(cc.ready, endpoint{Endpoint: e, hostport: net.JoinHostPort(e.Address, strconv.Itoa(int(e.Port)))})
-				}
-			}
-			if c.EffectiveWeight > 0 && len(cc.ready) > 0 {
-				cb.total += c.EffectiveWeight
-			}
-			cb.clusters = append(cb.clusters, cc)
-		}
 		cr.backends = append(cr.backends, cb)
+	}
+	for _, f := range r.Filters {
+		if m := f.RequestMirror; f.Type == edgev1.FilterRequestMirror && m != nil && m.Denominator > 0 {
+			cr.mirrors = append(cr.mirrors, &mirror{backend: compileBackend(m.Backend, region), numerator: int64(m.Numerator), denominator: int64(m.Denominator)})
+		}
 	}
 	return cr, nil
 }
@@ -337,6 +357,11 @@ func (t *table) backends() iter.Seq[*backend] {
 				for _, r := range vh.routes {
 					for _, b := range r.backends {
 						if !yield(b) {
+							return
+						}
+					}
+					for _, m := range r.mirrors {
+						if !yield(m.backend) {
 							return
 						}
 					}

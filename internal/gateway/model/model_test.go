@@ -274,7 +274,8 @@ func TestDirectResponses(t *testing.T) {
 	want := map[string]string{
 		"zero/0":   "every backendRef has weight 0",
 		"empty/0":  "rule has no backendRefs",
-		"partly/0": "filter RequestMirror is not supported",
+		"partly/0": "filter ExtensionRef is not supported",
+		"partly/3": "",
 		"empty/1":  "",
 		"partly/2": "",
 		"mixed/0":  "",

@@ -306,8 +306,9 @@ func (b *builder) translate(r *gwv1.HTTPRoute) *translated {
 	for ri, rule := range r.Spec.Rules {
 		base := edgev1.Route{RouteNamespace: r.Namespace, RouteName: r.Name, Rule: ri}
 		var probs []problem
-		filters, p := convertFilters(rule.Filters)
+		filters, p, mirrorInvalid := b.convertFilters(r, rule.Filters, true)
 		probs = append(probs, p...)
+		invalid = append(invalid, mirrorInvalid...)
 		base.Filters = filters
 		t, p := convertTimeouts(rule.Timeouts)
 		probs = append(probs, p...)
@@ -315,7 +316,7 @@ func (b *builder) translate(r *gwv1.HTTPRoute) *translated {
 		redirect := slices.ContainsFunc(filters, func(f edgev1.Filter) bool { return f.Type == edgev1.FilterRequestRedirect })
 		for _, ref := range rule.BackendRefs {
 			be := b.backend(r, ref.BackendRef)
-			bf, p := convertFilters(ref.Filters)
+			bf, p, _ := b.convertFilters(r, ref.Filters, false)
 			be.Filters = bf
 			probs = append(probs, p...)
 			if be.Invalid != nil {
@@ -476,9 +477,13 @@ func convertTimeouts(t *gwv1.HTTPRouteTimeouts) (edgev1.Timeouts, []problem) {
 	return out, probs
 }
 
-func convertFilters(fs []gwv1.HTTPRouteFilter) ([]edgev1.Filter, []problem) {
+// convertFilters converts a rule's filters (rule) or a backendRef's. A
+// mirror whose backend does not resolve is left out and returned as
+// invalid: the rule serves on, the route says its reference is broken.
+func (b *builder) convertFilters(r *gwv1.HTTPRoute, fs []gwv1.HTTPRouteFilter, rule bool) ([]edgev1.Filter, []problem, []*edgev1.Invalid) {
 	var out []edgev1.Filter
 	var probs []problem
+	var invalid []*edgev1.Invalid
 	var redirect, rewrite bool
 	for _, f := range fs {
 		switch f.Type {
@@ -517,6 +522,17 @@ func convertFilters(fs []gwv1.HTTPRouteFilter) ([]edgev1.Filter, []problem) {
 				rw.Hostname = string(*uw.Hostname)
 			}
 			out = append(out, edgev1.Filter{Type: edgev1.FilterURLRewrite, URLRewrite: rw})
+		case gwv1.HTTPRouteFilterRequestMirror:
+			if !rule || f.RequestMirror == nil {
+				probs = append(probs, problem{string(gwv1.RouteReasonUnsupportedValue), "RequestMirror is supported in a rule's filters, not a backendRef's"})
+				continue
+			}
+			m, bad := b.mirror(r, f.RequestMirror)
+			if bad != nil {
+				invalid = append(invalid, bad)
+				continue
+			}
+			out = append(out, edgev1.Filter{Type: edgev1.FilterRequestMirror, RequestMirror: m})
 		default:
 			probs = append(probs, problem{string(gwv1.RouteReasonUnsupportedValue), fmt.Sprintf("filter %s is not supported", f.Type)})
 		}
@@ -524,7 +540,27 @@ func convertFilters(fs []gwv1.HTTPRouteFilter) ([]edgev1.Filter, []problem) {
 	if redirect && rewrite {
 		probs = append(probs, problem{string(gwv1.RouteReasonIncompatibleFilters), "RequestRedirect and URLRewrite cannot be used together"})
 	}
-	return out, probs
+	return out, probs, invalid
+}
+
+// mirror resolves a RequestMirror filter: its backend as a backendRef of
+// r, and its share of requests (percent, or a fraction; all when neither).
+func (b *builder) mirror(r *gwv1.HTTPRoute, f *gwv1.HTTPRequestMirrorFilter) (*edgev1.Mirror, *edgev1.Invalid) {
+	be := b.backend(r, gwv1.BackendRef{BackendObjectReference: f.BackendRef})
+	if be.Invalid != nil {
+		return nil, be.Invalid
+	}
+	m := &edgev1.Mirror{Backend: be, Numerator: 100, Denominator: 100}
+	switch {
+	case f.Percent != nil:
+		m.Numerator = *f.Percent
+	case f.Fraction != nil:
+		m.Numerator, m.Denominator = f.Fraction.Numerator, 100
+		if f.Fraction.Denominator != nil {
+			m.Denominator = *f.Fraction.Denominator
+		}
+	}
+	return m, nil
 }
 
 func headerModifier(h *gwv1.HTTPHeaderFilter) *edgev1.HeaderModifier {

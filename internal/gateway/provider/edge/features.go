@@ -36,4 +36,7 @@ var Features = []features.FeatureName{
 	features.SupportHTTPRouteBackendProtocolH2C,
 	features.SupportHTTPRouteBackendProtocolWebSocket,
 	features.SupportHTTPRouteNamedRouteRule,
+	features.SupportHTTPRouteRequestMirror,
+	features.SupportHTTPRouteRequestMultipleMirrors,
+	features.SupportHTTPRouteRequestPercentageMirror,
 }
