@@ -46,6 +46,7 @@ type Reply struct {
 // KEP-1645 does:
 //
 //	<svc>.<ns>.svc.<zone>                     A/AAAA: ClusterSetIPs; headless: every ready endpoint
+//	                                          SRV: every port, once per target and number (NameSRV)
 //	<host>.<cluster>.<svc>.<ns>.svc.<zone>    A/AAAA: that endpoint of a headless import
 //	_<port>._<proto>.<svc>.<ns>.svc.<zone>    SRV: <svc>.<ns>.svc.<zone>; headless: one per endpoint
 //
@@ -92,6 +93,12 @@ func (z Zone) Answer(qname string, qtype uint16, l Lookup) Reply {
 	}
 	switch len(r) {
 	case 3:
+		if qtype == dns.TypeSRV {
+			if len(svc.NameSRV) == 0 {
+				return z.noData(l)
+			}
+			return z.srv(qname, r[2]+"."+r[1]+".svc."+z.Name, svc, svc.NameSRV)
+		}
 		return z.addresses(qname, qtype, svc.Addrs, l)
 	case 4:
 		if svc.Protocols[r[3]] || svc.Clusters[r[3]] {

@@ -35,6 +35,13 @@ type Service struct {
 	// SRV holds the targets of _<port>._<proto>.<svc>.<ns>.svc.<zone>,
 	// keyed by "_<port>._<proto>" in lower case.
 	SRV map[string][]Target
+	// NameSRV holds the targets of an SRV query of <svc>.<ns>.svc.<zone>
+	// itself: every port of the import, named or not, once per target and
+	// port number, as CoreDNS's kubernetes plugin answers a Service's own
+	// name. A port served over TCP and UDP is one record: one for a
+	// ClusterSetIP import that serves 42 over both, one per endpoint for a
+	// headless one, which is what the mcs-api conformance suite asks.
+	NameSRV []Target
 	// Protocols are the "_<proto>" labels the ports use, so that
 	// _<proto>.<svc>.<ns>.svc.<zone> exists (an empty non-terminal).
 	Protocols map[string]bool
@@ -77,6 +84,9 @@ func Build(imp *mcsv1beta1.ServiceImport, slices []*discoveryv1.EndpointSlice) *
 	// Every named port of the import has its SRV name, even while a
 	// headless import has no ready endpoint for it (NODATA, not NXDOMAIN).
 	for _, p := range imp.Spec.Ports {
+		if !s.Headless && p.Port > 0 && p.Port <= 65535 {
+			s.NameSRV = append(s.NameSRV, Target{Port: uint16(p.Port)})
+		}
 		key, ok := srvKey(p.Name, p.Protocol)
 		if !ok {
 			continue
@@ -89,7 +99,7 @@ func Build(imp *mcsv1beta1.ServiceImport, slices []*discoveryv1.EndpointSlice) *
 		}
 	}
 	if s.Headless {
-		s.buildHeadless(slices)
+		s.buildHeadless(imp.Spec.Ports, slices)
 	}
 	s.Addrs.normalize()
 	for k, h := range s.Hosts {
@@ -99,6 +109,7 @@ func Build(imp *mcsv1beta1.ServiceImport, slices []*discoveryv1.EndpointSlice) *
 	for k, ts := range s.SRV {
 		s.SRV[k] = normalizeTargets(ts)
 	}
+	s.NameSRV = normalizeTargets(s.NameSRV)
 	return s
 }
 
@@ -107,7 +118,13 @@ func Build(imp *mcsv1beta1.ServiceImport, slices []*discoveryv1.EndpointSlice) *
 // import that its slice serves. The import's ports decide which SRV names
 // exist (they are what the registry merged across clusters); each slice
 // says on which port its endpoints serve them.
-func (s *Service) buildHeadless(eps []*discoveryv1.EndpointSlice) {
+func (s *Service) buildHeadless(declared []mcsv1beta1.ServicePort, eps []*discoveryv1.EndpointSlice) {
+	// The import's ports, named or not, by name and protocol: the ports
+	// of a slice that the service's own name answers SRV with.
+	imported := map[string]bool{}
+	for _, p := range declared {
+		imported[strings.ToLower(p.Name)+"."+protoLabel(p.Protocol)] = true
+	}
 	// Slices in name order: the answers do not depend on event order.
 	eps = slices.Clone(eps)
 	slices.SortFunc(eps, func(a, b *discoveryv1.EndpointSlice) int { return strings.Compare(a.Name, b.Name) })
@@ -120,9 +137,16 @@ func (s *Service) buildHeadless(eps []*discoveryv1.EndpointSlice) {
 			continue // not a name a query could ask for
 		}
 		ports := map[string]uint16{}
+		var numbers []uint16
 		for _, p := range es.Ports {
-			key, ok := srvKey(ptrString(p.Name), ptrProtocol(p.Protocol))
-			if ok && s.SRV[key] != nil && p.Port != nil && *p.Port > 0 && *p.Port <= 65535 {
+			if p.Port == nil || *p.Port <= 0 || *p.Port > 65535 {
+				continue
+			}
+			name, proto := ptrString(p.Name), ptrProtocol(p.Protocol)
+			if imported[strings.ToLower(name)+"."+protoLabel(proto)] {
+				numbers = append(numbers, uint16(*p.Port))
+			}
+			if key, ok := srvKey(name, proto); ok && s.SRV[key] != nil {
 				ports[key] = uint16(*p.Port)
 			}
 		}
@@ -148,6 +172,9 @@ func (s *Service) buildHeadless(eps []*discoveryv1.EndpointSlice) {
 			s.Clusters[cluster] = true
 			for key, port := range ports {
 				s.SRV[key] = append(s.SRV[key], Target{Host: name, Port: port})
+			}
+			for _, port := range numbers {
+				s.NameSRV = append(s.NameSRV, Target{Host: name, Port: port})
 			}
 		}
 	}

@@ -70,20 +70,29 @@ func endpoint(addr, hostname string, ready *bool) discoveryv1.Endpoint {
 	return e
 }
 
-// fixture is a clusterset of four imports in namespace demo:
+// fixture is a clusterset of six imports in namespace demo:
 //   - web: ClusterSetIP, dual-stack, ports http/TCP 80, dns/UDP 53 and an
 //     unnamed 8443;
 //   - v4only: ClusterSetIP with an IPv4 ClusterSetIP only;
 //   - pending: ClusterSetIP without a ClusterSetIP yet;
+//   - hello: ClusterSetIP serving 42 over TCP (tcp) and UDP (udp), as the
+//     mcs-api conformance suite's hello does;
 //   - db: headless, port pg/TCP 5432, endpoints in east (db-0 ready, db-1
 //     not ready, an unnamed one with ready unset) and west (db-0 in IPv4 and
 //     IPv6 slices), a west slice serving the port on 15432, an FQDN slice
-//     that is ignored.
+//     that is ignored;
+//   - peers: headless, hello's ports, two endpoints in east.
 func fixture() fakeLookup {
-	tcp := corev1.ProtocolTCP
+	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
 	db := headless("demo", "db", port("pg", tcp, 5432), port("", tcp, 9000))
 	pg := []discoveryv1.EndpointPort{slicePort("pg", tcp, 5432)}
 	return fakeLookup{
+		"demo/hello": Build(clusterSetIP("demo", "hello", []string{"10.96.0.12"}, port("tcp", tcp, 42), port("udp", udp, 42)), nil),
+		"demo/peers": Build(headless("demo", "peers", port("tcp", tcp, 42), port("udp", udp, 42)), []*discoveryv1.EndpointSlice{
+			importedSlice("peers-east", "peers", "east", discoveryv1.AddressTypeIPv4,
+				[]discoveryv1.EndpointPort{slicePort("tcp", tcp, 42), slicePort("udp", udp, 42)},
+				endpoint("10.244.1.8", "peers-0", nil), endpoint("10.244.1.9", "peers-1", nil)),
+		}),
 		"demo/web": Build(clusterSetIP("demo", "web", []string{"10.96.0.10", "fd00:10:96::a"},
 			port("http", tcp, 80), port("dns", corev1.ProtocolUDP, 53), port("", tcp, 8443)), nil),
 		"demo/v4only":  Build(clusterSetIP("demo", "v4only", []string{"10.96.0.11"}, port("http", tcp, 80)), nil),
@@ -184,6 +193,37 @@ func TestAnswer(t *testing.T) {
 				"db-0.east.db.demo.svc.clusterset.local. 5 IN A 10.244.1.5",
 				"db-0.west.db.demo.svc.clusterset.local. 5 IN A 10.244.2.5",
 				"db-0.west.db.demo.svc.clusterset.local. 5 IN AAAA fd00:10:244:2::5",
+			}},
+		{name: "SRV of a ClusterSetIP import's own name: every port, once per number", qname: "web.demo.svc.clusterset.local.", qtype: dns.TypeSRV,
+			answer: []string{
+				"web.demo.svc.clusterset.local. 5 IN SRV 0 33 53 web.demo.svc.clusterset.local.",
+				"web.demo.svc.clusterset.local. 5 IN SRV 0 33 80 web.demo.svc.clusterset.local.",
+				"web.demo.svc.clusterset.local. 5 IN SRV 0 33 8443 web.demo.svc.clusterset.local.",
+			},
+			extra: []string{"web.demo.svc.clusterset.local. 5 IN A 10.96.0.10", "web.demo.svc.clusterset.local. 5 IN AAAA fd00:10:96::a"}},
+		{name: "a port over TCP and UDP is one SRV record of the name", qname: "hello.demo.svc.clusterset.local.", qtype: dns.TypeSRV,
+			answer: []string{"hello.demo.svc.clusterset.local. 5 IN SRV 0 100 42 hello.demo.svc.clusterset.local."},
+			extra:  []string{"hello.demo.svc.clusterset.local. 5 IN A 10.96.0.12"}},
+		{name: "headless SRV of the name: one per ready endpoint and port it serves", qname: "db.demo.svc.clusterset.local.", qtype: dns.TypeSRV,
+			answer: []string{
+				"db.demo.svc.clusterset.local. 5 IN SRV 0 33 5432 10-244-1-7.east.db.demo.svc.clusterset.local.",
+				"db.demo.svc.clusterset.local. 5 IN SRV 0 33 5432 db-0.east.db.demo.svc.clusterset.local.",
+				"db.demo.svc.clusterset.local. 5 IN SRV 0 33 15432 db-0.west.db.demo.svc.clusterset.local.",
+			},
+			extra: []string{
+				"10-244-1-7.east.db.demo.svc.clusterset.local. 5 IN A 10.244.1.7",
+				"db-0.east.db.demo.svc.clusterset.local. 5 IN A 10.244.1.5",
+				"db-0.west.db.demo.svc.clusterset.local. 5 IN A 10.244.2.5",
+				"db-0.west.db.demo.svc.clusterset.local. 5 IN AAAA fd00:10:244:2::5",
+			}},
+		{name: "headless SRV of the name: a port over TCP and UDP once per endpoint", qname: "peers.demo.svc.clusterset.local.", qtype: dns.TypeSRV,
+			answer: []string{
+				"peers.demo.svc.clusterset.local. 5 IN SRV 0 50 42 peers-0.east.peers.demo.svc.clusterset.local.",
+				"peers.demo.svc.clusterset.local. 5 IN SRV 0 50 42 peers-1.east.peers.demo.svc.clusterset.local.",
+			},
+			extra: []string{
+				"peers-0.east.peers.demo.svc.clusterset.local. 5 IN A 10.244.1.8",
+				"peers-1.east.peers.demo.svc.clusterset.local. 5 IN A 10.244.1.9",
 			}},
 		{name: "an unnamed port has no SRV", qname: "_._tcp.db.demo.svc.clusterset.local.", qtype: dns.TypeSRV,
 			rcode: dns.RcodeNameError, ns: []string{soa}},
