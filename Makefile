@@ -28,9 +28,9 @@ KUBE_TOOLS := $(foreach b,$(KUBE_BINS),$(BIN)/$(b)-$(KUBE_VERSION)) $(BIN)/etcd-
 # ships, plus the node heartbeat that keeps the fake node Ready.
 KWOK_STAGES := node/fast/node-initialize.yaml node/heartbeat/node-heartbeat.yaml \
 	pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml
-# kubectl, at the version of the API servers, for the demo, and Gateway
-# API's echo server, which its echo pods run.
-DEMO_TOOLS := $(BIN)/kubectl-$(KUBE_VERSION) $(BIN)/echo-basic-$(GATEWAY_API_VERSION)
+# kubectl, at the version of the API servers, for the demo; Gateway API's
+# echo server, which its echo pods run; CoreDNS, each cluster's resolver.
+DEMO_TOOLS := $(BIN)/kubectl-$(KUBE_VERSION) $(BIN)/echo-basic-$(GATEWAY_API_VERSION) $(BIN)/coredns-$(COREDNS_VERSION)
 # Programs that stand in for well-known test images (agnhost, Gateway API's
 # echo-basic, CoreDNS) when the local fleet's process node runs Pods as processes.
 TEST_IMAGE_TOOLS := $(BIN)/agnhost-$(KUBE_VERSION) $(BIN)/echo-basic-$(GATEWAY_API_VERSION) $(BIN)/coredns-$(COREDNS_VERSION)
@@ -75,7 +75,8 @@ $(BIN)/agnhost-$(KUBE_VERSION):
 	cd hack/tools/kube && $(GO_BUILD_TOOL) -o $@.tmp k8s.io/kubernetes/test/images/agnhost
 	mv $@.tmp $@ && ln -sf $(notdir $@) $(BIN)/agnhost
 
-$(BIN)/coredns-$(COREDNS_VERSION):
+# Rebuilt when its plugin list or module changes.
+$(BIN)/coredns-$(COREDNS_VERSION): hack/tools/images/coredns/main.go hack/tools/images/go.mod
 	cd hack/tools/images && $(GO_BUILD_TOOL) -o $@.tmp ./coredns
 	mv $@.tmp $@ && ln -sf $(notdir $@) $(BIN)/coredns
 

@@ -187,7 +187,7 @@ if [[ -f "$DIR/state.json" ]]; then
 	"$FLEETNETCTL" dev down --dir "$DIR"
 fi
 
-step "1. A local fleet: hub, east and west (etcd, API servers, registry, one agent each; a node per cluster with kube-proxy, fleetnet-dns and a process node that runs Pods)"
+step "1. A local fleet: hub, east and west (etcd, API servers, registry, one agent each; a node per cluster with kube-proxy, CoreDNS, fleetnet-dns and a process node that runs Pods)"
 show "$FLEETNETCTL" dev up --dir "$DIR" --clusters hub,east,west
 show "$KUBECTL" config get-contexts
 
@@ -226,7 +226,7 @@ pool_has() { # CLUSTERS...: discovery's echo pool holds exactly these clusters
 wait_for 30 "echo's pool served with east and west" pool_has east west
 show "$FLEETNETCTL" discovery pools "${DISCOVERY[@]}" -n "$NS" -o wide
 
-step "4. By name: a client pod in hub calls echo.$NS.svc.clusterset.local (fleetnet-dns, then kube-proxy on hub's node)"
+step "4. By name: a client pod in hub calls echo.$NS.svc.clusterset.local (hub's CoreDNS forwards the zone to fleetnet-dns, then kube-proxy on hub's node)"
 # An ordinary Pod, applied with kubectl: hub's process node runs it.
 apply hub <<EOF
 apiVersion: v1

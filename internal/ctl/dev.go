@@ -160,7 +160,7 @@ func printUsage(w io.Writer, s *dev.State) {
 		fmt.Fprintf(w, "  kubectl --context %s -n demo exec client -- curl -s http://echo.demo.svc.%s/\n", hub.Name, keys.ClustersetZone)
 		fmt.Fprintf(w, "Nodes (kube-proxy, fleetnet-dns, the process node's pods):\n")
 		for _, c := range s.Clusters {
-			fmt.Fprintf(w, "  %-8s node %s, fleetnet-dns %s\n", c.Name, c.NodeAddress(), c.DNSAddress())
+			fmt.Fprintf(w, "  %-8s node %s, DNS %s (CoreDNS; clusterset.local from fleetnet-dns %s)\n", c.Name, c.NodeAddress(), c.ClusterDNSAddress(), c.DNSAddress())
 		}
 	}
 	fmt.Fprintf(w, "\nStatus, logs, stop:\n  fleetnetctl dev status%s | dev logs %s/agent | dev down\n", dirFlag, s.Clusters[0].Name)

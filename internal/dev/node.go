@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/controlplane"
 	"github.com/fleetnet/fleetnet/internal/netns"
 	corev1 "k8s.io/api/core/v1"
@@ -40,13 +41,23 @@ import (
 //     inside the node.
 const (
 	nodeHost = 254
-	// DNSPort is where fleetnet-dns answers on a node's address.
-	DNSPort         = 53
+	// DNSPort is where fleetnet-dns answers on a node's address; the
+	// cluster's CoreDNS forwards clusterset.local to it.
+	DNSPort = 5353
+	// ClusterDNSPort is where the cluster's CoreDNS answers on the node's
+	// address: the pods' nameserver.
+	ClusterDNSPort  = 53
 	kubeProxyHealth = 10256 // kube-proxy's default healthz port
 	dnsHealthPort   = 8080
 	dnsReadyPort    = 8181
 	dnsMetricsPort  = 9153
+	coreDNSReady    = 8182
+	coreDNSMetrics  = 9154
 )
+
+// CoreDNSBinary is CoreDNS with the kubernetes plugin, which `make tools`
+// builds (hack/tools/images/coredns); it is each cluster's own resolver.
+const CoreDNSBinary = "coredns"
 
 // Node parts of a cluster (components "<cluster>/<part>"), when the fleet
 // has nodes.
@@ -54,6 +65,10 @@ const (
 	PartAPIServerProxy = "apiserver-proxy"
 	PartKubeProxy      = "kube-proxy"
 	PartDNS            = "dns"
+	// PartCoreDNS is the cluster's resolver: cluster.local from its API
+	// server (CoreDNS's kubernetes plugin), clusterset.local from
+	// fleetnet-dns, as in a real cluster.
+	PartCoreDNS = "coredns"
 	// PartProcessNode runs the Pods scheduled to the cluster as processes
 	// (internal/node).
 	PartProcessNode = "process-node"
@@ -95,8 +110,10 @@ func NodeRequirements() error {
 // fleetnet-dns (`make build`).
 func NodeBinaries(tools controlplane.Binaries, fleetnet string) error {
 	var errs []error
-	if _, err := tools.Path(KubeProxyBinary); err != nil {
-		errs = append(errs, err)
+	for _, name := range []string{KubeProxyBinary, CoreDNSBinary} {
+		if _, err := tools.Path(name); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for _, name := range []string{CtlBinary, DNSBinary} {
 		if _, err := os.Stat(filepath.Join(fleetnet, name)); err != nil {
@@ -134,6 +151,12 @@ func (c ClusterState) nodeVeth() string {
 // DNSAddress is where the cluster's fleetnet-dns answers.
 func (c ClusterState) DNSAddress() string {
 	return net.JoinHostPort(c.NodeAddress().String(), fmt.Sprint(DNSPort))
+}
+
+// ClusterDNSAddress is where the cluster's CoreDNS answers: the pods'
+// nameserver.
+func (c ClusterState) ClusterDNSAddress() string {
+	return net.JoinHostPort(c.NodeAddress().String(), fmt.Sprint(ClusterDNSPort))
 }
 
 // nodes starts every cluster's node, in parallel.
@@ -214,7 +237,65 @@ func (u *upper) node(ctx context.Context, c ClusterState) error {
 	}); err != nil {
 		return err
 	}
+	if err := u.ensure(c.Name+"/"+PartCoreDNS, func() (*controlplane.Process, error) { return u.startCoreDNS(ctx, c) }); err != nil {
+		return err
+	}
 	return u.ensure(c.Name+"/"+PartProcessNode, func() (*controlplane.Process, error) { return u.startProcessNode(ctx, c) })
+}
+
+// startCoreDNS runs the cluster's resolver in its node's namespace, on the
+// node's address: cluster.local (and reverse lookups) from the cluster's
+// API server with CoreDNS's kubernetes plugin, clusterset.local forwarded
+// to fleetnet-dns uncached (its answers carry their own TTLs), anything
+// else to the host's resolvers. This is the stanza a real cluster's CoreDNS
+// gets (internal/dns/app's documentation).
+func (u *upper) startCoreDNS(ctx context.Context, c ClusterState) (*controlplane.Process, error) {
+	s := u.s
+	bin, err := u.o.Tools.Path(CoreDNSBinary)
+	if err != nil {
+		return nil, err
+	}
+	node := c.NodeAddress().String()
+	corefile := filepath.Join(s.Dir, c.Name, "Corefile")
+	conf := fmt.Sprintf(`# The cluster's resolver (fleetnetctl dev up).
+cluster.local:%[1]d in-addr.arpa:%[1]d ip6.arpa:%[1]d {
+    bind %[2]s
+    errors
+    ready %[2]s:%[3]d
+    prometheus %[2]s:%[4]d
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        kubeconfig %[5]s
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+        ttl 5
+    }
+    cache 5
+}
+%[6]s:%[1]d {
+    bind %[2]s
+    errors
+    forward . %[7]s
+}
+.:%[1]d {
+    bind %[2]s
+    errors
+    forward . /etc/resolv.conf
+    cache 30
+}
+`, ClusterDNSPort, node, coreDNSReady, coreDNSMetrics, s.KubeconfigPath(c.Name), keys.ClustersetZone, c.DNSAddress())
+	if err := os.WriteFile(corefile, []byte(conf), 0o644); err != nil {
+		return nil, err
+	}
+	p, err := controlplane.Start(c.Name+"/"+PartCoreDNS, "ip", []string{"netns", "exec", c.NodeNetNS(), bin, "-conf", corefile},
+		filepath.Join(s.Dir, c.Name, "coredns.log"), u.startOptions())
+	if err != nil {
+		return nil, err
+	}
+	if err := waitReady(ctx, p, fmt.Sprintf("http://%s:%d/ready", node, coreDNSReady)); err != nil {
+		p.Kill()
+		return nil, err
+	}
+	return p, nil
 }
 
 // kubeProxyConfig is the node's KubeProxyConfiguration. The conntrack

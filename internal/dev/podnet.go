@@ -274,8 +274,9 @@ func writeResolvConf(ns string, c ClusterState, namespace string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	conf := fmt.Sprintf("# fleetnet dev pod of cluster %s: its node's fleetnet-dns\nnameserver %s\nsearch %s.svc.%s svc.%s\noptions ndots:5\n",
-		c.Name, c.NodeAddress(), namespace, keys.ClustersetZone, keys.ClustersetZone)
+	// As a kubelet's (cluster.local first), then the clusterset zone.
+	conf := fmt.Sprintf("# fleetnet dev pod of cluster %s: the cluster's CoreDNS on its node\nnameserver %s\nsearch %s.svc.cluster.local svc.cluster.local cluster.local %s.svc.%s svc.%s\noptions ndots:5\n",
+		c.Name, c.NodeAddress(), namespace, namespace, keys.ClustersetZone, keys.ClustersetZone)
 	return os.WriteFile(filepath.Join(dir, "resolv.conf"), []byte(conf), 0o644)
 }
 

@@ -132,7 +132,7 @@ func (s *State) Components() []string {
 	out = append(out, ComponentGateway, ComponentEdge, ComponentDiscovery)
 	if s.Nodes {
 		for _, c := range s.Clusters {
-			out = append(out, c.Name+"/"+PartAPIServerProxy, c.Name+"/"+PartKubeProxy, c.Name+"/"+PartDNS, c.Name+"/"+PartProcessNode)
+			out = append(out, c.Name+"/"+PartAPIServerProxy, c.Name+"/"+PartKubeProxy, c.Name+"/"+PartDNS, c.Name+"/"+PartCoreDNS, c.Name+"/"+PartProcessNode)
 		}
 	}
 	return out
