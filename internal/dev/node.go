@@ -202,38 +202,18 @@ func (u *upper) node(ctx context.Context, c ClusterState) error {
 		if err := os.WriteFile(config, []byte(kubeProxyConfig(s, c)), 0o644); err != nil {
 			return nil, err
 		}
-		p, err := controlplane.Start(c.Name+"/"+PartKubeProxy, "ip", []string{"netns", "exec", c.NodeNetNS(), bin, "--config=" + config},
-			filepath.Join(s.Dir, c.Name, "kube-proxy.log"), u.startOptions())
-		if err != nil {
-			return nil, err
-		}
 		// /healthz answers 200 once the first rules are written.
-		url := fmt.Sprintf("http://%s:%d/healthz", node, kubeProxyHealth)
-		if err := waitReady(ctx, p, url); err != nil {
-			p.Kill()
-			return nil, err
-		}
-		return p, nil
+		return u.startInNode(ctx, c, PartKubeProxy, fmt.Sprintf("http://%s:%d/healthz", node, kubeProxyHealth), bin, "--config="+config)
 	}); err != nil {
 		return err
 	}
 	if err := u.ensure(c.Name+"/"+PartDNS, func() (*controlplane.Process, error) {
-		args := []string{"netns", "exec", c.NodeNetNS(), filepath.Join(u.o.Fleetnet, DNSBinary),
-			"--kubeconfig=" + s.KubeconfigPath(c.Name),
-			"--listen=" + c.DNSAddress(),
+		return u.startInNode(ctx, c, PartDNS, fmt.Sprintf("http://%s:%d/ready", node, dnsReadyPort), filepath.Join(u.o.Fleetnet, DNSBinary),
+			"--kubeconfig="+s.KubeconfigPath(c.Name),
+			"--listen="+c.DNSAddress(),
 			fmt.Sprintf("--health-addr=%s:%d", node, dnsHealthPort),
 			fmt.Sprintf("--ready-addr=%s:%d", node, dnsReadyPort),
-			fmt.Sprintf("--metrics-addr=%s:%d", node, dnsMetricsPort),
-		}
-		p, err := controlplane.Start(c.Name+"/"+PartDNS, "ip", args, filepath.Join(s.Dir, c.Name, "dns.log"), u.startOptions())
-		if err != nil {
-			return nil, err
-		}
-		if err := waitReady(ctx, p, fmt.Sprintf("http://%s:%d/ready", node, dnsReadyPort)); err != nil {
-			p.Kill()
-			return nil, err
-		}
-		return p, nil
+			fmt.Sprintf("--metrics-addr=%s:%d", node, dnsMetricsPort))
 	}); err != nil {
 		return err
 	}
@@ -286,12 +266,18 @@ cluster.local:%[1]d in-addr.arpa:%[1]d ip6.arpa:%[1]d {
 	if err := os.WriteFile(corefile, []byte(conf), 0o644); err != nil {
 		return nil, err
 	}
-	p, err := controlplane.Start(c.Name+"/"+PartCoreDNS, "ip", []string{"netns", "exec", c.NodeNetNS(), bin, "-conf", corefile},
-		filepath.Join(s.Dir, c.Name, "coredns.log"), u.startOptions())
+	return u.startInNode(ctx, c, PartCoreDNS, fmt.Sprintf("http://%s:%d/ready", node, coreDNSReady), bin, "-conf", corefile)
+}
+
+// startInNode runs a node part (its log <cluster>/<part>.log) in the
+// node's namespace and waits until ready answers 200.
+func (u *upper) startInNode(ctx context.Context, c ClusterState, part, ready string, bin string, args ...string) (*controlplane.Process, error) {
+	p, err := controlplane.Start(c.Name+"/"+part, "ip", append([]string{"netns", "exec", c.NodeNetNS(), bin}, args...),
+		filepath.Join(u.s.Dir, c.Name, part+".log"), u.startOptions())
 	if err != nil {
 		return nil, err
 	}
-	if err := waitReady(ctx, p, fmt.Sprintf("http://%s:%d/ready", node, coreDNSReady)); err != nil {
+	if err := waitReady(ctx, p, ready); err != nil {
 		p.Kill()
 		return nil, err
 	}
