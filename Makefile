@@ -142,6 +142,11 @@ conformance: deps ## Run the Gateway API conformance suite (GATEWAY-HTTP) on a l
 	$(MAKE) --no-print-directory $(KUBE_TOOLS) $(TEST_IMAGE_TOOLS) build
 	hack/conformance.sh
 
+.PHONY: conformance-mcs
+conformance-mcs: deps ## Run the mcs-api conformance suite's specs, encoded as end-to-end tests on pods, on the three-cluster fleet of test/e2e (needs root).
+	$(MAKE) --no-print-directory tools build
+	go test -count=1 -tags mcsconformance -run '^TestMCSConformance' -v -timeout 40m ./test/e2e
+
 .PHONY: demo-down
 demo-down: ## Stop the demo's fleet and remove it.
 	$(BIN)/fleetnetctl dev down

@@ -1,3 +1,8 @@
+//go:build mcsconformance
+
+// The mcs-api conformance specs run with `make conformance-mcs` (build tag
+// mcsconformance), not in `make test`: see the README's conformance rows.
+
 package e2e
 
 // The mcs-api conformance suite (sigs.k8s.io/mcs-api/conformance, read at
