@@ -6,13 +6,16 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fleetnet/fleetnet/api/keys"
@@ -323,6 +326,75 @@ func nodeOwner(ns string) string {
 		return ""
 	}
 	return strings.TrimSpace(string(data))
+}
+
+// reclaimNodes checks, before anything starts, that no other fleet holds
+// the node namespaces this one needs. A fleet that holds them but no longer
+// runs (its command was killed, or its folder removed, before `dev down`)
+// is taken down, so that one killed run does not block every later one; a
+// running fleet is an error naming it.
+func reclaimNodes(dir string, clusters []ClusterState, progress io.Writer) error {
+	stale := map[string]bool{}
+	var errs []error
+	for _, c := range clusters {
+		ns := c.NodeNetNS()
+		owner := nodeOwner(ns)
+		if owner == "" || owner == dir {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(netns.Dir, ns)); err != nil {
+			continue // a record without a namespace: ensureNodeNetwork rewrites it
+		}
+		if fleetRuns(owner) {
+			errs = append(errs, fmt.Errorf("network namespace %s belongs to the fleet in %s; one root fleet with nodes runs on a machine at a time: run `fleetnetctl dev down --dir %s` first, or give this one --nodes=false", ns, owner, owner))
+			continue
+		}
+		stale[owner] = true
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, owner := range slices.Sorted(maps.Keys(stale)) {
+		fmt.Fprintf(progress, "the fleet in %s left its nodes behind and no longer runs: taking it down\n", owner)
+		if _, err := os.Stat(filepath.Join(owner, stateFile)); err == nil {
+			if err := Down(owner, progress); err != nil {
+				return fmt.Errorf("taking down the stopped fleet in %s: %w", owner, err)
+			}
+		}
+	}
+	// What a removed folder no longer names: the namespaces themselves.
+	for _, c := range clusters {
+		if owner := nodeOwner(c.NodeNetNS()); stale[owner] {
+			if err := removeNodeNetwork(owner, c); err != nil {
+				return fmt.Errorf("node of %s left by the fleet in %s: %w", c.Name, owner, err)
+			}
+		}
+	}
+	return nil
+}
+
+// fleetRuns reports whether the fleet in dir is running or being changed:
+// a command holds its lock, or one of its recorded processes is alive.
+func fleetRuns(dir string) bool {
+	f, err := os.Open(filepath.Join(dir, ".lock"))
+	if err != nil {
+		return false // no folder, no fleet
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return true
+	}
+	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	s, err := load(dir)
+	if err != nil {
+		return !errors.Is(err, ErrNoFleet)
+	}
+	for _, p := range s.Processes {
+		if p.Alive() {
+			return true
+		}
+	}
+	return false
 }
 
 // ensureNodeNetwork creates the node's namespace and its veth on the bridge,

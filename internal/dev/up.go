@@ -267,6 +267,9 @@ func (u *upper) run(ctx context.Context, fresh bool) error {
 			strings.Join(busy, "; "), s.BasePort, s.BasePort+offsetClusters+len(s.Clusters)*portsPerCluster-1))
 	}
 	errs = append(errs, u.checkBinaries())
+	if s.Nodes {
+		errs = append(errs, reclaimNodes(s.Dir, s.Clusters, o.Progress))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
