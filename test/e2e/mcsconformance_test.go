@@ -30,6 +30,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os/exec"
 	"regexp"
 	"slices"
 	"strconv"
@@ -38,12 +39,14 @@ import (
 	"time"
 
 	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/internal/dev"
 	"github.com/fleetnet/fleetnet/internal/testkit"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	utilptr "k8s.io/utils/ptr"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -53,6 +56,7 @@ const (
 	mcsRequest = "request"
 	// mcsHeadlessReplicas is headless_service_dns.go's replicas.
 	mcsHeadlessReplicas = 2
+	mcsNamespacePrefix  = "mcs-conformance-"
 )
 
 // mcsClusters are upstream's clients in order: the first deploys and
@@ -62,12 +66,9 @@ var mcsClusters = []string{"east", "west", "hub"}
 // Upstream's connectivity.go, on a Service that only east exports
 // (autoExportService false: each spec exports what it needs).
 func TestMCSConformanceConnectivity(t *testing.T) {
+	mcsAwaitNamespacesGone(t)
 	first, second := mcsClusters[0], mcsClusters[1]
-	for _, tc := range []struct {
-		name  string
-		setup mcsSetup
-		run   func(t *testing.T, d *mcsDriver)
-	}{{
+	runSpecs(t, []mcsSpec{{
 		// "Connectivity to a service that is not exported should be
 		// inaccessible" (Required): 20 one-shot probes per family and
 		// cluster, none answered by a hello pod.
@@ -126,27 +127,21 @@ func TestMCSConformanceConnectivity(t *testing.T) {
 			d.execPortConnectivity(42, firstIP, 10)
 			d.execPortConnectivity(4242, secondIP, 10)
 		},
-	}} {
-		t.Run(tc.name, func(t *testing.T) {
-			start := time.Now()
-			tc.run(t, newMCSDriver(t, tc.setup))
-			t.Logf("took %s", time.Since(start).Round(100*time.Millisecond))
-		})
-	}
+	}})
 }
 
 // Upstream's clusterip_service_dns.go: east exports hello (ClusterIP).
 func TestMCSConformanceClusterIPDNS(t *testing.T) {
+	mcsAwaitNamespacesGone(t)
 	first := mcsClusters[0]
-	for _, tc := range []struct {
-		name string
-		run  func(t *testing.T, d *mcsDriver)
-	}{{
+	exported := mcsSetup{export: true}
+	runSpecs(t, []mcsSpec{{
 		// "A DNS lookup of the <service>.<ns>.svc.clusterset.local domain
 		// for a ClusterIP service should resolve to the clusterset IP":
 		// every ClusterSetIP of each cluster's import, A or AAAA by its
 		// family.
-		name: "A and AAAA resolve to the ClusterSetIPs",
+		name:  "A and AAAA resolve to the ClusterSetIPs",
+		setup: exported,
 		run: func(t *testing.T, d *mcsDriver) {
 			for _, c := range mcsClusters {
 				si := d.awaitServiceImport(c, func(si *mcsv1beta1.ServiceImport) error {
@@ -166,7 +161,8 @@ func TestMCSConformanceClusterIPDNS(t *testing.T) {
 		// domain for a ClusterIP service should return valid SRV
 		// records": exactly one, port 42 to the service's name, though
 		// hello serves 42 over TCP and UDP.
-		name: "SRV returns one record",
+		name:  "SRV returns one record",
+		setup: exported,
 		run: func(t *testing.T, d *mcsDriver) {
 			want := []mcsSRV{{port: d.service.Spec.Ports[0].Port, domainName: d.fqdn()}}
 			for _, c := range mcsClusters {
@@ -179,7 +175,8 @@ func TestMCSConformanceClusterIPDNS(t *testing.T) {
 		// "DNS lookups of the <service>.<ns>.svc.cluster.local domain for
 		// a ClusterIP service should only resolve local services": from
 		// east, its own Service's ClusterIP.
-		name: "svc.cluster.local resolves the local service",
+		name:  "svc.cluster.local resolves the local service",
+		setup: exported,
 		run: func(t *testing.T, d *mcsDriver) {
 			var clusterIP string
 			testkit.Eventually(t, 20*time.Second, "the local Service's cluster IP", func(ctx context.Context) error {
@@ -202,24 +199,15 @@ func TestMCSConformanceClusterIPDNS(t *testing.T) {
 					err, keys.ClustersetZone, keys.ClustersetZone)
 			}
 		},
-	}} {
-		t.Run(tc.name, func(t *testing.T) {
-			start := time.Now()
-			tc.run(t, newMCSDriver(t, mcsSetup{export: true}))
-			t.Logf("took %s", time.Since(start).Round(100*time.Millisecond))
-		})
-	}
+	}})
 }
 
 // Upstream's headless_service_dns.go: east exports hello with
 // clusterIP None, backed by two replicas.
 func TestMCSConformanceHeadlessDNS(t *testing.T) {
+	mcsAwaitNamespacesGone(t)
 	first := mcsClusters[0]
-	for _, tc := range []struct {
-		name  string
-		setup mcsSetup
-		run   func(t *testing.T, d *mcsDriver)
-	}{{
+	runSpecs(t, []mcsSpec{{
 		// "A DNS query of the <service>.<ns>.svc.clusterset.local domain
 		// for a headless service should return the ready endpoint
 		// addresses of all the backing pods": exactly those, from every
@@ -297,10 +285,47 @@ func TestMCSConformanceHeadlessDNS(t *testing.T) {
 				}
 			}
 		},
-	}} {
-		t.Run(tc.name, func(t *testing.T) {
+	}})
+}
+
+// mcsAwaitNamespacesGone waits, when the test ends, until the namespaces
+// its specs made are gone from every cluster. Upstream deletes them without
+// waiting, and so do the specs; but hello's and the request pod's shells
+// ignore SIGTERM, so their pods stay for their 30 s grace period, and the
+// tests that follow (or the fleet's teardown) should not share the fleet
+// with them.
+func mcsAwaitNamespacesGone(t *testing.T) {
+	t.Cleanup(func() {
+		testkit.Eventually(t, 2*time.Minute, "the mcs-conformance namespaces to be gone", func(ctx context.Context) error {
+			for _, c := range clusters {
+				list := &corev1.NamespaceList{}
+				if err := kube(t, c).List(ctx, list); err != nil {
+					return err
+				}
+				for _, ns := range list.Items {
+					if strings.HasPrefix(ns.Name, mcsNamespacePrefix) {
+						return fmt.Errorf("%s: namespace %s is %s", c, ns.Name, ns.Status.Phase)
+					}
+				}
+			}
+			return nil
+		})
+	})
+}
+
+// mcsSpec is one upstream spec: its set-up and what it checks.
+type mcsSpec struct {
+	name  string
+	setup mcsSetup
+	run   func(t *testing.T, d *mcsDriver)
+}
+
+// runSpecs runs each spec in a subtest of its own, on a driver of its own.
+func runSpecs(t *testing.T, specs []mcsSpec) {
+	for _, spec := range specs {
+		t.Run(spec.name, func(t *testing.T) {
 			start := time.Now()
-			tc.run(t, newMCSDriver(t, tc.setup))
+			spec.run(t, newMCSDriver(t, spec.setup))
 			t.Logf("took %s", time.Since(start).Round(100*time.Millisecond))
 		})
 	}
@@ -340,7 +365,12 @@ type mcsDriver struct {
 // the export when the setup asks for it.
 func newMCSDriver(t *testing.T, s mcsSetup) *mcsDriver {
 	t.Helper()
-	d := &mcsDriver{t: t, ns: namespace(t, fmt.Sprintf("mcs-conformance-%d", rand.Uint32()))}
+	d := &mcsDriver{t: t, ns: namespace(t, fmt.Sprintf("%s%d", mcsNamespacePrefix, rand.Uint32()))}
+	t.Cleanup(func() {
+		if t.Failed() {
+			d.logState()
+		}
+	})
 	svc := mcsHelloService()
 	replicas := int32(1)
 	if s.headless {
@@ -420,6 +450,56 @@ func (d *mcsDriver) startRequestPod(cluster string) {
 		}
 		return nil
 	})
+}
+
+// logState logs, for a failed spec, what each cluster holds in the
+// namespace (ServiceImports, Services, EndpointSlices) and the rules of its
+// node's kube-proxy that name it: where a probe's answer went astray.
+func (d *mcsDriver) logState() {
+	ctx := context.Background()
+	for _, c := range mcsClusters {
+		var b strings.Builder
+		cl := kube(d.t, c)
+		pods, sis, svcs, eps := &corev1.PodList{}, &mcsv1beta1.ServiceImportList{}, &corev1.ServiceList{}, &discoveryv1.EndpointSliceList{}
+		for _, list := range []ctrlclient.ObjectList{pods, sis, svcs, eps} {
+			if err := cl.List(ctx, list, ctrlclient.InNamespace(d.ns)); err != nil {
+				fmt.Fprintf(&b, "listing: %v\n", err)
+			}
+		}
+		for _, p := range pods.Items {
+			fmt.Fprintf(&b, "Pod %s: %s, %s, ready %v, containers %s\n", p.Name, p.Status.Phase, p.Status.PodIP, podReady(&p), dev.DescribeContainers(p))
+		}
+		for _, si := range sis.Items {
+			fmt.Fprintf(&b, "ServiceImport %s: %s, ips %v, ports %v, clusters %v\n", si.Name, si.Spec.Type, si.Spec.IPs, si.Spec.Ports, statusClusters(&si))
+		}
+		for _, svc := range svcs.Items {
+			var ports []string
+			for _, p := range svc.Spec.Ports {
+				ports = append(ports, fmt.Sprintf("%s/%s/%d->%s", p.Name, p.Protocol, p.Port, p.TargetPort.String()))
+			}
+			fmt.Fprintf(&b, "Service %s: cluster IPs %v, ports %v\n", svc.Name, svc.Spec.ClusterIPs, ports)
+		}
+		for _, es := range eps.Items {
+			var ports, endpoints []string
+			for _, p := range es.Ports {
+				ports = append(ports, fmt.Sprintf("%s/%s/%d", utilptr.Deref(p.Name, ""), utilptr.Deref(p.Protocol, ""), utilptr.Deref(p.Port, 0)))
+			}
+			for _, e := range es.Endpoints {
+				endpoints = append(endpoints, fmt.Sprintf("%v ready=%v", e.Addresses, utilptr.Deref(e.Conditions.Ready, true)))
+			}
+			fmt.Fprintf(&b, "EndpointSlice %s (%s, labels %v): ports %v, endpoints %v\n", es.Name, es.AddressType, es.Labels, ports, endpoints)
+		}
+		if cs, err := state.Cluster(c); err == nil {
+			out, err := exec.Command("ip", "netns", "exec", cs.NodeNetNS(), "nft", "list", "ruleset").CombinedOutput()
+			fmt.Fprintf(&b, "kube-proxy's rules naming %s (%v):\n", d.ns, err)
+			for line := range strings.Lines(string(out)) {
+				if strings.Contains(line, d.ns) {
+					b.WriteString(line)
+				}
+			}
+		}
+		d.t.Logf("%s holds:\n%s", c, b.String())
+	}
 }
 
 // fqdn is hello's name in the clusterset zone, without the final dot.
