@@ -14,6 +14,7 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	retries  *prometheus.CounterVec
+	handoffs *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, served func() *table) *metrics {
@@ -31,9 +32,13 @@ func newMetrics(reg prometheus.Registerer, served func() *table) *metrics {
 			Name: "fleetnet_edge_retries_total",
 			Help: "Attempts sent again by the backend's retry policy, by route and backend.",
 		}, []string{"route", "backend"}),
+		handoffs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleetnet_edge_http_handoffs_total",
+			Help: "Client connections the HTTP/1.1 fast path handed to net/http, by reason (h2, version, upgrade, expect, target, head-size, route).",
+		}, []string{"reason"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.requests, m.duration, m.retries, endpointsCollector{served: served})
+		reg.MustRegister(m.requests, m.duration, m.retries, m.handoffs, endpointsCollector{served: served})
 	}
 	return m
 }
@@ -89,7 +94,7 @@ type series struct {
 }
 
 // observe counts a request and writes its access log line.
-func (p *Proxy) observe(r *http.Request, code int, pk *picked, start time.Time) {
+func (p *Proxy) observe(method, host, path string, code int, pk *picked, start time.Time) {
 	route, backend, cluster := "", "", ""
 	if pk.route != nil {
 		route = pk.route.name
@@ -126,7 +131,7 @@ func (p *Proxy) observe(r *http.Request, code int, pk *picked, start time.Time) 
 		p.metrics.duration.WithLabelValues(route, cluster).Observe(elapsed.Seconds())
 	}
 	if p.opts.AccessLog {
-		p.log.Info("request", "method", r.Method, "host", r.Host, "path", r.URL.Path, "code", code,
+		p.log.Info("request", "method", method, "host", host, "path", path, "code", code,
 			"route", route, "backend", backend, "cluster", cluster, "duration", elapsed)
 	}
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/netutil"
 )
 
 // Options configure a Proxy. How endpoints are checked, retried and
@@ -56,6 +57,68 @@ type Options struct {
 	// other data planes (an endpoint checked alike by both is probed
 	// once). The proxy runs its own when nil.
 	Health *health.Checker
+	// NetHTTPOnly serves every request through net/http's server and
+	// reverse proxy, without the HTTP/1.1 fast path (fast.go).
+	NetHTTPOnly bool
+	// Clients bounds what clients may take; zero fields take
+	// DefaultClientLimits' values.
+	Clients ClientLimits
+}
+
+// ClientLimits protect the edge from slow and abusive clients.
+type ClientLimits struct {
+	// ReadHeaderTimeout bounds the reading of a request head (and of a
+	// TLS handshake), from its first byte.
+	ReadHeaderTimeout time.Duration
+	// BodyReadTimeout bounds each wait for more of a request body.
+	BodyReadTimeout time.Duration
+	// IdleTimeout closes a keep-alive connection without a request.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds a request head.
+	MaxHeaderBytes int
+	// MaxHeaderFields bounds the fields of a request head (fast path).
+	MaxHeaderFields int
+	// MaxConnections caps the client connections of each port; more
+	// wait in the listen backlog.
+	MaxConnections int
+}
+
+// DefaultClientLimits are nginx's defaults where it has one
+// (client_header_timeout and client_body_timeout 60 s, keepalive_timeout
+// 75 s, large_client_header_buffers 4 × 8 KiB), with a shorter header
+// timeout: a client that takes more than 10 s to send a head is a
+// slowloris.
+func DefaultClientLimits() ClientLimits {
+	return ClientLimits{
+		ReadHeaderTimeout: 10 * time.Second,
+		BodyReadTimeout:   60 * time.Second,
+		IdleTimeout:       75 * time.Second,
+		MaxHeaderBytes:    32 << 10,
+		MaxHeaderFields:   100,
+		MaxConnections:    16384,
+	}
+}
+
+// withDefaults fills the zero fields from DefaultClientLimits.
+func (l ClientLimits) withDefaults() ClientLimits {
+	d := DefaultClientLimits()
+	for _, f := range []struct {
+		v   *time.Duration
+		def time.Duration
+	}{{&l.ReadHeaderTimeout, d.ReadHeaderTimeout}, {&l.BodyReadTimeout, d.BodyReadTimeout}, {&l.IdleTimeout, d.IdleTimeout}} {
+		if *f.v <= 0 {
+			*f.v = f.def
+		}
+	}
+	for _, f := range []struct {
+		v   *int
+		def int
+	}{{&l.MaxHeaderBytes, d.MaxHeaderBytes}, {&l.MaxHeaderFields, d.MaxHeaderFields}, {&l.MaxConnections, d.MaxConnections}} {
+		if *f.v <= 0 {
+			*f.v = f.def
+		}
+	}
+	return l
 }
 
 // Proxy serves models.
@@ -74,6 +137,10 @@ type Proxy struct {
 	// checks are the units of the served table.
 	checks  *health.Set
 	forward *httputil.ReverseProxy
+	// limits are Options.Clients with defaults.
+	limits ClientLimits
+	// upstreams are the fast path's connections to endpoints.
+	upstreams *upstreams
 
 	mu      sync.Mutex
 	servers map[socket]*listener
@@ -84,6 +151,8 @@ type listener struct {
 	ln   net.Listener
 	addr net.Addr
 	tls  bool
+	// fast serves the port's HTTP/1.1 requests; nil with NetHTTPOnly.
+	fast *fastServer
 }
 
 // New returns a proxy that serves nothing until Apply.
@@ -110,7 +179,8 @@ func New(o Options) *Proxy {
 	h2c := base.Clone()
 	h2c.Protocols = new(http.Protocols)
 	h2c.Protocols.SetUnencryptedHTTP2(true)
-	p := &Proxy{opts: o, log: log, http1: base, h2c: h2c, servers: map[socket]*listener{}, health: o.Health}
+	p := &Proxy{opts: o, log: log, http1: base, h2c: h2c, servers: map[socket]*listener{}, health: o.Health,
+		limits: o.Clients.withDefaults(), upstreams: newUpstreams()}
 	if p.health == nil {
 		p.health, p.ownHealth = health.New(), true
 	}
@@ -197,9 +267,10 @@ func (p *Proxy) Close(ctx context.Context) error {
 	defer p.mu.Unlock()
 	var errs []error
 	for num, l := range p.servers {
-		errs = append(errs, l.srv.Shutdown(ctx))
+		errs = append(errs, l.shutdown(ctx))
 		delete(p.servers, num)
 	}
+	p.upstreams.close()
 	return errors.Join(errs...)
 }
 
@@ -212,35 +283,65 @@ func (p *Proxy) listen(at socket, useTLS bool) (*listener, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", at, err)
 	}
+	addr := ln.Addr()
+	ln = netutil.LimitListener(ln, p.limits.MaxConnections)
 	srv := &http.Server{
 		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { p.serve(at, w, r) }),
-		ReadHeaderTimeout: 30 * time.Second,
+		ReadHeaderTimeout: p.limits.ReadHeaderTimeout,
+		IdleTimeout:       p.limits.IdleTimeout,
+		MaxHeaderBytes:    p.limits.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
 		Protocols:         new(http.Protocols),
+		ConnContext:       connContext,
 	}
 	// HTTP/1 always; HTTP/2 by ALPN over TLS, and with prior knowledge
 	// (h2c) over cleartext, as gRPC clients and other proxies speak it.
 	srv.Protocols.SetHTTP1(true)
+	var tlsConfig *tls.Config
 	if useTLS {
 		// Refused handshakes (scanners, clients of an unknown name) are
 		// counted and logged rate-limited, not line by line.
 		srv.ErrorLog = p.refusals.ErrorLog()
 		srv.Protocols.SetHTTP2(true)
-		srv.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
-			return p.certificate(at, hello.ServerName)
-		}}
-		go func() { p.served(at, srv.ServeTLS(ln, "", "")) }()
+		tlsConfig = &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"},
+			GetCertificate: func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+				return p.certificate(at, hello.ServerName)
+			}}
 	} else {
 		srv.Protocols.SetUnencryptedHTTP2(true)
-		go func() { p.served(at, srv.Serve(ln)) }()
 	}
-	return &listener{srv: srv, ln: ln, addr: ln.Addr(), tls: useTLS}, nil
+	l := &listener{srv: srv, ln: ln, addr: addr, tls: useTLS}
+	switch {
+	case p.opts.NetHTTPOnly && useTLS:
+		srv.TLSConfig = tlsConfig
+		go func() { p.served(at, srv.ServeTLS(ln, "", "")) }()
+	case p.opts.NetHTTPOnly:
+		go func() { p.served(at, srv.Serve(ln)) }()
+	default:
+		// The fast path accepts; net/http serves what it hands over,
+		// TLS connections already past their handshake.
+		hand := newHandoff(addr)
+		l.fast = &fastServer{p: p, at: at, ln: ln, hand: hand, tlsCfg: tlsConfig, conns: map[*fastConn]struct{}{}}
+		go l.fast.acceptLoop()
+		go func() { p.served(at, srv.Serve(hand)) }()
+	}
+	return l, nil
 }
 
 func (p *Proxy) served(at socket, err error) {
-	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err != nil && !errors.Is(err, http.ErrServerClosed) && !errors.Is(err, net.ErrClosed) {
 		p.log.Error("listener failed", "port", at.number, "host", at.host, "err", err)
 	}
+}
+
+// shutdown ends a listener's connections, letting requests in flight
+// finish within ctx.
+func (l *listener) shutdown(ctx context.Context) error {
+	var errs []error
+	if l.fast != nil {
+		errs = append(errs, l.fast.shutdown(ctx))
+	}
+	return errors.Join(append(errs, l.srv.Shutdown(ctx))...)
 }
 
 // stop closes a port's listener; requests in flight finish in the
@@ -254,7 +355,7 @@ func (p *Proxy) stop(at socket) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		_ = l.srv.Shutdown(ctx)
+		_ = l.shutdown(ctx)
 	}()
 }
 
@@ -291,9 +392,10 @@ type pickedKey struct{}
 
 func (p *Proxy) serve(at socket, w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	withTLSState(r)
 	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
 	pk := &picked{}
-	defer func() { p.observe(r, rec.status, pk, start) }()
+	defer func() { p.observe(r.Method, r.Host, r.URL.Path, rec.status, pk, start) }()
 
 	pt := p.table.Load().ports[at]
 	var vh *vhost
@@ -306,7 +408,7 @@ func (p *Proxy) serve(at socket, w http.ResponseWriter, r *http.Request) {
 	}
 	var rt *route
 	if vh != nil {
-		rt = vh.match(r)
+		rt = vh.match((*stdRequest)(r))
 	}
 	if rt == nil {
 		http.Error(rec, "no route matches", http.StatusNotFound)

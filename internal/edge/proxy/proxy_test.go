@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +23,21 @@ import (
 
 	"github.com/fleetnet/fleetnet/internal/pki"
 )
+
+// netHTTPOnly: the tests run on the net/http path (their second run).
+var netHTTPOnly bool
+
+// TestMain runs every test on both paths of the edge: the HTTP/1.1 fast
+// path, then NetHTTPOnly, which must behave alike.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 {
+		fmt.Println("the same tests on the net/http path (NetHTTPOnly)")
+		netHTTPOnly = true
+		code = m.Run()
+	}
+	os.Exit(code)
+}
 
 // echo is a backend on loopback that answers with its name and what it
 // received.
@@ -106,6 +122,7 @@ func start(t *testing.T, m *edgev1.Model, certs map[string]*tls.Certificate) *pr
 func startWith(t *testing.T, o proxy.Options, m *edgev1.Model, certs map[string]*tls.Certificate, before ...func(*proxy.Proxy)) *proxy.Proxy {
 	t.Helper()
 	o.ListenHost = "127.0.0.1"
+	o.NetHTTPOnly = o.NetHTTPOnly || netHTTPOnly
 	p := proxy.New(o)
 	for _, f := range before {
 		f(p)

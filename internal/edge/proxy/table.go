@@ -410,9 +410,39 @@ func (p *port) host(host string) *vhost {
 	return vh
 }
 
+// request is what routes match on: a net/http request, or the fast
+// path's parsed head.
+type request interface {
+	method() string
+	// path is the decoded path.
+	path() string
+	// header returns a field's values joined by commas; name is
+	// canonical.
+	header(name string) (string, bool)
+	// query returns the first value of a query parameter.
+	query(name string) (string, bool)
+}
+
+// stdRequest adapts a net/http request.
+type stdRequest http.Request
+
+func (r *stdRequest) method() string { return r.Method }
+func (r *stdRequest) path() string   { return r.URL.Path }
+func (r *stdRequest) header(name string) (string, bool) {
+	v, ok := r.Header[name]
+	return strings.Join(v, ","), ok
+}
+func (r *stdRequest) query(name string) (string, bool) {
+	v, ok := r.URL.Query()[name]
+	if !ok {
+		return "", false
+	}
+	return v[0], true
+}
+
 // match returns the first route that matches r, in the model's order,
 // which is the Gateway API's match precedence.
-func (vh *vhost) match(r *http.Request) *route {
+func (vh *vhost) match(r request) *route {
 	for _, rt := range vh.routes {
 		if rt.matches(r) {
 			return rt
@@ -421,8 +451,8 @@ func (vh *vhost) match(r *http.Request) *route {
 	return nil
 }
 
-func (rt *route) matches(r *http.Request) bool {
-	path := r.URL.Path
+func (rt *route) matches(r request) bool {
+	path := r.path()
 	switch rt.Path.Type {
 	case edgev1.PathExact:
 		if path != rt.Path.Value {
@@ -433,26 +463,17 @@ func (rt *route) matches(r *http.Request) bool {
 			return false
 		}
 	}
-	if rt.Method != "" && r.Method != rt.Method {
+	if rt.Method != "" && r.method() != rt.Method {
 		return false
 	}
 	for _, m := range rt.headers {
-		v, ok := r.Header[m.name]
-		if !m.matches(strings.Join(v, ","), ok) {
+		if !m.matches(r.header(m.name)) {
 			return false
 		}
 	}
-	if len(rt.query) > 0 {
-		q := r.URL.Query()
-		for _, m := range rt.query {
-			v, ok := q[m.name]
-			first := ""
-			if ok {
-				first = v[0]
-			}
-			if !m.matches(first, ok) {
-				return false
-			}
+	for _, m := range rt.query {
+		if !m.matches(r.query(m.name)) {
+			return false
 		}
 	}
 	return true

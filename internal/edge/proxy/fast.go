@@ -1,0 +1,896 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fleetnet/fleetnet/internal/edge/http1"
+)
+
+// The fast path serves the HTTP/1.1 requests that make up nearly all of
+// an edge's traffic (a route without filters or mirrors, to a backend of
+// HTTP/1 endpoints) on one goroutine per client connection: the request
+// head is parsed in place (internal/edge/http1), routed on that view, and
+// forwarded with the body over a pooled upstream connection, whose answer
+// is relayed on the same goroutine. Anything else (HTTP/2 by ALPN or
+// prior knowledge, HTTP/1.0, Upgrade, Expect, absolute-form or unusual
+// targets, filters, mirrors, redirects, errors of the route) is handed to
+// the port's net/http server at the request boundary, with the bytes read
+// so far, and the connection stays there. Retries, passive health,
+// weights, locality and metrics are the net/http path's (retry.go).
+
+// fastServer serves one port's connections.
+type fastServer struct {
+	p      *Proxy
+	at     socket
+	ln     net.Listener
+	hand   *handoff
+	tlsCfg *tls.Config
+
+	mu      sync.Mutex
+	conns   map[*fastConn]struct{}
+	closing bool
+	wg      sync.WaitGroup
+}
+
+// fastConn is a client connection the fast path serves.
+type fastConn struct {
+	net.Conn
+	// idle: waiting for the next request, and may be closed at once.
+	idle atomic.Bool
+}
+
+// Per-connection buffers: a request head must fit in the reader's (a
+// larger one goes to net/http, which takes up to MaxHeaderBytes).
+const (
+	clientReadBuffer  = 8 << 10
+	clientWriteBuffer = 8 << 10
+)
+
+var (
+	clientReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, clientReadBuffer) }}
+	clientWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, clientWriteBuffer) }}
+)
+
+func (s *fastServer) acceptLoop() {
+	defer s.hand.Close()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(5 * time.Millisecond) // out of file descriptors: as net/http
+				continue
+			}
+			return
+		}
+		fc := &fastConn{Conn: c}
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			_ = c.Close()
+			return
+		}
+		s.conns[fc] = struct{}{}
+		s.wg.Add(1)
+		s.mu.Unlock()
+		go s.serveConn(fc)
+	}
+}
+
+// shutdown stops accepting, closes idle connections and waits for the
+// others to finish their request, or for ctx.
+func (s *fastServer) shutdown(ctx context.Context) error {
+	_ = s.ln.Close()
+	s.mu.Lock()
+	s.closing = true
+	for fc := range s.conns {
+		if fc.idle.Load() {
+			_ = fc.SetReadDeadline(time.Now())
+		}
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		for fc := range s.conns {
+			_ = fc.Close()
+		}
+		s.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+func (s *fastServer) isClosing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closing
+}
+
+// conn is the state of one client connection's exchange.
+type conn struct {
+	s       *fastServer
+	fc      *fastConn
+	c       net.Conn // fc, or the TLS connection over it
+	tls     *tls.Conn
+	sni     string
+	br      *bufio.Reader
+	bw      *bufio.Writer
+	remote  string // client IP, for X-Forwarded-For
+	req     fastRequest
+	scratch []byte
+}
+
+func (s *fastServer) serveConn(fc *fastConn) {
+	handedOff := false
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, fc)
+		s.mu.Unlock()
+		if !handedOff {
+			_ = fc.Close()
+		}
+		s.wg.Done()
+	}()
+	lim := &s.p.limits
+	cn := &conn{s: s, fc: fc, c: fc, scratch: make([]byte, 0, 256)}
+	if host, _, err := net.SplitHostPort(fc.RemoteAddr().String()); err == nil {
+		cn.remote = host
+	}
+	if s.tlsCfg != nil {
+		tc := tls.Server(fc, s.tlsCfg)
+		_ = fc.SetDeadline(time.Now().Add(lim.ReadHeaderTimeout))
+		if err := tc.Handshake(); err != nil {
+			s.p.refusals.Refused(fc.RemoteAddr().String(), err)
+			return
+		}
+		_ = fc.SetWriteDeadline(time.Time{})
+		st := tc.ConnectionState()
+		if st.NegotiatedProtocol == "h2" {
+			_ = fc.SetReadDeadline(time.Time{})
+			handedOff = true
+			s.p.metrics.handoffs.WithLabelValues("h2").Inc()
+			s.hand.push(tc)
+			return
+		}
+		cn.c, cn.tls, cn.sni = tc, tc, st.ServerName
+	}
+	cn.br = clientReaders.Get().(*bufio.Reader)
+	cn.br.Reset(cn.c)
+	cn.bw = clientWriters.Get().(*bufio.Writer)
+	cn.bw.Reset(cn.c)
+	defer func() {
+		cn.br.Reset(nil)
+		clientReaders.Put(cn.br)
+		cn.bw.Reset(nil)
+		clientWriters.Put(cn.bw)
+	}()
+	first := true
+	for {
+		fc.idle.Store(true)
+		if s.isClosing() {
+			return
+		}
+		wait := lim.IdleTimeout
+		if first {
+			wait = lim.ReadHeaderTimeout
+		}
+		_ = fc.SetReadDeadline(time.Now().Add(wait))
+		if _, err := cn.br.Peek(1); err != nil {
+			return
+		}
+		fc.idle.Store(false)
+		if !first {
+			_ = fc.SetReadDeadline(time.Now().Add(lim.ReadHeaderTimeout))
+		}
+		first = false
+		next, handOff := cn.exchange()
+		if handOff != "" {
+			s.p.metrics.handoffs.WithLabelValues(handOff).Inc()
+			_ = fc.SetDeadline(time.Time{})
+			buffered, _ := cn.br.Peek(cn.br.Buffered())
+			handedOff = true
+			s.hand.push(&prefixConn{Conn: cn.c, prefix: bytes.Clone(buffered), tls: cn.tls})
+			return
+		}
+		if !next {
+			return
+		}
+	}
+}
+
+// errHeadTooLarge: the head does not fit in the fast path's buffer.
+var errHeadTooLarge = errors.New("request head larger than the fast path's buffer")
+
+// readHead parses the next request head, reading until it is whole.
+func (cn *conn) readHead() (int, error) {
+	m := &cn.req.head
+	for {
+		buf, _ := cn.br.Peek(cn.br.Buffered())
+		n, err := http1.ParseRequest(buf, m, http1.Limits{MaxFields: cn.s.p.limits.MaxHeaderFields})
+		if err != http1.ErrIncomplete {
+			return n, err
+		}
+		if cn.br.Buffered() == cn.br.Size() {
+			return 0, errHeadTooLarge
+		}
+		if _, err := cn.br.Peek(cn.br.Buffered() + 1); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// exchange serves one request: next says whether the connection goes on
+// to another; handOff, when set, why net/http takes over from this
+// request.
+func (cn *conn) exchange() (next bool, handOff string) {
+	headLen, err := cn.readHead()
+	if err != nil {
+		var he *http1.Error
+		switch {
+		case errors.Is(err, errHeadTooLarge):
+			return false, "head-size"
+		case errors.As(err, &he) && he.Status == http.StatusHTTPVersionNotSupported:
+			// HTTP/2 with prior knowledge (its preface reads as a
+			// request line of HTTP/2.0), or a version net/http answers.
+			return false, "version"
+		case errors.As(err, &he):
+			cn.refuse(he.Status, he.Reason)
+		}
+		return false, ""
+	}
+	r := &cn.req
+	m := &r.head
+	switch {
+	case m.Minor == 0:
+		return false, "version"
+	case m.Upgrade:
+		return false, "upgrade"
+	case m.Expect:
+		return false, "expect"
+	case len(m.Target) == 0 || m.Target[0] != '/' || !r.parseTarget():
+		return false, "target"
+	}
+	start := time.Now()
+	p := cn.s.p
+	pt := p.table.Load().ports[cn.s.at]
+	if pt == nil {
+		return false, "route"
+	}
+	hostport := string(m.Host)
+	host := hostOnly(hostport)
+	if pt.tls && cn.tls != nil && pt.misdirected(cn.sni, host) {
+		return false, "route"
+	}
+	vh := pt.host(host)
+	if vh == nil {
+		return false, "route"
+	}
+	rt := vh.match(r)
+	if rt == nil || len(rt.Filters) > 0 || rt.DirectResponse != nil || len(rt.mirrors) > 0 {
+		return false, "route"
+	}
+	b := rt.pick()
+	if b == nil || b.Invalid != nil || b.total == 0 || len(b.Filters) > 0 || b.h2c {
+		return false, "route"
+	}
+	c, ep := b.pick(0, nil)
+	if c == nil {
+		return false, "route"
+	}
+	// Routed here: the head is consumed once it is written upstream.
+	pk := &picked{route: rt, backend: b, cluster: c, endpoint: ep}
+	x := exchangeState{cn: cn, pk: pk, headLen: headLen, start: start, method: r.method()}
+	if ms := rt.Timeouts.RequestMillis; ms > 0 {
+		x.deadline = start.Add(time.Duration(ms) * time.Millisecond)
+	}
+	code := x.forward()
+	p.observe(x.method, hostport, r.decoded, code, pk, start)
+	return x.keep && !m.Close && !cn.s.isClosing(), ""
+}
+
+// refuse answers a request the fast path cannot parse and closes.
+func (cn *conn) refuse(code int, reason string) {
+	cn.writeError(code, reason, true)
+	_ = cn.bw.Flush()
+}
+
+// writeError writes a response as net/http's http.Error does.
+func (cn *conn) writeError(code int, msg string, closeAfter bool) {
+	b := cn.scratch[:0]
+	b = appendStatusLine(b, code)
+	b = append(b, "Content-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\nDate: "...)
+	b = appendDate(b, time.Now())
+	b = append(b, "\r\nContent-Length: "...)
+	b = strconv.AppendInt(b, int64(len(msg)+1), 10)
+	if closeAfter {
+		b = append(b, "\r\nConnection: close"...)
+	}
+	b = append(b, "\r\n\r\n"...)
+	b = append(b, msg...)
+	b = append(b, '\n')
+	_, _ = cn.bw.Write(b)
+	cn.scratch = b
+}
+
+// exchangeState is one request's forwarding.
+type exchangeState struct {
+	cn      *conn
+	pk      *picked
+	headLen int
+	start   time.Time
+	// deadline is the route's request timeout; zero when none.
+	deadline time.Time
+	// keep: the client connection may serve another request.
+	keep bool
+	// headSent: the request head was consumed from the client reader;
+	// its views may be overwritten by reads of the body.
+	headSent bool
+	// method of the request, kept apart from the head's views.
+	method string
+	// respHeadLen is the length of the response head read last.
+	respHeadLen int
+}
+
+// forward sends the request to its endpoint, retrying as the backend's
+// policy says, and relays the answer; it returns the status sent.
+func (x *exchangeState) forward() int {
+	cn, pk := x.cn, x.pk
+	m := &cn.req.head
+	b := pk.backend
+	bodiless := m.Framing == http1.NoBody || (m.Framing == http1.Length && m.ContentLength == 0)
+	retries := 0
+	if bodiless && idempotentMethod(x.method) {
+		retries = b.policy.attempts
+	}
+	tried := pk.cluster.bit
+	var up *upConn
+	var err error
+	for {
+		up, err = x.attempt(bodiless)
+		x.passive(up, err)
+		if retries == 0 || x.expired() || (err == nil && !b.policy.retriesOn(up.head.Status)) {
+			break
+		}
+		c, ep := b.pick(tried, pk.endpoint)
+		if c == nil {
+			break
+		}
+		if up != nil {
+			x.discard(up)
+		}
+		pk.cluster, pk.endpoint = c, ep
+		tried |= c.bit
+		retries--
+		cn.s.p.metrics.retries.WithLabelValues(pk.route.name, b.name).Inc()
+	}
+	if err != nil {
+		code := http.StatusBadGateway
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+			code = http.StatusGatewayTimeout
+		}
+		cn.s.p.log.Info("backend request failed", "route", pk.route.name, "backend", b.name, "err", err)
+		// A body not sent whole leaves the client's stream where no
+		// request starts: the connection ends.
+		x.keep = bodiless
+		if !x.headSent {
+			_, _ = cn.br.Discard(x.headLen)
+		}
+		cn.writeError(code, "backend request failed", !x.keep)
+		_ = cn.bw.Flush()
+		return code
+	}
+	return x.relay(up)
+}
+
+func (x *exchangeState) expired() bool {
+	return !x.deadline.IsZero() && !time.Now().Before(x.deadline)
+}
+
+// attempt sends the request to the picked endpoint and reads the answer's
+// head, on a pooled connection when one is idle. A pooled connection the
+// endpoint closed meanwhile fails before any answer: a request that can be
+// sent again is, once, on a new connection.
+func (x *exchangeState) attempt(bodiless bool) (*upConn, error) {
+	pk := x.pk
+	timeout := millis(pk.route.Timeouts.BackendRequestMillis)
+	if timeout <= 0 {
+		timeout = pk.backend.policy.backendRequest
+	}
+	deadline := x.deadline
+	if timeout > 0 {
+		if d := time.Now().Add(timeout); deadline.IsZero() || d.Before(deadline) {
+			deadline = d
+		}
+	}
+	ups := x.cn.s.p.upstreams
+	for fresh := false; ; fresh = true {
+		up, reused, err := ups.get(pk.endpoint.hostport, fresh, pk.backend.policy.connect, deadline)
+		if err != nil {
+			return nil, err
+		}
+		if !deadline.IsZero() {
+			up.deadline = true
+			_ = up.conn.SetDeadline(deadline)
+		}
+		err = x.send(up)
+		if err == nil {
+			err = x.readHead(up)
+		}
+		if err == nil {
+			return up, nil
+		}
+		_ = up.conn.Close()
+		var he *http1.Error
+		if reused && bodiless && idempotentMethod(x.method) && !errors.As(err, &he) && !errors.Is(err, os.ErrDeadlineExceeded) {
+			continue
+		}
+		return nil, err
+	}
+}
+
+// send writes the request head, as net/http's reverse proxy rewrites it
+// (hop-by-hop fields dropped, X-Forwarded-* set), and the body.
+func (x *exchangeState) send(up *upConn) error {
+	cn := x.cn
+	m := &cn.req.head
+	w := up.bw
+	_, _ = w.Write(m.Method)
+	_ = w.WriteByte(' ')
+	_, _ = w.Write(m.Target)
+	_, _ = w.WriteString(" HTTP/1.1\r\nHost: ")
+	_, _ = w.Write(m.Host)
+	_, _ = w.WriteString("\r\n")
+	var xff [][]byte
+	teTrailers := false
+	for _, f := range m.Fields {
+		switch {
+		case http1.EqualFold(f.Name, "x-forwarded-for"):
+			xff = append(xff, f.Value)
+			continue
+		case http1.EqualFold(f.Name, "te"):
+			teTrailers = teTrailers || hasToken(f.Value, "trailers")
+			continue
+		case http1.EqualFold(f.Name, "host"), http1.EqualFold(f.Name, "content-length"),
+			http1.EqualFold(f.Name, "forwarded"), http1.EqualFold(f.Name, "x-forwarded-host"), http1.EqualFold(f.Name, "x-forwarded-proto"),
+			hopByHop(f.Name), listed(m.ConnectionTokens, f.Name):
+			continue
+		}
+		_, _ = w.Write(f.Name)
+		_, _ = w.WriteString(": ")
+		_, _ = w.Write(f.Value)
+		_, _ = w.WriteString("\r\n")
+	}
+	switch m.Framing {
+	case http1.Length:
+		if m.ContentLength > 0 || bodyMethod(m.Method) {
+			_, _ = w.WriteString("Content-Length: ")
+			_, _ = w.Write(strconv.AppendInt(cn.scratch[:0], m.ContentLength, 10))
+			_, _ = w.WriteString("\r\n")
+		}
+	case http1.Chunked:
+		_, _ = w.WriteString("Transfer-Encoding: chunked\r\n")
+	}
+	if teTrailers {
+		_, _ = w.WriteString("Te: trailers\r\n")
+	}
+	_, _ = w.WriteString("X-Forwarded-For: ")
+	for _, v := range xff {
+		_, _ = w.Write(v)
+		_, _ = w.WriteString(", ")
+	}
+	_, _ = w.WriteString(cn.remote)
+	_, _ = w.WriteString("\r\nX-Forwarded-Host: ")
+	_, _ = w.Write(m.Host)
+	if cn.tls != nil {
+		_, _ = w.WriteString("\r\nX-Forwarded-Proto: https\r\n\r\n")
+	} else {
+		_, _ = w.WriteString("\r\nX-Forwarded-Proto: http\r\n\r\n")
+	}
+	// The head's views are no longer needed; the body follows it.
+	if !x.headSent {
+		_, _ = cn.br.Discard(x.headLen)
+		x.headSent = true
+	}
+	var err error
+	switch m.Framing {
+	case http1.Length:
+		if m.ContentLength > 0 {
+			_, err = io.CopyN(w, cn.bodyReader(), m.ContentLength)
+			err = clientErr(err)
+		}
+	case http1.Chunked:
+		_, err = http1.CopyChunked(w, cn.br, cn.bodyProgress)
+		err = clientErr(err)
+	}
+	if err != nil {
+		return err
+	}
+	return w.Flush()
+}
+
+// clientErr marks a failure to read the client's body, which says nothing
+// about the endpoint.
+func clientErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return &clientError{err}
+}
+
+type clientError struct{ error }
+
+func (e *clientError) Unwrap() error { return e.error }
+
+// bodyReader reads the client's body, each read within the body timeout.
+func (cn *conn) bodyReader() io.Reader {
+	return &timedReader{r: cn.br, c: cn.fc, timeout: cn.s.p.limits.BodyReadTimeout}
+}
+
+// bodyProgress extends the body timeout before each read of a chunked
+// body.
+func (cn *conn) bodyProgress() {
+	_ = cn.fc.SetReadDeadline(time.Now().Add(cn.s.p.limits.BodyReadTimeout))
+}
+
+type timedReader struct {
+	r       io.Reader
+	c       net.Conn
+	timeout time.Duration
+}
+
+func (t *timedReader) Read(b []byte) (int, error) {
+	_ = t.c.SetReadDeadline(time.Now().Add(t.timeout))
+	return t.r.Read(b)
+}
+
+// readHead reads the endpoint's response head, passing informational
+// (1xx) answers on to the client.
+func (x *exchangeState) readHead(up *upConn) error {
+	var method []byte
+	if x.method == http.MethodHead {
+		method = []byte(http.MethodHead)
+	}
+	for {
+		var n int
+		for {
+			buf, _ := up.br.Peek(up.br.Buffered())
+			var err error
+			n, err = http1.ParseResponse(buf, method, &up.head, http1.Limits{MaxFields: 256})
+			if err == nil {
+				break
+			}
+			if err != http1.ErrIncomplete {
+				return err
+			}
+			if up.br.Buffered() == up.br.Size() {
+				return &http1.Error{Status: http.StatusBadGateway, Reason: "response head too large"}
+			}
+			if _, err := up.br.Peek(up.br.Buffered() + 1); err != nil {
+				return err
+			}
+		}
+		st := up.head.Status
+		if st >= 200 {
+			x.respHeadLen = n
+			return nil
+		}
+		if st == http.StatusSwitchingProtocols {
+			return &http1.Error{Status: http.StatusBadGateway, Reason: "101 to a request without Upgrade"}
+		}
+		x.writeHead(up, true)
+		_, _ = up.br.Discard(n)
+		if err := x.cn.bw.Flush(); err != nil {
+			return &clientError{err}
+		}
+	}
+}
+
+// passive feeds an attempt's outcome to its endpoint's passive check, as
+// retrying.passive does.
+func (x *exchangeState) passive(up *upConn, err error) {
+	h, pol := x.pk.endpoint.health, &x.pk.backend.policy
+	var ce *clientError
+	switch {
+	case err == nil:
+		h.Answered(up.head.Status >= 500, pol.consecutive5xx, pol.ejection)
+	case connectFailed(err):
+		h.FailedToConnect()
+	case errors.As(err, &ce), x.expired():
+	default:
+		h.Answered(true, pol.consecutive5xx, pol.ejection)
+	}
+}
+
+// discard ends an answer that is retried: a short body is read so that
+// the connection can be reused.
+func (x *exchangeState) discard(up *upConn) {
+	_, _ = up.br.Discard(x.respHeadLen)
+	h := &up.head
+	if h.Framing == http1.Length && h.ContentLength <= 4<<10 && !h.Close {
+		if _, err := up.br.Discard(int(h.ContentLength)); err == nil {
+			x.cn.s.p.upstreams.put(up)
+			return
+		}
+	}
+	if h.Framing == http1.NoBody && !h.Close {
+		x.cn.s.p.upstreams.put(up)
+		return
+	}
+	_ = up.conn.Close()
+}
+
+// relay writes the answer to the client and returns its status.
+func (x *exchangeState) relay(up *upConn) int {
+	cn := x.cn
+	h := &up.head
+	x.writeHead(up, false)
+	_, _ = up.br.Discard(x.respHeadLen)
+	var err error
+	switch h.Framing {
+	case http1.Length:
+		_, err = io.CopyN(cn.bw, up.br, h.ContentLength)
+	case http1.Chunked:
+		_, err = http1.CopyChunked(cn.bw, up.br, nil)
+	case http1.UntilClose:
+		buf := bufferPool{}.Get()
+		_, err = http1.CopyAsChunks(cn.bw, up.br, buf)
+		bufferPool{}.Put(buf)
+	}
+	if ferr := cn.bw.Flush(); err == nil {
+		err = ferr
+	}
+	switch {
+	case err != nil:
+		// The endpoint or the client went away mid-answer.
+		_ = up.conn.Close()
+		cn.s.p.log.Info("relaying the response failed", "route", x.pk.route.name, "backend", x.pk.backend.name, "err", err)
+		x.keep = false
+	case h.Close || h.Framing == http1.UntilClose:
+		_ = up.conn.Close()
+		x.keep = true
+	default:
+		cn.s.p.upstreams.put(up)
+		x.keep = true
+	}
+	return h.Status
+}
+
+// writeHead writes the answer's head to the client, as net/http's reverse
+// proxy does: hop-by-hop fields dropped, the status text net/http's, a
+// Date when the endpoint sent none, chunked framing for a body of unknown
+// length.
+func (x *exchangeState) writeHead(up *upConn, informational bool) {
+	cn := x.cn
+	h := &up.head
+	w := cn.bw
+	_, _ = w.Write(appendStatusLine(cn.scratch[:0], h.Status))
+	date := false
+	for _, f := range h.Fields {
+		switch {
+		case hopByHop(f.Name), listed(h.ConnectionTokens, f.Name):
+			continue
+		case http1.EqualFold(f.Name, "date"):
+			date = true
+		}
+		_, _ = w.Write(f.Name)
+		_, _ = w.WriteString(": ")
+		_, _ = w.Write(f.Value)
+		_, _ = w.WriteString("\r\n")
+	}
+	if !informational {
+		if !date {
+			_, _ = w.Write(appendDate(append(cn.scratch[:0], "Date: "...), time.Now()))
+			_, _ = w.WriteString("\r\n")
+		}
+		if h.Framing == http1.Chunked || h.Framing == http1.UntilClose {
+			_, _ = w.WriteString("Transfer-Encoding: chunked\r\n")
+		}
+		if cn.req.head.Close {
+			_, _ = w.WriteString("Connection: close\r\n")
+		}
+	}
+	_, _ = w.WriteString("\r\n")
+}
+
+// appendStatusLine appends net/http's status line for code.
+func appendStatusLine(b []byte, code int) []byte {
+	b = append(b, "HTTP/1.1 "...)
+	b = strconv.AppendInt(b, int64(code), 10)
+	b = append(b, ' ')
+	if text := http.StatusText(code); text != "" {
+		b = append(b, text...)
+	} else {
+		b = append(b, "status code "...)
+		b = strconv.AppendInt(b, int64(code), 10)
+	}
+	return append(b, "\r\n"...)
+}
+
+// hopByHop reports the fields net/http's reverse proxy drops both ways.
+func hopByHop(name []byte) bool {
+	switch len(name) {
+	case 2:
+		return http1.EqualFold(name, "te")
+	case 7:
+		return http1.EqualFold(name, "trailer") || http1.EqualFold(name, "upgrade")
+	case 10:
+		return http1.EqualFold(name, "connection") || http1.EqualFold(name, "keep-alive")
+	case 16:
+		return http1.EqualFold(name, "proxy-connection")
+	case 17:
+		return http1.EqualFold(name, "transfer-encoding")
+	case 18:
+		return http1.EqualFold(name, "proxy-authenticate")
+	case 19:
+		return http1.EqualFold(name, "proxy-authorization")
+	}
+	return false
+}
+
+// listed reports whether the Connection field names the field.
+func listed(tokens [][]byte, name []byte) bool {
+	for _, t := range tokens {
+		if bytes.EqualFold(t, name) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasToken(v []byte, token string) bool {
+	for t := range bytes.SplitSeq(v, []byte(",")) {
+		if http1.EqualFold(bytes.TrimSpace(t), token) {
+			return true
+		}
+	}
+	return false
+}
+
+func idempotentMethod(m string) bool {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return false
+}
+
+// bodyMethod: net/http's transport sends Content-Length: 0 for these.
+func bodyMethod(m []byte) bool {
+	switch string(m) {
+	case http.MethodPost, http.MethodPut, http.MethodPatch:
+		return true
+	}
+	return false
+}
+
+// fastRequest is a parsed request head, as routes match it.
+type fastRequest struct {
+	head     http1.Message
+	rawPath  []byte
+	rawQuery []byte
+	decoded  string
+	params   url.Values
+	paramsOK bool
+}
+
+// parseTarget splits the origin-form target and decodes its path; false
+// for a target net/http would write upstream otherwise than it came
+// (characters it escapes), which goes to net/http.
+func (r *fastRequest) parseTarget() bool {
+	t := r.head.Target
+	r.rawPath, r.rawQuery, r.params, r.paramsOK = t, nil, nil, false
+	if i := bytes.IndexByte(t, '?'); i >= 0 {
+		r.rawPath, r.rawQuery = t[:i], t[i+1:]
+	}
+	escaped := false
+	for _, c := range r.rawPath {
+		if c >= 0x80 || !pathChar[c] {
+			return false
+		}
+		escaped = escaped || c == '%'
+	}
+	for _, c := range r.rawQuery {
+		if c >= 0x80 || !queryChar[c] {
+			return false
+		}
+	}
+	if !escaped {
+		r.decoded = string(r.rawPath)
+		return true
+	}
+	p, err := url.PathUnescape(string(r.rawPath))
+	if err != nil {
+		return false
+	}
+	// net/http keeps an escaped path as it came only when it is the
+	// canonical escaping of the decoded one or valid as it is.
+	r.decoded = p
+	return true
+}
+
+func (r *fastRequest) method() string { return methodString(r.head.Method) }
+func (r *fastRequest) path() string   { return r.decoded }
+
+func (r *fastRequest) header(name string) (string, bool) {
+	var v string
+	found := false
+	for _, f := range r.head.Fields {
+		if len(f.Name) == len(name) && bytes.EqualFold(f.Name, []byte(name)) {
+			if found {
+				v += "," + string(f.Value)
+			} else {
+				v, found = string(f.Value), true
+			}
+		}
+	}
+	return v, found
+}
+
+func (r *fastRequest) query(name string) (string, bool) {
+	if !r.paramsOK {
+		r.params, _ = url.ParseQuery(string(r.rawQuery))
+		r.paramsOK = true
+	}
+	v, ok := r.params[name]
+	if !ok {
+		return "", false
+	}
+	return v[0], true
+}
+
+// methodString returns common methods without an allocation.
+func methodString(m []byte) string {
+	switch string(m) {
+	case http.MethodGet:
+		return http.MethodGet
+	case http.MethodPost:
+		return http.MethodPost
+	case http.MethodHead:
+		return http.MethodHead
+	case http.MethodPut:
+		return http.MethodPut
+	case http.MethodDelete:
+		return http.MethodDelete
+	}
+	return string(m)
+}
+
+// pathChar and queryChar are the characters net/http's URL keeps as they
+// are in a request's path and query (RFC 3986 unreserved, sub-delims, ':'
+// and '@', '/' and '%'; '?' in the query).
+var pathChar, queryChar = func() (p, q [128]bool) {
+	for c := '0'; c <= '9'; c++ {
+		p[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		p[c], p[c-'a'+'A'] = true, true
+	}
+	for _, c := range "-._~!$&'()*+,;=:@/%" {
+		p[c] = true
+	}
+	// Without ';': net/http's reverse proxy drops query parameters with
+	// one.
+	q = p
+	q[';'], q['?'] = false, true
+	return p, q
+}()

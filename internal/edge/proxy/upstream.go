@@ -1,0 +1,152 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/fleetnet/fleetnet/internal/edge/http1"
+)
+
+// upstreams are the fast path's keep-alive connections to endpoints: per
+// endpoint address a stack of idle connections, the most recently used
+// on top (it is the least likely to have been closed by the backend), on
+// the request's goroutine, without a reader or writer goroutine per
+// connection.
+type upstreams struct {
+	pools sync.Map // hostport → *upPool
+	done  chan struct{}
+	once  sync.Once
+}
+
+const (
+	// maxIdlePerEndpoint is the keep-alive pool per endpoint, as the
+	// net/http path's MaxIdleConnsPerHost.
+	maxIdlePerEndpoint = 256
+	// upstreamIdleTimeout closes connections unused this long.
+	upstreamIdleTimeout = 90 * time.Second
+	upstreamReadBuffer  = 16 << 10
+	upstreamWriteBuffer = 8 << 10
+)
+
+type upPool struct {
+	mu   sync.Mutex
+	idle []*upConn
+}
+
+// upConn is a connection to an endpoint.
+type upConn struct {
+	conn net.Conn
+	br   *bufio.Reader
+	bw   *bufio.Writer
+	// head is the response head read last.
+	head http1.Message
+	// since: put back in the pool at.
+	since time.Time
+	// deadline: a deadline was set on conn, to clear before reuse.
+	deadline bool
+	key      string
+}
+
+func newUpstreams() *upstreams {
+	u := &upstreams{done: make(chan struct{})}
+	go u.sweep()
+	return u
+}
+
+// get returns an idle connection to hostport, or dials one within
+// timeout (and before deadline, when set); reused tells which.
+func (u *upstreams) get(hostport string, fresh bool, timeout time.Duration, deadline time.Time) (up *upConn, reused bool, err error) {
+	if !fresh {
+		if v, ok := u.pools.Load(hostport); ok {
+			p := v.(*upPool)
+			now := time.Now()
+			p.mu.Lock()
+			for len(p.idle) > 0 {
+				up = p.idle[len(p.idle)-1]
+				p.idle = p.idle[:len(p.idle)-1]
+				if now.Sub(up.since) < upstreamIdleTimeout {
+					break
+				}
+				_ = up.conn.Close()
+				up = nil
+			}
+			p.mu.Unlock()
+			if up != nil {
+				return up, true, nil
+			}
+		}
+	}
+	d := net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second, Deadline: deadline}
+	c, err := d.DialContext(context.Background(), "tcp", hostport)
+	if err != nil {
+		return nil, false, err
+	}
+	return &upConn{conn: c, br: bufio.NewReaderSize(c, upstreamReadBuffer), bw: bufio.NewWriterSize(c, upstreamWriteBuffer), key: hostport}, false, nil
+}
+
+// put returns a connection whose last exchange ended cleanly to its pool.
+func (u *upstreams) put(up *upConn) {
+	if up.deadline {
+		if up.conn.SetDeadline(time.Time{}) != nil {
+			_ = up.conn.Close()
+			return
+		}
+		up.deadline = false
+	}
+	v, ok := u.pools.Load(up.key)
+	if !ok {
+		v, _ = u.pools.LoadOrStore(up.key, &upPool{})
+	}
+	p := v.(*upPool)
+	up.since = time.Now()
+	p.mu.Lock()
+	if len(p.idle) >= maxIdlePerEndpoint {
+		p.mu.Unlock()
+		_ = up.conn.Close()
+		return
+	}
+	p.idle = append(p.idle, up)
+	p.mu.Unlock()
+}
+
+// sweep closes connections idle too long, so that the pools of endpoints
+// no longer routed to empty.
+func (u *upstreams) sweep() {
+	t := time.NewTicker(upstreamIdleTimeout / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-u.done:
+			u.closeAll(0)
+			return
+		case <-t.C:
+			u.closeAll(upstreamIdleTimeout)
+		}
+	}
+}
+
+// closeAll closes the idle connections unused for at least age.
+func (u *upstreams) closeAll(age time.Duration) {
+	now := time.Now()
+	u.pools.Range(func(_, v any) bool {
+		p := v.(*upPool)
+		p.mu.Lock()
+		kept := p.idle[:0]
+		for _, up := range p.idle {
+			if now.Sub(up.since) >= age {
+				_ = up.conn.Close()
+			} else {
+				kept = append(kept, up)
+			}
+		}
+		clear(p.idle[len(kept):])
+		p.idle = kept
+		p.mu.Unlock()
+		return true
+	})
+}
+
+func (u *upstreams) close() { u.once.Do(func() { close(u.done) }) }
