@@ -100,6 +100,8 @@ func TestWrongValues(t *testing.T) {
 		{chart: "fleetnet-edge", file: "listeners: [{name: HTTP, port: 80}]", want: "at '/listeners/0/name'"},
 		{chart: "fleetnet-edge", file: "listeners: [{name: http, port: 80, protocol: SCTP}]", want: "at '/listeners/0/protocol'"},
 		{chart: "fleetnet-edge", file: "listeners: []", want: "at '/listeners'"},
+		{chart: "fleetnet-edge", set: []string{"clients.headerTimeout=10"}, want: "at '/clients/headerTimeout'"},
+		{chart: "fleetnet-edge", set: []string{"clients.maxConnections=0"}, want: "at '/clients/maxConnections'"},
 		{chart: "fleetnet-dns", set: []string{"replicas=two"}, want: "at '/replicas': got string, want integer"},
 		{chart: "fleetnet-dns", set: []string{"clusterIp=10.96.0.53"}, want: "additional properties 'clusterIp' not allowed"},
 		{chart: "fleetnet-dns", set: []string{"service.clusterIP=10.96.0.300"}, want: "at '/service/clusterIP'"},

@@ -36,6 +36,8 @@ func TestValidate(t *testing.T) {
 		{"no gateway", func(o *app.Options) { o.Gateway = "" }, "--gateway is required"},
 		{"gateway without a port", func(o *app.Options) { o.Gateway = "gw.example" }, `--gateway="gw.example"`},
 		{"bad region", func(o *app.Options) { o.Region = "eu west" }, `--region="eu west"`},
+		{"negative header timeout", func(o *app.Options) { o.Clients.ReadHeaderTimeout = -time.Second }, "--client-header-timeout=-1s: must not be negative"},
+		{"negative connection cap", func(o *app.Options) { o.Clients.MaxConnections = -1 }, "--max-connections=-1: must not be negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
