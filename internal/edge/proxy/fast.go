@@ -425,6 +425,13 @@ func (x *exchangeState) attempt(bodiless bool) (*upConn, error) {
 		if err != nil {
 			return nil, err
 		}
+		replayable := bodiless && idempotentMethod(x.method)
+		if reused && !replayable && !up.alive() {
+			// Checked first: a request that cannot be sent again must
+			// not go to a connection the endpoint has closed: a new one.
+			_ = up.conn.Close()
+			continue
+		}
 		if !deadline.IsZero() {
 			up.deadline = true
 			_ = up.conn.SetDeadline(deadline)
@@ -438,7 +445,7 @@ func (x *exchangeState) attempt(bodiless bool) (*upConn, error) {
 		}
 		_ = up.conn.Close()
 		var he *http1.Error
-		if reused && bodiless && idempotentMethod(x.method) && !errors.As(err, &he) && !errors.Is(err, os.ErrDeadlineExceeded) {
+		if reused && replayable && !errors.As(err, &he) && !errors.Is(err, os.ErrDeadlineExceeded) {
 			continue
 		}
 		return nil, err
@@ -809,8 +816,12 @@ func (r *fastRequest) parseTarget() bool {
 		}
 		escaped = escaped || c == '%'
 	}
-	for _, c := range r.rawQuery {
+	for i, c := range r.rawQuery {
 		if c >= 0x80 || !queryChar[c] {
+			return false
+		}
+		// net/http's reverse proxy drops parameters with a bad escape.
+		if c == '%' && (i+2 >= len(r.rawQuery) || !isHex(r.rawQuery[i+1]) || !isHex(r.rawQuery[i+2])) {
 			return false
 		}
 	}
@@ -826,6 +837,10 @@ func (r *fastRequest) parseTarget() bool {
 	// canonical escaping of the decoded one or valid as it is.
 	r.decoded = p
 	return true
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
 func (r *fastRequest) method() string { return methodString(r.head.Method) }

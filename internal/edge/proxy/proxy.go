@@ -393,6 +393,9 @@ type pickedKey struct{}
 func (p *Proxy) serve(at socket, w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	withTLSState(r)
+	if r.Body != nil && r.Body != http.NoBody {
+		r.Body = &timedBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: p.limits.BodyReadTimeout}
+	}
 	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
 	pk := &picked{}
 	defer func() { p.observe(r.Method, r.Host, r.URL.Path, rec.status, pk, start) }()
@@ -684,6 +687,19 @@ func hostOnly(hostport string) string {
 		return h
 	}
 	return hostport
+}
+
+// timedBody bounds each wait for more of a request body (net/http's
+// ReadTimeout would bound the whole request instead).
+type timedBody struct {
+	io.ReadCloser
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (b *timedBody) Read(p []byte) (int, error) {
+	_ = b.rc.SetReadDeadline(time.Now().Add(b.timeout))
+	return b.ReadCloser.Read(p)
 }
 
 // recorder remembers the status written, for logs and metrics.

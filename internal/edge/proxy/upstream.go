@@ -3,8 +3,10 @@ package proxy
 import (
 	"bufio"
 	"context"
+	"errors"
 	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/fleetnet/fleetnet/internal/edge/http1"
@@ -85,6 +87,34 @@ func (u *upstreams) get(hostport string, fresh bool, timeout time.Duration, dead
 		return nil, false, err
 	}
 	return &upConn{conn: c, br: bufio.NewReaderSize(c, upstreamReadBuffer), bw: bufio.NewWriterSize(c, upstreamWriteBuffer), key: hostport}, false, nil
+}
+
+// alive reports whether a pooled connection is still open: a peek that
+// does not wait finds nothing to read (EOF, or an early answer, means the
+// endpoint is done with it). It costs a system call, so it is asked only
+// before a request that could not be sent again. (A read with a past
+// deadline would not do: Go fails it before reading.)
+func (up *upConn) alive() bool {
+	if up.br.Buffered() > 0 {
+		return false
+	}
+	sc, ok := up.conn.(syscall.Conn)
+	if !ok {
+		return true
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var peekErr error
+	var b [1]byte
+	if err := rc.Read(func(fd uintptr) bool {
+		_, _, peekErr = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		return true
+	}); err != nil {
+		return false
+	}
+	return errors.Is(peekErr, syscall.EAGAIN)
 }
 
 // put returns a connection whose last exchange ended cleanly to its pool.
