@@ -221,7 +221,7 @@ bench: tools ## Run the benchmarks (the fleet benchmark takes about 2 minutes).
 	go test -run '^$$' -bench ProcessNodePods -benchtime 1x -timeout 30m ./test/e2e
 
 .PHONY: bench-edge
-bench-edge: ## fleetnet-edge beside nginx with wrk, plain and TLS (installs nginx-light and wrk); EDGEBENCH_FLAGS passes flags.
+bench-edge: ## fleetnet-edge beside nginx: wrk, h2load and an open-loop generator, plain, TLS and h2, access logs off and on, CPU per request, medians of 3 rounds, about 5½ minutes (installs nginx-light, wrk, nghttp2-client); EDGEBENCH_FLAGS passes flags.
 	hack/install-deps.sh bench
 	go run ./test/edgebench $(EDGEBENCH_FLAGS)
 

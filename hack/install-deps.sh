@@ -29,7 +29,8 @@ deps=(
 # packages' own services are never started (policy-rc.d below).
 bench=(
 	"nginx nginx-light make bench-edge: nginx, the edge's peer"
-	"wrk wrk make bench-edge: the load generator"
+	"wrk wrk make bench-edge: wrk, the HTTP/1.1 load generator"
+	"h2load nghttp2-client make bench-edge: h2load, the HTTP/2 load generator"
 	"haproxy haproxy make bench-l4: haproxy, the L4 proxy's peer"
 )
 

@@ -1,14 +1,33 @@
-// Command edgebench measures fleetnet-edge's data plane beside nginx in one
-// run (issue 11, "Benchmarks"): both proxy the same echo backends on
-// loopback and wrk loads each in turn, plain and through TLS. The direct
-// backend is the baseline for the added p99.
+// Command edgebench measures fleetnet-edge's data plane beside nginx
+// (issue 11, "Benchmarks"; the method of issue 26, item 5): both proxy
+// the same echo backends on loopback, with nginx's worker_processes equal
+// to the edge's GOMAXPROCS, HTTP/1.1 keep-alive to the backends on both,
+// the same TLS 1.3 cipher on both, access logs off and then on for both.
+// Each round measures every target once, in the same order:
 //
-//	go run ./test/edgebench -duration 10s
+//   - saturated throughput with wrk (HTTP/1.1, plain and TLS) and h2load
+//     (HTTP/2 over TLS);
+//   - open-loop latency at 25, 50 and 75 % of the round's nginx plain
+//     saturated rate, from a fixed-rate generator that times each request
+//     from its scheduled send, and the latency each proxy adds over the
+//     direct backend at the same rate;
+//   - each proxy's CPU per request: nginx's workers from /proc, the edge's
+//     from this process's rusage.
 //
-// The backends run in a child process; the edge runs in this one, so a
-// -cpuprofile holds the edge's work only (nginx and wrk are other
-// processes). It needs nginx and wrk from Debian:
-// apt-get install nginx-light wrk.
+// The tables are medians of the rounds, and the last line reads
+//
+//	edge/nginx: plain=<ratio> tls=<ratio> h2=<ratio> added-p99-at-50%=<ms>ms
+//
+// (saturated req/s edge over nginx, access logs off; the edge's p99 at 50 %
+// minus the direct backend's, plain, logs off).
+//
+//	go run ./test/edgebench -rounds 3
+//
+// The backends and the open-loop generator run in child processes of this
+// program, and wrk and h2load are processes of their own, so the edge is
+// the only load in this one: its rusage and a -cpuprofile hold the edge's
+// work only. It needs nginx, wrk and h2load from Debian:
+// apt-get install nginx-light wrk nghttp2-client (hack/install-deps.sh bench).
 package main
 
 import (
@@ -21,21 +40,21 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	edgeapp "github.com/fleetnet/fleetnet/internal/edge/app"
 	"github.com/fleetnet/fleetnet/internal/edge/proxy"
-	"github.com/fleetnet/fleetnet/internal/testkit"
-
 	"github.com/fleetnet/fleetnet/internal/pki"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 )
 
 func main() {
@@ -50,17 +69,28 @@ func main() {
 		}
 		return
 	}
+	if arg := os.Getenv(openLoopEnv); arg != "" {
+		if err := serveOpenLoop(arg); err != nil {
+			fmt.Fprintln(os.Stderr, "edgebench open loop:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var o options
-	flag.DurationVar(&o.load.Duration, "duration", 10*time.Second, "wrk's duration per target (whole seconds)")
-	flag.IntVar(&o.load.Connections, "connections", 64, "wrk's connections")
-	flag.IntVar(&o.load.Threads, "threads", 2, "wrk's threads")
-	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "an unmeasured wrk run before each target; 0 for none")
+	flag.IntVar(&o.rounds, "rounds", 3, "interleaved rounds; the tables are their medians")
+	flag.DurationVar(&o.duration, "duration", 5*time.Second, "each saturated wrk and h2load run (whole seconds)")
+	flag.DurationVar(&o.warmup, "warmup", time.Second, "an unmeasured run before each saturated one; 0 for none")
+	flag.DurationVar(&o.openDuration, "open-duration", 2*time.Second, "each open-loop run's measured window")
+	flag.DurationVar(&o.openWarmup, "open-warmup", 500*time.Millisecond, "the open-loop generator's unmeasured start, at the same rate")
+	flag.IntVar(&o.connections, "connections", 64, "wrk's and h2load's connections")
+	flag.IntVar(&o.threads, "threads", 2, "wrk's and h2load's threads")
+	flag.IntVar(&o.streams, "streams", 10, "h2load's concurrent streams per connection (-m)")
+	flag.IntVar(&o.openConnections, "open-connections", 32, "the open-loop generator's connections")
 	flag.IntVar(&o.backends, "backends", 4, "echo backends behind both proxies")
-	flag.StringVar(&o.workers, "nginx-workers", "auto", "nginx's worker_processes")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of this process (the edge) over the whole run to `file`")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, o, os.Stdout)
+	err := bench(ctx, o, os.Stdout)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "edgebench:", err)
@@ -69,25 +99,40 @@ func main() {
 }
 
 type options struct {
-	load       load
-	warmup     time.Duration
-	backends   int
-	workers    string
-	cpuprofile string
+	rounds                                         int
+	duration, warmup, openDuration, openWarmup     time.Duration
+	connections, threads, streams, openConnections int
+	backends                                       int
+	cpuprofile                                     string
 }
 
-// target is one thing wrk loads.
-type target struct {
-	name string
-	url  string
+// harness is what the rounds run against.
+type harness struct {
+	o           options
+	wrk, h2load string
+	direct      string
+	urls        map[endpoint]string
+	cpu         map[string]cpuMeter // by proxy: "edge", "nginx"
+	logs        []string            // the access logs' files, emptied after each run
 }
 
-func run(ctx context.Context, o options, out io.Writer) error {
-	if o.backends < 1 || o.load.Connections < 1 || o.load.Threads < 1 || o.load.Duration < time.Second {
-		return errors.New("need -backends, -connections and -threads of at least 1 and -duration of at least 1s")
+// endpoint names a proxy's listener.
+type endpoint struct {
+	proxy     string // "edge" or "nginx"
+	logs, tls bool
+}
+
+func bench(ctx context.Context, o options, out io.Writer) error {
+	if o.rounds < 1 || o.backends < 1 || o.connections < 1 || o.threads < 1 || o.streams < 1 || o.openConnections < 1 ||
+		o.duration < time.Second || o.openDuration <= 0 || o.warmup < 0 || o.openWarmup < 0 {
+		return errors.New("need -rounds, -backends, -connections, -threads, -streams and -open-connections of at least 1, -duration of at least 1s, a positive -open-duration and no negative warm-up")
 	}
-	wrk, err := wrkPath()
-	if err != nil {
+	b := &harness{o: o, urls: map[endpoint]string{}, cpu: map[string]cpuMeter{"edge": selfCPU}}
+	var err error
+	if b.wrk, err = wrkPath(); err != nil {
+		return err
+	}
+	if b.h2load, err = h2loadPath(); err != nil {
 		return err
 	}
 	nginxBin, err := nginxPath()
@@ -105,6 +150,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 	defer be.stop()
+	b.direct = "http://" + be.addrs[0] + "/"
 
 	ca, err := pki.NewCA("edgebench")
 	if err != nil {
@@ -119,43 +165,77 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		return err
 	}
 
-	ports, err := testkit.PickFreePorts(4)
+	ports, err := testkit.PickFreePorts(8)
 	if err != nil {
 		return err
 	}
-	edgePlain, edgeTLS, nginxPlain, nginxTLS := ports[0], ports[1], ports[2], ports[3]
 	// The same garbage collection setting as the fleetnet-edge binary.
 	edgeapp.TuneGC()
-	edge := proxy.New(proxy.Options{
-		ListenHost: "127.0.0.1",
-		Log:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
-	if err := edge.Apply(benchModel(be.addrs, edgePlain, edgeTLS), map[string]*tls.Certificate{"edgebench": &cert}); err != nil {
-		return fmt.Errorf("applying the edge's model: %w", err)
+	// Two edges, one without an access log and one with; each idles while
+	// the other is measured.
+	edgeLog, err := os.OpenFile(filepath.Join(dir, "edge-access.log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
 	}
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = edge.Close(sctx)
-	}()
+	defer edgeLog.Close()
+	b.logs = append(b.logs, edgeLog.Name())
+	for i, logs := range []bool{false, true} {
+		plain, secure := ports[2*i], ports[2*i+1]
+		opts := proxy.Options{ListenHost: "127.0.0.1",
+			Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+		if logs {
+			// Like nginx's access_log: one unbuffered write per request to a file.
+			opts.Log, opts.AccessLog = slog.New(slog.NewTextHandler(edgeLog, &slog.HandlerOptions{Level: slog.LevelInfo})), true
+		}
+		edge := proxy.New(opts)
+		if err := edge.Apply(benchModel(be.addrs, plain, secure), map[string]*tls.Certificate{"edgebench": &cert}); err != nil {
+			return fmt.Errorf("applying the edge's model: %w", err)
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = edge.Close(sctx)
+		}()
+		b.urls[endpoint{"edge", logs, false}] = "http://" + addr(plain) + "/"
+		b.urls[endpoint{"edge", logs, true}] = "https://" + addr(secure) + "/"
+	}
 
-	ngx, err := startNginx(nginxBin, dir, o.workers, addr(nginxPlain), addr(nginxTLS), be.addrs, kp.CertPEM, kp.KeyPEM)
+	workers := runtime.GOMAXPROCS(0)
+	nginxLog := filepath.Join(dir, "nginx-access.log")
+	b.logs = append(b.logs, nginxLog)
+	servers := []nginxServer{
+		{Plain: addr(ports[4]), TLS: addr(ports[5])},
+		{Plain: addr(ports[6]), TLS: addr(ports[7]), AccessLog: nginxLog},
+	}
+	ngx, err := startNginx(nginxBin, dir, workers, servers, be.addrs, kp.CertPEM, kp.KeyPEM)
 	if err != nil {
 		return err
 	}
 	defer ngx.stop()
-
-	targets := []target{
-		{"direct (backend 1)", "http://" + be.addrs[0] + "/"},
-		{"edge plain", "http://" + addr(edgePlain) + "/"},
-		{"nginx plain", "http://" + addr(nginxPlain) + "/"},
-		{"edge TLS", "https://" + addr(edgeTLS) + "/"},
-		{"nginx TLS", "https://" + addr(nginxTLS) + "/"},
+	b.cpu["nginx"] = workersCPU(ngx.Cmd.Process.Pid)
+	for i, s := range servers {
+		b.urls[endpoint{"nginx", i == 1, false}] = "http://" + s.Plain + "/"
+		b.urls[endpoint{"nginx", i == 1, true}] = "https://" + s.TLS + "/"
 	}
-	for _, t := range targets {
-		if err := check(t.url); err != nil {
-			return fmt.Errorf("%s does not answer as the backends do: %w", t.name, err)
+
+	if err := check(b.direct); err != nil {
+		return fmt.Errorf("the direct backend: %w", err)
+	}
+	for e, u := range b.urls {
+		if err := check(u); err != nil {
+			return fmt.Errorf("%s (logs %v) does not answer as the backends do: %w", e.proxy, e.logs, err)
 		}
+		if e.tls {
+			host, _ := hostOf(u)
+			conn, err := dialTLS(host, "http/1.1")
+			if err != nil {
+				return fmt.Errorf("%s (logs %v): %w", e.proxy, e.logs, err)
+			}
+			_ = conn.Close()
+		}
+	}
+	if _, err := b.cpu["nginx"](); err != nil {
+		return err
 	}
 
 	if o.cpuprofile != "" {
@@ -170,24 +250,133 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		defer pprof.StopCPUProfile()
 	}
 
-	fmt.Fprintf(out, "edgebench: %d CPUs, %s, nginx %s (workers %s), wrk -t%d -c%d -d%s --latency, %d backends, warm-up %s per target\n",
-		runtime.NumCPU(), runtime.Version(), nginxVersion(nginxBin), o.workers, o.load.Threads, o.load.Connections, o.load.Duration, o.backends, o.warmup)
-	results := map[string]result{}
-	for _, t := range targets {
-		if o.warmup > 0 {
-			if _, err := runWrk(ctx, wrk, t.url, load{Threads: o.load.Threads, Connections: o.load.Connections, Duration: o.warmup}); err != nil {
-				return err
+	runs := plan()
+	fmt.Fprintf(out, "edgebench: %d CPUs, %s, the edge's GOMAXPROCS %d, %s with worker_processes %d, %d echo backends, %d interleaved rounds of %d runs\n",
+		runtime.NumCPU(), runtime.Version(), workers, nginxVersion(nginxBin), workers, o.backends, o.rounds, len(runs))
+	fmt.Fprintf(out, "  both proxies: HTTP/1.1 keep-alive to the backends (nginx: keepalive 256 per worker; the edge: its transport's pool), no limit of requests per connection;\n")
+	fmt.Fprintf(out, "  TLS 1.3 with %s on both (nginx pinned to it, the Go edge prefers it; h2load and the open-loop generator check it);\n", tls.CipherSuiteName(benchCipher))
+	fmt.Fprintf(out, "  access logs off, then on: one unbuffered write per request to a file (nginx's combined format, the edge's slog text at info)\n")
+	fmt.Fprintf(out, "  saturated: wrk -t%d -c%d -d%s (HTTP/1.1, plain and TLS), h2load -t%d -c%d -m%d -D %s (h2 over TLS), each after a %s warm-up run\n",
+		o.threads, o.connections, o.duration, o.threads, o.connections, o.streams, o.duration, o.warmup)
+	fmt.Fprintf(out, "  open loop: %d keep-alive HTTP/1.1 connections from a child process at %v %% of the round's nginx plain saturated req/s (logs off; TLS and logs on at 50 %% only),\n"+
+		"    %s warm-up + %s, latency from the scheduled send, given up %s after the window (unfinished)\n",
+		o.openConnections, openPercents, o.openWarmup, o.openDuration, openDrain)
+	fmt.Fprintf(out, "  CPU per request: nginx's workers (/proc/<pid>/stat), the edge's process (getrusage; backends and load generators are other processes)\n")
+
+	var rounds []map[string]measure
+	for i := range o.rounds {
+		got := map[string]measure{}
+		for _, r := range runs {
+			m, err := b.measure(ctx, r, got)
+			if err != nil {
+				return fmt.Errorf("round %d, %s: %w", i+1, r.label(), err)
+			}
+			got[r.key()] = m
+			fmt.Fprintf(out, "round %d/%d  %s\n", i+1, o.rounds, progress(r, m))
+		}
+		rounds = append(rounds, got)
+	}
+	report(out, runs, rounds)
+	return nil
+}
+
+// measure runs r once. got holds the round's measurements so far, among
+// them nginx plain's saturated rate that sets the open-loop rates.
+func (b *harness) measure(ctx context.Context, r run, got map[string]measure) (measure, error) {
+	target := b.direct
+	if r.proxy != "direct" {
+		target = b.urls[endpoint{r.proxy, r.logs, r.tls}]
+	}
+	cpu := b.cpu[r.proxy]
+	var before time.Duration
+	start := func() error {
+		if cpu == nil {
+			return nil
+		}
+		var err error
+		before, err = cpu()
+		return err
+	}
+	perRequest := func(requests int64) (time.Duration, error) {
+		if cpu == nil || requests == 0 {
+			return 0, nil
+		}
+		after, err := cpu()
+		return (after - before) / time.Duration(requests), err
+	}
+	defer b.emptyLogs()
+
+	var m measure
+	switch r.tool {
+	case toolWrk:
+		if b.o.warmup > 0 {
+			if _, err := runWrk(ctx, b.wrk, target, load{Threads: b.o.threads, Connections: b.o.connections, Duration: b.o.warmup}); err != nil {
+				return m, err
 			}
 		}
-		r, err := runWrk(ctx, wrk, t.url, o.load)
-		if err != nil {
-			return err
+		if err := start(); err != nil {
+			return m, err
 		}
-		results[t.name] = r
-		fmt.Fprintf(out, "  %-18s done: %.0f req/s\n", t.name, r.RPS)
+		w, err := runWrk(ctx, b.wrk, target, load{Threads: b.o.threads, Connections: b.o.connections, Duration: b.o.duration})
+		if err != nil {
+			return m, err
+		}
+		m = measure{RPS: w.RPS, P50: w.P50, P99: w.P99, Requests: w.Requests, Errors: w.Errors}
+		m.CPU, err = perRequest(w.Requests)
+		return m, err
+	case toolH2load:
+		l := h2Load{Threads: b.o.threads, Connections: b.o.connections, Streams: b.o.streams, Duration: b.o.duration}
+		if b.o.warmup > 0 {
+			w := l
+			w.Duration = b.o.warmup
+			if _, err := runH2load(ctx, b.h2load, target, w); err != nil {
+				return m, err
+			}
+		}
+		if err := start(); err != nil {
+			return m, err
+		}
+		h, err := runH2load(ctx, b.h2load, target, l)
+		if err != nil {
+			return m, err
+		}
+		m = measure{RPS: h.RPS, Mean: h.Mean, Requests: h.Requests, Errors: h.Errors}
+		m.CPU, err = perRequest(h.Requests)
+		return m, err
+	default:
+		base, ok := got[nginxPlain.key()]
+		if !ok || base.RPS <= 0 {
+			return m, errors.New("no saturated rate of nginx plain in this round to take the open-loop rate from")
+		}
+		ol := openLoop{URL: target, Rate: base.RPS * float64(r.pct) / 100, Connections: b.o.openConnections, Warmup: b.o.openWarmup, Duration: b.o.openDuration}
+		if err := start(); err != nil {
+			return m, err
+		}
+		res, err := runOpenLoop(ctx, ol)
+		if err != nil {
+			return m, err
+		}
+		m = measure{Rate: ol.Rate, RPS: float64(res.Done) / ol.Duration.Seconds(), P50: res.P50, P99: res.P99, P999: res.P999,
+			Requests: res.Done, Errors: res.Errors, Unfinished: res.Unfinished}
+		m.CPU, err = perRequest(res.All)
+		return m, err
 	}
-	printTable(out, targets, results)
-	return nil
+}
+
+// emptyLogs truncates the access logs between runs, so that the disk is
+// not filled; both proxies append.
+func (b *harness) emptyLogs() {
+	for _, f := range b.logs {
+		_ = os.Truncate(f, 0)
+	}
+}
+
+func hostOf(rawURL string) (string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", err
+	}
+	return u.Host, nil
 }
 
 // benchModel is one Gateway with an HTTP and an HTTPS listener, each
@@ -211,11 +400,11 @@ func benchModel(backends []string, plain, secure int) *edgev1.Model {
 	}}}}
 }
 
-// check fetches url once and compares the answer with the backends' body.
-func check(url string) error {
+// check fetches target once and compares the answer with the backends' body.
+func check(target string) error {
 	c := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	defer c.CloseIdleConnections()
-	resp, err := c.Get(url)
+	resp, err := c.Get(target)
 	if err != nil {
 		return err
 	}
@@ -225,35 +414,12 @@ func check(url string) error {
 		return err
 	}
 	if resp.StatusCode != http.StatusOK || string(got) != string(body) {
-		return fmt.Errorf("%s: %d %q", url, resp.StatusCode, got)
+		return fmt.Errorf("%s: %d %q", target, resp.StatusCode, got)
 	}
 	return nil
 }
 
 func addr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
-
-func printTable(out io.Writer, targets []target, results map[string]result) {
-	base := results[targets[0].name].P99
-	fmt.Fprintln(out)
-	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "target\treq/s\tp50\tp99\tadded p99\trequests\terrors\t")
-	for i, t := range targets {
-		r := results[t.name]
-		added := "-"
-		if i > 0 {
-			added = ms(r.P99 - base)
-		}
-		fmt.Fprintf(w, "%s\t%.0f\t%s\t%s\t%s\t%d\t%d\t\n", t.name, r.RPS, ms(r.P50), ms(r.P99), added, r.Requests, r.Errors)
-	}
-	_ = w.Flush()
-	fmt.Fprintln(out)
-	for _, mode := range []string{"plain", "TLS"} {
-		e, n := results["edge "+mode], results["nginx "+mode]
-		fmt.Fprintf(out, "%-5s edge/nginx throughput %.2f (goal >= 1), edge added p99 %s (goal < 1ms), nginx added p99 %s\n",
-			mode, e.RPS/n.RPS, ms(e.P99-base), ms(n.P99-base))
-	}
-	fmt.Fprintln(out, "added p99 is the target's p99 minus the direct backend's (plain HTTP, one backend).")
-}
 
 func ms(d time.Duration) string {
 	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 2, 64) + "ms"

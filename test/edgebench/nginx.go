@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"os"
@@ -16,8 +17,11 @@ import (
 )
 
 // nginxConfig proxies like the edge does: HTTP/1.1 to a keep-alive pool
-// per upstream, the client's Host kept, X-Forwarded-* set; no access log
-// on either side.
+// per upstream, the client's Host kept, X-Forwarded-* set. One server
+// without an access log and one with, each plain and TLS; TLS is 1.3 with
+// benchCipher only, HTTP/2 by ALPN. Neither a client nor an upstream
+// connection is closed after a number of requests (keepalive_requests;
+// the edge has no such limit, and h2load does not reconnect).
 var nginxConfig = template.Must(template.New("nginx").Parse(`# written by test/edgebench
 worker_processes {{.Workers}};
 daemon off;
@@ -32,20 +36,29 @@ http {
 	access_log off;
 	client_body_temp_path {{.Dir}}/body;
 	proxy_temp_path {{.Dir}}/proxy;
+	keepalive_requests 1000000;
 
 	upstream echo {
 {{- range .Backends}}
 		server {{.}};
 {{- end}}
 		keepalive 256;
+		keepalive_requests 1000000;
 	}
-
+{{range .Servers}}
 	server {
 		listen {{.Plain}} reuseport;
-		listen {{.TLS}} ssl reuseport;
-		ssl_certificate {{.Dir}}/tls.crt;
-		ssl_certificate_key {{.Dir}}/tls.key;
-		ssl_protocols TLSv1.2 TLSv1.3;
+		listen {{.TLS}} ssl{{if not $.HTTP2Directive}} http2{{end}} reuseport;
+{{- if $.HTTP2Directive}}
+		http2 on;
+{{- end}}
+{{- if .AccessLog}}
+		access_log {{.AccessLog}};
+{{- end}}
+		ssl_certificate {{$.Dir}}/tls.crt;
+		ssl_certificate_key {{$.Dir}}/tls.key;
+		ssl_protocols TLSv1.3;
+		ssl_conf_command Ciphersuites {{$.Cipher}};
 
 		location / {
 			proxy_pass http://echo;
@@ -57,29 +70,46 @@ http {
 			proxy_set_header X-Forwarded-Proto $scheme;
 		}
 	}
+{{end -}}
 }
 `))
+
+// nginxServer is one server block: its plain and TLS addresses, and the
+// file of its access log ("" for none).
+type nginxServer struct {
+	Plain, TLS string
+	AccessLog  string
+}
 
 type nginx struct {
 	*testkit.Child
 	dir string
 }
 
+// renderNginxConfig is the configuration for an nginx of version (as
+// nginx -v names it) whose files are in dir.
+func renderNginxConfig(version, dir string, workers int, servers []nginxServer, upstreams []string) ([]byte, error) {
+	var conf bytes.Buffer
+	err := nginxConfig.Execute(&conf, map[string]any{"Workers": workers, "Dir": dir, "Backends": upstreams, "Servers": servers,
+		"HTTP2Directive": http2Directive(version), "Cipher": tls.CipherSuiteName(benchCipher)})
+	return conf.Bytes(), err
+}
+
 // startNginx writes the configuration (and the key pair) into dir, starts
-// nginx in the foreground on it and waits until both ports accept.
-func startNginx(bin, dir, workers, plain, tlsAddr string, upstreams []string, certPEM, keyPEM []byte) (*nginx, error) {
+// nginx in the foreground on it and waits until every port accepts.
+func startNginx(bin, dir string, workers int, servers []nginxServer, upstreams []string, certPEM, keyPEM []byte) (*nginx, error) {
 	if err := os.WriteFile(filepath.Join(dir, "tls.crt"), certPEM, 0o644); err != nil {
 		return nil, err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "tls.key"), keyPEM, 0o600); err != nil {
 		return nil, err
 	}
-	var conf bytes.Buffer
-	if err := nginxConfig.Execute(&conf, map[string]any{"Workers": workers, "Dir": dir, "Backends": upstreams, "Plain": plain, "TLS": tlsAddr}); err != nil {
+	conf, err := renderNginxConfig(nginxVersion(bin), dir, workers, servers, upstreams)
+	if err != nil {
 		return nil, err
 	}
 	confPath := filepath.Join(dir, "nginx.conf")
-	if err := os.WriteFile(confPath, conf.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(confPath, conf, 0o644); err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, "-p", dir, "-c", confPath, "-e", filepath.Join(dir, "error.log"))
@@ -90,7 +120,11 @@ func startNginx(bin, dir, workers, plain, tlsAddr string, upstreams []string, ce
 		return nil, fmt.Errorf("starting nginx: %w", err)
 	}
 	n := &nginx{Child: c, dir: dir}
-	if err := n.WaitAccept(10*time.Second, plain, tlsAddr); err != nil {
+	var addrs []string
+	for _, s := range servers {
+		addrs = append(addrs, s.Plain, s.TLS)
+	}
+	if err := n.WaitAccept(10*time.Second, addrs...); err != nil {
 		n.stop()
 		return nil, fmt.Errorf("nginx: %w: %s%s", err, stderr.String(), n.errorLog())
 	}
@@ -115,6 +149,17 @@ func nginxPath() (string, error) {
 		}
 	}
 	return "", errors.New("nginx is not installed: apt-get install nginx-light (or nginx)")
+}
+
+// http2Directive says whether an nginx version turns HTTP/2 on with the
+// http2 directive (1.25.1 and later) rather than the listen parameter.
+func http2Directive(version string) bool {
+	v := strings.TrimPrefix(version, "nginx/")
+	var major, minor, patch int
+	if _, err := fmt.Sscanf(v, "%d.%d.%d", &major, &minor, &patch); err != nil {
+		return true // not an nginx we know: the current syntax
+	}
+	return major > 1 || major == 1 && (minor > 25 || minor == 25 && patch >= 1)
 }
 
 func nginxVersion(bin string) string {
