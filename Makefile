@@ -204,7 +204,7 @@ test: deps ## Install and build what the tests need, then run every test.
 # Fuzz targets as package:function; `make test` runs their seed corpora.
 FUZZ_TARGETS := ./internal/registry/merge:FuzzMergeInvariants ./internal/registry/validate:FuzzValidate \
 	./internal/dns/fleetnet:FuzzServeDNS ./api/edge/v1:FuzzDecodeModel ./internal/edge/proxy:FuzzCompile ./internal/edge/l4:FuzzCompile \
-	./internal/discovery/server:FuzzRequests ./internal/gateway/provider/azure/frontdoor/annotations:FuzzParse
+	./internal/discovery/server:FuzzRequests ./internal/gateway/provider/azure/frontdoor/annotations:FuzzParse ./internal/edge/http1:FuzzParseRequest
 FUZZTIME ?= 30s
 
 .PHONY: fuzz
