@@ -21,6 +21,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/discovery/memory"
 	"github.com/fleetnet/fleetnet/internal/discovery/server"
 	"github.com/fleetnet/fleetnet/internal/discovery/store"
+	"github.com/fleetnet/fleetnet/internal/httplimits"
 	registryclient "github.com/fleetnet/fleetnet/internal/registry/client"
 	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
 	"github.com/fleetnet/fleetnet/internal/tokenfile"
@@ -63,6 +64,9 @@ type Options struct {
 
 	MetricsAddr string
 	HealthAddr  string
+
+	// Clients bounds what the API's clients may take.
+	Clients httplimits.Limits
 }
 
 // BindFlags registers the options on fs.
@@ -92,6 +96,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ClientCAFile, "client-ca-file", "", "the fleet CA: client certificates it signed are accepted, the role coming from their organization (needs --tls-cert-file)")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":9090", "address of /metrics; empty disables")
 	fs.StringVar(&o.HealthAddr, "health-addr", ":9091", "address of /healthz and /readyz (ready once the pool source is synced); empty disables")
+	o.Clients.BindFlags(fs)
 }
 
 // Validate checks the flags before anything starts; every error names its
@@ -141,6 +146,7 @@ func (o *Options) Validate() error {
 	if o.TokensFile == "" && o.ClientCAFile == "" {
 		errs = append(errs, errors.New("no authentication: set --tokens-file, --client-ca-file or both"))
 	}
+	errs = append(errs, o.Clients.Validate())
 	return errors.Join(errs...)
 }
 
@@ -294,12 +300,15 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			closeAll()
 			return fmt.Errorf("%s=%s: %w", l.flag, l.addr, err)
 		}
+		// The client limits: slow clients closed on time, connections
+		// capped. No read or write timeout: watches are long-lived; the
+		// watch bounds each of its writes itself.
+		ln = o.Clients.Listener(ln)
 		if l.tls != nil {
 			ln = tls.NewListener(ln, l.tls)
 		}
-		// No write timeout: watches are long-lived; the watch bounds each
-		// of its writes itself.
-		srv := &http.Server{Handler: l.handler, ReadHeaderTimeout: 10 * time.Second}
+		srv := &http.Server{Handler: o.Clients.Handler(l.handler)}
+		o.Clients.Apply(srv)
 		if l.tls != nil {
 			srv.ErrorLog = (&tlsrefusal.Observer{Server: "discovery", Log: log}).ErrorLog()
 		}

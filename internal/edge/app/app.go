@@ -22,6 +22,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/edge/l4"
 	"github.com/fleetnet/fleetnet/internal/edge/proxy"
 	"github.com/fleetnet/fleetnet/internal/edge/subscribe"
+	"github.com/fleetnet/fleetnet/internal/httplimits"
 
 	"github.com/fleetnet/fleetnet/internal/certfiles"
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,7 +49,7 @@ type Options struct {
 	AccessLog   bool
 	// NetHTTPOnly turns the HTTP/1.1 fast path off.
 	NetHTTPOnly bool
-	Clients     proxy.ClientLimits
+	Clients     httplimits.Limits
 }
 
 // BindFlags registers the options on fs.
@@ -64,13 +65,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", ":9091", "address of /healthz and /readyz (ready once a model is served)")
 	fs.BoolVar(&o.AccessLog, "access-log", false, "log every request at info level")
 	fs.BoolVar(&o.NetHTTPOnly, "net-http-only", false, "serve every HTTP request through net/http's server and reverse proxy, without the HTTP/1.1 fast path (a fallback)")
-	d := proxy.DefaultClientLimits()
-	fs.DurationVar(&o.Clients.ReadHeaderTimeout, "client-header-timeout", d.ReadHeaderTimeout, "time a client has to send a request head (and finish a TLS handshake)")
-	fs.DurationVar(&o.Clients.BodyReadTimeout, "client-body-timeout", d.BodyReadTimeout, "longest wait for more of a request body")
-	fs.DurationVar(&o.Clients.IdleTimeout, "client-idle-timeout", d.IdleTimeout, "keep-alive connections without a request are closed after this")
-	fs.IntVar(&o.Clients.MaxHeaderBytes, "max-header-bytes", d.MaxHeaderBytes, "largest request head")
-	fs.IntVar(&o.Clients.MaxHeaderFields, "max-header-fields", d.MaxHeaderFields, "most fields in a request head")
-	fs.IntVar(&o.Clients.MaxConnections, "max-connections", d.MaxConnections, "client connections per listener port; more wait in the listen backlog")
+	o.Clients.BindFlags(fs)
 }
 
 // Validate checks the flags before anything starts.
@@ -86,22 +81,7 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--gateway=%q: %w", o.Gateway, err))
 		}
 	}
-	for _, f := range []struct {
-		name  string
-		value time.Duration
-	}{{"--client-header-timeout", o.Clients.ReadHeaderTimeout}, {"--client-body-timeout", o.Clients.BodyReadTimeout}, {"--client-idle-timeout", o.Clients.IdleTimeout}} {
-		if f.value < 0 {
-			errs = append(errs, fmt.Errorf("%s=%s: must not be negative (0 takes the default)", f.name, f.value))
-		}
-	}
-	for _, f := range []struct {
-		name  string
-		value int
-	}{{"--max-header-bytes", o.Clients.MaxHeaderBytes}, {"--max-header-fields", o.Clients.MaxHeaderFields}, {"--max-connections", o.Clients.MaxConnections}} {
-		if f.value < 0 {
-			errs = append(errs, fmt.Errorf("%s=%d: must not be negative (0 takes the default)", f.name, f.value))
-		}
-	}
+	errs = append(errs, o.Clients.Validate())
 	for _, msg := range validation.IsValidLabelValue(o.Region) {
 		errs = append(errs, fmt.Errorf("--region=%q: %s", o.Region, msg))
 	}

@@ -32,10 +32,10 @@ import (
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/edge/health"
+	"github.com/fleetnet/fleetnet/internal/httplimits"
 	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/net/netutil"
 )
 
 // Options configure a Proxy. How endpoints are checked, retried and
@@ -61,65 +61,12 @@ type Options struct {
 	// reverse proxy, without the HTTP/1.1 fast path (fast.go).
 	NetHTTPOnly bool
 	// Clients bounds what clients may take; zero fields take
-	// DefaultClientLimits' values.
+	// httplimits.Default's values.
 	Clients ClientLimits
 }
 
 // ClientLimits protect the edge from slow and abusive clients.
-type ClientLimits struct {
-	// ReadHeaderTimeout bounds the reading of a request head (and of a
-	// TLS handshake), from its first byte.
-	ReadHeaderTimeout time.Duration
-	// BodyReadTimeout bounds each wait for more of a request body.
-	BodyReadTimeout time.Duration
-	// IdleTimeout closes a keep-alive connection without a request.
-	IdleTimeout time.Duration
-	// MaxHeaderBytes bounds a request head.
-	MaxHeaderBytes int
-	// MaxHeaderFields bounds the fields of a request head (fast path).
-	MaxHeaderFields int
-	// MaxConnections caps the client connections of each port; more
-	// wait in the listen backlog.
-	MaxConnections int
-}
-
-// DefaultClientLimits are nginx's defaults where it has one
-// (client_header_timeout and client_body_timeout 60 s, keepalive_timeout
-// 75 s, large_client_header_buffers 4 × 8 KiB), with a shorter header
-// timeout: a client that takes more than 10 s to send a head is a
-// slowloris.
-func DefaultClientLimits() ClientLimits {
-	return ClientLimits{
-		ReadHeaderTimeout: 10 * time.Second,
-		BodyReadTimeout:   60 * time.Second,
-		IdleTimeout:       75 * time.Second,
-		MaxHeaderBytes:    32 << 10,
-		MaxHeaderFields:   100,
-		MaxConnections:    16384,
-	}
-}
-
-// withDefaults fills the zero fields from DefaultClientLimits.
-func (l ClientLimits) withDefaults() ClientLimits {
-	d := DefaultClientLimits()
-	for _, f := range []struct {
-		v   *time.Duration
-		def time.Duration
-	}{{&l.ReadHeaderTimeout, d.ReadHeaderTimeout}, {&l.BodyReadTimeout, d.BodyReadTimeout}, {&l.IdleTimeout, d.IdleTimeout}} {
-		if *f.v <= 0 {
-			*f.v = f.def
-		}
-	}
-	for _, f := range []struct {
-		v   *int
-		def int
-	}{{&l.MaxHeaderBytes, d.MaxHeaderBytes}, {&l.MaxHeaderFields, d.MaxHeaderFields}, {&l.MaxConnections, d.MaxConnections}} {
-		if *f.v <= 0 {
-			*f.v = f.def
-		}
-	}
-	return l
-}
+type ClientLimits = httplimits.Limits
 
 // Proxy serves models.
 type Proxy struct {
@@ -180,7 +127,7 @@ func New(o Options) *Proxy {
 	h2c.Protocols = new(http.Protocols)
 	h2c.Protocols.SetUnencryptedHTTP2(true)
 	p := &Proxy{opts: o, log: log, http1: base, h2c: h2c, servers: map[socket]*listener{}, health: o.Health,
-		limits: o.Clients.withDefaults(), upstreams: newUpstreams()}
+		limits: o.Clients.WithDefaults(), upstreams: newUpstreams()}
 	if p.health == nil {
 		p.health, p.ownHealth = health.New(), true
 	}
@@ -284,16 +231,14 @@ func (p *Proxy) listen(at socket, useTLS bool) (*listener, error) {
 		return nil, fmt.Errorf("listening on %s: %w", at, err)
 	}
 	addr := ln.Addr()
-	ln = netutil.LimitListener(ln, p.limits.MaxConnections)
+	ln = p.limits.Listener(ln)
 	srv := &http.Server{
-		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { p.serve(at, w, r) }),
-		ReadHeaderTimeout: p.limits.ReadHeaderTimeout,
-		IdleTimeout:       p.limits.IdleTimeout,
-		MaxHeaderBytes:    p.limits.MaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
-		Protocols:         new(http.Protocols),
-		ConnContext:       connContext,
+		Handler:     http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { p.serve(at, w, r) }),
+		ErrorLog:    slog.NewLogLogger(p.log.Handler(), slog.LevelWarn),
+		Protocols:   new(http.Protocols),
+		ConnContext: connContext,
 	}
+	p.limits.Apply(srv)
 	// HTTP/1 always; HTTP/2 by ALPN over TLS, and with prior knowledge
 	// (h2c) over cleartext, as gRPC clients and other proxies speak it.
 	srv.Protocols.SetHTTP1(true)
@@ -393,9 +338,7 @@ type pickedKey struct{}
 func (p *Proxy) serve(at socket, w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	withTLSState(r)
-	if r.Body != nil && r.Body != http.NoBody {
-		r.Body = &timedBody{ReadCloser: r.Body, rc: http.NewResponseController(w), timeout: p.limits.BodyReadTimeout}
-	}
+	httplimits.TimeBody(w, r, p.limits.BodyReadTimeout)
 	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
 	pk := &picked{}
 	defer func() { p.observe(r.Method, r.Host, r.URL.Path, rec.status, pk, start) }()
@@ -687,19 +630,6 @@ func hostOnly(hostport string) string {
 		return h
 	}
 	return hostport
-}
-
-// timedBody bounds each wait for more of a request body (net/http's
-// ReadTimeout would bound the whole request instead).
-type timedBody struct {
-	io.ReadCloser
-	rc      *http.ResponseController
-	timeout time.Duration
-}
-
-func (b *timedBody) Read(p []byte) (int, error) {
-	_ = b.rc.SetReadDeadline(time.Now().Add(b.timeout))
-	return b.ReadCloser.Read(p)
 }
 
 // recorder remembers the status written, for logs and metrics.
