@@ -146,13 +146,10 @@ type timedBody struct {
 	timeout time.Duration
 }
 
+// Read extends the deadline before each read. Once the body ends,
+// net/http clears the deadline itself (its watch for the client going
+// away starts then), so a slow answer is not cut by it.
 func (b *timedBody) Read(p []byte) (int, error) {
 	_ = b.rc.SetReadDeadline(time.Now().Add(b.timeout))
-	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF {
-		// The body is whole: the server's watch for the client going
-		// away must not hit the deadline while the handler works on.
-		_ = b.rc.SetReadDeadline(time.Time{})
-	}
-	return n, err
+	return b.ReadCloser.Read(p)
 }
