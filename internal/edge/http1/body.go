@@ -24,6 +24,12 @@ var ErrChunked = errors.New("http1: malformed chunked body")
 // progress, when set, is called before each chunk is read (to extend a
 // read deadline).
 func CopyChunked(dst *bufio.Writer, src *bufio.Reader, progress func()) (int64, error) {
+	return CopyChunkedTrailers(dst, src, progress, nil)
+}
+
+// CopyChunkedTrailers is CopyChunked passing on only the trailer fields
+// keep keeps (all when nil).
+func CopyChunkedTrailers(dst *bufio.Writer, src *bufio.Reader, progress func(), keep func(name []byte) bool) (int64, error) {
 	var total int64
 	for {
 		if progress != nil {
@@ -36,16 +42,28 @@ func CopyChunked(dst *bufio.Writer, src *bufio.Reader, progress func()) (int64, 
 		if i := bytes.IndexByte(line, ';'); i >= 0 {
 			line = line[:i]
 		}
-		line = trimOWS(line)
+		for len(line) > 0 && (line[len(line)-1] == ' ' || line[len(line)-1] == '\t') {
+			line = line[:len(line)-1]
+		}
 		if len(line) == 0 || len(line) > 15 {
 			return total, ErrChunked
 		}
-		size, err := strconv.ParseInt(string(line), 16, 64)
-		if err != nil || size < 0 {
-			return total, ErrChunked
+		var size int64
+		for _, c := range line {
+			switch {
+			case '0' <= c && c <= '9':
+				c -= '0'
+			case 'a' <= c && c <= 'f':
+				c -= 'a' - 10
+			case 'A' <= c && c <= 'F':
+				c -= 'A' - 10
+			default:
+				return total, ErrChunked
+			}
+			size = size<<4 | int64(c)
 		}
 		if size == 0 {
-			return total, copyTrailers(dst, src)
+			return total, copyTrailers(dst, src, keep)
 		}
 		if _, err := dst.WriteString(strconv.FormatInt(size, 16)); err != nil {
 			return total, err
@@ -67,7 +85,7 @@ func CopyChunked(dst *bufio.Writer, src *bufio.Reader, progress func()) (int64, 
 	}
 }
 
-func copyTrailers(dst *bufio.Writer, src *bufio.Reader) error {
+func copyTrailers(dst *bufio.Writer, src *bufio.Reader, keep func([]byte) bool) error {
 	if _, err := dst.WriteString("0\r\n"); err != nil {
 		return err
 	}
@@ -90,6 +108,9 @@ func copyTrailers(dst *bufio.Writer, src *bufio.Reader) error {
 			if (c < ' ' && c != '\t') || c == 0x7f {
 				return ErrChunked
 			}
+		}
+		if keep != nil && !keep(line[:colon]) {
+			continue
 		}
 		if _, err := dst.Write(line); err != nil {
 			return err

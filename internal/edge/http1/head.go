@@ -141,6 +141,32 @@ func ParseRequest(buf []byte, m *Message, l Limits) (int, error) {
 	if m.Minor == 1 && m.Host == nil {
 		return 0, bad("missing Host")
 	}
+	for _, c := range m.Host {
+		if c >= 0x80 || !hostChar[c] {
+			return 0, bad("invalid Host")
+		}
+	}
+	if m.Minor == 0 {
+		keep, closeTok := false, false
+		for _, t := range m.ConnectionTokens {
+			keep = keep || equalFold(t, "keep-alive")
+			closeTok = closeTok || equalFold(t, "close")
+		}
+		m.Close = closeTok || !keep
+	}
+	if m.Trailer && m.Framing == Chunked {
+		for _, f := range m.Fields {
+			if !equalFold(f.Name, "trailer") {
+				continue
+			}
+			for tok := range bytes.SplitSeq(f.Value, []byte(",")) {
+				tok = trimOWS(tok)
+				if equalFold(tok, "content-length") || equalFold(tok, "transfer-encoding") || equalFold(tok, "trailer") {
+					return 0, bad("Trailer names %s", tok)
+				}
+			}
+		}
+	}
 	return n, nil
 }
 
@@ -150,7 +176,11 @@ func ParseResponse(buf []byte, method []byte, m *Message, l Limits) (int, error)
 	m.reset()
 	line, rest, ok := nextLine(buf)
 	if !ok {
-		return 0, incompleteOrBad(buf)
+		err := incompleteOrBad(buf)
+		if e, ok := err.(*Error); ok {
+			e.Status = http.StatusBadGateway
+		}
+		return 0, err
 	}
 	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' || (len(line) > 12 && line[12] != ' ') {
 		return 0, badResponse("malformed status line")
@@ -389,6 +419,20 @@ var tokenChar = func() (t [128]bool) {
 		t[c-'a'+'A'] = true
 	}
 	for _, c := range "!#$%&'*+-.^_`|~" {
+		t[c] = true
+	}
+	return t
+}()
+
+// hostChar: net/http's httpguts.ValidHostHeader.
+var hostChar = func() (t [128]bool) {
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = true, true
+	}
+	for _, c := range "!$%&'()*+,-.:;=[]_~" {
 		t[c] = true
 	}
 	return t

@@ -474,6 +474,8 @@ func (x *exchangeState) send(up *upConn) error {
 		case http1.EqualFold(f.Name, "te"):
 			teTrailers = teTrailers || hasToken(f.Value, "trailers")
 			continue
+		case http1.EqualFold(f.Name, "trailer") && m.Framing == http1.Chunked:
+			// Passed on: the trailers it names follow the body.
 		case http1.EqualFold(f.Name, "host"), http1.EqualFold(f.Name, "content-length"),
 			http1.EqualFold(f.Name, "forwarded"), http1.EqualFold(f.Name, "x-forwarded-host"), http1.EqualFold(f.Name, "x-forwarded-proto"),
 			hopByHop(f.Name), listed(m.ConnectionTokens, f.Name):
@@ -493,6 +495,10 @@ func (x *exchangeState) send(up *upConn) error {
 		}
 	case http1.Chunked:
 		_, _ = w.WriteString("Transfer-Encoding: chunked\r\n")
+	case http1.NoBody:
+		if bodyMethod(m.Method) {
+			_, _ = w.WriteString("Content-Length: 0\r\n")
+		}
 	}
 	if teTrailers {
 		_, _ = w.WriteString("Te: trailers\r\n")
@@ -523,7 +529,23 @@ func (x *exchangeState) send(up *upConn) error {
 			err = clientErr(err)
 		}
 	case http1.Chunked:
-		_, err = http1.CopyChunked(w, cn.br, cn.bodyProgress)
+		// Only announced trailers, as net/http's transport sends. The
+		// names are copied: reading the body overwrites the head.
+		var keep func([]byte) bool
+		if m.Trailer {
+			var names [][]byte
+			for _, f := range m.Fields {
+				if http1.EqualFold(f.Name, "trailer") {
+					for tok := range bytes.SplitSeq(f.Value, []byte(",")) {
+						names = append(names, bytes.Clone(bytes.TrimSpace(tok)))
+					}
+				}
+			}
+			keep = func(name []byte) bool { return listed(names, name) }
+		} else {
+			keep = func([]byte) bool { return false }
+		}
+		_, err = http1.CopyChunkedTrailers(w, cn.br, cn.bodyProgress, keep)
 		err = clientErr(err)
 	}
 	if err != nil {
@@ -692,9 +714,14 @@ func (x *exchangeState) writeHead(up *upConn, informational bool) {
 	w := cn.bw
 	_, _ = w.Write(appendStatusLine(cn.scratch[:0], h.Status))
 	date := false
+	noBody := h.Status < 200 || h.Status == http.StatusNoContent || h.Status == http.StatusNotModified
 	for _, f := range h.Fields {
 		switch {
+		case http1.EqualFold(f.Name, "trailer") && h.Framing == http1.Chunked:
 		case hopByHop(f.Name), listed(h.ConnectionTokens, f.Name):
+			continue
+		case noBody && http1.EqualFold(f.Name, "content-length"),
+			h.Status == http.StatusNotModified && http1.EqualFold(f.Name, "content-type"):
 			continue
 		case http1.EqualFold(f.Name, "date"):
 			date = true

@@ -485,6 +485,12 @@ func (p *Proxy) newForwarder() *httputil.ReverseProxy {
 					pr.Out.URL.RawPath = ""
 				}
 			}
+			if prior, ok := pr.In.Header["X-Forwarded-For"]; ok {
+				pr.Out.Header["X-Forwarded-For"] = prior
+			}
+			// The inbound request's trailer map, filled once its body is
+			// read, is the one the transport writes after the body.
+			pr.Out.Trailer = pr.In.Trailer
 			pr.SetXForwarded()
 		},
 		ModifyResponse: func(resp *http.Response) error {
@@ -640,6 +646,9 @@ type recorder struct {
 }
 
 func (r *recorder) WriteHeader(code int) {
+	if _, ok := r.Header()["Content-Type"]; !ok && code >= 200 {
+		r.Header()["Content-Type"] = nil // no sniffing
+	}
 	if !r.wrote {
 		r.status, r.wrote = code, true
 	}
