@@ -51,6 +51,7 @@ import (
 	"time"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"github.com/fleetnet/fleetnet/internal/edge/accesslog"
 	edgeapp "github.com/fleetnet/fleetnet/internal/edge/app"
 	"github.com/fleetnet/fleetnet/internal/edge/proxy"
 	"github.com/fleetnet/fleetnet/internal/pki"
@@ -184,8 +185,11 @@ func bench(ctx context.Context, o options, out io.Writer) error {
 		opts := proxy.Options{ListenHost: "127.0.0.1",
 			Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 		if logs {
-			// Like nginx's access_log: one unbuffered write per request to a file.
-			opts.Log, opts.AccessLog = slog.New(slog.NewTextHandler(edgeLog, &slog.HandlerOptions{Level: slog.LevelInfo})), true
+			// As nginx's access_log buffer=64k flush=1s, and the edge's
+			// defaults: lines collected and written by another goroutine.
+			w := accesslog.New(edgeLog, accesslog.Options{Buffer: 64 << 10, Flush: time.Second})
+			defer w.Close()
+			opts.AccessLog = w.Logger()
 		}
 		edge := proxy.New(opts)
 		if err := edge.Apply(benchModel(be.addrs, plain, secure), map[string]*tls.Certificate{"edgebench": &cert}); err != nil {
@@ -255,7 +259,7 @@ func bench(ctx context.Context, o options, out io.Writer) error {
 		runtime.NumCPU(), runtime.Version(), workers, nginxVersion(nginxBin), workers, o.backends, o.rounds, len(runs))
 	fmt.Fprintf(out, "  both proxies: HTTP/1.1 keep-alive to the backends (nginx: keepalive 256 per worker; the edge: its transport's pool), no limit of requests per connection;\n")
 	fmt.Fprintf(out, "  TLS 1.3 with %s on both (nginx pinned to it, the Go edge prefers it; h2load and the open-loop generator check it);\n", tls.CipherSuiteName(benchCipher))
-	fmt.Fprintf(out, "  access logs off, then on: one unbuffered write per request to a file (nginx's combined format, the edge's slog text at info)\n")
+	fmt.Fprintf(out, "  access logs off, then on: to a file through a 64 KiB buffer flushed at least every second (nginx: combined format, buffer=64k flush=1s; the edge: JSON lines, internal/edge/accesslog)\n")
 	fmt.Fprintf(out, "  saturated: wrk -t%d -c%d -d%s (HTTP/1.1, plain and TLS), h2load -t%d -c%d -m%d -D %s (h2 over TLS), each after a %s warm-up run\n",
 		o.threads, o.connections, o.duration, o.threads, o.connections, o.streams, o.duration, o.warmup)
 	fmt.Fprintf(out, "  open loop: %d keep-alive HTTP/1.1 connections from a child process at %v %% of the round's nginx plain saturated req/s (logs off; TLS and logs on at 50 %% only),\n"+

@@ -53,7 +53,7 @@ http {
 		http2 on;
 {{- end}}
 {{- if .AccessLog}}
-		access_log {{.AccessLog}};
+		access_log {{.AccessLog}} combined buffer=64k flush=1s;
 {{- end}}
 		ssl_certificate {{$.Dir}}/tls.crt;
 		ssl_certificate_key {{$.Dir}}/tls.key;

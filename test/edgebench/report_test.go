@@ -108,7 +108,7 @@ func TestNginxConfig(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, s := range []string{want, "worker_processes 2;", "ssl_protocols TLSv1.3;", "ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256;",
-			"keepalive 256;", "access_log off;", "access_log /d/access.log;", "server 127.0.0.1:9;"} {
+			"keepalive 256;", "access_log off;", "access_log /d/access.log combined buffer=64k flush=1s;", "server 127.0.0.1:9;"} {
 			if !strings.Contains(string(conf), s) {
 				t.Errorf("%s: no %q in\n%s", version, s, conf)
 			}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"github.com/fleetnet/fleetnet/internal/edge/accesslog"
 	"github.com/fleetnet/fleetnet/internal/edge/health"
 	"github.com/fleetnet/fleetnet/internal/edge/l4"
 	"github.com/fleetnet/fleetnet/internal/edge/proxy"
@@ -47,6 +48,9 @@ type Options struct {
 	MetricsAddr string
 	HealthAddr  string
 	AccessLog   bool
+	// AccessLogBuffer and AccessLogFlush: see internal/edge/accesslog.
+	AccessLogBuffer int
+	AccessLogFlush  time.Duration
 	// NetHTTPOnly turns the HTTP/1.1 fast path off.
 	NetHTTPOnly bool
 	Clients     httplimits.Limits
@@ -63,7 +67,9 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ListenHost, "listen-host", "", "address the Gateways' listeners and the MultiClusterLoadBalancers' ports bind; empty means every interface")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":9090", "address of /metrics")
 	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", ":9091", "address of /healthz and /readyz (ready once a model is served)")
-	fs.BoolVar(&o.AccessLog, "access-log", false, "log every request at info level")
+	fs.BoolVar(&o.AccessLog, "access-log", false, "write a JSON line per request to standard output (the edge's own log is on standard error)")
+	fs.IntVar(&o.AccessLogBuffer, "access-log-buffer", 64<<10, "bytes of access log collected before a write, by a goroutine of its own (past 16 times this, lines are dropped and counted rather than slowing requests); 0 writes each line at once")
+	fs.DurationVar(&o.AccessLogFlush, "access-log-flush", time.Second, "longest an access log line waits in the buffer")
 	fs.BoolVar(&o.NetHTTPOnly, "net-http-only", false, "serve every HTTP request through net/http's server and reverse proxy, without the HTTP/1.1 fast path (a fallback)")
 	o.Clients.BindFlags(fs)
 }
@@ -82,6 +88,9 @@ func (o *Options) Validate() error {
 		}
 	}
 	errs = append(errs, o.Clients.Validate())
+	if o.AccessLogBuffer < 0 {
+		errs = append(errs, fmt.Errorf("--access-log-buffer=%d: must not be negative", o.AccessLogBuffer))
+	}
 	for _, msg := range validation.IsValidLabelValue(o.Region) {
 		errs = append(errs, fmt.Errorf("--region=%q: %s", o.Region, msg))
 	}
@@ -117,8 +126,15 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), certfiles.Expiry)
 	checker := health.New()
 	defer checker.Close()
+	var accessLog *slog.Logger
+	if o.AccessLog {
+		w := accesslog.New(os.Stdout, accesslog.Options{Buffer: o.AccessLogBuffer, Flush: o.AccessLogFlush})
+		defer w.Close()
+		reg.MustRegister(accesslog.Dropped)
+		accessLog = w.Logger()
+	}
 	planes := &dataPlanes{
-		http: proxy.New(proxy.Options{ListenHost: o.ListenHost, Region: o.Region, Log: log, Registerer: reg, AccessLog: o.AccessLog, Health: checker,
+		http: proxy.New(proxy.Options{ListenHost: o.ListenHost, Region: o.Region, Log: log, Registerer: reg, AccessLog: accessLog, Health: checker,
 			NetHTTPOnly: o.NetHTTPOnly, Clients: o.Clients}),
 		l4:     l4.New(l4.Options{ListenHost: o.ListenHost, Log: log, Registerer: reg, Health: checker}),
 		log:    log,

@@ -130,8 +130,8 @@ func (p *Proxy) observe(method, host, path string, code int, pk *picked, start t
 		p.metrics.requests.WithLabelValues(route, backend, cluster, strconv.Itoa(code)).Inc()
 		p.metrics.duration.WithLabelValues(route, cluster).Observe(elapsed.Seconds())
 	}
-	if p.opts.AccessLog {
-		p.log.Info("request", "method", method, "host", host, "path", path, "code", code,
+	if p.opts.AccessLog != nil {
+		p.opts.AccessLog.Info("request", "method", method, "host", host, "path", path, "code", code,
 			"route", route, "backend", backend, "cluster", cluster, "duration", elapsed)
 	}
 }

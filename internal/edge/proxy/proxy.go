@@ -50,9 +50,10 @@ type Options struct {
 	Log    *slog.Logger
 	// Registerer receives the proxy's metrics; none when nil.
 	Registerer prometheus.Registerer
-	// AccessLog logs every request at info level (method, host, path,
-	// code, route, backend, cluster, duration).
-	AccessLog bool
+	// AccessLog, when set, gets a line per request at info level
+	// (method, host, path, code, route, backend, cluster, duration); see
+	// internal/edge/accesslog for one that does not make requests wait.
+	AccessLog *slog.Logger
 	// Health checks the endpoints; a checker shared with the edge's
 	// other data planes (an endpoint checked alike by both is probed
 	// once). The proxy runs its own when nil.
