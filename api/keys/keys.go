@@ -88,6 +88,16 @@ const (
 	LeaderElectionID = "fleetnet-agent"
 )
 
+// Reasons of the agent's Warning events about the cluster itself, on its
+// ClusterProperty (identity from ClusterProperty objects) or its leader
+// election Lease.
+const (
+	// ReasonRegistryRefused: the registry refuses the agent's
+	// registration or renewal for a reason retrying does not cure (its
+	// certificate, its permissions, a malformed request).
+	ReasonRegistryRefused = "RegistryRefused"
+)
+
 // Condition reasons of ServiceExport that the mcs-api does not define.
 const (
 	// ReasonInvalidRegionalFrontend: the fleetnet.dev/regional-frontend

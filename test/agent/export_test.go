@@ -655,6 +655,23 @@ func TestPermanentRegistryErrorsAreNotRetriedHot(t *testing.T) {
 		}
 		return nil
 	})
+	// Beside the cluster's objects, not only in the log: a Warning event
+	// on the agent's leader election Lease (this agent's namespace for it
+	// is "", so the event goes to default), naming the registry's reason.
+	c := east.Client(t)
+	testkit.Eventually(t, 20*time.Second, "a RegistryRefused Warning event", func(ctx context.Context) error {
+		evs := &eventsv1.EventList{}
+		if err := c.List(ctx, evs, client.InNamespace(metav1.NamespaceDefault)); err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Reason == keys.ReasonRegistryRefused && e.Type == corev1.EventTypeWarning && e.Regarding.Kind == "Lease" && e.Regarding.Name == keys.LeaderElectionID &&
+				strings.Contains(e.Note, "registering") && strings.Contains(e.Note, "east") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no Warning event %s on Lease %s among %d events", keys.ReasonRegistryRefused, keys.LeaderElectionID, len(evs.Items))
+	})
 	// A hot loop would retry every few hundred milliseconds; a permanent
 	// error waits a minute. Give a hot loop time to show.
 	deadline := time.Now().Add(3 * time.Second)

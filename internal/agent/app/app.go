@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	aboutv1alpha1 "github.com/fleetnet/fleetnet/api/about/v1alpha1"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -24,6 +25,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -188,7 +191,8 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	}
 	pub := publish.New(regClient, cluster.GetId(), publish.NewMetrics(reg))
 	events := make(chan event.GenericEvent, 4096)
-	registrar := &lease.Registrar{Client: regClient, Cluster: cluster, Log: log}
+	registrar := &lease.Registrar{Client: regClient, Cluster: cluster, Log: log,
+		Recorder: mgr.GetEventRecorder("fleetnet-agent"), Regarding: eventObject(ctx, reader, o)}
 	statusWatcher := &export.StatusWatcher{Client: regClient, Cluster: cluster.GetId(), Publisher: pub, Log: log, Events: events}
 	registrar.OnRegistered = func(ctx context.Context) error {
 		// After a (re-)registration the registry may hold anything from all
@@ -284,4 +288,18 @@ func enqueueAll(ctx context.Context, mgr ctrl.Manager, events chan<- event.Gener
 			return
 		}
 	}
+}
+
+// eventObject is what the agent's Warning events about the cluster itself
+// are attached to: the ClusterProperty holding the cluster's id when the
+// identity comes from there, else the agent's leader election Lease (which
+// need not exist for its events to be listed).
+func eventObject(ctx context.Context, reader ctrlclient.Reader, o Options) ctrlclient.Object {
+	if o.Identity.Source == identity.SourceClusterProperty {
+		cp := &aboutv1alpha1.ClusterProperty{}
+		if err := reader.Get(ctx, types.NamespacedName{Name: aboutv1alpha1.ClusterIDPropertyName}, cp); err == nil {
+			return cp
+		}
+	}
+	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: o.LeaderElectionNS, Name: keys.LeaderElectionID}}
 }

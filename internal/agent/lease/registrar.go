@@ -11,9 +11,13 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fleetnet/fleetnet/api/keys"
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 )
 
@@ -33,6 +37,12 @@ type Registrar struct {
 	Log         *slog.Logger
 	// Rand draws jitter; a seeded source makes tests repeatable.
 	Rand *rand.Rand
+	// Recorder, when set, gets a Warning event on Regarding for each
+	// failure that retrying does not cure, so that it shows beside the
+	// cluster's objects (kubectl describe, kubectl get events), not only
+	// in the agent's log.
+	Recorder  events.EventRecorder
+	Regarding runtime.Object
 
 	registered atomic.Bool
 }
@@ -131,6 +141,10 @@ func (r *Registrar) fail(ctx context.Context, what string, err error, b *backoff
 		// Retrying fast will not help; say so loudly and wait long.
 		wait = max(wait, time.Minute)
 		r.Log.Error(what+" failed permanently; fix the configuration", "cluster", r.Cluster.GetId(), "code", status.Code(err).String(), "err", err, "retryIn", wait)
+		if r.Recorder != nil && r.Regarding != nil {
+			r.Recorder.Eventf(r.Regarding, nil, corev1.EventTypeWarning, keys.ReasonRegistryRefused, "Register",
+				"%s failed for cluster %s: %s (retrying in %s)", what, r.Cluster.GetId(), status.Convert(err).Message(), wait.Round(time.Second))
+		}
 	} else {
 		r.Log.Info(what+" failed; retrying", "cluster", r.Cluster.GetId(), "code", status.Code(err).String(), "err", err, "retryIn", wait)
 	}
