@@ -676,6 +676,30 @@ func writeCerts(s *State) error {
 	if err != nil {
 		return fmt.Errorf("fleet CA in %s: %w", dir, err)
 	}
+	want := leafCertificates(s, ca)
+	// The process nodes' kubelet API pair and the API servers' client
+	// certificate toward it (every node listens on 127.0.0.1).
+	want["kubelet-client"] = func() (*pki.KeyPair, error) { return ca.AdminCert("kube-apiserver-kubelet-client") }
+	want["kubelet"] = func() (*pki.KeyPair, error) {
+		return ca.ServingCert("fleetnet-process-node", []string{"127.0.0.1", "localhost"})
+	}
+	for name, make := range want {
+		if _, err := os.Stat(filepath.Join(dir, name+".crt")); err == nil {
+			continue
+		}
+		kp, err := make()
+		if err != nil {
+			return fmt.Errorf("certificate %s: %w", name, err)
+		}
+		if err := kp.Write(dir, name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// leafCertificates are fleetnet's certificates in a fleet, by file name.
+func leafCertificates(s *State, ca *pki.KeyPair) map[string]func() (*pki.KeyPair, error) {
 	want := map[string]func() (*pki.KeyPair, error){
 		"registry": func() (*pki.KeyPair, error) {
 			return ca.ServingCert("fleetnet-registry", []string{"127.0.0.1", "localhost"})
@@ -688,27 +712,36 @@ func writeCerts(s *State) error {
 		"discovery": func() (*pki.KeyPair, error) {
 			return ca.ServingCert("fleetnet-discovery", []string{"127.0.0.1", "localhost"})
 		},
-		// The API servers' client certificate toward the process nodes'
-		// kubelet API, and that API's serving pair (every node listens on
-		// 127.0.0.1).
-		"kubelet-client": func() (*pki.KeyPair, error) { return ca.AdminCert("kube-apiserver-kubelet-client") },
-		"kubelet": func() (*pki.KeyPair, error) {
-			return ca.ServingCert("fleetnet-process-node", []string{"127.0.0.1", "localhost"})
-		},
 	}
 	for _, c := range s.Clusters {
 		want[c.Name] = func() (*pki.KeyPair, error) { return ca.ClusterCert(c.Name) }
 	}
-	for name, make := range want {
-		if _, err := os.Stat(filepath.Join(dir, name+".crt")); err == nil {
-			continue
-		}
+	return want
+}
+
+// RenewCertificates issues every fleetnet component's certificate of the
+// fleet again from ca (its CA, or the next one of a CA roll) and writes
+// them in place, each file replaced whole: the components read them again
+// without a restart (internal/certfiles). The process nodes' kubelet pair,
+// which Kubernetes' components read once, is left as it is.
+func RenewCertificates(s *State, ca *pki.KeyPair) error {
+	for name, make := range leafCertificates(s, ca) {
 		kp, err := make()
 		if err != nil {
 			return fmt.Errorf("certificate %s: %w", name, err)
 		}
-		if err := kp.Write(dir, name); err != nil {
-			return err
+		for _, f := range []struct {
+			ext  string
+			data []byte
+			mode os.FileMode
+		}{{".key", kp.KeyPEM, 0o600}, {".crt", kp.CertPEM, 0o644}} {
+			path := filepath.Join(s.CertDir(), name+f.ext)
+			if err := os.WriteFile(path+".tmp", f.data, f.mode); err != nil {
+				return err
+			}
+			if err := os.Rename(path+".tmp", path); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
