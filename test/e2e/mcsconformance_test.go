@@ -927,6 +927,12 @@ func mcsHelloContainers() []corev1.Container {
 	return out
 }
 
+// mcsGrace is the test pods' termination grace period. Their shells
+// ignore SIGTERM, so each waited the default 30 s when a spec's namespace
+// went (upstream does not wait for it; these tests do, so that specs do not
+// share the fleet with the last one's pods): about two minutes of the run.
+const mcsGrace int64 = 1
+
 func mcsHelloDeployment(replicas int32) *appsv1.Deployment {
 	labels := map[string]string{"app": mcsHello}
 	return &appsv1.Deployment{
@@ -936,7 +942,7 @@ func mcsHelloDeployment(replicas int32) *appsv1.Deployment {
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: mcsHelloContainers()},
+				Spec:       corev1.PodSpec{Containers: mcsHelloContainers(), TerminationGracePeriodSeconds: ptr(mcsGrace)},
 			},
 		},
 	}
@@ -952,7 +958,7 @@ func mcsHelloStatefulSet(replicas int32) *appsv1.StatefulSet {
 			Replicas:    ptr(replicas),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       corev1.PodSpec{Containers: mcsHelloContainers(), RestartPolicy: corev1.RestartPolicyAlways},
+				Spec:       corev1.PodSpec{Containers: mcsHelloContainers(), RestartPolicy: corev1.RestartPolicyAlways, TerminationGracePeriodSeconds: ptr(mcsGrace)},
 			},
 		},
 	}
@@ -961,7 +967,7 @@ func mcsHelloStatefulSet(replicas int32) *appsv1.StatefulSet {
 func mcsRequestPod() *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: mcsRequest, Labels: map[string]string{"app": mcsRequest}},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+		Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr(mcsGrace), Containers: []corev1.Container{{
 			Name:  mcsRequest,
 			Image: "nicolaka/netshoot:v0.15",
 			Args:  []string{"/bin/sh", "-ec", "while :; do echo '.'; sleep 5 ; done"},
