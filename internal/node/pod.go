@@ -268,6 +268,15 @@ func (p *pod) runOnce(ctx context.Context, c *containerRun, probes func(context.
 		c.ready = c.spec.ReadinessProbe == nil && c.started
 	})
 	p.node.event(p.obj, corev1.EventTypeNormal, "Started", "Started container "+c.spec.Name)
+	if lc := c.spec.Lifecycle; lc != nil && lc.PostStart != nil {
+		// As the kubelet: the hook runs once the container started; its
+		// failure kills the container, whose restart policy then decides.
+		if err := p.runHook(ctx, c, lc.PostStart, p.grace()); err != nil {
+			p.node.log.Info("PostStart hook failed", "pod", p.key(), "container", c.spec.Name, "cause", err.Error())
+			p.node.event(p.obj, corev1.EventTypeWarning, "FailedPostStartHook", fmt.Sprintf("PostStartHook failed for container %s: %v", c.spec.Name, err))
+			proc.stop(p.grace())
+		}
+	}
 	probeCtx, stopProbes := context.WithCancel(ctx)
 	if probes != nil {
 		go probes(probeCtx, c)
@@ -275,9 +284,9 @@ func (p *pod) runOnce(ctx context.Context, c *containerRun, probes func(context.
 	select {
 	case <-proc.done:
 	case <-c.kill:
-		proc.stop(p.grace())
+		proc.stop(p.preStop(c, p.grace()))
 	case <-ctx.Done():
-		proc.stop(p.grace())
+		proc.stop(p.preStop(c, p.grace()))
 	}
 	stopProbes()
 	logPath, _ := containerlog.Path(filepath.Join(p.dir, "logs"), c.spec.Name, int(c.restarts))

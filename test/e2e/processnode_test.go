@@ -536,3 +536,81 @@ func execIn(ctx context.Context, t *testing.T, cluster, ns, pod, container strin
 	err = exec.StreamWithContext(ctx, opts)
 	return out.String(), errOut.String(), err
 }
+
+// Lifecycle hooks run as the kubelet runs them: a postStart hook that
+// fails kills its container (a FailedPostStartHook event, then a restart),
+// and a preStop hook runs to its end before the container gets SIGTERM
+// (here it sleeps 3 s and then fails: the pod takes at least that long to
+// go, and a FailedPreStopHook event says it failed).
+func TestProcessNodeLifecycleHooks(t *testing.T) {
+	ns := namespace(t, "e2e-hooks")
+	cl := kube(t, "hub")
+	ctx := context.Background()
+	// The shell ends at once on SIGTERM.
+	main := []string{"/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 0.2; done"}
+	pod := func(name string, lc *corev1.Lifecycle) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr(int64(20)), Containers: []corev1.Container{{
+				Name: "main", Image: "nicolaka/netshoot", Command: main, Lifecycle: lc,
+			}}},
+		}
+	}
+	fail := &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/sh", "-c", "exit 3"}}}
+	slowFail := &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: []string{"/bin/sh", "-c", "sleep 3; exit 1"}}}
+	for _, p := range []*corev1.Pod{pod("poststart", &corev1.Lifecycle{PostStart: fail}), pod("prestop", &corev1.Lifecycle{PreStop: slowFail})} {
+		if err := cl.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hasEvent := func(ctx context.Context, pod, reason string) error {
+		evs := &corev1.EventList{}
+		if err := cl.List(ctx, evs, ctrlclient.InNamespace(ns)); err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Name == pod && e.Reason == reason && e.Type == corev1.EventTypeWarning {
+				return nil
+			}
+		}
+		return fmt.Errorf("no Warning event %s for %s among %d events", reason, pod, len(evs.Items))
+	}
+	testkit.Eventually(t, 60*time.Second, "a failed postStart hook to restart its container", func(ctx context.Context) error {
+		p := &corev1.Pod{}
+		if err := cl.Get(ctx, ctrlclient.ObjectKey{Namespace: ns, Name: "poststart"}, p); err != nil {
+			return err
+		}
+		if len(p.Status.ContainerStatuses) == 0 || p.Status.ContainerStatuses[0].RestartCount < 1 {
+			return fmt.Errorf("container statuses %+v", p.Status.ContainerStatuses)
+		}
+		return hasEvent(ctx, "poststart", "FailedPostStartHook")
+	})
+
+	testkit.Eventually(t, 60*time.Second, "the prestop pod to run", func(ctx context.Context) error {
+		p := &corev1.Pod{}
+		if err := cl.Get(ctx, ctrlclient.ObjectKey{Namespace: ns, Name: "prestop"}, p); err != nil {
+			return err
+		}
+		if p.Status.Phase != corev1.PodRunning {
+			return fmt.Errorf("phase %s", p.Status.Phase)
+		}
+		return nil
+	})
+	deleted := time.Now()
+	if err := cl.Delete(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "prestop"}}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 30*time.Second, "the prestop pod to go", func(ctx context.Context) error {
+		err := cl.Get(ctx, ctrlclient.ObjectKey{Namespace: ns, Name: "prestop"}, &corev1.Pod{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("still there (%v)", err)
+	})
+	if took := time.Since(deleted); took < 3*time.Second {
+		t.Errorf("the pod went %s after its deletion: its 3 s preStop hook did not run first", took.Round(100*time.Millisecond))
+	}
+	testkit.Eventually(t, 10*time.Second, "the FailedPreStopHook event", func(ctx context.Context) error {
+		return hasEvent(ctx, "prestop", "FailedPreStopHook")
+	})
+}
