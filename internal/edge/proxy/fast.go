@@ -184,14 +184,16 @@ func (s *fastServer) serveConn(fc *fastConn) {
 	first := true
 	for {
 		fc.idle.Store(true)
-		if s.isClosing() {
-			return
-		}
 		wait := lim.IdleTimeout
 		if first {
 			wait = lim.ReadHeaderTimeout
 		}
 		_ = fc.SetReadDeadline(time.Now().Add(wait))
+		// After the deadline is set: a shutdown from now on moves it to
+		// now, and the wait below ends at once.
+		if s.isClosing() {
+			return
+		}
 		if _, err := cn.br.Peek(1); err != nil {
 			return
 		}
@@ -392,7 +394,7 @@ func (x *exchangeState) forward() int {
 		if !x.headSent {
 			_, _ = cn.br.Discard(x.headLen)
 		}
-		cn.writeError(code, "backend request failed", !x.keep)
+		cn.writeError(code, "backend request failed", !x.keep || m.Close)
 		_ = cn.bw.Flush()
 		return code
 	}
