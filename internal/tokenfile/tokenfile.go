@@ -80,8 +80,8 @@ func Parse(r io.Reader, roles ...string) ([]Entry, error) {
 const DefaultEvery = 10 * time.Second
 
 // Watch reads path every every (DefaultEvery when 0) until ctx ends and,
-// when its content changed from what it is when Watch is called, calls
-// reload, which reads it again and puts the new tokens in use: a rotated
+// when its content changed from what it is when Watch is called and held
+// still for one look, calls reload, which reads it again and puts the new tokens in use: a rotated
 // Secret takes effect without a restart. A reload that fails is logged;
 // the tokens in use stay. Watch returns at once; the watching goes on in
 // a goroutine of its own.
@@ -93,7 +93,9 @@ func Watch(ctx context.Context, path string, every time.Duration, reload func() 
 		b, _ := os.ReadFile(path)
 		return sha256.Sum256(b)
 	}
+	// last is the content in use; seen, the content at the previous look.
 	last := sum()
+	seen := last
 	go func() {
 		t := time.NewTicker(every)
 		defer t.Stop()
@@ -105,6 +107,14 @@ func Watch(ctx context.Context, path string, every time.Duration, reload func() 
 			}
 			s := sum()
 			if s == last {
+				seen = s
+				continue
+			}
+			if s != seen {
+				// Changed since the previous look: it may be half written
+				// (an editor truncates, then writes; an empty file would
+				// load as no tokens at all). Taken once it holds still.
+				seen = s
 				continue
 			}
 			if err := reload(); err != nil {
