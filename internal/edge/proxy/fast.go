@@ -690,6 +690,7 @@ func (x *exchangeState) relay(up *upConn) int {
 	if ferr := cn.bw.Flush(); err == nil {
 		err = ferr
 	}
+	status := h.Status
 	switch {
 	case err != nil:
 		// The endpoint or the client went away mid-answer.
@@ -700,10 +701,11 @@ func (x *exchangeState) relay(up *upConn) int {
 		_ = up.conn.Close()
 		x.keep = true
 	default:
-		cn.s.p.upstreams.put(up)
 		x.keep = true
+		// Last: once pooled, another request may take it, and its head.
+		cn.s.p.upstreams.put(up)
 	}
-	return h.Status
+	return status
 }
 
 // writeHead writes the answer's head to the client, as net/http's reverse
