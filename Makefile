@@ -200,6 +200,9 @@ charts-verify: $(BIN)/helm-$(HELM_VERSION) ## helm lint --strict and helm templa
 test: deps ## Install and build what the tests need, then run every test.
 	$(MAKE) --no-print-directory tools
 	go test $(TEST_FLAGS) ./...
+	# The data planes' concurrency under the race detector (about a minute):
+	# the edge's fast path shares pooled connections between requests.
+	go test -race $(TEST_FLAGS) ./internal/edge/... ./internal/httplimits/...
 
 # Fuzz targets as package:function; `make test` runs their seed corpora.
 FUZZ_TARGETS := ./internal/registry/merge:FuzzMergeInvariants ./internal/registry/validate:FuzzValidate \
