@@ -346,7 +346,7 @@ func reclaimNodes(dir string, clusters []ClusterState, progress io.Writer) error
 			continue // a record without a namespace: ensureNodeNetwork rewrites it
 		}
 		if fleetRuns(owner) {
-			errs = append(errs, fmt.Errorf("network namespace %s belongs to the fleet in %s; one root fleet with nodes runs on a machine at a time: run `fleetnetctl dev down --dir %s` first, or give this one --nodes=false", ns, owner, owner))
+			errs = append(errs, ownedElsewhere(ns, owner))
 			continue
 		}
 		stale[owner] = true
@@ -371,6 +371,11 @@ func reclaimNodes(dir string, clusters []ClusterState, progress io.Writer) error
 		}
 	}
 	return nil
+}
+
+// ownedElsewhere is the error for a node namespace of another fleet.
+func ownedElsewhere(ns, owner string) error {
+	return fmt.Errorf("network namespace %s belongs to the fleet in %s; one root fleet with nodes runs on a machine at a time: run `fleetnetctl dev down --dir %s` first, or give this one --nodes=false", ns, owner, owner)
 }
 
 // fleetRuns reports whether the fleet in dir is running or being changed:
@@ -405,7 +410,7 @@ func ensureNodeNetwork(dir string, c ClusterState) error {
 	ns := c.NodeNetNS()
 	if _, err := os.Stat(filepath.Join(netns.Dir, ns)); err == nil {
 		if owner := nodeOwner(ns); owner != "" && owner != dir {
-			return fmt.Errorf("network namespace %s belongs to the fleet in %s; one root fleet with nodes runs on a machine at a time: run `fleetnetctl dev down --dir %s` first, or give this one --nodes=false", ns, owner, owner)
+			return ownedElsewhere(ns, owner)
 		}
 		out, err := exec.Command("ip", "-n", ns, "-4", "addr", "show", "dev", "eth0").CombinedOutput()
 		if err == nil && strings.Contains(string(out), " "+c.NodeAddress().String()+"/") {

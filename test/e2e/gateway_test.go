@@ -50,27 +50,7 @@ func TestGatewayThroughTheEdge(t *testing.T) {
 		return p.cluster, true
 	}
 	hub := kube(t, "hub")
-	port := testkit.FreePort(t)
-	class := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "e2e-fleetnet"}, Spec: gwv1.GatewayClassSpec{ControllerName: keys.GatewayControllerName}}
-	objs := []client.Object{
-		class,
-		&gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"}, Spec: gwv1.GatewaySpec{
-			GatewayClassName: gwv1.ObjectName(class.Name),
-			Listeners:        []gwv1.Listener{{Name: "http", Port: gwv1.PortNumber(port), Protocol: gwv1.HTTPProtocolType}},
-		}},
-		&gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}, Spec: gwv1.HTTPRouteSpec{
-			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "edge"}}},
-			Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{
-				Group: ptr(gwv1.Group(mcsv1beta1.GroupName)), Kind: ptr(gwv1.Kind("ServiceImport")), Name: "echo",
-			}}}}}},
-		}},
-	}
-	for _, o := range objs {
-		if err := hub.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() { _ = hub.Delete(context.Background(), class) })
+	port := gatewayToEcho(t, ns, "e2e-fleetnet")
 
 	count := func(n int) (map[string]int, int) {
 		seen, failed := map[string]int{}, 0
@@ -158,4 +138,34 @@ func TestGatewayThroughTheEdge(t *testing.T) {
 	if lastWest.Sub(stopped) > 2*time.Second {
 		t.Errorf("west still answered %s after its pods stopped, want under 2s", lastWest.Sub(stopped))
 	}
+}
+
+// gatewayToEcho makes a GatewayClass of fleetnet (removed when the test
+// ends), a Gateway "edge" with an HTTP listener on a free port, and an
+// HTTPRoute sending every request to the ServiceImport "echo", in ns of
+// the hub; it returns the port.
+func gatewayToEcho(t *testing.T, ns, className string) int {
+	t.Helper()
+	hub := kube(t, "hub")
+	port := testkit.FreePort(t)
+	class := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: className}, Spec: gwv1.GatewayClassSpec{ControllerName: keys.GatewayControllerName}}
+	for _, o := range []client.Object{
+		class,
+		&gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"}, Spec: gwv1.GatewaySpec{
+			GatewayClassName: gwv1.ObjectName(class.Name),
+			Listeners:        []gwv1.Listener{{Name: "http", Port: gwv1.PortNumber(port), Protocol: gwv1.HTTPProtocolType}},
+		}},
+		&gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}, Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "edge"}}},
+			Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{
+				Group: ptr(gwv1.Group(mcsv1beta1.GroupName)), Kind: ptr(gwv1.Kind("ServiceImport")), Name: "echo",
+			}}}}}},
+		}},
+	} {
+		if err := hub.Create(context.Background(), o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _ = hub.Delete(context.Background(), class) })
+	return port
 }

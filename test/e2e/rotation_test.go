@@ -18,7 +18,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/dev"
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/fleetnet/fleetnet/internal/testkit"
@@ -51,26 +50,7 @@ func TestCertificateRotationUnderTraffic(t *testing.T) {
 		}
 	}
 	hub := kube(t, "hub")
-	port := testkit.FreePort(t)
-	class := &gwv1.GatewayClass{ObjectMeta: metav1.ObjectMeta{Name: "e2e-rotation"}, Spec: gwv1.GatewayClassSpec{ControllerName: keys.GatewayControllerName}}
-	for _, o := range []client.Object{
-		class,
-		&gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "edge"}, Spec: gwv1.GatewaySpec{
-			GatewayClassName: gwv1.ObjectName(class.Name),
-			Listeners:        []gwv1.Listener{{Name: "http", Port: gwv1.PortNumber(port), Protocol: gwv1.HTTPProtocolType}},
-		}},
-		&gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo"}, Spec: gwv1.HTTPRouteSpec{
-			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "edge"}}},
-			Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{
-				Group: ptr(gwv1.Group(mcsv1beta1.GroupName)), Kind: ptr(gwv1.Kind("ServiceImport")), Name: "echo",
-			}}}}}},
-		}},
-	} {
-		if err := hub.Create(ctx, o); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() { _ = hub.Delete(context.Background(), class) })
+	port := gatewayToEcho(t, ns, "e2e-rotation")
 	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
 	httpc := &http.Client{Timeout: 3 * time.Second}
 	get := func() error {

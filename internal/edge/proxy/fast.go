@@ -637,19 +637,14 @@ func (x *exchangeState) readHead(up *upConn) error {
 }
 
 // passive feeds an attempt's outcome to its endpoint's passive check, as
-// retrying.passive does.
+// the net/http path does (feedPassive).
 func (x *exchangeState) passive(up *upConn, err error) {
-	h, pol := x.pk.endpoint.health, &x.pk.backend.policy
-	var ce *clientError
-	switch {
-	case err == nil:
-		h.Answered(up.head.Status >= 500, pol.consecutive5xx, pol.ejection)
-	case connectFailed(err):
-		h.FailedToConnect()
-	case errors.As(err, &ce), x.expired():
-	default:
-		h.Answered(true, pol.consecutive5xx, pol.ejection)
+	status := 0
+	if up != nil {
+		status = up.head.Status
 	}
+	var ce *clientError
+	feedPassive(x.pk, status, err, errors.As(err, &ce) || x.expired())
 }
 
 // discard ends an answer that is retried: a short body is read so that
@@ -800,14 +795,6 @@ func hasToken(v []byte, token string) bool {
 		if http1.EqualFold(bytes.TrimSpace(t), token) {
 			return true
 		}
-	}
-	return false
-}
-
-func idempotentMethod(m string) bool {
-	switch m {
-	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-		return true
 	}
 	return false
 }

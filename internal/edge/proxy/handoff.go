@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -90,21 +91,21 @@ func withTLSState(r *http.Request) {
 	}
 }
 
-// dateCache holds the Date field value of the current second.
-var dateCache struct {
-	mu   sync.Mutex
+// dateNow is the Date field value of the current second, shared by every
+// answer of that second without a lock.
+var dateNow atomic.Pointer[dateValue]
+
+type dateValue struct {
 	unix int64
 	v    []byte
 }
 
 // appendDate appends the current Date field value.
 func appendDate(b []byte, now time.Time) []byte {
-	dateCache.mu.Lock()
-	if s := now.Unix(); s != dateCache.unix {
-		dateCache.unix = s
-		dateCache.v = now.UTC().AppendFormat(dateCache.v[:0], http.TimeFormat)
+	d := dateNow.Load()
+	if d == nil || d.unix != now.Unix() {
+		d = &dateValue{unix: now.Unix(), v: now.UTC().AppendFormat(nil, http.TimeFormat)}
+		dateNow.Store(d)
 	}
-	b = append(b, dateCache.v...)
-	dateCache.mu.Unlock()
-	return b
+	return append(b, d.v...)
 }

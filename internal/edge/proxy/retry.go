@@ -66,18 +66,29 @@ func (t *retrying) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
-// passive feeds an attempt's outcome to its endpoint's passive check: a
-// failed connection ejects the endpoint at once; a 5xx answer, or a
-// failure after connecting that the client did not cause (a reset, the
-// backend request timeout), counts toward Consecutive5xx.
+// passive feeds an attempt's outcome to its endpoint's passive check.
 func (t *retrying) passive(ctx context.Context, pk *picked, resp *http.Response, err error) {
+	status := 0
+	if resp != nil {
+		status = resp.StatusCode
+	}
+	feedPassive(pk, status, err, ctx.Err() != nil)
+}
+
+// feedPassive feeds an attempt's outcome to its endpoint's passive check,
+// on both paths: a failed connection ejects the endpoint at once; a 5xx
+// answer, or a failure after connecting that the client did not cause (a
+// reset, the backend request timeout), counts toward Consecutive5xx.
+// notEndpoints: the failure came from the client or the request's own
+// end (the route's timeout), and says nothing of the endpoint.
+func feedPassive(pk *picked, status int, err error, notEndpoints bool) {
 	h, pol := pk.endpoint.health, &pk.backend.policy
 	switch {
 	case err == nil:
-		h.Answered(resp.StatusCode >= 500, pol.consecutive5xx, pol.ejection)
+		h.Answered(status >= 500, pol.consecutive5xx, pol.ejection)
 	case connectFailed(err):
 		h.FailedToConnect()
-	case ctx.Err() == nil:
+	case !notEndpoints:
 		h.Answered(true, pol.consecutive5xx, pol.ejection)
 	}
 }
@@ -114,10 +125,17 @@ func (t *retrying) attempt(req *http.Request, pk *picked) (*http.Response, error
 	return resp, nil
 }
 
+// idempotent: a request that may be sent again (its body, if any, can be
+// read again).
 func idempotent(req *http.Request) bool {
-	switch req.Method {
+	return idempotentMethod(req.Method) && (req.Body == nil || req.Body == http.NoBody || req.GetBody != nil)
+}
+
+// idempotentMethod reports the methods whose requests may be sent again.
+func idempotentMethod(m string) bool {
+	switch m {
 	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-		return req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+		return true
 	}
 	return false
 }
