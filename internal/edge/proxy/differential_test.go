@@ -405,15 +405,17 @@ func diffFieldLines(h http.Header) []string {
 
 func diffFlatHeader(h http.Header) string { return strings.Join(diffFieldLines(h), " ") }
 
+// short quotes a body, or sums up a long one.
+func short(s string) string {
+	if len(s) <= 200 {
+		return strconv.Quote(s)
+}
+	return fmt.Sprintf("%d bytes, sha256 %x, starting %q", len(s), sha256.Sum256([]byte(s)), s[:40])
+}
+
 // lines describes a result line by line, for a readable difference.
 func (r *diffResult) lines() []string {
 	var out []string
-	short := func(s string) string {
-		if len(s) <= 200 {
-			return strconv.Quote(s)
-		}
-		return fmt.Sprintf("%d bytes, sha256 %x, starting %q", len(s), sha256.Sum256([]byte(s)), s[:40])
-	}
 	for i, s := range r.Backend {
 		p := fmt.Sprintf("backend request %d: ", i)
 		if s.Err != "" {
@@ -423,16 +425,7 @@ func (r *diffResult) lines() []string {
 			continue
 		}
 		out = append(out, fmt.Sprintf("%s%s %s %s Host %q, length %d, transfer-encoding %q", p, s.Method, s.URI, s.Proto, s.Host, s.ContentLength, s.TransferEncoding))
-		for _, kv := range diffFieldLines(s.Header) {
-			out = append(out, p+"field "+kv)
-		}
-		out = append(out, p+"body "+short(s.Body))
-		if len(s.Announced) > 0 {
-			out = append(out, fmt.Sprintf("%sannounced trailers %q", p, s.Announced))
-		}
-		if len(s.Trailer) > 0 {
-			out = append(out, p+"trailer "+diffFlatHeader(s.Trailer))
-		}
+		out = append(out, messageLines(p, s.Header, s.Body, s.Announced, s.Trailer)...)
 	}
 	for i, c := range r.Client {
 		p := fmt.Sprintf("answer %d: ", i)
@@ -446,16 +439,7 @@ func (r *diffResult) lines() []string {
 		}
 		if c.Status != 0 {
 			out = append(out, fmt.Sprintf("%s%s %d, length %d, transfer-encoding %q, close %v", p, c.Proto, c.Status, c.ContentLength, c.TransferEncoding, c.Close))
-			for _, kv := range diffFieldLines(c.Header) {
-				out = append(out, p+"field "+kv)
-			}
-			out = append(out, p+"body "+short(c.Body))
-			if len(c.Announced) > 0 {
-				out = append(out, fmt.Sprintf("%sannounced trailers %q", p, c.Announced))
-			}
-			if len(c.Trailer) > 0 {
-				out = append(out, p+"trailer "+diffFlatHeader(c.Trailer))
-			}
+			out = append(out, messageLines(p, c.Header, c.Body, c.Announced, c.Trailer)...)
 		}
 		if c.Err != "" {
 			out = append(out, p+"error "+c.Err)
@@ -771,4 +755,20 @@ func diffClip(s string) string {
 		return s[:300] + "…"
 	}
 	return s
+}
+
+// messageLines are a message's fields, body and trailers, a line each.
+func messageLines(p string, header http.Header, body string, announced []string, trailer http.Header) []string {
+	var out []string
+	for _, kv := range diffFieldLines(header) {
+		out = append(out, p+"field "+kv)
+	}
+	out = append(out, p+"body "+short(body))
+	if len(announced) > 0 {
+		out = append(out, fmt.Sprintf("%sannounced trailers %q", p, announced))
+	}
+	if len(trailer) > 0 {
+		out = append(out, p+"trailer "+diffFlatHeader(trailer))
+	}
+	return out
 }
