@@ -409,7 +409,7 @@ func diffFlatHeader(h http.Header) string { return strings.Join(diffFieldLines(h
 func short(s string) string {
 	if len(s) <= 200 {
 		return strconv.Quote(s)
-}
+	}
 	return fmt.Sprintf("%d bytes, sha256 %x, starting %q", len(s), sha256.Sum256([]byte(s)), s[:40])
 }
 
