@@ -147,6 +147,14 @@ conformance-mcs: deps ## Run the mcs-api conformance suite's specs, encoded as e
 	$(MAKE) --no-print-directory tools build
 	go test -count=1 -tags mcsconformance -run '^TestMCSConformance' -v -timeout 40m ./test/e2e
 
+CHAOS_DURATION ?= 10m
+CHAOS_SEED ?= 0
+
+.PHONY: chaos
+chaos: deps ## Faults at random for CHAOS_DURATION (default 10m; CHAOS_SEED repeats a run) on an HA local fleet under export churn and traffic through the edge, checking that nothing is lost (needs root; about 3 minutes more for set-up and the final check).
+	$(MAKE) --no-print-directory tools build
+	go test -count=1 -tags chaos -run '^TestChaos$$' -v -timeout 90m ./test/e2e -args -chaos.duration=$(CHAOS_DURATION) -chaos.seed=$(CHAOS_SEED)
+
 .PHONY: demo-down
 demo-down: ## Stop the demo's fleet and remove it.
 	$(BIN)/fleetnetctl dev down

@@ -7,8 +7,13 @@ import (
 	"time"
 )
 
-// EtcdConfig describes a single-node etcd for test and development clusters.
+// EtcdConfig describes an etcd member for test and development clusters.
 type EtcdConfig struct {
+	// Name is the member's name; "fleet" when empty.
+	Name string
+	// InitialCluster is etcd's --initial-cluster (name=peer URL, ...); the
+	// member alone when empty.
+	InitialCluster string
 	// Dir holds the data directory and the log.
 	Dir string
 	// ClientPort and PeerPort are loopback ports.
@@ -33,21 +38,30 @@ func StartEtcd(ctx context.Context, bins Binaries, cfg EtcdConfig, opts StartOpt
 	}
 	client := fmt.Sprintf("http://127.0.0.1:%d", cfg.ClientPort)
 	peer := fmt.Sprintf("http://127.0.0.1:%d", cfg.PeerPort)
+	label := "etcd"
+	if cfg.Name == "" {
+		cfg.Name = "fleet"
+	} else {
+		label = cfg.Name
+	}
+	if cfg.InitialCluster == "" {
+		cfg.InitialCluster = cfg.Name + "=" + peer
+	}
 	args := []string{
-		"--name=fleet",
+		"--name=" + cfg.Name,
 		"--data-dir=" + filepath.Join(cfg.Dir, "data"),
 		"--listen-client-urls=" + client,
 		"--advertise-client-urls=" + client,
 		"--listen-peer-urls=" + peer,
 		"--initial-advertise-peer-urls=" + peer,
-		"--initial-cluster=fleet=" + peer,
+		"--initial-cluster=" + cfg.InitialCluster,
 		"--log-level=warn",
 		"--quota-backend-bytes=8589934592",
 	}
 	if !cfg.Durable {
 		args = append(args, "--unsafe-no-fsync")
 	}
-	p, err := Start("etcd", path, args, filepath.Join(cfg.Dir, "etcd.log"), opts)
+	p, err := Start(label, path, args, filepath.Join(cfg.Dir, "etcd.log"), opts)
 	if err != nil {
 		return nil, err
 	}

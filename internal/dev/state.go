@@ -43,6 +43,10 @@ type State struct {
 	Pods map[string]PodState `json:"pods,omitempty"`
 	// Nodes is set when every cluster has a node (see node.go).
 	Nodes bool `json:"nodes,omitempty"`
+	// HA is set for a fleet with a 3-member etcd (the API servers' and the
+	// registry's) and two registry replicas; without it, one etcd for the
+	// API servers and one registry with etcd embedded.
+	HA bool `json:"ha,omitempty"`
 	// Version is the state file's format (stateVersion).
 	Version int `json:"version,omitempty"`
 
@@ -117,15 +121,41 @@ const (
 	PartAgent             = "agent"
 )
 
+// Sizes of an HA fleet's etcd and registry.
+const (
+	haEtcdMembers      = 3
+	haRegistryReplicas = 2
+)
+
+// EtcdMembers are the etcd components: "etcd", then "etcd-1", "etcd-2" in
+// an HA fleet.
+func (s *State) EtcdMembers() []string { return s.numbered(ComponentEtcd, haEtcdMembers) }
+
+// RegistryReplicas are the registry components: "registry", then
+// "registry-1" in an HA fleet.
+func (s *State) RegistryReplicas() []string {
+	return s.numbered(ComponentRegistry, haRegistryReplicas)
+}
+
+func (s *State) numbered(first string, ha int) []string {
+	out := []string{first}
+	if s.HA {
+		for i := 1; i < ha; i++ {
+			out = append(out, fmt.Sprintf("%s-%d", first, i))
+		}
+	}
+	return out
+}
+
 // Components lists the fleet's components in start order.
 func (s *State) Components() []string {
-	out := []string{ComponentEtcd}
+	out := s.EtcdMembers()
 	for _, c := range s.Clusters {
 		for _, p := range []string{PartAPIServer, PartControllerManager, PartScheduler, PartKwok} {
 			out = append(out, c.Name+"/"+p)
 		}
 	}
-	out = append(out, ComponentRegistry)
+	out = append(out, s.RegistryReplicas()...)
 	for _, c := range s.Clusters {
 		out = append(out, c.Name+"/"+PartAgent)
 	}
@@ -162,6 +192,9 @@ const (
 	offsetDiscoveryHealth  = 6
 	// The process node's kubelet API.
 	offsetProcessNode = 7
+	// An HA fleet's further etcd members and registry replicas take two
+	// ports each after the clusters' ranges.
+	portsPerMember = 2
 )
 
 // GatewayEdgesAddress is where fleetnet-gateway serves models to edges.
@@ -180,19 +213,70 @@ func (s *State) DiscoveryURL() string {
 	return fmt.Sprintf("https://127.0.0.1:%d", s.clusterPort(s.Clusters[0], offsetDiscovery))
 }
 
-// RegistryAddress is the registry's gRPC address.
+// RegistryAddress is the registry's gRPC address: every replica's,
+// comma-separated, as clients take it.
 func (s *State) RegistryAddress() string {
-	return fmt.Sprintf("127.0.0.1:%d", s.BasePort+offsetRegistry)
+	var out []string
+	for i := range s.RegistryReplicas() {
+		out = append(out, s.registryListen(i))
+	}
+	return strings.Join(out, ",")
+}
+
+// registryListen is replica i's gRPC address; registryMetrics its /metrics.
+func (s *State) registryListen(i int) string {
+	if i == 0 {
+		return fmt.Sprintf("127.0.0.1:%d", s.BasePort+offsetRegistry)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", s.extraPort(len(s.EtcdMembers())-1+i-1, 0))
+}
+
+func (s *State) registryMetrics(i int) string {
+	if i == 0 {
+		return fmt.Sprintf("127.0.0.1:%d", s.BasePort+offsetRegistryMetrics)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", s.extraPort(len(s.EtcdMembers())-1+i-1, 1))
+}
+
+// etcdPorts are member i's client and peer ports.
+func (s *State) etcdPorts(i int) (client, peer int) {
+	if i == 0 {
+		return s.BasePort + offsetEtcdClient, s.BasePort + offsetEtcdPeer
+	}
+	return s.extraPort(i-1, 0), s.extraPort(i-1, 1)
+}
+
+// EtcdEndpoints are the etcd members' client URLs, comma-separated.
+func (s *State) EtcdEndpoints() string {
+	var out []string
+	for i := range s.EtcdMembers() {
+		c, _ := s.etcdPorts(i)
+		out = append(out, fmt.Sprintf("http://127.0.0.1:%d", c))
+	}
+	return strings.Join(out, ",")
+}
+
+// extraPort is port k of the n-th further member or replica of an HA fleet.
+func (s *State) extraPort(n, k int) int {
+	return s.BasePort + offsetClusters + len(s.Clusters)*portsPerCluster + n*portsPerMember + k
+}
+
+// lastPort is the highest port the fleet uses.
+func (s *State) lastPort() int {
+	extra := len(s.EtcdMembers()) - 1 + len(s.RegistryReplicas()) - 1
+	return s.BasePort + offsetClusters + len(s.Clusters)*portsPerCluster + extra*portsPerMember - 1
 }
 
 // MetricsAddresses are where each component of the fleet serves /metrics,
 // by component (a cluster's agent as "<cluster>/agent").
 func (s *State) MetricsAddresses() map[string]string {
 	out := map[string]string{
-		ComponentRegistry:  fmt.Sprintf("127.0.0.1:%d", s.BasePort+offsetRegistryMetrics),
 		ComponentGateway:   fmt.Sprintf("127.0.0.1:%d", s.BasePort+offsetGatewayMetrics),
 		ComponentEdge:      s.EdgeMetricsAddress(),
 		ComponentDiscovery: fmt.Sprintf("127.0.0.1:%d", s.clusterPort(s.Clusters[0], offsetDiscoveryMetrics)),
+	}
+	for i, r := range s.RegistryReplicas() {
+		out[r] = s.registryMetrics(i)
 	}
 	for _, c := range s.Clusters {
 		out[c.Name+"/"+PartAgent] = s.AgentMetricsAddress(c)
@@ -211,17 +295,21 @@ func (s *State) clusterPort(c ClusterState, offset int) int {
 
 // ports lists every port the fleet listens on, with what it is for.
 func (s *State) ports() []portUse {
-	out := []portUse{
-		{s.BasePort + offsetEtcdClient, ComponentEtcd, "client"},
-		{s.BasePort + offsetEtcdPeer, ComponentEtcd, "peer"},
-		{s.BasePort + offsetRegistry, ComponentRegistry, ""},
-		{s.BasePort + offsetRegistryMetrics, ComponentRegistry, "metrics"},
+	var out []portUse
+	for i, m := range s.EtcdMembers() {
+		client, peer := s.etcdPorts(i)
+		out = append(out, portUse{client, m, "client"}, portUse{peer, m, "peer"})
+	}
+	for i, r := range s.RegistryReplicas() {
+		out = append(out, portUse{port(s.registryListen(i)), r, ""}, portUse{port(s.registryMetrics(i)), r, "metrics"})
+	}
+	out = append(out, []portUse{
 		{s.BasePort + offsetGatewayEdges, ComponentGateway, "edges"},
 		{s.BasePort + offsetGatewayMetrics, ComponentGateway, "metrics"},
 		{s.BasePort + offsetGatewayHealth, ComponentGateway, "health"},
 		{s.BasePort + offsetEdgeMetrics, ComponentEdge, "metrics"},
 		{s.BasePort + offsetEdgeHealth, ComponentEdge, "health"},
-	}
+	}...)
 	for _, c := range s.Clusters {
 		out = append(out,
 			portUse{s.clusterPort(c, offsetAPIServer), c.Name + "/" + PartAPIServer, ""},
@@ -240,6 +328,12 @@ func (s *State) ports() []portUse {
 		portUse{s.clusterPort(hub, offsetDiscoveryHealth), ComponentDiscovery, "health"},
 	)
 	return out
+}
+
+// port is the port of a loopback address the fleet made.
+func port(addr string) int {
+	p, _ := strconv.Atoi(addr[strings.LastIndexByte(addr, ':')+1:])
+	return p
 }
 
 // portUse is one port of the fleet: the component listening and, when it

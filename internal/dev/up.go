@@ -73,6 +73,10 @@ type Options struct {
 	// without nodes has no Service data plane: pods reach each other by
 	// address only.
 	Nodes bool
+	// HA runs a 3-member etcd, which the API servers and the registry
+	// share, and two registry replicas that clients fail over between, as
+	// production runs them; for fault drills (`make chaos`).
+	HA bool
 	// Progress receives one line per step; nil discards.
 	Progress io.Writer
 }
@@ -111,7 +115,7 @@ func (o *Options) validate() error {
 	if len(o.Clusters) > 50 {
 		errs = append(errs, fmt.Errorf("--clusters: %d clusters; at most 50", len(o.Clusters)))
 	}
-	if o.BasePort < 1024 || o.BasePort+offsetClusters+len(o.Clusters)*portsPerCluster > 65535 {
+	if last := newState("", *o).lastPort(); o.BasePort < 1024 || last > 65535 {
 		errs = append(errs, fmt.Errorf("--base-port=%d: must leave room for the fleet's ports between 1024 and 65535", o.BasePort))
 	}
 	if o.GatewayAddressPool != "" {
@@ -188,7 +192,7 @@ func Up(ctx context.Context, o Options) (*State, error) {
 }
 
 func newState(dir string, o Options) *State {
-	s := &State{Dir: dir, BasePort: o.BasePort, LeaseTTL: o.LeaseTTL, GatewayAddressPool: o.GatewayAddressPool, Processes: map[string]ProcessState{}, Pods: map[string]PodState{}, Nodes: o.Nodes}
+	s := &State{Dir: dir, BasePort: o.BasePort, LeaseTTL: o.LeaseTTL, GatewayAddressPool: o.GatewayAddressPool, Processes: map[string]ProcessState{}, Pods: map[string]PodState{}, Nodes: o.Nodes, HA: o.HA}
 	for i, name := range o.Clusters {
 		dual := slices.Contains(o.DualStack, name)
 		cidrs := []string{fmt.Sprintf("10.%d.0.0/16", 96+i)}
@@ -220,6 +224,9 @@ func (s *State) sameShape(o Options) error {
 	want := slices.Clone(o.DualStack)
 	slices.Sort(dual)
 	slices.Sort(want)
+	if s.HA != o.HA {
+		return fmt.Errorf("the fleet in %s was made with --ha=%t; run `fleetnetctl dev down --dir %s` before asking for --ha=%t", s.Dir, s.HA, s.Dir, o.HA)
+	}
 	if !slices.Equal(have, o.Clusters) || !slices.Equal(dual, want) {
 		return fmt.Errorf("the fleet in %s has clusters %s (dual-stack: %s); run `fleetnetctl dev down --dir %s` before asking for %s (dual-stack: %s)",
 			s.Dir, strings.Join(have, ","), listOrNone(dual), s.Dir, strings.Join(o.Clusters, ","), listOrNone(o.DualStack))
@@ -264,7 +271,7 @@ func (u *upper) run(ctx context.Context, fresh bool) error {
 	var errs []error
 	if len(busy) > 0 {
 		errs = append(errs, fmt.Errorf("%s; stop what uses them or choose other ports with --base-port (the fleet uses %d to %d)",
-			strings.Join(busy, "; "), s.BasePort, s.BasePort+offsetClusters+len(s.Clusters)*portsPerCluster-1))
+			strings.Join(busy, "; "), s.BasePort, s.lastPort()))
 	}
 	errs = append(errs, u.checkBinaries())
 	if s.Nodes {
@@ -280,15 +287,7 @@ func (u *upper) run(ctx context.Context, fresh bool) error {
 		return err
 	}
 
-	if err := u.ensure(ComponentEtcd, func() (*controlplane.Process, error) {
-		e, err := controlplane.StartEtcd(ctx, o.Tools, controlplane.EtcdConfig{
-			Dir: filepath.Join(s.Dir, "etcd"), ClientPort: s.BasePort + offsetEtcdClient, PeerPort: s.BasePort + offsetEtcdPeer,
-		}, u.startOptions())
-		if err != nil {
-			return nil, err
-		}
-		return e.Process, nil
-	}); err != nil {
+	if err := u.etcd(ctx); err != nil {
 		return err
 	}
 
@@ -323,8 +322,10 @@ func (u *upper) run(ctx context.Context, fresh bool) error {
 		return err
 	}
 
-	if err := u.ensure(ComponentRegistry, func() (*controlplane.Process, error) { return u.startRegistry(ctx) }); err != nil {
-		return err
+	for i, r := range s.RegistryReplicas() {
+		if err := u.ensure(r, func() (*controlplane.Process, error) { return u.startRegistry(ctx, i) }); err != nil {
+			return err
+		}
 	}
 	for _, c := range s.Clusters {
 		if err := u.ensure(c.Name+"/"+PartAgent, func() (*controlplane.Process, error) { return u.startAgent(c) }); err != nil {
@@ -344,6 +345,49 @@ func (u *upper) run(ctx context.Context, fresh bool) error {
 		return err
 	}
 	return u.nodes(ctx)
+}
+
+// etcd starts the members that are not running, all at once: a member of
+// a new 3-member cluster is healthy only once a majority runs.
+func (u *upper) etcd(ctx context.Context) error {
+	s := u.s
+	members := s.EtcdMembers()
+	// A single member keeps the name fleets made before HA gave it.
+	var initial string
+	if s.HA {
+		var peers []string
+		for i, m := range members {
+			_, peer := s.etcdPorts(i)
+			peers = append(peers, fmt.Sprintf("%s=http://127.0.0.1:%d", m, peer))
+		}
+		initial = strings.Join(peers, ",")
+	}
+	errs := make([]error, len(members))
+	var wg sync.WaitGroup
+	for i, m := range members {
+		wg.Go(func() {
+			errs[i] = u.ensure(m, func() (*controlplane.Process, error) {
+				client, peer := s.etcdPorts(i)
+				e, err := controlplane.StartEtcd(ctx, u.o.Tools, controlplane.EtcdConfig{
+					Name: memberName(s, m), Dir: filepath.Join(s.Dir, m), ClientPort: client, PeerPort: peer,
+					InitialCluster: initial,
+				}, u.startOptions())
+				if err != nil {
+					return nil, err
+				}
+				return e.Process, nil
+			})
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func memberName(s *State, component string) string {
+	if s.HA {
+		return component
+	}
+	return ""
 }
 
 func (u *upper) startOptions() controlplane.StartOptions {
@@ -407,7 +451,7 @@ func (u *upper) cluster(ctx context.Context, c ClusterState, crds []*apiextensio
 	s, o := u.s, u.o
 	dir := filepath.Join(s.Dir, c.Name)
 	cfg := controlplane.APIServerConfig{
-		Name: c.Name, Dir: dir, EtcdEndpoint: fmt.Sprintf("http://127.0.0.1:%d", s.BasePort+offsetEtcdClient),
+		Name: c.Name, Dir: dir, EtcdEndpoint: s.EtcdEndpoints(),
 		EtcdPrefix: "/fleet/" + c.Name, Port: s.clusterPort(c, offsetAPIServer), ServiceCIDRs: c.ServiceCIDRs,
 		KubeletClientCert: filepath.Join(s.CertDir(), "kubelet-client.crt"),
 		KubeletClientKey:  filepath.Join(s.CertDir(), "kubelet-client.key"),
@@ -463,21 +507,28 @@ func (u *upper) cluster(ctx context.Context, c ClusterState, crds []*apiextensio
 	return api.Config, nil
 }
 
-func (u *upper) startRegistry(ctx context.Context) (*controlplane.Process, error) {
+// startRegistry starts replica i: with etcd embedded, or in an HA fleet
+// on the fleet's etcd under a prefix of its own.
+func (u *upper) startRegistry(ctx context.Context, i int) (*controlplane.Process, error) {
 	s := u.s
 	certs := s.CertDir()
-	metrics := fmt.Sprintf("127.0.0.1:%d", s.BasePort+offsetRegistryMetrics)
+	name := s.RegistryReplicas()[i]
+	metrics := s.registryMetrics(i)
 	args := []string{
-		"--listen=" + s.RegistryAddress(),
+		"--listen=" + s.registryListen(i),
 		"--metrics-listen=" + metrics,
-		"--data-dir=" + filepath.Join(s.Dir, "registry", "data"),
 		"--tls-cert-file=" + filepath.Join(certs, "registry.crt"),
 		"--tls-key-file=" + filepath.Join(certs, "registry.key"),
 		"--client-ca-file=" + filepath.Join(certs, "ca.crt"),
 		"--lease-ttl=" + s.LeaseTTL.String(),
 	}
-	p, err := controlplane.Start(ComponentRegistry, filepath.Join(u.o.Fleetnet, RegistryBinary), args,
-		filepath.Join(s.Dir, "registry", "registry.log"), u.startOptions())
+	if s.HA {
+		args = append(args, "--etcd-endpoints="+s.EtcdEndpoints(), "--etcd-prefix=/fleet/registry/")
+	} else {
+		args = append(args, "--data-dir="+filepath.Join(s.Dir, "registry", "data"))
+	}
+	p, err := controlplane.Start(name, filepath.Join(u.o.Fleetnet, RegistryBinary), args,
+		filepath.Join(s.Dir, name, "registry.log"), u.startOptions())
 	if err != nil {
 		return nil, err
 	}

@@ -30,6 +30,9 @@ var (
 	fleetnet   string // folder of the fleetnet binaries built for this run
 	devOptions dev.Options
 	state      *dev.State
+	// haFleet runs the fleet with a 3-member etcd and two registry
+	// replicas (the chaos run's).
+	haFleet bool
 )
 
 func TestMain(m *testing.M) {
@@ -65,6 +68,7 @@ func run(m *testing.M) (int, error) {
 		Tools: tools, Fleetnet: fleetnet,
 		// Each cluster's node: kube-proxy and fleetnet-dns (root).
 		Nodes: true,
+		HA:    haFleet,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
