@@ -114,10 +114,12 @@ func TestChaos(t *testing.T) {
 }
 
 // window is a time during which a fault disturbs a target: a cluster (its
-// agent or API server) or the edge.
+// agent or API server) or the edge. The fault ends at restart (the process
+// started again or resumed); the target is back at to, once the fleet
+// says it runs (dev up returned). Both are zero before.
 type window struct {
-	kind     string
-	from, to time.Time // to is zero while the fault lasts
+	kind              string
+	from, restart, to time.Time
 }
 
 // gone is an export that was deleted.
@@ -406,7 +408,7 @@ func (c *chaos) checkCluster(ctx context.Context, cluster string) {
 		// A cluster whose agent is down leaves its imports within the TTL.
 		for _, exporter := range statusClusters(si) {
 			for _, w := range c.windows[exporter] {
-				if w.kind == faultKillAgent && w.to.IsZero() && at.After(w.from.Add(ttl+leaseSlack)) && !c.disturbedSinceLocked(cluster, w.from) {
+				if w.kind == faultKillAgent && w.restart.IsZero() && at.After(w.from.Add(ttl+leaseSlack)) && !c.disturbedSinceLocked(cluster, w.from) {
 					c.violationLocked("%s: the import %s still lists %s, whose agent has been down since %s (TTL %s)", cluster, name, exporter, w.from.Format("15:04:05.000"), ttl)
 				}
 			}
@@ -529,6 +531,15 @@ func (c *chaos) fault() {
 		c.windows[target] = append(c.windows[target], window{kind: kind, from: time.Now()})
 		c.mu.Unlock()
 	}
+	restart := func() {
+		if target == "" {
+			return
+		}
+		c.mu.Lock()
+		ws := c.windows[target]
+		ws[len(ws)-1].restart = time.Now()
+		c.mu.Unlock()
+	}
 	end := func(slack time.Duration) {
 		if target == "" {
 			return
@@ -558,12 +569,14 @@ func (c *chaos) fault() {
 		c.mu.Lock()
 		c.paused[target] = false
 		c.mu.Unlock()
+		restart()
 		c.up()
 		end(0)
 	} else {
 		begin()
 		stop(t, component, true)
 		c.sleep(2*time.Second, 12*time.Second)
+		restart()
 		c.up()
 		slack := time.Duration(0)
 		if kind == faultKillEdge {
