@@ -762,6 +762,9 @@ func (s *Sim) wafServers() *fdfake.ServerFactory {
 				return armfrontdoor.PoliciesClientCreateOrUpdateResponse{WebApplicationFirewallPolicy: v}
 			})
 		},
+		BeginDelete: func(ctx context.Context, _, _ string, _ *armfrontdoor.PoliciesClientBeginDeleteOptions) (azfake.PollerResponder[armfrontdoor.PoliciesClientDeleteResponse], azfake.ErrorResponder) {
+			return DeleteLRO[armfrontdoor.PoliciesClientDeleteResponse](ctx, s)
+		},
 		Get: func(_ context.Context, _, _ string, _ *armfrontdoor.PoliciesClientGetOptions) (azfake.Responder[armfrontdoor.PoliciesClientGetResponse], azfake.ErrorResponder) {
 			return GetResource(s, func(v armfrontdoor.WebApplicationFirewallPolicy) armfrontdoor.PoliciesClientGetResponse {
 				return armfrontdoor.PoliciesClientGetResponse{WebApplicationFirewallPolicy: v}
