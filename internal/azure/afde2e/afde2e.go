@@ -196,7 +196,7 @@ func newRun(c Config) (*run, error) {
 	if r.waf, err = armfrontdoor.NewPoliciesClient(c.SubscriptionID, c.Credential, opts); err != nil {
 		return nil, fmt.Errorf("creating the WAF policy client: %w", err)
 	}
-	if r.arm, err = arm.NewClient("fleetnet-afde2e", "v1", c.Credential, opts); err != nil {
+	if r.arm, err = arm.NewClient("fleetnet-afde2e", "v1.0.0", c.Credential, opts); err != nil {
 		return nil, fmt.Errorf("creating the ARM client: %w", err)
 	}
 	dialer := &net.Dialer{Timeout: 10 * time.Second}

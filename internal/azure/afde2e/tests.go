@@ -65,19 +65,23 @@ func Tests(ctx context.Context, c Config) error {
 func (r *run) programmed(ctx context.Context) (*gwv1.Gateway, error) {
 	r.logf("waiting up to %s for Gateway %s/%s to be Programmed (Front Door deploys to its edge)...", r.Timeout, r.Namespace, r.Gateway)
 	gw := &gwv1.Gateway{}
-	var last string
+	var last, lastBrief string
 	err := r.poll(ctx, r.Timeout, "Gateway Programmed", func(ctx context.Context) (bool, error) {
 		if err := r.Kube.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: r.Gateway}, gw); err != nil {
 			return false, err
 		}
-		var parts []string
+		var parts, brief []string
 		for _, c := range gw.Status.Conditions {
 			parts = append(parts, fmt.Sprintf("%s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message))
+			brief = append(brief, fmt.Sprintf("%s=%s %s", c.Type, c.Status, c.Reason))
 		}
-		if s := strings.Join(parts, "; "); s != last {
-			r.logf("  %s", s)
-			last = s
+		// Told when a status or reason changes: messages count the
+		// seconds waited.
+		if s := strings.Join(brief, ", "); s != lastBrief {
+			r.logf("  %s", strings.Join(parts, "; "))
+			lastBrief = s
 		}
+		last = strings.Join(parts, "; ")
 		cond := meta.FindStatusCondition(gw.Status.Conditions, string(gwv1.GatewayConditionProgrammed))
 		return cond != nil && cond.Status == metav1.ConditionTrue && cond.ObservedGeneration == gw.Generation, nil
 	})
