@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/fleetnet/fleetnet/internal/dev"
+	"github.com/go-logr/logr"
 	"github.com/fleetnet/fleetnet/internal/testkit"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -28,6 +29,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
@@ -40,7 +42,11 @@ var (
 
 // The chaos run needs what production runs: a 3-member etcd and two
 // registry replicas.
-func init() { haFleet = true }
+func init() {
+	haFleet = true
+	// The test's controller-runtime clients log nothing worth reading.
+	ctrllog.SetLogger(logr.Discard())
+}
 
 // Bounds of the run's invariants.
 const (

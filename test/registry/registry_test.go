@@ -17,6 +17,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/fleetnet/fleetnet/internal/registry/client"
 	"github.com/fleetnet/fleetnet/internal/testkit"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -294,4 +295,51 @@ func TestReplicasOnOneEtcdStreamIdentically(t *testing.T) {
 		}
 	}
 	t.Logf("two replicas streamed %d identical events", len(s1))
+}
+
+// A registry on an etcd that others write to too (the API servers of a
+// small fleet, say) reads its view at the store's current revision, which
+// those writes move without an event under the registry's prefix: reads
+// must not wait for a registry write to catch up (they waited 10 s and
+// failed before progress notifications; found by `make chaos`).
+func TestReadsOnASharedEtcdDoNotWaitForRegistryWrites(t *testing.T) {
+	bins, err := controlplane.FindBinaries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcd, err := controlplane.StartEtcd(context.Background(), bins, controlplane.EtcdConfig{
+		Dir: t.TempDir(), ClientPort: testkit.FreePort(t), PeerPort: testkit.FreePort(t),
+	}, controlplane.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { etcd.Stop(5 * time.Second) })
+	c := newCerts(t, "a", "probe")
+	_, addr := startRegistry(t, c, t.TempDir(), "--etcd-endpoints="+etcd.Endpoint)
+	ctx := context.Background()
+	a := c.client(t, addr, "a")
+	if _, err := a.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: &registryv1.Cluster{Id: "a", ClustersetId: "fleet"}}); err != nil {
+		t.Fatal(err)
+	}
+	other, err := clientv3.New(clientv3.Config{Endpoints: []string{etcd.Endpoint}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	probe := c.client(t, addr, "probe")
+	for i := range 5 {
+		if _, err := other.Put(ctx, fmt.Sprintf("/registry/pods/p%d", i), "x"); err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		start := time.Now()
+		resp, err := probe.ListClusters(rctx, &registryv1.ListClustersRequest{})
+		cancel()
+		if err != nil {
+			t.Fatalf("ListClusters after another client's write %d: %v (after %s)", i, err, time.Since(start).Round(time.Millisecond))
+		}
+		if len(resp.GetClusters()) != 1 {
+			t.Fatalf("ListClusters: %v, want cluster a", resp.GetClusters())
+		}
+	}
 }

@@ -183,8 +183,14 @@ func (r *Registry) watchFrom(ctx context.Context, rev int64, progressed func()) 
 			return resp.Err
 		}
 		r.mu.Lock()
-		events, err := r.view.Apply(resp.Events)
-		if err == nil {
+		var events []*registryv1.WatchEvent
+		var err error
+		if len(resp.Events) > 0 {
+			events, err = r.view.Apply(resp.Events)
+		} else {
+			r.view.Advance(resp.Progress)
+		}
+		if err == nil && len(events) > 0 {
 			r.hub.publish(events)
 		}
 		r.cond.Broadcast()
@@ -211,6 +217,10 @@ func (r *Registry) waitForRevision(ctx context.Context, rev int64) error {
 		r.mu.Unlock()
 	})
 	defer stop()
+	// The store's revision also moves with writes outside the registry's
+	// prefix (an etcd shared with others): ask for a progress notification
+	// while the view is behind, or a quiet registry would wait in vain.
+	go r.requestProgress(ctx, rev)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for !r.synced || r.view.Revision() < rev {
@@ -220,6 +230,27 @@ func (r *Registry) waitForRevision(ctx context.Context, rev int64) error {
 		r.cond.Wait()
 	}
 	return nil
+}
+
+// requestProgress asks the store for progress notifications until the
+// view reaches rev or ctx ends.
+func (r *Registry) requestProgress(ctx context.Context, rev int64) {
+	for wait := 20 * time.Millisecond; ; wait = min(2*wait, 500*time.Millisecond) {
+		r.mu.Lock()
+		behind := !r.synced || r.view.Revision() < rev
+		r.mu.Unlock()
+		if !behind {
+			return
+		}
+		if err := r.store.RequestProgress(ctx); err != nil && ctx.Err() == nil {
+			r.log.Debug("asking the store for its progress", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
 }
 
 // currentView waits until the view has caught up with the store, then

@@ -93,7 +93,7 @@ func (e *Etcd) Watch(ctx context.Context, prefix string, fromRevision int64) <-c
 	out := make(chan WatchResponse)
 	go func() {
 		defer close(out)
-		ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+		ctx, cancel := context.WithCancel(watchContext(ctx))
 		defer cancel()
 		wc := e.client.Watch(ctx, e.prefix+prefix, clientv3.WithPrefix(), clientv3.WithRev(fromRevision+1))
 		for resp := range wc {
@@ -103,6 +103,8 @@ func (e *Etcd) Watch(ctx context.Context, prefix string, fromRevision int64) <-c
 				wr.Err = ErrCompacted
 			case resp.Err() != nil:
 				wr.Err = fmt.Errorf("etcd watch %s: %w", prefix, resp.Err())
+			case resp.IsProgressNotify():
+				wr.Progress = resp.Header.Revision
 			default:
 				for _, ev := range resp.Events {
 					t := EventPut
@@ -112,7 +114,7 @@ func (e *Etcd) Watch(ctx context.Context, prefix string, fromRevision int64) <-c
 					wr.Events = append(wr.Events, Event{Type: t, KV: e.kv(ev.Kv.Key, ev.Kv.Value, ev.Kv.ModRevision, ev.Kv.Lease)})
 				}
 			}
-			if len(wr.Events) == 0 && wr.Err == nil {
+			if len(wr.Events) == 0 && wr.Err == nil && wr.Progress == 0 {
 				continue
 			}
 			select {
@@ -132,6 +134,20 @@ func (e *Etcd) Watch(ctx context.Context, prefix string, fromRevision int64) <-c
 		}
 	}()
 	return out
+}
+
+// watchContext is the context of the store's watches. etcd groups a
+// client's watches in gRPC streams by the context's metadata, and a
+// progress request reaches the watches of one stream: RequestProgress
+// uses the same metadata.
+func watchContext(ctx context.Context) context.Context { return clientv3.WithRequireLeader(ctx) }
+
+// RequestProgress asks etcd for a progress notification on every watch.
+func (e *Etcd) RequestProgress(ctx context.Context) error {
+	if err := e.client.RequestProgress(watchContext(ctx)); err != nil {
+		return fmt.Errorf("etcd progress request: %w", err)
+	}
+	return nil
 }
 
 func (e *Etcd) GrantLease(ctx context.Context, ttlSeconds int64) (LeaseID, error) {

@@ -270,6 +270,10 @@ func (m *Memory) KeepAlive(_ context.Context, id LeaseID) error {
 	return nil
 }
 
+// RequestProgress does nothing: only the registry writes a Memory store,
+// so its watches reach every revision with events.
+func (m *Memory) RequestProgress(context.Context) error { return nil }
+
 func (m *Memory) Revision(context.Context) (int64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

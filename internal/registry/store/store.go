@@ -44,6 +44,10 @@ type Event struct {
 // WatchResponse is every change of one or more revisions, in order.
 type WatchResponse struct {
 	Events []Event
+	// Progress, set on a response without events, says that every change
+	// up to this revision has been sent (etcd's progress notification): a
+	// store that others write too moves on without events of the prefix.
+	Progress int64
 	// Err ends the watch: ErrCompacted when the start revision is gone.
 	Err error
 }
@@ -79,6 +83,10 @@ type Store interface {
 	KeepAlive(ctx context.Context, id LeaseID) error
 	// Revision returns the current revision.
 	Revision(ctx context.Context) (int64, error)
+	// RequestProgress asks for a response with Progress on the store's
+	// watches, so that a watcher learns the current revision when changes
+	// outside its prefix moved it.
+	RequestProgress(ctx context.Context) error
 	// Close releases the store's resources.
 	Close() error
 }

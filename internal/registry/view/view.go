@@ -63,6 +63,10 @@ func New() *View {
 // Revision is the store revision the view reflects.
 func (v *View) Revision() int64 { return v.rev }
 
+// Advance moves the view to rev, a revision of the store that changed
+// nothing the view holds (a progress notification).
+func (v *View) Advance(rev int64) { v.rev = max(v.rev, rev) }
+
 // Load fills an empty view from a listing of the store at rev.
 func (v *View) Load(kvs []store.KV, rev int64) error {
 	events := make([]store.Event, 0, len(kvs))
