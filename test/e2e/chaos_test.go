@@ -21,8 +21,8 @@ import (
 	"time"
 
 	"github.com/fleetnet/fleetnet/internal/dev"
-	"github.com/go-logr/logr"
 	"github.com/fleetnet/fleetnet/internal/testkit"
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
