@@ -251,11 +251,11 @@ bench-scale: tools ## The registry at fleet scale on a 3-member etcd with two re
 
 .PHONY: e2e-setup e2e-tests e2e-cleanup
 e2e-setup: ## Live Azure Front Door check, step 1 (AZURE_SUBSCRIPTION_ID, AZURE_RESOURCE_GROUP, ENABLE_AZURE_FRONT_DOOR=true; docs/azure-front-door.md).
-	hack/azure-e2e.sh setup
-e2e-tests: ## Live Azure Front Door check, step 2: Gateway Programmed, profile tagged, GET through Front Door.
-	hack/azure-e2e.sh tests
-e2e-cleanup: ## Live Azure Front Door check, step 3: withdraw and delete what e2e-setup created.
-	hack/azure-e2e.sh cleanup
+	go run ./hack/azure-e2e setup
+e2e-tests: ## Live Azure Front Door check, step 2: Programmed, tags, WAF attached and blocking, probe path, Private Link approved, traffic from the backend.
+	go run ./hack/azure-e2e tests
+e2e-cleanup: ## Live Azure Front Door check, step 3: bounded withdrawal, traffic blocked for E2E_BLOCKED_FOR, delete what e2e-setup created.
+	go run ./hack/azure-e2e cleanup
 
 .PHONY: help
 help: ## Show this help.
