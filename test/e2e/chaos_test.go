@@ -111,8 +111,9 @@ func TestChaos(t *testing.T) {
 	cancel()
 	wg.Wait()
 	// After the last fault: the whole fleet converges, with nothing lost.
+	end := time.Now()
 	c.up()
-	took, err := c.converge()
+	took, err := c.converge(end)
 	if err != nil {
 		c.violation("after the run: %v", err)
 	}
@@ -537,7 +538,9 @@ func (c *chaos) fault() {
 		c.windows[target] = append(c.windows[target], window{kind: kind, from: time.Now()})
 		c.mu.Unlock()
 	}
+	var restartedAt time.Time
 	restart := func() {
+		restartedAt = time.Now()
 		if target == "" {
 			return
 		}
@@ -590,8 +593,8 @@ func (c *chaos) fault() {
 		}
 		end(slack)
 	}
-	held := time.Since(start)
-	took, err := c.converge()
+	held := restartedAt.Sub(start)
+	took, err := c.converge(restartedAt)
 	if err != nil {
 		c.violation("%s (%s), held %s: no convergence: %v", kind, component, held.Round(time.Millisecond), err)
 	}
@@ -613,9 +616,10 @@ func (c *chaos) up() {
 }
 
 // converge waits until every live export is imported in every cluster,
-// from its cluster, and the edge answers; it returns how long that took.
-func (c *chaos) converge() (time.Duration, error) {
-	start := time.Now()
+// from its cluster, and the edge answers; it returns how long that took
+// since the fault ended (the process restarted or resumed).
+func (c *chaos) converge(since time.Time) (time.Duration, error) {
+	start := since
 	var last error
 	for time.Since(start) < convergeBound {
 		if last = c.converged(); last == nil {
@@ -698,7 +702,7 @@ func (c *chaos) report(final time.Duration, lost []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "\nchaos: faults injected\tcount\tlongest hold\tlongest convergence")
+	fmt.Fprintln(w, "\nchaos: faults injected\tcount\tlongest hold\tlongest convergence (from the restart)")
 	byKind := map[string][]faultRecord{}
 	for _, f := range c.faults {
 		byKind[f.kind] = append(byKind[f.kind], f)
