@@ -131,6 +131,10 @@ const (
 	ManagedByAgent = "fleetnet-agent"
 	// DerivedServicePrefix starts the name of every derived Service.
 	DerivedServicePrefix = "derived-"
+	// AnnotationDerivedService on a ServiceImport names its derived Service
+	// in the same namespace (`kubectl get serviceimports -o wide` shows it),
+	// since derived-<hash> cannot be guessed from the import's name.
+	AnnotationDerivedService = "fleetnet.dev/derived-service"
 )
 
 // Condition types and reasons of ServiceImport that the mcs-api does not

@@ -18,6 +18,9 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
+
+	"github.com/fleetnet/fleetnet/api/keys"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	mcscrd "sigs.k8s.io/mcs-api/config/crd"
@@ -50,6 +53,12 @@ var serviceExportColumns = []column{
 // server prints only the first value of a path that has several, such as
 // .status.clusters[*].cluster.
 var serviceImportColumns = []column{{
+	Name:        "Service",
+	Type:        "string",
+	Description: "The derived Service that serves this import in this cluster",
+	JSONPath:    ".metadata.annotations." + strings.ReplaceAll(keys.AnnotationDerivedService, ".", `\.`),
+	Priority:    1,
+}, {
 	Name:        "Clusters",
 	Type:        "string",
 	Description: "The clusters that export this service",

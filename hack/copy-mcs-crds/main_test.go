@@ -25,7 +25,7 @@ func TestCopies(t *testing.T) {
 		columns []string
 	}{
 		{"multicluster.x-k8s.io_serviceexports.yaml", mcscrd.ServiceExportCRD, []string{"Valid/0", "Ready/0", "Conflict/0", "Age/0"}},
-		{"multicluster.x-k8s.io_serviceimports.yaml", mcscrd.ServiceImportCRD, []string{"Type/0", "IP/0", "Age/0", "Clusters/1"}},
+		{"multicluster.x-k8s.io_serviceimports.yaml", mcscrd.ServiceImportCRD, []string{"Type/0", "IP/0", "Age/0", "Service/1", "Clusters/1"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {

@@ -281,8 +281,18 @@ func importHas(ctx context.Context, c client.Client, port int32, labels, annotat
 	if !maps.Equal(got, want) {
 		return fmt.Errorf("ServiceImport labels = %v, want %v", si.Labels, want)
 	}
-	if len(si.Annotations) != len(annotations) || !maps.Equal(si.Annotations, annotations) && len(annotations) > 0 {
-		return fmt.Errorf("ServiceImport annotations = %v, want %v", si.Annotations, annotations)
+	wantAnnotations := maps.Clone(annotations)
+	if wantAnnotations == nil {
+		wantAnnotations = map[string]string{}
+	}
+	// The agent's own: the derived Service's name.
+	wantAnnotations[keys.AnnotationDerivedService] = importer.DerivedName(ns, "echo")
+	if !maps.Equal(si.Annotations, wantAnnotations) {
+		return fmt.Errorf("ServiceImport annotations = %v, want %v", si.Annotations, wantAnnotations)
+	}
+	svc := &corev1.Service{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: si.Annotations[keys.AnnotationDerivedService]}, svc); err != nil {
+		return fmt.Errorf("the Service the ServiceImport names: %w", err)
 	}
 	return nil
 }

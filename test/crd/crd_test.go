@@ -54,7 +54,7 @@ func TestPrinterColumns(t *testing.T) {
 	// One import from two clusters, one from none yet.
 	for name, clusters := range map[string][]string{"web": {"east", "west"}, "solo": nil} {
 		si := &mcsv1beta1.ServiceImport{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{keys.AnnotationDerivedService: "derived-" + name}},
 			Spec: mcsv1beta1.ServiceImportSpec{
 				Type:  mcsv1beta1.ClusterSetIP,
 				IPs:   []string{"10.96.0.10"},
@@ -84,10 +84,11 @@ func TestPrinterColumns(t *testing.T) {
 			wantRow(t, exports, "new", map[string]any{"Valid": nil, "Ready": nil, "Conflict": nil})
 
 			imports := getTable(t, east.Config, gv, ns, "serviceimports")
-			// Clusters has priority 1: only `kubectl get -o wide` shows it.
-			wantColumns(t, imports, "Name/0", "Type/0", "IP/0", "Age/0", "Clusters/1")
-			wantRow(t, imports, "web", map[string]any{"Type": "ClusterSetIP", "Clusters": `[{"cluster":"east"},{"cluster":"west"}]`})
-			wantRow(t, imports, "solo", map[string]any{"Type": "ClusterSetIP", "Clusters": nil})
+			// Service and Clusters have priority 1: only `kubectl get -o
+			// wide` shows them.
+			wantColumns(t, imports, "Name/0", "Type/0", "IP/0", "Age/0", "Service/1", "Clusters/1")
+			wantRow(t, imports, "web", map[string]any{"Type": "ClusterSetIP", "Service": "derived-web", "Clusters": `[{"cluster":"east"},{"cluster":"west"}]`})
+			wantRow(t, imports, "solo", map[string]any{"Type": "ClusterSetIP", "Service": "derived-solo", "Clusters": nil})
 		})
 	}
 }

@@ -149,8 +149,8 @@ func SliceLabels(importName, derivedName, cluster, region string) map[string]str
 
 // ImportMetadata returns the ServiceImport's labels and annotations: the
 // exported ones the registry merged (the oldest export's), and the agent's
-// own label, which no exported key may replace (the registry refuses
-// reserved keys; they are dropped here too).
+// own label and the name of the derived Service, which no exported key may
+// replace (the registry refuses reserved keys; they are dropped here too).
 func ImportMetadata(imp *registryv1.Import) (labels, annotations map[string]string) {
 	labels = map[string]string{}
 	for k, v := range imp.GetLabels() {
@@ -159,11 +159,9 @@ func ImportMetadata(imp *registryv1.Import) (labels, annotations map[string]stri
 		}
 	}
 	labels[keys.LabelManagedBy] = keys.ManagedByAgent
+	annotations = map[string]string{keys.AnnotationDerivedService: DerivedName(imp.GetKey().GetNamespace(), imp.GetKey().GetName())}
 	for k, v := range imp.GetAnnotations() {
 		if keys.ReservedExportKey(k) == "" {
-			if annotations == nil {
-				annotations = map[string]string{}
-			}
 			annotations[k] = v
 		}
 	}
