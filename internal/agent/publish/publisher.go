@@ -225,6 +225,9 @@ func (p *Publisher) Publish(ctx context.Context, e *registryv1.Export, chunks []
 // Withdraw removes export k and its chunks from the registry. With
 // ifRevision it removes the export only if it was last written then.
 func (p *Publisher) Withdraw(ctx context.Context, k ExportKey, ifRevision int64) error {
+	// Forgotten first: the status stream may report the export gone before
+	// the call returns, which would otherwise read as a loss to repair.
+	p.Forget(&k)
 	_, err := p.client.DeleteExport(ctx, &registryv1.DeleteExportRequest{
 		Key:        &registryv1.ExportKey{Namespace: k.Namespace, Name: k.Name, ClusterId: p.cluster},
 		IfRevision: ifRevision,
@@ -232,6 +235,5 @@ func (p *Publisher) Withdraw(ctx context.Context, k ExportKey, ifRevision int64)
 	if err := p.count("export", "delete", err); err != nil {
 		return fmt.Errorf("withdrawing export %s/%s: %w", k.Namespace, k.Name, err)
 	}
-	p.Forget(&k)
 	return nil
 }
