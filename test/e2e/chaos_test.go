@@ -621,9 +621,15 @@ func (c *chaos) up() {
 func (c *chaos) converge(since time.Time) (time.Duration, error) {
 	start := since
 	var last error
+	slow := false
 	for time.Since(start) < convergeBound {
 		if last = c.converged(); last == nil {
 			return time.Since(start), nil
+		}
+		if !slow && time.Since(start) > 10*time.Second {
+			// Say what a slow convergence waits for, to find its cause.
+			slow = true
+			fmt.Printf("chaos: %s not converged after %s: %v\n", time.Now().Format("15:04:05"), time.Since(start).Round(time.Second), last)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
