@@ -1,0 +1,292 @@
+package diagnose
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetnet/fleetnet/api/keys"
+	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/miekg/dns"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+var now = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+func cond(typ string, status metav1.ConditionStatus, reason, msg string) metav1.Condition {
+	return metav1.Condition{Type: typ, Status: status, Reason: reason, Message: msg}
+}
+
+func healthyExport() *mcsv1beta1.ServiceExport {
+	return &mcsv1beta1.ServiceExport{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "echo"},
+		Status: mcsv1beta1.ServiceExportStatus{Conditions: []metav1.Condition{
+			cond("Valid", metav1.ConditionTrue, "Valid", ""),
+			cond("Ready", metav1.ConditionTrue, "Ready", ""),
+			cond("Conflict", metav1.ConditionFalse, "NoConflicts", ""),
+		}},
+	}
+}
+
+func slice(cluster string, ready ...bool) discoveryv1.EndpointSlice {
+	s := discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Name: "imported-" + cluster,
+		Labels: map[string]string{mcsv1beta1.LabelSourceCluster: cluster}}}
+	for _, r := range ready {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{"10.244.0.1"}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(r)}})
+	}
+	return s
+}
+
+// healthy returns the facts of a service exported by east and west and
+// imported by hub, every step of which holds.
+func healthy() *Facts {
+	key := func(c string) *registryv1.ExportKey {
+		return &registryv1.ExportKey{Namespace: "demo", Name: "echo", ClusterId: c}
+	}
+	expires := timestamppb.New(now.Add(20 * time.Second))
+	ports := []*registryv1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}}
+	return &Facts{
+		Target: Target{Cluster: "hub", Namespace: "demo", Name: "echo"},
+		Now:    now,
+		Registry: &RegistryFacts{
+			Address: "registry:7443",
+			Clusters: []*registryv1.Cluster{
+				{Id: "east", Live: true, LeaseExpiresAt: expires},
+				{Id: "hub", Live: true, LeaseExpiresAt: expires},
+				{Id: "west", Live: true, LeaseExpiresAt: expires},
+			},
+			Exports: []*registryv1.Export{
+				{Key: key("east"), Type: "ClusterSetIP", Ports: ports},
+				{Key: key("west"), Type: "ClusterSetIP", Ports: ports},
+			},
+			Statuses: []*registryv1.ExportStatus{
+				{Key: key("east"), Participating: true, EndpointChunks: []string{"a"}},
+				{Key: key("west"), Participating: true, EndpointChunks: []string{"b"}},
+			},
+			Import: &registryv1.Import{Key: &registryv1.ImportKey{Namespace: "demo", Name: "echo"}, Type: "ClusterSetIP", Ports: ports,
+				Clusters: []*registryv1.ImportCluster{{ClusterId: "east"}, {ClusterId: "west"}}},
+		},
+		Clusters: map[string]*ClusterFacts{
+			"east": {Export: healthyExport()},
+			"west": {Export: healthyExport()},
+			"hub": {
+				NamespaceExists: true,
+				Import: &mcsv1beta1.ServiceImport{
+					ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "echo",
+						Annotations: map[string]string{keys.AnnotationDerivedService: "derived-abc"}},
+					Spec: mcsv1beta1.ServiceImportSpec{Type: mcsv1beta1.ClusterSetIP, IPs: []string{"10.96.0.10"},
+						Ports: []mcsv1beta1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}},
+					Status: mcsv1beta1.ServiceImportStatus{
+						Clusters:   []mcsv1beta1.ClusterStatus{{Cluster: "east"}, {Cluster: "west"}},
+						Conditions: []metav1.Condition{cond("Ready", metav1.ConditionTrue, "Ready", "")},
+					},
+				},
+				DerivedServiceName: "derived-abc",
+				DerivedService: &corev1.Service{
+					ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "derived-abc", Labels: map[string]string{keys.LabelManagedBy: keys.ManagedByAgent}},
+					Spec:       corev1.ServiceSpec{ClusterIP: "10.96.0.10", ClusterIPs: []string{"10.96.0.10"}},
+				},
+				Slices: []discoveryv1.EndpointSlice{slice("east", true, true), slice("west", true)},
+			},
+		},
+		DNS: &DNSFacts{Name: "echo.demo.svc.clusterset.local.",
+			Fleetnet: &DNSAnswer{Server: "127.0.0.1:5353", Addrs: []string{"10.96.0.10"}},
+			Cluster:  &DNSAnswer{Server: "10.96.0.10:53", Addrs: []string{"10.96.0.10"}},
+		},
+	}
+}
+
+func find(steps []Step, name string) (Step, bool) {
+	for _, s := range steps {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return Step{}, false
+}
+
+func TestDiagnose(t *testing.T) {
+	tests := []struct {
+		name    string
+		breakIt func(f *Facts)
+		// fails are the steps that must fail, each with a word its detail
+		// or fix must hold; every other step present must hold or be
+		// skipped.
+		fails map[string]string
+		// absent are steps that must not be reported (they would only
+		// repeat the cause).
+		absent []string
+	}{
+		{name: "healthy", breakIt: func(*Facts) {}},
+		{
+			name: "namespace missing in the importing cluster",
+			breakIt: func(f *Facts) {
+				f.Clusters["hub"] = &ClusterFacts{}
+				f.DNS = nil
+			},
+			fails:  map[string]string{"namespace in hub": "create namespace demo"},
+			absent: []string{"ServiceImport in hub", "derived Service in hub", "EndpointSlices in hub"},
+		},
+		{
+			name: "conflict on the export",
+			breakIt: func(f *Facts) {
+				f.Clusters["west"].Export.Status.Conditions[2] = cond("Conflict", metav1.ConditionTrue, "PortConflict", "port 80 is http in east, web in west")
+				f.Registry.Statuses[1].Conflicts = []*registryv1.Conflict{{Reason: "PortConflict", Message: "port 80 is http in east, web in west"}}
+			},
+			fails: map[string]string{"ServiceExport in west": "PortConflict", "registry export from west": "PortConflict"},
+		},
+		{
+			name: "exporting cluster's lease expired",
+			breakIt: func(f *Facts) {
+				f.Registry.Clusters[2] = &registryv1.Cluster{Id: "west", Live: false, LeaseExpiresAt: timestamppb.New(now.Add(-90 * time.Second))}
+				f.Registry.Statuses[1].Participating = false
+				f.Registry.Import.Clusters = f.Registry.Import.Clusters[:1]
+				f.Clusters["hub"].Import.Status.Clusters = f.Clusters["hub"].Import.Status.Clusters[:1]
+				f.Clusters["hub"].Slices = f.Clusters["hub"].Slices[:1]
+			},
+			fails: map[string]string{"lease of west": "1m30s ago", "registry export from west": "lease of west"},
+		},
+		{
+			name: "importing cluster's lease expired and the import never arrived",
+			breakIt: func(f *Facts) {
+				f.Registry.Clusters[1] = &registryv1.Cluster{Id: "hub", Live: false}
+				f.Clusters["hub"].Import = nil
+				f.DNS.Fleetnet = &DNSAnswer{Server: "127.0.0.1:5353", Rcode: dns.RcodeNameError}
+				f.DNS.Cluster = nil
+			},
+			fails: map[string]string{"lease of hub": "renew", "ServiceImport in hub": "lease of hub", "fleetnet-dns (127.0.0.1:5353)": "NXDOMAIN"},
+		},
+		{
+			name: "export not imported by the cluster (its agent is behind)",
+			breakIt: func(f *Facts) {
+				f.Clusters["hub"].Import = nil
+				f.DNS = nil
+			},
+			fails:  map[string]string{"ServiceImport in hub": "has not imported it"},
+			absent: []string{"derived Service in hub"},
+		},
+		{
+			name: "nothing exports: ServiceExport invalid, nothing in the registry",
+			breakIt: func(f *Facts) {
+				f.Clusters["west"].Export = nil
+				f.Clusters["east"].Export.Status.Conditions = []metav1.Condition{cond("Valid", metav1.ConditionFalse, "NoService", "Service demo/echo not found")}
+				f.Registry.Exports, f.Registry.Statuses, f.Registry.Import = nil, nil, nil
+				f.Clusters["hub"].Import = nil
+				f.DNS = nil
+			},
+			fails: map[string]string{"ServiceExport in east": "create Service demo/echo", "registry export from east": "no export",
+				"registry merge": "no live cluster", "ServiceImport in hub": "registry merge"},
+			absent: []string{"ServiceExport in west"},
+		},
+		{
+			name: "registry unreachable",
+			breakIt: func(f *Facts) {
+				f.Registry = &RegistryFacts{Address: "registry:7443", Err: errors.New("connection refused")}
+			},
+			fails:  map[string]string{"registry": "--registry"},
+			absent: []string{"lease of hub", "registry export from east"},
+		},
+		{
+			name: "no ready endpoint anywhere",
+			breakIt: func(f *Facts) {
+				f.Clusters["hub"].Slices = []discoveryv1.EndpointSlice{slice("east", false), slice("west")}
+			},
+			fails: map[string]string{"EndpointSlices in hub": "east 0/1 ready, west 0/0 ready"},
+		},
+		{
+			name: "derived Service missing",
+			breakIt: func(f *Facts) {
+				f.Clusters["hub"].DerivedService = nil
+			},
+			fails: map[string]string{"derived Service in hub": "derived-abc"},
+		},
+		{
+			name: "fleetnet-dns does not answer",
+			breakIt: func(f *Facts) {
+				f.DNS.Fleetnet = &DNSAnswer{Server: "127.0.0.1:5353", Err: errors.New("i/o timeout")}
+				f.DNS.Cluster = nil
+			},
+			fails: map[string]string{"fleetnet-dns (127.0.0.1:5353)": "listens at 127.0.0.1:5353"},
+		},
+		{
+			name: "cluster DNS does not forward the zone",
+			breakIt: func(f *Facts) {
+				f.DNS.Cluster = &DNSAnswer{Server: "10.96.0.10:53", Rcode: dns.RcodeNameError}
+			},
+			fails: map[string]string{"cluster DNS (10.96.0.10:53)": "does not forward clusterset.local"},
+		},
+		{
+			name: "stale DNS answer",
+			breakIt: func(f *Facts) {
+				f.DNS.Fleetnet.Addrs = []string{"10.96.0.99"}
+			},
+			fails: map[string]string{"fleetnet-dns (127.0.0.1:5353)": "stale"},
+		},
+		{
+			name: "importing cluster unreachable",
+			breakIt: func(f *Facts) {
+				f.Clusters["hub"] = &ClusterFacts{Err: errors.New(`no kube context "hub"`)}
+			},
+			fails: map[string]string{"cluster hub": "--context hub="},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := healthy()
+			tc.breakIt(f)
+			steps := Diagnose(f)
+			for name, word := range tc.fails {
+				s, ok := find(steps, name)
+				if !ok {
+					t.Errorf("no step %q", name)
+					continue
+				}
+				if s.Status != Fail {
+					t.Errorf("step %q: %s %s, want ✗", name, s.Status, s.Detail)
+				}
+				if !strings.Contains(s.Detail+" "+s.Fix, word) {
+					t.Errorf("step %q says %q / %q: want %q in it", name, s.Detail, s.Fix, word)
+				}
+			}
+			for _, s := range steps {
+				if _, want := tc.fails[s.Name]; !want && (s.Status == Fail || s.Status == Warn) {
+					t.Errorf("step %q: %s %s (%s), want ✓ or -", s.Name, s.Status, s.Detail, s.Fix)
+				}
+			}
+			for _, name := range tc.absent {
+				if s, ok := find(steps, name); ok {
+					t.Errorf("step %q reported (%s %s), want none", name, s.Status, s.Detail)
+				}
+			}
+			if got, want := Failed(steps), len(tc.fails) > 0; got != want {
+				t.Errorf("Failed = %v, want %v", got, want)
+			}
+			if t.Failed() {
+				var b bytes.Buffer
+				_ = Write(&b, f.Target, steps)
+				t.Log("\n" + b.String())
+			}
+		})
+	}
+}
+
+// TestWriteShowsFixOnlyForBrokenSteps: a reader looks for → to find what to
+// do, so a step that holds has none.
+func TestWriteShowsFixOnlyForBrokenSteps(t *testing.T) {
+	var b bytes.Buffer
+	steps := []Step{{Name: "a", Status: OK, Detail: "fine", Fix: "unused"}, {Name: "b", Status: Fail, Detail: "broken", Fix: "repair b"}}
+	if err := Write(&b, Target{Cluster: "hub", Namespace: "demo", Name: "echo"}, steps); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if strings.Contains(out, "unused") || !strings.Contains(out, "→ repair b") || !strings.Contains(out, "✗  b") {
+		t.Errorf("report:\n%s", out)
+	}
+}
