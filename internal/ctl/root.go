@@ -1,5 +1,6 @@
 // Package ctl implements fleetnetctl, the operator's command line: fleet
-// certificates, registry administration and the local development fleet.
+// certificates, registry administration, the local development fleet and the
+// diagnosis of a service's path (diagnose).
 package ctl
 
 import (
@@ -14,6 +15,6 @@ func NewRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newCertsCommand(), newRegistryCommand(), newDevCommand(), newDiscoveryCommand())
+	root.AddCommand(newCertsCommand(), newRegistryCommand(), newDevCommand(), newDiscoveryCommand(), newDiagnoseCommand())
 	return root
 }

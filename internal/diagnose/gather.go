@@ -28,6 +28,9 @@ type Sources struct {
 	Registry registryv1.RegistryClient
 	// RegistryAddress names the registry in messages.
 	RegistryAddress string
+	// RegistryErr says why no registry client could be made (its TLS
+	// files); the registry step then fails with it.
+	RegistryErr error
 	// Cluster returns a reader of cluster id's API server, or why there is
 	// none (no kube context for it).
 	Cluster func(id string) (client.Reader, error)
@@ -52,7 +55,10 @@ func Gather(ctx context.Context, t Target, src Sources) *Facts {
 		now = src.Now
 	}
 	f := &Facts{Target: t, Now: now(), Clusters: map[string]*ClusterFacts{}}
-	if src.Registry != nil {
+	switch {
+	case src.RegistryErr != nil:
+		f.Registry = &RegistryFacts{Address: src.RegistryAddress, Err: src.RegistryErr}
+	case src.Registry != nil:
 		f.Registry = gatherRegistry(ctx, t, src.Registry, src.RegistryAddress)
 	}
 
