@@ -3,8 +3,11 @@ package testkit
 import (
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
+	"os"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -35,7 +38,11 @@ func FreePorts(t testing.TB, n int) []int {
 
 // PickFreePorts is FreePorts for a harness without a testing.TB. Each port
 // is free for UDP too, for servers that bind both (DNS, an L4 proxy); the
-// ports are held until all n are found, so they are distinct.
+// ports are held until all n are found, so they are distinct. They come
+// from above the kernel's ephemeral range when there is room: a port the
+// kernel hands out for ":0" is one it also gives to outgoing connections,
+// which took such a port between the pick and the listen under make
+// test's load.
 func PickFreePorts(n int) ([]int, error) {
 	var ports []int
 	var held []io.Closer
@@ -44,12 +51,20 @@ func PickFreePorts(n int) ([]int, error) {
 			_ = c.Close()
 		}
 	}()
+	lo, hi, fixed := portRange()
 	for tries := 0; len(ports) < n; tries++ {
 		if tries == n+100 {
 			return nil, fmt.Errorf("finding %d free ports: %d found for both TCP and UDP in %d tries", n, len(ports), tries)
 		}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		addr := "127.0.0.1:0"
+		if fixed {
+			addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(lo+rand.IntN(hi-lo+1)))
+		}
+		l, err := net.Listen("tcp", addr)
 		if err != nil {
+			if fixed {
+				continue // taken: try another
+			}
 			return nil, fmt.Errorf("finding a free port: %w", err)
 		}
 		held = append(held, l)
@@ -62,4 +77,22 @@ func PickFreePorts(n int) ([]int, error) {
 		ports = append(ports, port)
 	}
 	return ports, nil
+}
+
+// portRange is the range above the kernel's ephemeral ports, when it holds
+// at least 1,000 ports; fixed is false otherwise (the kernel picks).
+func portRange() (lo, hi int, fixed bool) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0, 0, false
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0, 0, false
+	}
+	top, err := strconv.Atoi(f[1])
+	if err != nil || 65535-top < 1000 {
+		return 0, 0, false
+	}
+	return top + 1, 65535, true
 }
