@@ -22,7 +22,8 @@ type APIServerConfig struct {
 	Name string
 	// Dir holds credentials, kubeconfig and logs.
 	Dir string
-	// EtcdEndpoint is the client URL of the shared etcd.
+	// EtcdEndpoint is the client URL of the shared etcd; comma-separated
+	// for the members of an etcd cluster.
 	EtcdEndpoint string
 	// EtcdPrefix separates this cluster's data from the others'.
 	EtcdPrefix string
