@@ -6,7 +6,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -249,18 +248,7 @@ func (c *chaos) createExport(ctx context.Context, cluster, name string) error {
 
 var chaosHTTP = &http.Client{Timeout: 2 * time.Second}
 
-func (c *chaos) get() error {
-	resp, err := chaosHTTP.Get(c.url)
-	if err != nil {
-		return err
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if _, err := parseEcho(body); resp.StatusCode != http.StatusOK || err != nil {
-		return fmt.Errorf("%d %q", resp.StatusCode, body)
-	}
-	return nil
-}
+func (c *chaos) get() error { return getEcho(chaosHTTP, c.url) }
 
 // traffic sends requests through the edge; a failure is allowed only when
 // the edge was disturbed while the request ran.

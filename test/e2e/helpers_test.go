@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -361,6 +363,20 @@ func serveEcho(t *testing.T, cluster, ns, name string, replicas int, headless bo
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// getEcho sends a GET to url and wants echo-basic's 200 answer.
+func getEcho(c *http.Client, url string) error {
+	resp, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if _, err := parseEcho(body); resp.StatusCode != http.StatusOK || err != nil {
+		return fmt.Errorf("%d %q", resp.StatusCode, body)
+	}
+	return nil
 }
 
 // echoAnswer is what echo-basic answers: its pod, namespace and Service.

@@ -7,7 +7,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"os"
@@ -53,18 +52,7 @@ func TestCertificateRotationUnderTraffic(t *testing.T) {
 	port := gatewayToEcho(t, ns, "e2e-rotation")
 	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
 	httpc := &http.Client{Timeout: 3 * time.Second}
-	get := func() error {
-		resp, err := httpc.Get(url)
-		if err != nil {
-			return err
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if _, err := parseEcho(body); resp.StatusCode != http.StatusOK || err != nil {
-			return fmt.Errorf("%d %q", resp.StatusCode, body)
-		}
-		return nil
-	}
+	get := func() error { return getEcho(httpc, url) }
 	testkit.Eventually(t, 60*time.Second, "the Gateway to be programmed and answer", func(ctx context.Context) error {
 		gw := &gwv1.Gateway{}
 		if err := hub.Get(ctx, client.ObjectKey{Namespace: ns, Name: "edge"}, gw); err != nil {

@@ -210,17 +210,7 @@ func collect(t *testing.T, cl registryv1.RegistryClient, synced func(), stop fun
 }
 
 func TestReplicasOnOneEtcdStreamIdentically(t *testing.T) {
-	bins, err := controlplane.FindBinaries()
-	if err != nil {
-		t.Fatal(err)
-	}
-	etcd, err := controlplane.StartEtcd(context.Background(), bins, controlplane.EtcdConfig{
-		Dir: t.TempDir(), ClientPort: testkit.FreePort(t), PeerPort: testkit.FreePort(t),
-	}, controlplane.StartOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { etcd.Stop(5 * time.Second) })
+	etcd := startEtcd(t)
 	c := newCerts(t, "a", "b", "probe")
 	_, addr1 := startRegistry(t, c, t.TempDir(), "--etcd-endpoints="+etcd.Endpoint)
 	_, addr2 := startRegistry(t, c, t.TempDir(), "--etcd-endpoints="+etcd.Endpoint)
@@ -257,7 +247,7 @@ func TestReplicasOnOneEtcdStreamIdentically(t *testing.T) {
 			}
 		}
 	}
-	_, err = writers["a"].PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: &registryv1.EndpointChunk{
+	_, err := writers["a"].PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: &registryv1.EndpointChunk{
 		Key: &registryv1.ChunkKey{Namespace: "demo", Name: "svc-0", ClusterId: "a", Chunk: "last"}, AddressType: "IPv4",
 		Ports:     []*registryv1.EndpointPort{{Name: "http", Protocol: "TCP", Port: 8080}},
 		Endpoints: []*registryv1.Endpoint{{Addresses: []string{"10.244.0.9"}}},
@@ -303,17 +293,7 @@ func TestReplicasOnOneEtcdStreamIdentically(t *testing.T) {
 // must not wait for a registry write to catch up (they waited 10 s and
 // failed before progress notifications; found by `make chaos`).
 func TestReadsOnASharedEtcdDoNotWaitForRegistryWrites(t *testing.T) {
-	bins, err := controlplane.FindBinaries()
-	if err != nil {
-		t.Fatal(err)
-	}
-	etcd, err := controlplane.StartEtcd(context.Background(), bins, controlplane.EtcdConfig{
-		Dir: t.TempDir(), ClientPort: testkit.FreePort(t), PeerPort: testkit.FreePort(t),
-	}, controlplane.StartOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { etcd.Stop(5 * time.Second) })
+	etcd := startEtcd(t)
 	c := newCerts(t, "a", "probe")
 	_, addr := startRegistry(t, c, t.TempDir(), "--etcd-endpoints="+etcd.Endpoint)
 	ctx := context.Background()
@@ -342,4 +322,21 @@ func TestReadsOnASharedEtcdDoNotWaitForRegistryWrites(t *testing.T) {
 			t.Fatalf("ListClusters: %v, want cluster a", resp.GetClusters())
 		}
 	}
+}
+
+// startEtcd runs an external etcd for registry replicas; the test stops it.
+func startEtcd(t *testing.T) *controlplane.Etcd {
+	t.Helper()
+	bins, err := controlplane.FindBinaries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	etcd, err := controlplane.StartEtcd(context.Background(), bins, controlplane.EtcdConfig{
+		Dir: t.TempDir(), ClientPort: testkit.FreePort(t), PeerPort: testkit.FreePort(t),
+	}, controlplane.StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { etcd.Stop(5 * time.Second) })
+	return etcd
 }

@@ -209,6 +209,12 @@ func (r *Registry) watchFrom(ctx context.Context, rev int64, progressed func()) 
 // waitForRevision blocks until the view reflects rev, so a client reads its
 // own writes.
 func (r *Registry) waitForRevision(ctx context.Context, rev int64) error {
+	r.mu.Lock()
+	caughtUp := r.synced && r.view.Revision() >= rev
+	r.mu.Unlock()
+	if caughtUp {
+		return nil // the common case: no timer, no goroutine
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() {
