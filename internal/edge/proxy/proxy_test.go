@@ -61,18 +61,12 @@ func echo(t *testing.T, name string) edgev1.Endpoint {
 // deadEndpoint is an address where nothing listens.
 func deadEndpoint(t *testing.T) edgev1.Endpoint {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	return edgev1.Endpoint{Address: "127.0.0.1", Port: int32(port), Ready: true, Serving: true}
+	return edgev1.Endpoint{Address: "127.0.0.1", Port: freePort(t), Ready: true, Serving: true}
 }
 
 func freePort(t *testing.T) int32 {
 	t.Helper()
-	return deadEndpoint(t).Port
+	return int32(testkit.FreePort(t))
 }
 
 // backend is a ServiceImport backend with a zero policy, which the edge

@@ -6,6 +6,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
+	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -112,11 +115,15 @@ func (t *retrying) attempt(req *http.Request, pk *picked) (*http.Response, error
 	if timeout <= 0 {
 		timeout = pk.backend.policy.backendRequest
 	}
+	send := next.RoundTrip
+	if !pk.backend.h2c && !idempotent(req) {
+		send = func(req *http.Request) (*http.Response, error) { return sendUnrepeatable(next, req) }
+	}
 	if timeout <= 0 {
-		return next.RoundTrip(req)
+		return send(req)
 	}
 	ctx, cancel := context.WithTimeout(req.Context(), timeout)
-	resp, err := next.RoundTrip(req.WithContext(ctx))
+	resp, err := send(req.WithContext(ctx))
 	if err != nil {
 		cancel()
 		return nil, err
@@ -124,6 +131,102 @@ func (t *retrying) attempt(req *http.Request, pk *picked) (*http.Response, error
 	resp.Body = &cancelOnClose{ReadCloser: resp.Body, cancel: cancel}
 	return resp, nil
 }
+
+// sendUnrepeatable sends, over HTTP/1, a request that must not reach the
+// endpoint twice. net/http's transport sends such a request again only
+// when none of it was written and its body can be read again (GetBody),
+// and not at all when its idle connection was found closed at the moment
+// it was taken ("server closed idle connection"). So: an idle pooled
+// connection the endpoint already closed is closed before use (the fast
+// path checks the same way), which makes the write fail with nothing
+// written; up to maxReplay bytes of the body are kept for GetBody; and a
+// request that failed on a reused connection without a byte of it written
+// is sent again here, up to maxStale times. Without this a POST after the
+// endpoint closed a kept-alive connection would fail with a 502.
+func sendUnrepeatable(rt http.RoundTripper, req *http.Request) (*http.Response, error) {
+	var rb *replayBody
+	if req.Body != nil && req.Body != http.NoBody {
+		rb = &replayBody{src: req.Body}
+	}
+	for stale := 0; ; stale++ {
+		// The connection the transport's last attempt used, if reused,
+		// and its bytes written before it.
+		var used *countingConn
+		var before int64
+		trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+			used = nil
+			c, ok := info.Conn.(*countingConn)
+			if !ok || !info.Reused {
+				return
+			}
+			used, before = c, c.written.Load()
+			if info.WasIdle && !connAlive(c) {
+				_ = c.Close()
+			}
+		}}
+		out := req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
+		if rb != nil {
+			out.Body, out.GetBody = &replayReader{body: rb}, rb.again
+		}
+		resp, err := rt.RoundTrip(out)
+		if err == nil || used == nil || used.written.Load() != before || stale == maxStale ||
+			req.Context().Err() != nil || (rb != nil && rb.over) {
+			return resp, err
+		}
+	}
+}
+
+// maxStale bounds how many closed connections one request may meet.
+const maxStale = 4
+
+// maxReplay bounds the request body kept for sending again.
+const maxReplay = 64 << 10
+
+// replayBody records what its readers read of a request body, up to
+// maxReplay bytes, so that another reader can start again from the
+// beginning. One reader reads at a time: the transport asks for the next
+// (GetBody) after the write with the previous one ended.
+type replayBody struct {
+	src  io.ReadCloser
+	rec  []byte
+	over bool // more than maxReplay bytes were read: no replay
+}
+
+func (b *replayBody) again() (io.ReadCloser, error) {
+	if b.over {
+		return nil, errors.New("request body too long to send again")
+	}
+	return &replayReader{body: b}, nil
+}
+
+// replayReader reads what was recorded, then on from the source.
+type replayReader struct {
+	body *replayBody
+	off  int
+}
+
+func (r *replayReader) Read(p []byte) (int, error) {
+	b := r.body
+	if r.off < len(b.rec) {
+		n := copy(p, b.rec[r.off:])
+		r.off += n
+		return n, nil
+	}
+	n, err := b.src.Read(p)
+	if n > 0 && !b.over {
+		if len(b.rec)+n > maxReplay {
+			b.over, b.rec = true, nil
+		} else {
+			b.rec = append(b.rec, p[:n]...)
+			r.off = len(b.rec)
+		}
+	}
+	return n, err
+}
+
+// Close leaves the source open for the next reader: it is the inbound
+// request's body, which the server closes when the handler returns.
+func (r *replayReader) Close() error { return nil }
 
 // idempotent: a request that may be sent again (its body, if any, can be
 // read again).
@@ -163,5 +266,38 @@ func dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	if pk, ok := ctx.Value(pickedKey{}).(*picked); ok && pk.backend != nil {
 		d.Timeout = pk.backend.policy.connect
 	}
-	return d.DialContext(ctx, network, addr)
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{Conn: c}, nil
+}
+
+// countingConn counts the bytes written to an endpoint, which tells
+// whether any of a failed request reached it (sendUnrepeatable).
+type countingConn struct {
+	net.Conn
+	written atomic.Int64
+}
+
+func (c *countingConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.written.Add(int64(n))
+	return n, err
+}
+
+// ReadFrom keeps the TCP connection's own ReadFrom (splice) for bodies.
+func (c *countingConn) ReadFrom(r io.Reader) (int64, error) {
+	n, err := io.Copy(c.Conn, r)
+	c.written.Add(n)
+	return n, err
+}
+
+// SyscallConn lets connAlive peek at the connection.
+func (c *countingConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.New("connection has no file descriptor")
+	}
+	return sc.SyscallConn()
 }

@@ -89,16 +89,21 @@ func (u *upstreams) get(hostport string, fresh bool, timeout time.Duration, dead
 	return &upConn{conn: c, br: bufio.NewReaderSize(c, upstreamReadBuffer), bw: bufio.NewWriterSize(c, upstreamWriteBuffer), key: hostport}, false, nil
 }
 
-// alive reports whether a pooled connection is still open: a peek that
+// alive reports whether a pooled connection is still open (see
+// connAlive); bytes already buffered are an answer nobody asked for.
+func (up *upConn) alive() bool {
+	return up.br.Buffered() == 0 && connAlive(up.conn)
+}
+
+// connAlive reports whether an idle connection is still open: a peek that
 // does not wait finds nothing to read (EOF, or an early answer, means the
 // endpoint is done with it). It costs a system call, so it is asked only
 // before a request that could not be sent again. (A read with a past
-// deadline would not do: Go fails it before reading.)
-func (up *upConn) alive() bool {
-	if up.br.Buffered() > 0 {
-		return false
-	}
-	sc, ok := up.conn.(syscall.Conn)
+// deadline would not do: Go fails it before reading.) The peek runs
+// under Control, not Read: net/http's transport keeps a read pending on
+// its idle connections, which holds the descriptor's read lock.
+func connAlive(c net.Conn) bool {
+	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return true
 	}
@@ -108,9 +113,8 @@ func (up *upConn) alive() bool {
 	}
 	var peekErr error
 	var b [1]byte
-	if err := rc.Read(func(fd uintptr) bool {
+	if err := rc.Control(func(fd uintptr) {
 		_, _, peekErr = syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		return true
 	}); err != nil {
 		return false
 	}
