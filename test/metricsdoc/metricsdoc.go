@@ -19,6 +19,8 @@ type Metric struct {
 	Labels []string
 	// Component is the section it is listed under.
 	Component string
+	// Meaning is the last cell's text.
+	Meaning string
 }
 
 var code = regexp.MustCompile("`([^`]*)`")
@@ -47,7 +49,7 @@ func Read(path string) (map[string]Metric, error) {
 		if len(cells) != 4 {
 			return nil, fmt.Errorf("%s:%d: want 4 cells (metric, type, labels, meaning), got %d", path, n, len(cells))
 		}
-		m := Metric{Type: strings.TrimSpace(cells[1]), Component: component}
+		m := Metric{Type: strings.TrimSpace(cells[1]), Component: component, Meaning: strings.TrimSpace(cells[3])}
 		names := code.FindAllStringSubmatch(cells[0], -1)
 		if len(names) != 1 {
 			return nil, fmt.Errorf("%s:%d: want one `name` in the first cell", path, n)
