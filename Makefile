@@ -227,9 +227,13 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 30s; e.g. make fuzz FU
 
 .PHONY: bench
 bench: tools ## Run the benchmarks (the fleet benchmark takes about 2 minutes).
-	go test -run '^$$' -bench . -benchmem $$(go list ./... | grep -v /test/e2e)
+	go test -run '^$$' -bench . -benchmem -timeout 60m $$(go list ./... | grep -v /test/e2e)
 	go test -run '^$$' -bench Fleet -benchtime 200x -timeout 30m ./test/e2e
 	go test -run '^$$' -bench ProcessNodePods -benchtime 1x -timeout 30m ./test/e2e
+
+.PHONY: bench-join
+bench-join: tools ## A cluster joining a fleet of 5,000 exported Services x 3 clusters (FLEETNET_JOIN_SERVICES overrides): join time beside a plain client's at the same QPS, writes per import, peak heap, API server CPU.
+	go test -run '^$$' -bench Join -benchtime 1x -timeout 60m ./test/agent
 
 .PHONY: bench-edge
 bench-edge: ## fleetnet-edge beside nginx: wrk, h2load and an open-loop generator, plain, TLS and h2, access logs off and on, CPU per request, medians of 3 rounds, about 5½ minutes (installs nginx-light, wrk, nghttp2-client); EDGEBENCH_FLAGS passes flags.

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,6 +37,10 @@ type APIServerConfig struct {
 	// their serving certificates. Unset, the API server has no kubelet
 	// client credentials.
 	KubeletClientCert, KubeletClientKey, KubeletCA string
+	// PriorityAndFairness turns on API Priority and Fairness, which a test
+	// of FlowSchemas needs; off, the API server limits requests in flight
+	// only, which costs a local fleet less.
+	PriorityAndFairness bool
 }
 
 // APIServer is a running kube-apiserver.
@@ -80,7 +85,7 @@ func StartAPIServer(ctx context.Context, bins Binaries, cfg APIServerConfig, opt
 		// EndpointSlice cannot hold; nothing in the fleet needs the
 		// "kubernetes" Service's endpoints.
 		"--endpoint-reconciler-type=none",
-		"--enable-priority-and-fairness=false",
+		"--enable-priority-and-fairness=" + strconv.FormatBool(cfg.PriorityAndFairness),
 		"--profiling=false",
 	}
 	if cfg.KubeletClientCert != "" {

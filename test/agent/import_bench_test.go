@@ -39,59 +39,7 @@ func BenchmarkImport(b *testing.B) {
 	ctx := context.Background()
 	createNamespace(b, wc, ns)
 
-	clients := make([]registryv1.RegistryClient, sources)
-	for s := range sources {
-		id := fmt.Sprintf("src-%d", s)
-		clients[s] = r.Client(id, false)
-		if _, err := clients[s].RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: &registryv1.Cluster{Id: id, ClustersetId: "fleet", Region: "r" + id}}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	// The source clusters hold their leases like agents would.
-	renewCtx, stopRenewing := context.WithCancel(ctx)
-	defer stopRenewing()
-	go func() {
-		for renewCtx.Err() == nil {
-			for s := range sources {
-				_, _ = clients[s].RenewLease(renewCtx, &registryv1.RenewLeaseRequest{ClusterId: fmt.Sprintf("src-%d", s)})
-			}
-			select {
-			case <-renewCtx.Done():
-			case <-time.After(5 * time.Second):
-			}
-		}
-	}()
-	chunk := func(s, i, extra int) *registryv1.EndpointChunk {
-		c := &registryv1.EndpointChunk{
-			Key:         &registryv1.ChunkKey{Namespace: ns, Name: fmt.Sprintf("svc-%04d", i), ClusterId: fmt.Sprintf("src-%d", s), Chunk: "c0"},
-			AddressType: "IPv4",
-			Ports:       []*registryv1.EndpointPort{{Name: "http", Protocol: "TCP", Port: 8080}},
-		}
-		for e := range endpoints + extra {
-			c.Endpoints = append(c.Endpoints, &registryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.%d.%d.%d", 100+s, e/250, 1+e%250)},
-				Conditions: &registryv1.EndpointConditions{Ready: true, Serving: true}})
-		}
-		return c
-	}
-	var wg sync.WaitGroup
-	for s := range sources {
-		wg.Go(func() {
-			for i := range imports {
-				e := &registryv1.Export{Key: &registryv1.ExportKey{Namespace: ns, Name: fmt.Sprintf("svc-%04d", i), ClusterId: fmt.Sprintf("src-%d", s)},
-					ExportedSince: timestamppb.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), Type: "ClusterSetIP",
-					Ports: []*registryv1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}}, IpFamilies: []string{"IPv4"}, Weight: 1}
-				if _, err := clients[s].PutExport(ctx, &registryv1.PutExportRequest{Export: e}); err != nil {
-					b.Error(err)
-					return
-				}
-				if _, err := clients[s].PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: chunk(s, i, 0)}); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
+	clients, chunk := seedRegistry(b, r, imports, sources, endpoints)
 
 	start := time.Now()
 	startAgent(b, west, r, "west")
@@ -175,4 +123,68 @@ func importedSlicesOf(ctx context.Context, c client.Client, name, cluster string
 	list := &discoveryv1.EndpointSliceList{}
 	err := c.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{mcsv1beta1.LabelServiceName: name, mcsv1beta1.LabelSourceCluster: cluster})
 	return list.Items, err
+}
+
+// seedRegistry registers sources clusters with the registry, holds their
+// leases like agents would until the benchmark ends, and exports from each
+// imports Services of endpoints endpoints in namespace ns. It returns the
+// clusters' clients and the chunk maker, for changes.
+func seedRegistry(b *testing.B, r *registrytest.Registry, imports, sources, endpoints int) ([]registryv1.RegistryClient, func(s, i, extra int) *registryv1.EndpointChunk) {
+	ctx := context.Background()
+	clients := make([]registryv1.RegistryClient, sources)
+	for s := range sources {
+		id := fmt.Sprintf("src-%d", s)
+		clients[s] = r.Client(id, false)
+		if _, err := clients[s].RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: &registryv1.Cluster{Id: id, ClustersetId: "fleet", Region: "r" + id}}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	renewCtx, stopRenewing := context.WithCancel(ctx)
+	b.Cleanup(stopRenewing)
+	go func() {
+		for renewCtx.Err() == nil {
+			for s := range sources {
+				_, _ = clients[s].RenewLease(renewCtx, &registryv1.RenewLeaseRequest{ClusterId: fmt.Sprintf("src-%d", s)})
+			}
+			select {
+			case <-renewCtx.Done():
+			case <-time.After(5 * time.Second):
+			}
+		}
+	}()
+	chunk := func(s, i, extra int) *registryv1.EndpointChunk {
+		c := &registryv1.EndpointChunk{
+			Key:         &registryv1.ChunkKey{Namespace: ns, Name: fmt.Sprintf("svc-%04d", i), ClusterId: fmt.Sprintf("src-%d", s), Chunk: "c0"},
+			AddressType: "IPv4",
+			Ports:       []*registryv1.EndpointPort{{Name: "http", Protocol: "TCP", Port: 8080}},
+		}
+		for e := range endpoints + extra {
+			c.Endpoints = append(c.Endpoints, &registryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.%d.%d.%d", 100+s, e/250, 1+e%250)},
+				Conditions: &registryv1.EndpointConditions{Ready: true, Serving: true}})
+		}
+		return c
+	}
+	var wg sync.WaitGroup
+	for s := range sources {
+		wg.Go(func() {
+			for i := range imports {
+				e := &registryv1.Export{Key: &registryv1.ExportKey{Namespace: ns, Name: fmt.Sprintf("svc-%04d", i), ClusterId: fmt.Sprintf("src-%d", s)},
+					ExportedSince: timestamppb.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), Type: "ClusterSetIP",
+					Ports: []*registryv1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}}, IpFamilies: []string{"IPv4"}, Weight: 1}
+				if _, err := clients[s].PutExport(ctx, &registryv1.PutExportRequest{Export: e}); err != nil {
+					b.Error(err)
+					return
+				}
+				if _, err := clients[s].PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: chunk(s, i, 0)}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
+	return clients, chunk
 }

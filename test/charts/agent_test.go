@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +63,16 @@ func testAgentRBAC(t *testing.T, h *helm, binary string, reg *registrytest.Regis
 	for _, a := range agents {
 		for _, line := range a.logLines(t, regexp.MustCompile(`(?i)forbidden`)) {
 			t.Errorf("agent of %s logged a forbidden request with the chart's role:\n%s", a.cluster, line)
+		}
+	}
+	// The chart's FlowSchema classified the agents' writes of imported
+	// objects: they queue on its priority level, not on the level of the
+	// cluster's own controllers.
+	for _, c := range []*cluster{hub, member} {
+		if n := flowSchemaDispatched(t, c, "fleetnet-agent"); n == 0 {
+			t.Errorf("%s: no request dispatched by the FlowSchema fleetnet-agent (apiserver_flowcontrol_dispatched_requests_total)", c.Name)
+		} else {
+			t.Logf("%s: %g requests of the agent dispatched by the FlowSchema fleetnet-agent", c.Name, n)
 		}
 	}
 	if t.Failed() {
@@ -374,4 +385,27 @@ func removeVerb(t testing.TB, path, resource, verb string) {
 func containsAny(list any, s string) bool {
 	l, _ := list.([]any)
 	return slices.Contains(l, any(s))
+}
+
+// flowSchemaDispatched returns how many requests the API server of c
+// dispatched as matched by the FlowSchema schema.
+func flowSchemaDispatched(t *testing.T, c *cluster, schema string) float64 {
+	t.Helper()
+	body, err := c.clientset.Discovery().RESTClient().Get().AbsPath("/metrics").Do(context.Background()).Raw()
+	if err != nil {
+		t.Fatalf("%s: reading the API server's /metrics: %v", c.Name, err)
+	}
+	var n float64
+	for line := range strings.Lines(string(body)) {
+		if !strings.HasPrefix(line, "apiserver_flowcontrol_dispatched_requests_total{") || !strings.Contains(line, `flow_schema="`+schema+`"`) {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			t.Fatalf("%s: %q: %v", c.Name, line, err)
+		}
+		n += v
+	}
+	return n
 }

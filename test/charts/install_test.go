@@ -58,8 +58,10 @@ func TestChartsOnAFleet(t *testing.T) {
 	discoveryBinary := buildBinary(t, "fleetnet-discovery")
 	started := time.Now()
 	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{
-		{Name: "hub", ControllerManager: true, Kwok: true, GatewayAPI: true},
-		{Name: "member", ControllerManager: true, Kwok: true},
+		// With API Priority and Fairness: the agent chart's FlowSchema is
+		// shown to classify the agent's writes.
+		{Name: "hub", ControllerManager: true, Kwok: true, GatewayAPI: true, PriorityAndFairness: true},
+		{Name: "member", ControllerManager: true, Kwok: true, PriorityAndFairness: true},
 	}})
 	hub, member := newCluster(t, f.Cluster(t, "hub")), newCluster(t, f.Cluster(t, "member"))
 	clusters := map[string]*cluster{"hub": hub, "member": member}

@@ -47,6 +47,10 @@ type ClusterOptions struct {
 	// cluster that runs fleetnet-gateway needs them; the others do not, and
 	// they take the API server a moment to serve).
 	GatewayAPI bool
+	// PriorityAndFairness turns on the API server's API Priority and
+	// Fairness (off by default: a local fleet's API servers limit requests
+	// in flight only).
+	PriorityAndFairness bool
 }
 
 // Options describes a test fleet.
@@ -210,12 +214,13 @@ func startCluster(ctx context.Context, bins controlplane.Binaries, f *Fleet, i i
 		PodCIDRs:     PodCIDRs(i, co.DualStack),
 	}
 	s, err := controlplane.StartAPIServer(ctx, bins, controlplane.APIServerConfig{
-		Name:         co.Name,
-		Dir:          dir,
-		EtcdEndpoint: f.EtcdEndpoint,
-		EtcdPrefix:   "/fleet/" + co.Name,
-		Port:         testkit.FreePort(t),
-		ServiceCIDRs: c.ServiceCIDRs,
+		Name:                co.Name,
+		Dir:                 dir,
+		EtcdEndpoint:        f.EtcdEndpoint,
+		EtcdPrefix:          "/fleet/" + co.Name,
+		Port:                testkit.FreePort(t),
+		ServiceCIDRs:        c.ServiceCIDRs,
+		PriorityAndFairness: co.PriorityAndFairness,
 	}, controlplane.StartOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", co.Name, err)

@@ -67,6 +67,34 @@ func APIRequests(t testing.TB, name string, cfg *rest.Config) map[string]float64
 	return out
 }
 
+// APIServerMetric returns the value of an unlabelled counter or gauge of
+// the API server that cfg reaches (e.g. process_cpu_seconds_total), and
+// whether it has one; name is for messages.
+func APIServerMetric(t testing.TB, name string, cfg *rest.Config, metric string) (float64, bool) {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := cs.Discovery().RESTClient().Get().AbsPath("/metrics").Do(context.Background()).Raw()
+	if err != nil {
+		t.Fatalf("reading /metrics of cluster %s: %v", name, err)
+	}
+	families, err := parseMetrics(string(body))
+	if err != nil {
+		t.Fatalf("parsing /metrics of cluster %s: %v", name, err)
+	}
+	mf, ok := families[metric]
+	if !ok || len(mf.GetMetric()) == 0 {
+		return 0, false
+	}
+	m := mf.GetMetric()[0]
+	if m.GetCounter() != nil {
+		return m.GetCounter().GetValue(), true
+	}
+	return m.GetGauge().GetValue(), true
+}
+
 // ScrapeMetrics reads a Prometheus text endpoint such as
 // http://127.0.0.1:8080/metrics.
 func ScrapeMetrics(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {

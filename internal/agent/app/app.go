@@ -55,6 +55,11 @@ type Options struct {
 	ImportResyncPeriod time.Duration
 	EndpointsPerSlice  int
 	ImportWorkers      int
+	// KubeAPIQPS and KubeAPIBurst bound the agent's requests to its
+	// cluster's API server (client-go's token bucket); zero leaves the
+	// rest.Config as it is.
+	KubeAPIQPS   float32
+	KubeAPIBurst int
 	// AzureLoadBalancerID is the cluster's public Azure load balancer,
 	// whose frontends exported Services of type LoadBalancer publish.
 	AzureLoadBalancerID string
@@ -87,6 +92,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ImportResyncPeriod, "import-resync-period", 10*time.Minute, "how often every import is compared with the cluster, bounding repair when an event is missed")
 	fs.IntVar(&o.EndpointsPerSlice, "endpoints-per-slice", 100, "most endpoints in one imported EndpointSlice (1 to 1000)")
 	fs.IntVar(&o.ImportWorkers, "import-workers", 4, "how many imports are reconciled at once (1 to 64)")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", 200, "requests per second to this cluster's API server, on average (a join of 5,000 imports is about 25,000 writes); the chart's FlowSchema also keeps them from starving the cluster's own controllers")
+	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 400, "requests to this cluster's API server in a burst above --kube-api-qps")
 }
 
 // Validate checks the options without connecting to anything, so that a
@@ -118,6 +125,12 @@ func (o *Options) Validate() error {
 	if err := export.ValidateAzureLoadBalancerID(o.AzureLoadBalancerID); err != nil {
 		errs = append(errs, err)
 	}
+	if o.KubeAPIQPS < 0 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps=%g: must not be negative", o.KubeAPIQPS))
+	}
+	if o.KubeAPIQPS > 0 && o.KubeAPIBurst < 1 {
+		errs = append(errs, fmt.Errorf("--kube-api-burst=%d: must be at least 1", o.KubeAPIBurst))
+	}
 	if o.EndpointsPerSlice < 1 || o.EndpointsPerSlice > 1000 {
 		errs = append(errs, fmt.Errorf("--endpoints-per-slice=%d: must be between 1 and 1000", o.EndpointsPerSlice))
 	}
@@ -132,6 +145,10 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	ctrl.SetLogger(logr.FromSlogHandler(log.Handler()))
 	if err := o.Validate(); err != nil {
 		return err
+	}
+	if o.KubeAPIQPS > 0 {
+		cfg = rest.CopyConfig(cfg)
+		cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
 	}
 	reader, err := ctrlclient.New(cfg, ctrlclient.Options{Scheme: scheme.Scheme})
 	if err != nil {
@@ -241,12 +258,17 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		case <-ctx.Done():
 		}
 	}}
+	progress := importer.NewProgress(reg, stream, log)
+	if err := mgr.Add(progress); err != nil {
+		return err
+	}
 	if err := mgr.Add(stream); err != nil {
 		return err
 	}
 	if err := (&importer.Reconciler{
 		Client: mgr.GetClient(), Stream: stream, Families: families, EndpointsPerSlice: o.EndpointsPerSlice, Workers: o.ImportWorkers,
 		Recorder: mgr.GetEventRecorder("fleetnet-agent"), Log: log, Events: importEvents, Pending: importer.NewPendingTracker(reg),
+		Progress: progress,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}

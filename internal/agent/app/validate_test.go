@@ -54,6 +54,9 @@ func TestOptionsValidate(t *testing.T) {
 		{"too many import workers", func(o *app.Options) { o.ImportWorkers = 65 }, []string{"--import-workers=65: must be between 1 and 64"}},
 		{"empty slices", func(o *app.Options) { o.EndpointsPerSlice = 0 }, []string{"--endpoints-per-slice=0: must be between 1 and 1000"}},
 		{"slices too large", func(o *app.Options) { o.EndpointsPerSlice = 1001 }, []string{"--endpoints-per-slice=1001: must be between 1 and 1000"}},
+		{"negative API QPS", func(o *app.Options) { o.KubeAPIQPS = -1 }, []string{"--kube-api-qps=-1: must not be negative"}},
+		{"API QPS without a burst", func(o *app.Options) { o.KubeAPIQPS, o.KubeAPIBurst = 50, 0 }, []string{"--kube-api-burst=0: must be at least 1"}},
+		{"API QPS and burst", func(o *app.Options) { o.KubeAPIQPS, o.KubeAPIBurst = 50, 100 }, nil},
 		{"identity and numbers together", func(o *app.Options) { o.Identity.ClusterID, o.ImportWorkers = "East", 0 }, []string{`--cluster-id="East"`, "--import-workers=0"}},
 	}
 	for _, tt := range tests {

@@ -54,6 +54,8 @@ type Reconciler struct {
 	Events chan event.GenericEvent
 	// Pending counts imports waiting for their namespace.
 	Pending *PendingTracker
+	// Progress counts the imports in place (nil: not counted).
+	Progress *Progress
 	// Workers is how many imports are reconciled at once (at least 1).
 	// Imports are independent; one worker made a fleet's first sync of
 	// 1,000 imports wait on one API round trip after another.
@@ -113,6 +115,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	desired, synced := r.Stream.Get(req.NamespacedName)
 	if desired == nil || desired.Import == nil {
 		r.Pending.Done(req.NamespacedName)
+		r.Progress.Set(req.NamespacedName, false)
 		if !synced {
 			return reconcile.Result{}, nil // never delete on partial knowledge
 		}
@@ -121,6 +124,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	ns := &corev1.Namespace{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Name: req.Namespace}, ns); apierrors.IsNotFound(err) || (err == nil && !ns.DeletionTimestamp.IsZero()) {
 		r.Pending.Wait(req.NamespacedName)
+		r.Progress.Set(req.NamespacedName, false)
 		r.memo.drop(req.NamespacedName)
 		return reconcile.Result{}, nil // the Namespace watch brings it back
 	} else if err != nil {
@@ -141,6 +145,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err == nil && si.Labels[keys.LabelManagedBy] != keys.ManagedByAgent {
 		r.Recorder.Eventf(si, nil, corev1.EventTypeWarning, keys.ReasonBlocked, "Import", "ServiceImport %s exists and is not managed by fleetnet; the import waits until it is removed", req)
 		r.Log.Info("import blocked by a ServiceImport fleetnet does not manage", "import", req.String())
+		r.Progress.Set(req.NamespacedName, false)
 		return reconcile.Result{}, nil
 	} else if err != nil && !apierrors.IsNotFound(err) {
 		return reconcile.Result{}, err
@@ -161,10 +166,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	// unsynced one may hold a state the registry has since left, and
 	// nothing is deleted on partial knowledge.
 	withdraw := failure != nil && synced
-	// The ServiceImport comes first: it owns the derived Service and slices.
+	// The derived Service comes first, so that the ServiceImport is written
+	// once, with the ClusterSetIP its Service was given, and is never
+	// without it; the slices it selects are owned by it (see
+	// docs/architecture.md, "writes per import").
+	var svc *corev1.Service
+	if failure == nil {
+		if svc, failure = r.applyDerivedService(ctx, si, req.NamespacedName, DerivedServiceSpec(imp, families)); failure != nil {
+			reason = keys.ReasonApplyFailed
+		}
+	}
 	applied := si
 	labels, annotations := ImportMetadata(imp)
-	ips := heldIPs(imp.GetType(), si.Spec.IPs, withdraw)
+	ips := importIPs(imp.GetType(), si.Spec.IPs, svc, withdraw)
 	if want := withIPs(spec, ips); si.UID == "" || !equality.Semantic.DeepEqual(si.Spec, want) || !metadataApplied(si, labels, annotations) {
 		if applied, err = r.applyServiceImport(ctx, si, req.NamespacedName, spec, ips, labels, annotations); err != nil {
 			return reconcile.Result{}, r.specRefused(ctx, si, req.NamespacedName, imp, &stepError{"applying the ServiceImport spec", err})
@@ -172,14 +186,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	var withdrawErr error
 	switch {
-	case failure == nil:
-		if applied, failure = r.materialise(ctx, applied, desired, families); failure != nil {
+	case svc != nil:
+		if failure = r.applySlices(ctx, req.NamespacedName, svc, desired, families); failure != nil {
 			reason = keys.ReasonApplyFailed
 		}
 	case withdraw:
 		withdrawErr = r.withdraw(ctx, req.NamespacedName, reason)
 	}
-	if serr := r.applyStatus(ctx, applied, imp, reason, failure); serr != nil {
+	serr := r.applyStatus(ctx, applied, imp, reason, failure)
+	r.Progress.Set(req.NamespacedName, failure == nil && serr == nil)
+	if serr != nil {
 		return reconcile.Result{}, errors.Join(withdrawErr, serr)
 	}
 	switch {
@@ -220,14 +236,16 @@ func unservable(imp *registryv1.Import, cluster []corev1.IPFamily) (string, erro
 	return "", nil
 }
 
-// heldIPs returns the spec.ips the ServiceImport is applied with before
-// its derived Service: none for a headless import (it has no ClusterSetIP)
-// or one whose data plane is withdrawn (no derived Service, no address);
-// else the ips it holds, which materialise then sets to the derived
-// Service's ClusterIPs.
-func heldIPs(typ string, held []string, withdrawn bool) []string {
-	if typ == string(mcsv1beta1.Headless) || withdrawn {
+// importIPs returns the ServiceImport's spec.ips: none for a headless
+// import (it has no ClusterSetIP) or one whose data plane is withdrawn (no
+// derived Service, no address); else the ClusterIPs of its derived Service
+// svc, or, when that could not be applied (nil), the ips it holds.
+func importIPs(typ string, held []string, svc *corev1.Service, withdrawn bool) []string {
+	switch {
+	case typ == string(mcsv1beta1.Headless) || withdrawn:
 		return nil
+	case svc != nil:
+		return svc.Spec.ClusterIPs
 	}
 	return held
 }
@@ -239,11 +257,7 @@ func (r *Reconciler) specRefused(ctx context.Context, si *mcsv1beta1.ServiceImpo
 	r.Log.Info("ServiceImport spec refused", "import", key.String(), "err", err)
 	wrapped := fmt.Errorf("ServiceImport %s: %w", key, err)
 	if si.UID == "" {
-		ref := &mcsv1beta1.ServiceImport{
-			TypeMeta:   metav1.TypeMeta{APIVersion: mcsv1beta1.GroupVersion.String(), Kind: "ServiceImport"},
-			ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
-		}
-		r.Recorder.Eventf(ref, nil, corev1.EventTypeWarning, keys.ReasonApplyFailed, "Import", "%s", err.Error())
+		r.Recorder.Eventf(eventTarget(si, key), nil, corev1.EventTypeWarning, keys.ReasonApplyFailed, "Import", "%s", err.Error())
 		return wrapped
 	}
 	if serr := r.applyStatus(ctx, si, imp, keys.ReasonApplyFailed, err); serr != nil {
@@ -300,26 +314,6 @@ func (r *Reconciler) withdraw(ctx context.Context, key types.NamespacedName, rea
 	return errors.Join(errs...)
 }
 
-// materialise applies the derived Service and the EndpointSlices, and
-// returns the ServiceImport as it stands afterwards.
-func (r *Reconciler) materialise(ctx context.Context, si *mcsv1beta1.ServiceImport, desired *Desired, families []corev1.IPFamily) (*mcsv1beta1.ServiceImport, error) {
-	imp := desired.Import
-	name := DerivedName(si.Namespace, si.Name)
-	svc, err := r.applyDerivedService(ctx, si, name, DerivedServiceSpec(imp, families))
-	if err != nil {
-		return si, err
-	}
-	if ips := svc.Spec.ClusterIPs; imp.GetType() != string(mcsv1beta1.Headless) && !equality.Semantic.DeepEqual(ips, si.Spec.IPs) {
-		labels, annotations := ImportMetadata(imp)
-		updated, err := r.applyServiceImport(ctx, si, types.NamespacedName{Namespace: si.Namespace, Name: si.Name}, si.Spec, ips, labels, annotations)
-		if err != nil {
-			return si, &stepError{"setting ServiceImport spec.ips", err}
-		}
-		si = updated
-	}
-	return si, r.applySlices(ctx, si, name, desired, families)
-}
-
 // withIPs returns spec with ips, as the ServiceImport should hold it.
 func withIPs(spec mcsv1beta1.ServiceImportSpec, ips []string) mcsv1beta1.ServiceImportSpec {
 	spec.IPs = ips
@@ -344,26 +338,28 @@ func (r *Reconciler) applyServiceImport(ctx context.Context, base *mcsv1beta1.Se
 	return out, nil
 }
 
-// applyDerivedService applies the derived Service. A change between
-// headless and ClusterSetIP, or of the primary family, cannot be made in
-// place: the Service is deleted and created again. Ports edited by anyone
-// else are replaced, not merged.
-func (r *Reconciler) applyDerivedService(ctx context.Context, si *mcsv1beta1.ServiceImport, name string, spec corev1.ServiceSpec) (*corev1.Service, error) {
+// applyDerivedService applies the derived Service of the import key, whose
+// ServiceImport si may not exist yet. A change between headless and
+// ClusterSetIP, or of the primary family, cannot be made in place: the
+// Service is deleted and created again. Ports edited by anyone else are
+// replaced, not merged.
+func (r *Reconciler) applyDerivedService(ctx context.Context, si *mcsv1beta1.ServiceImport, key types.NamespacedName, spec corev1.ServiceSpec) (*corev1.Service, error) {
+	name := DerivedName(key.Namespace, key.Name)
 	existing := &corev1.Service{}
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: si.Namespace, Name: name}, existing)
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: name}, existing)
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return nil, &stepError{"reading the derived Service", err}
 	case existing.Labels[keys.LabelManagedBy] != keys.ManagedByAgent:
-		r.Recorder.Eventf(si, nil, corev1.EventTypeWarning, keys.ReasonBlocked, "Import", "Service %s/%s exists and is not managed by fleetnet", si.Namespace, name)
-		return nil, &stepError{"applying the derived Service", fmt.Errorf("a Service %s/%s exists that fleetnet does not manage", si.Namespace, name)}
+		r.Recorder.Eventf(eventTarget(si, key), nil, corev1.EventTypeWarning, keys.ReasonBlocked, "Import", "Service %s/%s exists and is not managed by fleetnet", key.Namespace, name)
+		return nil, &stepError{"applying the derived Service", fmt.Errorf("a Service %s/%s exists that fleetnet does not manage", key.Namespace, name)}
 	case (existing.Spec.ClusterIP == corev1.ClusterIPNone) != (spec.ClusterIP == corev1.ClusterIPNone) ||
 		(len(existing.Spec.IPFamilies) > 0 && len(spec.IPFamilies) > 0 && existing.Spec.IPFamilies[0] != spec.IPFamilies[0]):
 		if err := r.Client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID}); client.IgnoreNotFound(err) != nil {
 			return nil, &stepError{"re-creating the derived Service", err}
 		}
-		r.Log.Info("re-creating derived Service: headless or primary IP family changed", "import", si.Namespace+"/"+si.Name, "service", name)
+		r.Log.Info("re-creating derived Service: headless or primary IP family changed", "import", key.String(), "service", name)
 		existing = &corev1.Service{}
 	case existing.DeletionTimestamp.IsZero() && !samePorts(existing.Spec.Ports, spec.Ports):
 		// Ports someone else changed are replaced before the apply: server-side
@@ -377,18 +373,20 @@ func (r *Reconciler) applyDerivedService(ctx context.Context, si *mcsv1beta1.Ser
 		if err := r.Client.Update(ctx, fixed, client.FieldOwner(keys.FieldManagerAgent)); err != nil {
 			return nil, &stepError{"replacing the derived Service's ports", err}
 		}
-		r.Log.Info("replaced the derived Service's ports", "import", si.Namespace+"/"+si.Name, "service", name)
+		r.Log.Info("replaced the derived Service's ports", "import", key.String(), "service", name)
 		existing = fixed
 	}
-	if existing.UID != "" && existing.DeletionTimestamp.IsZero() && serviceMatches(existing, si, spec) {
+	if existing.UID != "" && existing.DeletionTimestamp.IsZero() && serviceMatches(existing, key.Name, spec) {
 		return existing, nil
 	}
+	// No owner reference: the ServiceImport is written after it. An
+	// applied Service lists none, which also drops the reference to the
+	// ServiceImport that derived Services had before.
 	svc := &corev1.Service{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: si.Namespace, Name: name,
-			Labels:          map[string]string{keys.LabelManagedBy: keys.ManagedByAgent, mcsv1beta1.LabelServiceName: si.Name},
-			OwnerReferences: []metav1.OwnerReference{ownerRef(si)},
+			Namespace: key.Namespace, Name: name,
+			Labels: map[string]string{keys.LabelManagedBy: keys.ManagedByAgent, mcsv1beta1.LabelServiceName: key.Name},
 		},
 		Spec: spec,
 	}
@@ -406,14 +404,15 @@ func (r *Reconciler) applyDerivedService(ctx context.Context, si *mcsv1beta1.Ser
 	return out, nil
 }
 
-// serviceMatches reports whether the derived Service already is what the
-// agent would apply, so that a converged import costs no API write.
-func serviceMatches(svc *corev1.Service, si *mcsv1beta1.ServiceImport, spec corev1.ServiceSpec) bool {
-	owned := false
+// serviceMatches reports whether the derived Service of the import named
+// name already is what the agent would apply, so that a converged import
+// costs no API write.
+func serviceMatches(svc *corev1.Service, name string, spec corev1.ServiceSpec) bool {
+	ownedByImport := false
 	for _, o := range svc.OwnerReferences {
-		owned = owned || o.UID == si.UID
+		ownedByImport = ownedByImport || o.Kind == "ServiceImport"
 	}
-	return owned && svc.Labels[mcsv1beta1.LabelServiceName] == si.Name &&
+	return !ownedByImport && svc.Labels[mcsv1beta1.LabelServiceName] == name &&
 		samePorts(svc.Spec.Ports, spec.Ports) &&
 		(svc.Spec.ClusterIP == corev1.ClusterIPNone) == (spec.ClusterIP == corev1.ClusterIPNone) &&
 		equality.Semantic.DeepEqual(svc.Spec.IPFamilies, spec.IPFamilies) &&
@@ -440,12 +439,13 @@ func samePorts(a, b []corev1.ServicePort) bool {
 // chunks (see PlanSlices), and deletes the slices of clusters or address
 // families that left the import. A failing cluster does not stop the others
 // or the deletion of stale slices; the errors are joined.
-func (r *Reconciler) applySlices(ctx context.Context, si *mcsv1beta1.ServiceImport, derived string, desired *Desired, families []corev1.IPFamily) error {
+func (r *Reconciler) applySlices(ctx context.Context, key types.NamespacedName, svc *corev1.Service, desired *Desired, families []corev1.IPFamily) error {
+	derived := svc.Name
 	list := &discoveryv1.EndpointSliceList{}
 	// The cache's own objects, not copies: a Service of 50,000 endpoints
 	// would otherwise be copied on every change. They are only read.
-	if err := r.Client.List(ctx, list, client.InNamespace(si.Namespace), client.MatchingLabels{
-		mcsv1beta1.LabelServiceName: si.Name, discoveryv1.LabelManagedBy: keys.EndpointSliceManagedBy,
+	if err := r.Client.List(ctx, list, client.InNamespace(key.Namespace), client.MatchingLabels{
+		mcsv1beta1.LabelServiceName: key.Name, discoveryv1.LabelManagedBy: keys.EndpointSliceManagedBy,
 	}, client.UnsafeDisableDeepCopy); err != nil {
 		return &stepError{"listing EndpointSlices", err}
 	}
@@ -458,7 +458,6 @@ func (r *Reconciler) applySlices(ctx context.Context, si *mcsv1beta1.ServiceImpo
 		}
 		existing[c][s.Name] = s
 	}
-	key := types.NamespacedName{Namespace: si.Namespace, Name: si.Name}
 	memo := r.verified(key)
 	regions := map[string]string{}
 	byCluster := map[string]*registryv1.ImportCluster{}
@@ -485,10 +484,10 @@ func (r *Reconciler) applySlices(ctx context.Context, si *mcsv1beta1.ServiceImpo
 				planned[sl.Name] = true
 			}
 		}
-		labels := SliceLabels(si.Name, derived, cluster, regions[cluster])
+		labels := SliceLabels(key.Name, derived, cluster, regions[cluster])
 		annotations := SliceAnnotations(byCluster[cluster])
 		for _, s := range plan.Apply {
-			applied, err := r.applySlice(ctx, si, s, labels, annotations)
+			applied, err := r.applySlice(ctx, svc, s, labels, annotations)
 			if err != nil {
 				errs = append(errs, &stepError{fmt.Sprintf("applying EndpointSlice %s of cluster %s", s.Name, cluster), err})
 				continue
@@ -496,21 +495,22 @@ func (r *Reconciler) applySlices(ctx context.Context, si *mcsv1beta1.ServiceImpo
 			memo.set(applied, s.Chunk, s.Part)
 		}
 		for _, name := range plan.Delete {
-			if err := r.deleteSlice(ctx, si.Namespace, name); err != nil {
+			if err := r.deleteSlice(ctx, key.Namespace, name); err != nil {
 				errs = append(errs, &stepError{"deleting EndpointSlice " + name, err})
 			}
 			memo.forget(name)
 		}
 		// Slices whose endpoints are right may still need new labels or
-		// annotations (a region or weight change).
+		// annotations (a region or weight change), or a new owner (a
+		// re-created derived Service).
 		for _, k := range plan.Keep {
 			s := existing[cluster][k.Name]
-			if ownedMatch(s.Labels, labels, sliceLabelKeys) && ownedMatch(s.Annotations, annotations, sliceAnnotationKeys) {
+			if ownedMatch(s.Labels, labels, sliceLabelKeys) && ownedMatch(s.Annotations, annotations, sliceAnnotationKeys) && ownedBy(s, svc.UID) {
 				memo.set(s, k.Chunk, k.Part)
 				continue
 			}
 			relabelled := Slice{Name: s.Name, AddressType: s.AddressType, Endpoints: s.Endpoints, Ports: s.Ports}
-			applied, err := r.applySlice(ctx, si, relabelled, labels, annotations)
+			applied, err := r.applySlice(ctx, svc, relabelled, labels, annotations)
 			if err != nil {
 				errs = append(errs, &stepError{"relabelling EndpointSlice " + s.Name, err})
 				continue
@@ -526,7 +526,7 @@ func (r *Reconciler) applySlices(ctx context.Context, si *mcsv1beta1.ServiceImpo
 			continue
 		}
 		for name := range ss {
-			if err := r.deleteSlice(ctx, si.Namespace, name); err != nil {
+			if err := r.deleteSlice(ctx, key.Namespace, name); err != nil {
 				errs = append(errs, &stepError{"deleting EndpointSlice " + name, err})
 			}
 			memo.forget(name)
@@ -567,13 +567,14 @@ func hasAll(have, want map[string]string) bool {
 	return true
 }
 
-// applySlice applies one slice and returns it as the API server stored it.
-func (r *Reconciler) applySlice(ctx context.Context, si *mcsv1beta1.ServiceImport, s Slice, labels, annotations map[string]string) (*discoveryv1.EndpointSlice, error) {
+// applySlice applies one slice, owned by the derived Service svc as a
+// Service's own slices are, and returns it as the API server stored it.
+func (r *Reconciler) applySlice(ctx context.Context, svc *corev1.Service, s Slice, labels, annotations map[string]string) (*discoveryv1.EndpointSlice, error) {
 	es := &discoveryv1.EndpointSlice{
 		TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice"},
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: si.Namespace, Name: s.Name, Labels: labels, Annotations: annotations,
-			OwnerReferences: []metav1.OwnerReference{ownerRef(si)},
+			Namespace: svc.Namespace, Name: s.Name, Labels: labels, Annotations: annotations,
+			OwnerReferences: []metav1.OwnerReference{serviceOwner(svc)},
 		},
 		AddressType: s.AddressType,
 		Endpoints:   s.Endpoints,
@@ -701,10 +702,30 @@ func (r *Reconciler) apply(ctx context.Context, obj runtime.Object, out runtime.
 	return runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out)
 }
 
-func ownerRef(si *mcsv1beta1.ServiceImport) metav1.OwnerReference {
+// serviceOwner is the owner reference of an imported slice to its derived
+// Service: deleting the Service takes its slices.
+func serviceOwner(svc *corev1.Service) metav1.OwnerReference {
 	return metav1.OwnerReference{
-		APIVersion: mcsv1beta1.GroupVersion.String(), Kind: "ServiceImport", Name: si.Name, UID: si.UID,
+		APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID,
 		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(false),
+	}
+}
+
+// ownedBy reports whether o's controller is the object with uid.
+func ownedBy(o metav1.Object, uid types.UID) bool {
+	ref := metav1.GetControllerOfNoCopy(o)
+	return ref != nil && ref.UID == uid
+}
+
+// eventTarget is what an import's events are about: its ServiceImport, or
+// a reference to the one it will have when none exists yet.
+func eventTarget(si *mcsv1beta1.ServiceImport, key types.NamespacedName) runtime.Object {
+	if si != nil && si.UID != "" {
+		return si
+	}
+	return &mcsv1beta1.ServiceImport{
+		TypeMeta:   metav1.TypeMeta{APIVersion: mcsv1beta1.GroupVersion.String(), Kind: "ServiceImport"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
 	}
 }
 

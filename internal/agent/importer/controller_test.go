@@ -345,23 +345,26 @@ func TestUnservable(t *testing.T) {
 	}
 }
 
-func TestHeldIPs(t *testing.T) {
+func TestImportIPs(t *testing.T) {
 	held := []string{"10.96.0.10"}
+	derived := &corev1.Service{Spec: corev1.ServiceSpec{ClusterIPs: []string{"10.96.0.20"}}}
 	tests := []struct {
 		name      string
 		typ       string
+		svc       *corev1.Service
 		withdrawn bool
 		want      []string
 	}{
-		{"ClusterSetIP keeps its ips until the derived Service says", string(mcsv1beta1.ClusterSetIP), false, held},
-		{"headless has none", string(mcsv1beta1.Headless), false, nil},
-		{"withdrawn has none", string(mcsv1beta1.ClusterSetIP), true, nil},
-		{"headless and withdrawn", string(mcsv1beta1.Headless), true, nil},
+		{"ClusterSetIP takes its derived Service's", string(mcsv1beta1.ClusterSetIP), derived, false, derived.Spec.ClusterIPs},
+		{"ClusterSetIP whose derived Service failed keeps its ips", string(mcsv1beta1.ClusterSetIP), nil, false, held},
+		{"headless has none", string(mcsv1beta1.Headless), derived, false, nil},
+		{"withdrawn has none", string(mcsv1beta1.ClusterSetIP), nil, true, nil},
+		{"headless and withdrawn", string(mcsv1beta1.Headless), nil, true, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := heldIPs(tt.typ, held, tt.withdrawn); !slices.Equal(got, tt.want) {
-				t.Errorf("heldIPs = %v, want %v", got, tt.want)
+			if got := importIPs(tt.typ, held, tt.svc, tt.withdrawn); !slices.Equal(got, tt.want) {
+				t.Errorf("importIPs = %v, want %v", got, tt.want)
 			}
 		})
 	}

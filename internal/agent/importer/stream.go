@@ -1,8 +1,10 @@
 package importer
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -54,6 +56,13 @@ func (s *Stream) Get(key types.NamespacedName) (*Desired, bool) {
 		}
 	}
 	return &Desired{Import: d.Import, Chunks: chunks}, s.synced
+}
+
+// Len returns how many imports the stream holds.
+func (s *Stream) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.imports)
 }
 
 // Keys returns every import the stream holds, and whether it is synced.
@@ -134,6 +143,7 @@ func (s *Stream) watch(ctx context.Context) (bool, error) {
 					}
 				}
 				s.imports, staged = staged, nil
+				smallestFirst(changed, s.imports)
 			}
 			s.rev = ev.GetRevision()
 			s.mu.Unlock()
@@ -157,6 +167,26 @@ func (s *Stream) watch(ctx context.Context) (bool, error) {
 			}
 		}
 	}
+}
+
+// smallestFirst orders keys by their imports' endpoints, fewest first
+// (removed imports, which have none, first of all), then by name: a
+// cluster that joins a fleet has most of its imports in place soonest, and
+// an import of 50,000 endpoints does not hold back thousands of small ones.
+func smallestFirst(keys []types.NamespacedName, imports map[types.NamespacedName]*Desired) {
+	size := make(map[types.NamespacedName]int, len(keys))
+	for _, k := range keys {
+		if d := imports[k]; d != nil {
+			for _, chunks := range d.Chunks {
+				for _, c := range chunks {
+					size[k] += len(c.GetEndpoints())
+				}
+			}
+		}
+	}
+	slices.SortFunc(keys, func(a, b types.NamespacedName) int {
+		return cmp.Or(cmp.Compare(size[a], size[b]), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
 }
 
 func (s *Stream) setSynced(v bool) {
