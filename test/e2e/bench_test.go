@@ -13,12 +13,14 @@ import (
 	"time"
 
 	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/internal/scheme"
 	"github.com/fleetnet/fleetnet/test/fleet"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
@@ -69,11 +71,74 @@ func watchImportedSlices(b *testing.B, ctx context.Context, ns string) <-chan sl
 			sort.Strings(ev.addresses)
 			events <- ev
 		}
-		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: send, UpdateFunc: func(_, n any) { send(n) }})
+		_, _ = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: send, UpdateFunc: func(_, n any) { send(n) }})
 		factory.Start(ctx.Done())
 		factory.WaitForCacheSync(ctx.Done())
 	}
 	return events
+}
+
+// watchServiceImports records, per importing cluster and ServiceImport
+// name in ns, when it was first seen with its ClusterSetIP, until ctx
+// ends.
+func watchServiceImports(b *testing.B, ctx context.Context, ns string) *importSeen {
+	seen := &importSeen{at: map[string]map[string]time.Time{}}
+	for _, c := range clusters {
+		seen.at[c] = map[string]time.Time{}
+		inf, err := cache.New(restConfig(b, c), cache.Options{Scheme: scheme.Scheme, DefaultNamespaces: map[string]cache.Config{ns: {}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		si, err := inf.GetInformer(ctx, &mcsv1beta1.ServiceImport{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		note := func(obj any) {
+			if o, ok := obj.(*mcsv1beta1.ServiceImport); ok && len(o.Spec.IPs) > 0 {
+				seen.note(c, o.Name, time.Now())
+			}
+		}
+		if _, err := si.AddEventHandler(toolscache.ResourceEventHandlerFuncs{AddFunc: note, UpdateFunc: func(_, n any) { note(n) }}); err != nil {
+			b.Fatal(err)
+		}
+		go func() { _ = inf.Start(ctx) }()
+		if !inf.WaitForCacheSync(ctx) {
+			b.Fatalf("%s: ServiceImport cache not synced", c)
+		}
+	}
+	return seen
+}
+
+// importSeen holds when each cluster first saw each ServiceImport with
+// its ClusterSetIP.
+type importSeen struct {
+	mu sync.Mutex
+	at map[string]map[string]time.Time
+}
+
+func (s *importSeen) note(cluster, name string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.at[cluster][name]; !ok {
+		s.at[cluster][name] = at
+	}
+}
+
+// everywhere returns when the last cluster saw name, and whether all had.
+func (s *importSeen) everywhere(name string) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var last time.Time
+	for _, c := range clusters {
+		at, ok := s.at[c][name]
+		if !ok {
+			return time.Time{}, false
+		}
+		if at.After(last) {
+			last = at
+		}
+	}
+	return last, true
 }
 
 // awaitEverywhere reads events until every cluster has shown service with
@@ -202,16 +267,37 @@ func BenchmarkFleet(b *testing.B) {
 		}
 	})
 
+	// Where an export's time goes: the benchmark's own three creates in
+	// east, then until every cluster shows the ServiceImport with its
+	// ClusterSetIP, then until every cluster shows the slice.
+	imports := watchServiceImports(b, ctx, ns)
 	b.Run("ExportToImport", func(b *testing.B) {
-		var lat []time.Duration
+		var lat, created, toImport, toSlice []time.Duration
 		for i := 0; i < b.N; i++ {
 			name := fmt.Sprintf("new-%d-%d", b.N, i)
 			addrs := addresses(n+i, 0)
 			begin := time.Now()
 			export(b, "east", ns, service{name: name, portName: "http", port: 80, addresses: addrs})
-			lat = append(lat, awaitEverywhere(b, events, name, addrs, time.Minute).Sub(begin))
+			exported := time.Now()
+			sliced := awaitEverywhere(b, events, name, addrs, time.Minute)
+			lat = append(lat, sliced.Sub(begin))
+			imported, ok := imports.everywhere(name)
+			for deadline := time.Now().Add(time.Minute); !ok && time.Now().Before(deadline); imported, ok = imports.everywhere(name) {
+				time.Sleep(time.Millisecond) // the informer's handler may run after the slice's
+			}
+			if !ok {
+				b.Fatalf("%s: ServiceImport not seen everywhere", name)
+			}
+			created = append(created, exported.Sub(begin))
+			toImport = append(toImport, imported.Sub(exported))
+			toSlice = append(toSlice, max(0, sliced.Sub(imported)))
 		}
 		report(b, lat)
+		b.ReportMetric(float64(percentile(created, 0.5).Microseconds())/1000, "create-p50-ms")
+		b.ReportMetric(float64(percentile(toImport, 0.5).Microseconds())/1000, "to-serviceimport-p50-ms")
+		b.ReportMetric(float64(percentile(toImport, 0.99).Microseconds())/1000, "to-serviceimport-p99-ms")
+		b.ReportMetric(float64(percentile(toSlice, 0.5).Microseconds())/1000, "then-slice-p50-ms")
+		b.ReportMetric(float64(percentile(toSlice, 0.99).Microseconds())/1000, "then-slice-p99-ms")
 	})
 
 	changes := 0
