@@ -164,6 +164,16 @@ const (
 	FieldManagerDev = "fleetnetctl-dev"
 )
 
+// Keys of fleetnetctl's changes to a member cluster (`fleetnetctl dns wire`).
+const (
+	// FieldManagerCtl writes what fleetnetctl changes in a cluster: the
+	// CoreDNS Corefile's clusterset forward.
+	FieldManagerCtl = "fleetnetctl"
+	// AnnotationRestartedAt on a Deployment's pod template restarts it,
+	// as `kubectl rollout restart` does with the same key.
+	AnnotationRestartedAt = "kubectl.kubernetes.io/restartedAt"
+)
+
 // Exported labels and annotations (spec.exportedLabels and
 // spec.exportedAnnotations of a ServiceExport) become the ServiceImport's
 // own in every importing cluster. Keys under these prefixes are refused:

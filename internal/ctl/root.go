@@ -1,6 +1,7 @@
 // Package ctl implements fleetnetctl, the operator's command line: fleet
-// certificates, registry administration, the local development fleet and the
-// diagnosis of a service's path (diagnose).
+// certificates, registry administration, the local development fleet, the
+// diagnosis of a service's path (diagnose) and a cluster's CoreDNS wired to
+// fleetnet-dns (dns).
 package ctl
 
 import (
@@ -15,6 +16,6 @@ func NewRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newCertsCommand(), newRegistryCommand(), newDevCommand(), newDiscoveryCommand(), newDiagnoseCommand())
+	root.AddCommand(newCertsCommand(), newRegistryCommand(), newDevCommand(), newDiscoveryCommand(), newDiagnoseCommand(), newDNSCommand())
 	return root
 }

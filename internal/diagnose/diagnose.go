@@ -465,7 +465,7 @@ func clustersetDNS(f *Facts) []Step {
 			"fleetnet-dns has no record: check that it runs with a kubeconfig of "+f.Target.Cluster+" and may list serviceimports and endpointslices (its log says)"))
 	}
 	if a := f.DNS.Cluster; a != nil {
-		fix := fmt.Sprintf("the cluster's resolver does not forward %s to fleetnet-dns: add a server block for %s to its Corefile (kube-system/coredns) that forwards to fleetnet-dns' ClusterIP", keys.ClustersetZone, keys.ClustersetZone)
+		fix := fmt.Sprintf("the cluster's resolver does not forward %s to fleetnet-dns: run fleetnetctl dns wire --context <the cluster>, which adds to its Corefile (kube-system/coredns) a server block for %s that forwards to fleetnet-dns' ClusterIP", keys.ClustersetZone, keys.ClustersetZone)
 		steps = append(steps, dnsStep("cluster DNS", f.DNS.Name, a, want, fix))
 	}
 	return steps
