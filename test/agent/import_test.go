@@ -139,6 +139,10 @@ func TestImportMaterialisesAndRepairs(t *testing.T) {
 			if len(s.Ports) != 1 || *s.Ports[0].Name != "http" || *s.Ports[0].Port != 8080 {
 				return errorf("slice %s ports %v", s.Name, s.Ports)
 			}
+			// Owned by the derived Service, as a Service's own slices are.
+			if ref := metav1.GetControllerOf(&s); ref == nil || ref.Kind != "Service" || ref.UID != svc.UID {
+				return errorf("slice %s controller %+v, want the derived Service %s", s.Name, ref, svc.UID)
+			}
 		}
 		return nil
 	}
@@ -146,6 +150,12 @@ func TestImportMaterialisesAndRepairs(t *testing.T) {
 	if g := wa.gauge(t, "fleetnet_agent_imports_pending", nil); g != 0 {
 		t.Errorf("pending imports = %v after the namespace appeared, want 0", g)
 	}
+	testkit.Eventually(t, 10*time.Second, "the import to be counted in place", func(context.Context) error {
+		if in, all := wa.gauge(t, "fleetnet_agent_imports_in_place", nil), wa.gauge(t, "fleetnet_agent_imports", nil); in != 1 || all != 1 {
+			return errorf("imports in place %v of %v, want 1 of 1", in, all)
+		}
+		return nil
+	})
 
 	// Drift, with the registry unchanged: each is repaired.
 	ss, _ := importedSlices(ctx, wc, "echo")
@@ -784,4 +794,48 @@ func TestImportedSlicesCarryThePrivateLinkService(t *testing.T) {
 	})
 	patchAnnotation(t, ec, "echo", keys.AnnotationPLSApproval, "manual")
 	testkit.Eventually(t, 20*time.Second, "slices with the Private Link Service, no approval", slicesSay(pls, ""))
+}
+
+// With --create-import-namespaces, an import whose namespace the cluster
+// lacks creates it (labelled as the agent's) instead of waiting.
+func TestImportCreatesItsNamespace(t *testing.T) {
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "east"}, {Name: "west"}}})
+	east, west := f.Cluster(t, "east"), f.Cluster(t, "west")
+	r := registrytest.Start(t, server.Config{})
+	ec, wc := east.Client(t), west.Client(t)
+	ctx := context.Background()
+	const other = "made-by-import"
+	createNamespace(t, ec, other)
+	for _, obj := range []client.Object{
+		service(other, "echo"),
+		endpointSlice(other, "echo", "echo-1", "10.244.0.1"),
+		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "echo"}},
+	} {
+		if err := ec.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startAgent(t, east, r, "east")
+	wa := startAgent(t, west, r, "west", func(o *app.Options) { o.CreateImportNamespaces = true })
+	testkit.Eventually(t, 30*time.Second, "the import in its new namespace", func(ctx context.Context) error {
+		n := &corev1.Namespace{}
+		if err := wc.Get(ctx, types.NamespacedName{Name: other}, n); err != nil {
+			return err
+		}
+		if n.Labels[keys.LabelManagedBy] != keys.ManagedByAgent {
+			return errorf("namespace labels %v, want %s=%s", n.Labels, keys.LabelManagedBy, keys.ManagedByAgent)
+		}
+		list := &discoveryv1.EndpointSliceList{}
+		if err := wc.List(ctx, list, client.InNamespace(other), client.MatchingLabels{mcsv1beta1.LabelServiceName: "echo", discoveryv1.LabelManagedBy: keys.EndpointSliceManagedBy}); err != nil {
+			return err
+		}
+		ss := list.Items
+		if got := addresses(ss); !slices.Equal(got, []string{"10.244.0.1"}) {
+			return errorf("imported addresses %v", got)
+		}
+		return nil
+	})
+	if g := wa.gauge(t, "fleetnet_agent_imports_pending", nil); g != 0 {
+		t.Errorf("pending imports = %v, want 0", g)
+	}
 }

@@ -60,6 +60,9 @@ type Options struct {
 	// rest.Config as it is.
 	KubeAPIQPS   float32
 	KubeAPIBurst int
+	// CreateImportNamespaces lets the agent create an import's namespace
+	// when the cluster has none of that name.
+	CreateImportNamespaces bool
 	// AzureLoadBalancerID is the cluster's public Azure load balancer,
 	// whose frontends exported Services of type LoadBalancer publish.
 	AzureLoadBalancerID string
@@ -92,6 +95,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ImportResyncPeriod, "import-resync-period", 10*time.Minute, "how often every import is compared with the cluster, bounding repair when an event is missed")
 	fs.IntVar(&o.EndpointsPerSlice, "endpoints-per-slice", 100, "most endpoints in one imported EndpointSlice (1 to 1000)")
 	fs.IntVar(&o.ImportWorkers, "import-workers", 4, "how many imports are reconciled at once (1 to 64)")
+	fs.BoolVar(&o.CreateImportNamespaces, "create-import-namespaces", false, "create the namespace of an import when the cluster has none (labelled app.kubernetes.io/managed-by=fleetnet-agent, never deleted by the agent); off, such an import waits for its namespace (fleetnet_agent_imports_pending)")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", 200, "requests per second to this cluster's API server, on average (a join of 5,000 imports is about 25,000 writes); the chart's FlowSchema also keeps them from starving the cluster's own controllers")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 400, "requests to this cluster's API server in a burst above --kube-api-qps")
 }
@@ -268,7 +272,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	if err := (&importer.Reconciler{
 		Client: mgr.GetClient(), Stream: stream, Families: families, EndpointsPerSlice: o.EndpointsPerSlice, Workers: o.ImportWorkers,
 		Recorder: mgr.GetEventRecorder("fleetnet-agent"), Log: log, Events: importEvents, Pending: importer.NewPendingTracker(reg),
-		Progress: progress,
+		Progress: progress, CreateNamespaces: o.CreateImportNamespaces,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}

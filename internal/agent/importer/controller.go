@@ -56,6 +56,9 @@ type Reconciler struct {
 	Pending *PendingTracker
 	// Progress counts the imports in place (nil: not counted).
 	Progress *Progress
+	// CreateNamespaces: an import whose namespace does not exist creates
+	// it, rather than waiting for it (namespace sameness kept by hand).
+	CreateNamespaces bool
 	// Workers is how many imports are reconciled at once (at least 1).
 	// Imports are independent; one worker made a fleet's first sync of
 	// 1,000 imports wait on one API round trip after another.
@@ -122,7 +125,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, r.remove(ctx, req.NamespacedName)
 	}
 	ns := &corev1.Namespace{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Name: req.Namespace}, ns); apierrors.IsNotFound(err) || (err == nil && !ns.DeletionTimestamp.IsZero()) {
+	err := r.Client.Get(ctx, types.NamespacedName{Name: req.Namespace}, ns)
+	if apierrors.IsNotFound(err) && r.CreateNamespaces {
+		if ns, err = r.createNamespace(ctx, req.Namespace); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	if apierrors.IsNotFound(err) || (err == nil && !ns.DeletionTimestamp.IsZero()) {
 		r.Pending.Wait(req.NamespacedName)
 		r.Progress.Set(req.NamespacedName, false)
 		r.memo.drop(req.NamespacedName)
@@ -133,7 +142,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	r.Pending.Done(req.NamespacedName)
 
 	si := &mcsv1beta1.ServiceImport{}
-	err := r.Client.Get(ctx, req.NamespacedName, si)
+	err = r.Client.Get(ctx, req.NamespacedName, si)
 	if cached := si; err == nil || apierrors.IsNotFound(err) {
 		if err != nil {
 			cached = nil
@@ -215,6 +224,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 	return reconcile.Result{}, nil
+}
+
+// createNamespace creates an import's missing namespace, labelled as the
+// agent's. The agent never deletes it: others may have put anything in it
+// since, which the agent could not see without reading every resource
+// type of the cluster.
+func (r *Reconciler) createNamespace(ctx context.Context, name string) (*corev1.Namespace, error) {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{keys.LabelManagedBy: keys.ManagedByAgent}}}
+	err := r.Client.Create(ctx, ns, client.FieldOwner(keys.FieldManagerAgent))
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		// Made since the cache was read; the Namespace watch brings it.
+		return nil, apierrors.NewNotFound(corev1.Resource("namespaces"), name)
+	case err != nil:
+		return nil, fmt.Errorf("creating namespace %s for its imports: %w", name, err)
+	}
+	r.Log.Info("created the namespace of an import", "namespace", name)
+	return ns, nil
 }
 
 // withdrawRetry is how soon an import this cluster cannot serve is
