@@ -93,7 +93,7 @@ func TestWrongValues(t *testing.T) {
 		{chart: "fleetnet-agent", set: []string{"registry.address=registry.example.com"}, want: "at '/registry/address'"},
 		{chart: "fleetnet-agent", set: []string{"importWorkers=100"}, want: "at '/importWorkers'"},
 		{chart: "fleetnet-agent", set: []string{"extraArgs={v=2}"}, want: "at '/extraArgs/0'"},
-		{chart: "fleetnet-agent", set: []string{"kubeAPI.qps=0"}, want: "at '/kubeAPI/qps'"},
+		{chart: "fleetnet-agent", set: []string{"kubeAPI.qps=-1"}, want: "at '/kubeAPI/qps'"},
 		{chart: "fleetnet-agent", set: []string{"flowControl.lendablePercent=150"}, want: "at '/flowControl/lendablePercent'"},
 		{chart: "fleetnet-gateway", set: []string{"region=eu west"}, want: "at '/region'"},
 		{chart: "fleetnet-gateway", set: []string{"gatewayAddresses=a.example.com"}, want: "at '/gatewayAddresses'"},

@@ -96,7 +96,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.EndpointsPerSlice, "endpoints-per-slice", 100, "most endpoints in one imported EndpointSlice (1 to 1000)")
 	fs.IntVar(&o.ImportWorkers, "import-workers", 4, "how many imports are reconciled at once (1 to 64)")
 	fs.BoolVar(&o.CreateImportNamespaces, "create-import-namespaces", false, "create the namespace of an import when the cluster has none (labelled app.kubernetes.io/managed-by=fleetnet-agent, never deleted by the agent); off, such an import waits for its namespace (fleetnet_agent_imports_pending)")
-	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", 200, "requests per second to this cluster's API server, on average (a join of 5,000 imports is about 25,000 writes); the chart's FlowSchema also keeps them from starving the cluster's own controllers")
+	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", 200, "requests per second to this cluster's API server, on average (a join of 5,000 imports is about 25,000 writes); 0: no limit of the agent's own. The chart's FlowSchema also keeps them from starving the cluster's own controllers")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 400, "requests to this cluster's API server in a burst above --kube-api-qps")
 }
 

@@ -120,7 +120,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		r.Pending.Done(req.NamespacedName)
 		r.Progress.Set(req.NamespacedName, false)
 		if !synced {
-			return reconcile.Result{}, nil // never delete on partial knowledge
+			// Never delete on partial knowledge; but come back while
+			// something fleetnet made is here, which the stream's sync
+			// may not name (it names the imports it holds).
+			svc, ss, err := r.dataPlane(ctx, req.NamespacedName)
+			if err != nil {
+				return reconcile.Result{}, err
+			}
+			if svc != nil || len(ss) > 0 {
+				return reconcile.Result{RequeueAfter: withdrawRetry}, nil
+			}
+			return reconcile.Result{}, nil
 		}
 		return reconcile.Result{}, r.remove(ctx, req.NamespacedName)
 	}
@@ -190,6 +200,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	ips := importIPs(imp.GetType(), si.Spec.IPs, svc, withdraw)
 	if want := withIPs(spec, ips); si.UID == "" || !equality.Semantic.DeepEqual(si.Spec, want) || !metadataApplied(si, labels, annotations) {
 		if applied, err = r.applyServiceImport(ctx, si, req.NamespacedName, spec, ips, labels, annotations); err != nil {
+			r.Progress.Set(req.NamespacedName, false)
 			return reconcile.Result{}, r.specRefused(ctx, si, req.NamespacedName, imp, &stepError{"applying the ServiceImport spec", err})
 		}
 	}

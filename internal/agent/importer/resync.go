@@ -5,15 +5,17 @@ import (
 	"time"
 
 	"github.com/fleetnet/fleetnet/api/keys"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
-// Resyncer reconciles every import the registry holds and every managed
-// ServiceImport every Period, so repair is bounded even if an event is
-// missed.
+// Resyncer reconciles every import the registry holds, every managed
+// ServiceImport and every derived Service every Period, so repair is
+// bounded even if an event is missed (a derived Service is not owned by
+// its ServiceImport, so one left behind is found here).
 type Resyncer struct {
 	Stream *Stream
 	Cache  cache.Cache
@@ -41,6 +43,14 @@ func (r *Resyncer) Start(ctx context.Context) error {
 		if err := r.Reader.List(ctx, list, client.MatchingLabels{keys.LabelManagedBy: keys.ManagedByAgent}); err == nil {
 			for _, si := range list.Items {
 				r.enqueue(ctx, si.Namespace, si.Name)
+			}
+		}
+		services := &corev1.ServiceList{}
+		if err := r.Reader.List(ctx, services, client.MatchingLabels{keys.LabelManagedBy: keys.ManagedByAgent}); err == nil {
+			for _, svc := range services.Items {
+				if name := svc.Labels[mcsv1beta1.LabelServiceName]; name != "" {
+					r.enqueue(ctx, svc.Namespace, name)
+				}
 			}
 		}
 	}

@@ -153,7 +153,7 @@ func sendUnrepeatable(rt http.RoundTripper, req *http.Request) (*http.Response, 
 		// and its bytes written before it.
 		var used *countingConn
 		var before int64
-		trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		trace := &httptrace.ClientTrace{GetConn: func(string) { used = nil }, GotConn: func(info httptrace.GotConnInfo) {
 			used = nil
 			c, ok := info.Conn.(*countingConn)
 			if !ok || !info.Reused {
@@ -166,7 +166,15 @@ func sendUnrepeatable(rt http.RoundTripper, req *http.Request) (*http.Response, 
 		}}
 		out := req.WithContext(httptrace.WithClientTrace(req.Context(), trace))
 		if rb != nil {
-			out.Body, out.GetBody = &replayReader{body: rb}, rb.again
+			// GetBody also makes a POST with an Idempotency-Key header
+			// replayable to net/http, which would then send it again
+			// after it was written: refuse unless nothing was.
+			out.Body, out.GetBody = &replayReader{body: rb}, func() (io.ReadCloser, error) {
+				if used != nil && used.written.Load() != before {
+					return nil, errors.New("request written: not sent again")
+				}
+				return rb.again()
+			}
 		}
 		resp, err := rt.RoundTrip(out)
 		if err == nil || used == nil || used.written.Load() != before || stale == maxStale ||
