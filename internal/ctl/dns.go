@@ -28,6 +28,7 @@ type dnsWireFlags struct {
 	zone                string
 	cacheSeconds        int
 	timeout             time.Duration
+	restart             bool
 }
 
 func newDNSCommand() *cobra.Command {
@@ -75,6 +76,7 @@ restarted as "kubectl rollout restart" does.`,
 	fs.StringVar(&f.deployment, "coredns-deployment", "kube-system/coredns", "namespace/name of CoreDNS's Deployment, restarted when its Corefile has no reload plugin")
 	fs.StringVar(&f.zone, "zone", "clusterset.local", "the clusterset zone")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long the command may take")
+	fs.BoolVar(&f.restart, "restart", false, "restart CoreDNS's Deployment even when the Corefile did not change (a restart that failed before), when it has no reload plugin")
 	if wire {
 		fs.StringVar(&f.service, "dns-service", "fleetnet-system/fleetnet-dns", "namespace/name of fleetnet-dns's Service (the fleetnet-dns chart's)")
 		fs.IntVar(&f.cacheSeconds, "cache-seconds", 5, "how long CoreDNS caches fleetnet-dns's answers (0: not at all); no longer than fleetnet-dns's TTL (the chart's ttlSeconds), or a withdrawn import is answered after it is gone")
@@ -125,9 +127,16 @@ func (f *dnsWireFlags) run(ctx context.Context, cmd *cobra.Command, wire bool) e
 		what = fmt.Sprintf("%s no longer forwarded to fleetnet-dns", f.zone)
 	}
 	out := cmd.OutOrStdout()
+	reloads, err := corefile.HasPlugin(next, "reload")
+	if err != nil {
+		return err
+	}
 	if next == current {
 		fmt.Fprintf(out, "%s: %s (unchanged)\n", cmKey, what)
-		return nil
+		if reloads || !f.restart {
+			return nil
+		}
+		return f.restartCoreDNS(ctx, cs, out)
 	}
 	cm.Data[f.key] = next
 	// Conditional on the resourceVersion read: an edit made since fails
@@ -136,15 +145,11 @@ func (f *dnsWireFlags) run(ctx context.Context, cmd *cobra.Command, wire bool) e
 		return fmt.Errorf("updating ConfigMap %s: %w", cmKey, err)
 	}
 	fmt.Fprintf(out, "%s: %s\n", cmKey, what)
-	reloads, err := corefile.HasPlugin(next, "reload")
-	if err != nil {
-		return err
-	}
 	if reloads {
 		fmt.Fprintln(out, "CoreDNS reads the change by itself (its reload plugin), once the kubelet has updated the mounted ConfigMap (about a minute)")
 		return nil
 	}
-	return f.restart(ctx, cs, out)
+	return f.restartCoreDNS(ctx, cs, out)
 }
 
 // dnsAddresses returns the addresses of fleetnet-dns's Service: each
@@ -186,14 +191,14 @@ func (f *dnsWireFlags) dnsAddresses(ctx context.Context, cs kubernetes.Interface
 
 // restart restarts CoreDNS's Deployment the way kubectl rollout restart
 // does: a new annotation on its pod template.
-func (f *dnsWireFlags) restart(ctx context.Context, cs kubernetes.Interface, out interface{ Write([]byte) (int, error) }) error {
+func (f *dnsWireFlags) restartCoreDNS(ctx context.Context, cs kubernetes.Interface, out interface{ Write([]byte) (int, error) }) error {
 	key, err := namespacedName("--coredns-deployment", f.deployment)
 	if err != nil {
 		return err
 	}
 	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{%q:%q}}}}}`, keys.AnnotationRestartedAt, time.Now().Format(time.RFC3339))
 	if _, err := cs.AppsV1().Deployments(key.Namespace).Patch(ctx, key.Name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: keys.FieldManagerCtl}); err != nil {
-		return fmt.Errorf("the Corefile has no reload plugin and CoreDNS's Deployment %s could not be restarted (restart it to use the change): %w", key, err)
+		return fmt.Errorf("the Corefile has no reload plugin and CoreDNS's Deployment %s could not be restarted (run again with --restart, or restart it, to use the change): %w", key, err)
 	}
 	fmt.Fprintf(out, "restarted %s: the Corefile has no reload plugin\n", key)
 	return nil

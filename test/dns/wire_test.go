@@ -101,6 +101,10 @@ func TestDNSWire(t *testing.T) {
 	if after := resourceVersion(t, cs); after != before {
 		t.Errorf("wiring again wrote the ConfigMap (resourceVersion %s → %s)", before, after)
 	}
+	// A restart that failed before is asked for again.
+	if out, err := run("dns", "wire", "--restart"); err != nil || !strings.Contains(out, "(unchanged)") || !strings.Contains(out, "restarted kube-system/coredns") {
+		t.Errorf("wire --restart: %v\n%s", err, out)
+	}
 
 	if out, err := run("dns", "unwire"); err != nil {
 		t.Fatalf("unwire: %v\n%s", err, out)

@@ -191,7 +191,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	// docs/architecture.md, "writes per import").
 	var svc *corev1.Service
 	if failure == nil {
-		if svc, failure = r.applyDerivedService(ctx, si, req.NamespacedName, DerivedServiceSpec(imp, families)); failure != nil {
+		svc, failure = r.applyDerivedService(ctx, si, req.NamespacedName, DerivedServiceSpec(imp, families))
+		if errors.Is(failure, errServiceReplaced) {
+			return reconcile.Result{RequeueAfter: cacheBehindRetry}, nil // the cache has yet to show it
+		}
+		if failure != nil {
 			reason = keys.ReasonApplyFailed
 		}
 	}
@@ -394,7 +398,9 @@ func (r *Reconciler) applyDerivedService(ctx context.Context, si *mcsv1beta1.Ser
 		return nil, &stepError{"applying the derived Service", fmt.Errorf("a Service %s/%s exists that fleetnet does not manage", key.Namespace, name)}
 	case (existing.Spec.ClusterIP == corev1.ClusterIPNone) != (spec.ClusterIP == corev1.ClusterIPNone) ||
 		(len(existing.Spec.IPFamilies) > 0 && len(spec.IPFamilies) > 0 && existing.Spec.IPFamilies[0] != spec.IPFamilies[0]):
-		if err := r.Client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID}); client.IgnoreNotFound(err) != nil {
+		if err := r.Client.Delete(ctx, existing, client.Preconditions{UID: &existing.UID}); apierrors.IsConflict(err) {
+			return nil, errServiceReplaced
+		} else if client.IgnoreNotFound(err) != nil {
 			return nil, &stepError{"re-creating the derived Service", err}
 		}
 		r.Log.Info("re-creating derived Service: headless or primary IP family changed", "import", key.String(), "service", name)
@@ -441,6 +447,10 @@ func (r *Reconciler) applyDerivedService(ctx context.Context, si *mcsv1beta1.Ser
 	}
 	return out, nil
 }
+
+// errServiceReplaced: the derived Service the cache showed was already
+// replaced (its UID precondition failed); the cache is behind.
+var errServiceReplaced = errors.New("the derived Service was already re-created")
 
 // serviceMatches reports whether the derived Service of the import named
 // name already is what the agent would apply, so that a converged import
