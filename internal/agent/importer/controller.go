@@ -137,8 +137,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	ns := &corev1.Namespace{}
 	err := r.Client.Get(ctx, types.NamespacedName{Name: req.Namespace}, ns)
 	if apierrors.IsNotFound(err) && r.CreateNamespaces {
-		if ns, err = r.createNamespace(ctx, req.Namespace); err != nil {
-			return reconcile.Result{}, err
+		created, cerr := r.createNamespace(ctx, req.Namespace)
+		if cerr != nil {
+			return reconcile.Result{}, cerr
+		}
+		if created != nil {
+			ns, err = created, nil
 		}
 	}
 	if apierrors.IsNotFound(err) || (err == nil && !ns.DeletionTimestamp.IsZero()) {
@@ -242,16 +246,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 }
 
 // createNamespace creates an import's missing namespace, labelled as the
-// agent's. The agent never deletes it: others may have put anything in it
-// since, which the agent could not see without reading every resource
-// type of the cluster.
+// agent's, and returns it; nil when it exists already (made since the
+// cache was read: the Namespace watch brings the import back). The agent
+// never deletes it: others may have put anything in it since, which the
+// agent could not see without reading every resource type of the cluster.
 func (r *Reconciler) createNamespace(ctx context.Context, name string) (*corev1.Namespace, error) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{keys.LabelManagedBy: keys.ManagedByAgent}}}
 	err := r.Client.Create(ctx, ns, client.FieldOwner(keys.FieldManagerAgent))
 	switch {
 	case apierrors.IsAlreadyExists(err):
-		// Made since the cache was read; the Namespace watch brings it.
-		return nil, apierrors.NewNotFound(corev1.Resource("namespaces"), name)
+		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("creating namespace %s for its imports: %w", name, err)
 	}
