@@ -177,11 +177,11 @@ func createPlainImport(ctx context.Context, c client.Client, namespace, name str
 
 // apiServerCPU returns the API server's process_cpu_seconds_total.
 func apiServerCPU(b *testing.B, c *fleet.Cluster) float64 {
-	v, ok := fleet.APIServerMetric(b, c.Name, c.Config, "process_cpu_seconds_total")
+	mf, ok := fleet.APIServerMetrics(b, c.Name, c.Config)["process_cpu_seconds_total"]
 	if !ok {
 		b.Fatalf("cluster %s: the API server has no process_cpu_seconds_total", c.Name)
 	}
-	return v
+	return fleet.MetricSum(mf, nil)
 }
 
 // sampleHeap samples the process's heap in use every 100 ms until the

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/controlplane"
 	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/internal/testkit"
+	"github.com/fleetnet/fleetnet/test/fleet"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -39,7 +39,7 @@ var echoAddrs = map[string]string{"hub": "10.244.0.10", "member": "10.244.1.10"}
 // the chart's Deployment, and shows a full export → import round trip with
 // no request forbidden; then it takes create on EndpointSlices out of the
 // chart's ClusterRole in member and shows what the agent reports.
-func testAgentRBAC(t *testing.T, h *helm, binary string, reg *registrytest.Registry, hub, member *cluster) {
+func testAgentRBAC(t *testing.T, h *testkit.Helm, binary string, reg *registrytest.Registry, hub, member *cluster) {
 	agents := map[string]*agentProcess{}
 	for _, c := range []*cluster{hub, member} {
 		agents[c.Name] = startAgent(t, binary, c, reg)
@@ -84,7 +84,7 @@ func testAgentRBAC(t *testing.T, h *helm, binary string, reg *registrytest.Regis
 	// be.
 	edited := copyChart(t, "fleetnet-agent")
 	removeVerb(t, filepath.Join(edited, "files", "clusterrole.yaml"), "endpointslices", "create")
-	h.must(t, "upgrade", "fleetnet-agent", edited, "--namespace", systemNamespace, "--kubeconfig", member.KubeconfigPath, "--reuse-values")
+	h.Must(t, "upgrade", "fleetnet-agent", edited, "--namespace", systemNamespace, "--kubeconfig", member.KubeconfigPath, "--reuse-values")
 	role, err := member.clientset.RbacV1().ClusterRoles().Get(context.Background(), "fleetnet-agent", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -391,21 +391,6 @@ func containsAny(list any, s string) bool {
 // dispatched as matched by the FlowSchema schema.
 func flowSchemaDispatched(t *testing.T, c *cluster, schema string) float64 {
 	t.Helper()
-	body, err := c.clientset.Discovery().RESTClient().Get().AbsPath("/metrics").Do(context.Background()).Raw()
-	if err != nil {
-		t.Fatalf("%s: reading the API server's /metrics: %v", c.Name, err)
-	}
-	var n float64
-	for line := range strings.Lines(string(body)) {
-		if !strings.HasPrefix(line, "apiserver_flowcontrol_dispatched_requests_total{") || !strings.Contains(line, `flow_schema="`+schema+`"`) {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			t.Fatalf("%s: %q: %v", c.Name, line, err)
-		}
-		n += v
-	}
-	return n
+	families := fleet.APIServerMetrics(t, c.Name, c.Config)
+	return fleet.MetricSum(families["apiserver_flowcontrol_dispatched_requests_total"], map[string]string{"flow_schema": schema})
 }

@@ -8,14 +8,9 @@
 package charts
 
 import (
-	"bytes"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
-
-	"github.com/fleetnet/fleetnet/internal/controlplane"
 )
 
 // chart describes one chart under charts/.
@@ -64,56 +59,4 @@ func examples(t testing.TB, c chart) []string {
 		t.Fatal(err)
 	}
 	return files
-}
-
-// helm runs bin/helm with a configuration of its own (no user's
-// repositories or plugins) and returns its combined output.
-type helm struct {
-	path string
-	home string
-}
-
-func newHelm(t testing.TB) *helm {
-	t.Helper()
-	bins, err := controlplane.FindBinaries()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path, err := bins.Path("helm")
-	if err != nil {
-		t.Fatal(err) // says to run `make tools`
-	}
-	return &helm{path: path, home: t.TempDir()}
-}
-
-func (h *helm) run(t testing.TB, args ...string) (string, error) {
-	t.Helper()
-	cmd := exec.Command(h.path, args...)
-	cmd.Env = append(os.Environ(),
-		"HELM_CACHE_HOME="+filepath.Join(h.home, "cache"),
-		"HELM_CONFIG_HOME="+filepath.Join(h.home, "config"),
-		"HELM_DATA_HOME="+filepath.Join(h.home, "data"),
-	)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	t.Logf("helm %s: %v", strings.Join(args, " "), errString(err))
-	return out.String(), err
-}
-
-// must runs helm and fails the test when it fails.
-func (h *helm) must(t testing.TB, args ...string) string {
-	t.Helper()
-	out, err := h.run(t, args...)
-	if err != nil {
-		t.Fatalf("helm %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return out
-}
-
-func errString(err error) string {
-	if err == nil {
-		return "ok"
-	}
-	return err.Error()
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/internal/registry/server"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/fleetnet/fleetnet/test/fleet"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -51,7 +52,7 @@ type release struct {
 // their binaries, each as its chart's ServiceAccount, serving what the
 // agents imported.
 func TestChartsOnAFleet(t *testing.T) {
-	h := newHelm(t)
+	h := testkit.NewHelm(t)
 	// The binaries of this checkout, built while the fleet starts.
 	agentBinary := buildBinary(t, "fleetnet-agent")
 	dnsBinary := buildBinary(t, "fleetnet-dns")
@@ -110,7 +111,7 @@ func TestChartsOnAFleet(t *testing.T) {
 				for _, s := range r.set {
 					args = append(args, "--set", s)
 				}
-				out := h.must(t, args...)
+				out := h.Must(t, args...)
 				// Warnings the API server sent back: a Pod template that
 				// restricted pod security would refuse, or a field it dropped.
 				// and a NOTES.txt that printed a missing value.
@@ -123,7 +124,7 @@ func TestChartsOnAFleet(t *testing.T) {
 					_, notes, _ := strings.Cut(out, "NOTES:")
 					t.Logf("NOTES of %s:%s", r.name, notes)
 				}
-				manifest := h.must(t, "get", "manifest", r.name, "--namespace", r.namespace, "--kubeconfig", c.KubeconfigPath)
+				manifest := h.Must(t, "get", "manifest", r.name, "--namespace", r.namespace, "--kubeconfig", c.KubeconfigPath)
 				objs := c.checkManifest(t, manifest)
 				pods := c.waitForWorkloads(t, objs)
 				if r.secrets {

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/fleetnet/fleetnet/internal/testkit"
 )
 
 // TestEveryChartIsTested fails when a chart is added without an entry in
@@ -31,15 +33,15 @@ func TestEveryChartIsTested(t *testing.T) {
 // values and with each example values file. A chart whose defaults lack a
 // required value must fail to render, naming every such value.
 func TestRender(t *testing.T) {
-	h := newHelm(t)
+	h := testkit.NewHelm(t)
 	for _, c := range charts {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			dir := chartDir(t, c.name)
 			// helm lint reports a template's `fail` as information, so the
 			// defaults lint cleanly either way; rendering is what fails.
-			lint := h.must(t, "lint", "--strict", dir)
-			out, err := h.run(t, "template", c.name, dir)
+			lint := h.Must(t, "lint", "--strict", dir)
+			out, err := h.Run(t, "template", c.name, dir)
 			switch {
 			case len(c.required) == 0 && err != nil:
 				t.Errorf("the default values do not render: %v\n%s", err, out)
@@ -56,8 +58,8 @@ func TestRender(t *testing.T) {
 				t.Errorf("charts/%s has no examples/*.yaml", c.name)
 			}
 			for _, ex := range exs {
-				h.must(t, "lint", "--strict", dir, "-f", ex)
-				h.must(t, "template", c.name, dir, "-f", ex)
+				h.Must(t, "lint", "--strict", dir, "-f", ex)
+				h.Must(t, "template", c.name, dir, "-f", ex)
 			}
 		})
 	}
@@ -66,7 +68,7 @@ func TestRender(t *testing.T) {
 // TestWrongValues renders each chart with a wrong value and expects the
 // failure to name it: the schema's JSON pointer, or the chart's own message.
 func TestWrongValues(t *testing.T) {
-	h := newHelm(t)
+	h := testkit.NewHelm(t)
 	// Not the subtests' own folders: helm splits -f at commas, which
 	// their names hold.
 	dir := t.TempDir()
@@ -162,7 +164,7 @@ func TestWrongValues(t *testing.T) {
 			for _, s := range tc.set {
 				args = append(args, "--set", s)
 			}
-			out, err := h.run(t, args...)
+			out, err := h.Run(t, args...)
 			if err == nil {
 				t.Fatalf("rendered; want a failure naming %q", tc.want)
 			}

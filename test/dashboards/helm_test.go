@@ -1,15 +1,13 @@
 package dashboards
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/fleetnet/fleetnet/internal/controlplane"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 	"sigs.k8s.io/yaml"
 )
 
@@ -18,31 +16,13 @@ import (
 // with a configuration of its own, and returns its combined output.
 func helmTemplate(t *testing.T, c chart, args ...string) (string, error) {
 	t.Helper()
-	bins, err := controlplane.FindBinaries()
-	if err != nil {
-		t.Fatal(err)
-	}
-	helm, err := bins.Path("helm")
-	if err != nil {
-		t.Fatal(err) // says to run `make tools`
-	}
 	dir := filepath.Join(root(t), "charts", c.name)
 	all := []string{"template", c.name, dir, "--namespace", "fleetnet-system"}
 	if c.base != "" {
 		all = append(all, "-f", filepath.Join(dir, c.base))
 	}
 	all = append(all, args...)
-	home := t.TempDir()
-	cmd := exec.Command(helm, all...)
-	cmd.Env = append(os.Environ(),
-		"HELM_CACHE_HOME="+filepath.Join(home, "cache"),
-		"HELM_CONFIG_HOME="+filepath.Join(home, "config"),
-		"HELM_DATA_HOME="+filepath.Join(home, "data"),
-	)
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
-	return out.String(), err
+	return testkit.NewHelm(t).Run(t, all...)
 }
 
 // object is the part of a rendered object the test reads.

@@ -44,20 +44,8 @@ func APIWrites(t testing.TB, name string, cfg *rest.Config, resources ...string)
 // apiserver_request_total metric; name is for messages.
 func APIRequests(t testing.TB, name string, cfg *rest.Config) map[string]float64 {
 	t.Helper()
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := cs.Discovery().RESTClient().Get().AbsPath("/metrics").Do(context.Background()).Raw()
-	if err != nil {
-		t.Fatalf("reading /metrics of cluster %s: %v", name, err)
-	}
-	families, err := parseMetrics(string(body))
-	if err != nil {
-		t.Fatalf("parsing /metrics of cluster %s: %v", name, err)
-	}
 	out := map[string]float64{}
-	for _, m := range families["apiserver_request_total"].GetMetric() {
+	for _, m := range APIServerMetrics(t, name, cfg)["apiserver_request_total"].GetMetric() {
 		labels := map[string]string{}
 		for _, l := range m.GetLabel() {
 			labels[l.GetName()] = l.GetValue()
@@ -67,10 +55,9 @@ func APIRequests(t testing.TB, name string, cfg *rest.Config) map[string]float64
 	return out
 }
 
-// APIServerMetric returns the value of an unlabelled counter or gauge of
-// the API server that cfg reaches (e.g. process_cpu_seconds_total), and
-// whether it has one; name is for messages.
-func APIServerMetric(t testing.TB, name string, cfg *rest.Config, metric string) (float64, bool) {
+// APIServerMetrics reads the /metrics of the API server that cfg reaches;
+// name is for messages.
+func APIServerMetrics(t testing.TB, name string, cfg *rest.Config) map[string]*dto.MetricFamily {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -84,15 +71,27 @@ func APIServerMetric(t testing.TB, name string, cfg *rest.Config, metric string)
 	if err != nil {
 		t.Fatalf("parsing /metrics of cluster %s: %v", name, err)
 	}
-	mf, ok := families[metric]
-	if !ok || len(mf.GetMetric()) == 0 {
-		return 0, false
+	return families
+}
+
+// MetricSum sums the counters or gauges of family whose labels include
+// every one of labels.
+func MetricSum(family *dto.MetricFamily, labels map[string]string) float64 {
+	var sum float64
+	for _, m := range family.GetMetric() {
+		have := map[string]string{}
+		for _, l := range m.GetLabel() {
+			have[l.GetName()] = l.GetValue()
+		}
+		match := true
+		for k, v := range labels {
+			match = match && have[k] == v
+		}
+		if match {
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
 	}
-	m := mf.GetMetric()[0]
-	if m.GetCounter() != nil {
-		return m.GetCounter().GetValue(), true
-	}
-	return m.GetGauge().GetValue(), true
+	return sum
 }
 
 // ScrapeMetrics reads a Prometheus text endpoint such as

@@ -123,14 +123,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			// Never delete on partial knowledge; but come back while
 			// something fleetnet made is here, which the stream's sync
 			// may not name (it names the imports it holds).
-			svc, ss, err := r.dataPlane(ctx, req.NamespacedName)
-			if err != nil {
-				return reconcile.Result{}, err
-			}
-			if svc != nil || len(ss) > 0 {
-				return reconcile.Result{RequeueAfter: withdrawRetry}, nil
-			}
-			return reconcile.Result{}, nil
+			return r.whileDataPlane(ctx, req.NamespacedName)
 		}
 		return reconcile.Result{}, r.remove(ctx, req.NamespacedName)
 	}
@@ -234,13 +227,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	case failure != nil && !synced:
 		// A stream that syncs to the same import reports no change: come
 		// back while there is a data plane left to withdraw.
-		svc, ss, err := r.dataPlane(ctx, req.NamespacedName)
-		if err != nil {
-			return reconcile.Result{}, err
-		}
-		if svc != nil || len(ss) > 0 {
-			return reconcile.Result{RequeueAfter: withdrawRetry}, nil
-		}
+		return r.whileDataPlane(ctx, req.NamespacedName)
+	}
+	return reconcile.Result{}, nil
+}
+
+// whileDataPlane asks for the import key to be reconciled again after
+// withdrawRetry while fleetnet's derived Service or slices of it remain,
+// for a decision that waits for a synced stream.
+func (r *Reconciler) whileDataPlane(ctx context.Context, key types.NamespacedName) (reconcile.Result, error) {
+	svc, ss, err := r.dataPlane(ctx, key)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if svc != nil || len(ss) > 0 {
+		return reconcile.Result{RequeueAfter: withdrawRetry}, nil
 	}
 	return reconcile.Result{}, nil
 }
