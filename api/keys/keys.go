@@ -164,11 +164,31 @@ const (
 	FieldManagerDev = "fleetnetctl-dev"
 )
 
-// Keys of fleetnetctl's changes to a member cluster (`fleetnetctl dns wire`).
+// Keys of fleetnetctl's changes to a cluster (`fleetnetctl dns wire`,
+// `fleetnetctl fleet init/join/leave`).
 const (
 	// FieldManagerCtl writes what fleetnetctl changes in a cluster: the
-	// CoreDNS Corefile's clusterset forward.
+	// CoreDNS Corefile's clusterset forward, and the namespace, Secrets and
+	// fleet ConfigMap of `fleet init` and `fleet join`.
 	FieldManagerCtl = "fleetnetctl"
+	// ManagedByCtl is the LabelManagedBy value of what `fleet init` and
+	// `fleet join` made besides Helm's releases (the namespace when it did
+	// not exist, the certificates' Secrets, the fleet ConfigMap): `fleet
+	// leave` deletes only what carries it.
+	ManagedByCtl = "fleetnetctl"
+	// FleetConfigMap, in the hub's fleetnet namespace, says how to join the
+	// fleet (`fleet init` writes it, `fleet join --hub-context` reads it),
+	// under the keys FleetKey*.
+	FleetConfigMap = "fleetnet-fleet"
+	// FleetKeyClustersetID is the clusterset's id.
+	FleetKeyClustersetID = "clustersetID"
+	// FleetKeyRegistryAddress is host:port of the registry as members dial it.
+	FleetKeyRegistryAddress = "registryAddress"
+	// FleetKeyImageRepository is the prefix of the fleet's images
+	// (<prefix>/fleetnet-agent); empty for the charts' default.
+	FleetKeyImageRepository = "imageRepository"
+	// FleetKeyVersion is the images' tag; empty for the charts' appVersion.
+	FleetKeyVersion = "version"
 	// AnnotationRestartedAt on a Deployment's pod template restarts it,
 	// as `kubectl rollout restart` does with the same key.
 	AnnotationRestartedAt = "kubectl.kubernetes.io/restartedAt"

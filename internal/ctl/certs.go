@@ -2,7 +2,6 @@ package ctl
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/fleetnet/fleetnet/internal/pki"
@@ -10,71 +9,78 @@ import (
 )
 
 func newCertsCommand() *cobra.Command {
-	var dir, registryHosts string
-	var clusters, admins []string
+	var dir, registryHosts, gatewayHosts, discoveryHosts string
+	var clusters, admins, edges []string
 	cmd := &cobra.Command{
 		Use:   "certs",
-		Short: "Create the fleet CA, the registry's serving certificate and client certificates",
+		Short: "Create the fleet CA and the certificates of the registry, gateway, edges, discovery, clusters and administrators",
 		Long: `Creates, in --dir:
-  ca.crt, ca.key              the fleet CA (kept when it exists)
-  registry.crt, registry.key  the registry's serving certificate for --registry-hosts
-  <cluster>.crt, .key         a client certificate per --cluster (identity: the cluster id)
-  <admin>.crt, .key           a client certificate per --admin`,
-		Example: `  fleetnetctl certs --dir certs --registry-hosts registry.example.com,127.0.0.1 --cluster east --cluster west --admin ops`,
+  ca.crt, ca.key                the fleet CA (kept when it exists)
+  registry.crt, registry.key    the registry's serving certificate for --registry-hosts
+  gateway.crt, gateway.key      fleetnet-gateway's serving certificate (the edges' model stream) for --gateway-hosts
+  discovery.crt, discovery.key  fleetnet-discovery's serving certificate for --discovery-hosts
+  <cluster>.crt, .key           a client certificate per --cluster (identity: the cluster id)
+  <edge>.crt, .key              a client certificate per --edge (organization fleetnet:edges; the
+                                edge chart's Secret wants one per Pod: fleetnet-edge-0, fleetnet-edge-1, ...)
+  <admin>.crt, .key             a client certificate per --admin
+
+"fleetnetctl fleet init" and "fleet join" make all of these themselves.`,
+		Example: `  fleetnetctl certs --dir certs --registry-hosts registry.example.com,127.0.0.1 --cluster east --cluster west --admin ops
+  fleetnetctl certs --dir certs --gateway-hosts fleetnet-gateway.fleetnet-system.svc --edge fleetnet-edge-0 --edge fleetnet-edge-1`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ca, err := loadOrCreateCA(dir)
+			ca, err := pki.LoadOrCreateCA(dir, "fleetnet-ca")
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
-			if registryHosts != "" {
-				kp, err := ca.ServingCert("fleetnet-registry", splitList(registryHosts))
-				if err != nil {
-					return err
-				}
-				if err := kp.Write(dir, "registry"); err != nil {
-					return err
-				}
-				fmt.Fprintf(out, "wrote %s\n", filepath.Join(dir, "registry.crt"))
-			}
-			for _, id := range clusters {
-				kp, err := ca.ClusterCert(id)
-				if err != nil {
-					return err
-				}
-				if err := kp.Write(dir, id); err != nil {
-					return err
-				}
-				fmt.Fprintf(out, "wrote %s (cluster %s)\n", filepath.Join(dir, id+".crt"), id)
-			}
-			for _, name := range admins {
-				kp, err := ca.AdminCert(name)
+			write := func(kp *pki.KeyPair, err error, name, what string) error {
 				if err != nil {
 					return err
 				}
 				if err := kp.Write(dir, name); err != nil {
 					return err
 				}
-				fmt.Fprintf(out, "wrote %s (admin %s)\n", filepath.Join(dir, name+".crt"), name)
+				fmt.Fprintf(out, "wrote %s (%s)\n", filepath.Join(dir, name+".crt"), what)
+				return nil
+			}
+			for _, s := range []struct{ name, hosts string }{
+				{"registry", registryHosts}, {"gateway", gatewayHosts}, {"discovery", discoveryHosts},
+			} {
+				if s.hosts == "" {
+					continue
+				}
+				kp, err := ca.ServingCert("fleetnet-"+s.name, splitList(s.hosts))
+				if err := write(kp, err, s.name, "serving, "+s.hosts); err != nil {
+					return err
+				}
+			}
+			for _, id := range clusters {
+				kp, err := ca.ClusterCert(id)
+				if err := write(kp, err, id, "cluster "+id); err != nil {
+					return err
+				}
+			}
+			for _, name := range edges {
+				kp, err := ca.EdgeCert(name)
+				if err := write(kp, err, name, "edge "+name); err != nil {
+					return err
+				}
+			}
+			for _, name := range admins {
+				kp, err := ca.AdminCert(name)
+				if err := write(kp, err, name, "admin "+name); err != nil {
+					return err
+				}
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "certs", "directory for the certificates")
 	cmd.Flags().StringVar(&registryHosts, "registry-hosts", "", "comma-separated DNS names and IPs of the registry's serving certificate")
+	cmd.Flags().StringVar(&gatewayHosts, "gateway-hosts", "", "comma-separated DNS names and IPs of fleetnet-gateway's serving certificate")
+	cmd.Flags().StringVar(&discoveryHosts, "discovery-hosts", "", "comma-separated DNS names and IPs of fleetnet-discovery's serving certificate")
 	cmd.Flags().StringArrayVar(&clusters, "cluster", nil, "cluster id to create a client certificate for (repeatable)")
+	cmd.Flags().StringArrayVar(&edges, "edge", nil, "edge (its Pod's name) to create a client certificate for (repeatable)")
 	cmd.Flags().StringArrayVar(&admins, "admin", nil, "administrator to create a client certificate for (repeatable)")
 	return cmd
-}
-
-func loadOrCreateCA(dir string) (*pki.KeyPair, error) {
-	certPath, keyPath := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
-	if _, err := os.Stat(certPath); err == nil {
-		return pki.LoadCA(certPath, keyPath)
-	}
-	ca, err := pki.NewCA("fleetnet-ca")
-	if err != nil {
-		return nil, err
-	}
-	return ca, ca.Write(dir, "ca")
 }

@@ -1,5 +1,5 @@
-// Package ctl implements fleetnetctl, the operator's command line: fleet
-// certificates, registry administration, the local development fleet, the
+// Package ctl implements fleetnetctl, the operator's command line: a fleet
+// set up (fleet init, join, leave), its certificates, registry administration, the local development fleet, the
 // diagnosis of a service's path (diagnose) and a cluster's CoreDNS wired to
 // fleetnet-dns (dns).
 package ctl
@@ -16,6 +16,6 @@ func NewRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newCertsCommand(), newRegistryCommand(), newDevCommand(), newDiscoveryCommand(), newDiagnoseCommand(), newDNSCommand())
+	root.AddCommand(newCertsCommand(), newRegistryCommand(), newDevCommand(), newDiscoveryCommand(), newDiagnoseCommand(), newDNSCommand(), newFleetCommand())
 	return root
 }

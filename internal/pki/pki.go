@@ -17,6 +17,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/fleetnet/fleetnet/api/keys"
@@ -187,4 +188,57 @@ func ClientTLS(caPEM []byte, client *tls.Certificate) (*tls.Config, error) {
 		cfg.Certificates = []tls.Certificate{*client}
 	}
 	return cfg, nil
+}
+
+// LoadOrCreateCA reads the CA <dir>/ca.crt and ca.key, or creates and
+// writes one named name when there is none.
+func LoadOrCreateCA(dir, name string) (*KeyPair, error) {
+	certPath, keyPath := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key")
+	if _, err := os.Stat(certPath); err == nil {
+		return LoadCA(certPath, keyPath)
+	}
+	ca, err := NewCA(name)
+	if err != nil {
+		return nil, err
+	}
+	return ca, ca.Write(dir, "ca")
+}
+
+// Identity is what a certificate must say to be kept instead of issued
+// again: its common name, its organization (empty for a serving
+// certificate) and the hosts it must be valid for.
+type Identity struct {
+	CommonName, Organization string
+	Hosts                    []string
+}
+
+// Check says why certPEM is not a certificate of this CA for id that stays
+// valid for at least renewBefore; nil when it is.
+func (ca *KeyPair) Check(certPEM []byte, id Identity, renewBefore time.Duration) error {
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		return fmt.Errorf("no PEM certificate")
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return err
+	}
+	if err := cert.CheckSignatureFrom(ca.cert); err != nil {
+		return fmt.Errorf("not signed by the fleet CA %q: %w", ca.cert.Subject.CommonName, err)
+	}
+	if cert.Subject.CommonName != id.CommonName {
+		return fmt.Errorf("common name %q, want %q", cert.Subject.CommonName, id.CommonName)
+	}
+	if id.Organization != "" && !slices.Equal(cert.Subject.Organization, []string{id.Organization}) {
+		return fmt.Errorf("organization %v, want %q", cert.Subject.Organization, id.Organization)
+	}
+	for _, h := range id.Hosts {
+		if err := cert.VerifyHostname(h); err != nil {
+			return err
+		}
+	}
+	if left := time.Until(cert.NotAfter); left < renewBefore {
+		return fmt.Errorf("expires at %s", cert.NotAfter.Format(time.RFC3339))
+	}
+	return nil
 }
