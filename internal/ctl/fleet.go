@@ -228,9 +228,7 @@ The users' ServiceExports stay, and so do the CRDs unless --delete-crds.`,
 				return err
 			}
 			o.Namespace, o.CertsDir = f.namespace, f.certsDir
-			if err := f.dnsWire(ctx, cmd, false); err != nil {
-				return err
-			}
+			o.Unwire = func(ctx context.Context) error { return f.dnsWire(ctx, cmd, false) }
 			return fleetsetup.Leave(ctx, member, o, cmd.OutOrStdout())
 		},
 	}

@@ -33,6 +33,9 @@ type LeaveOptions struct {
 	// DeleteCRDs also deletes the MCS and ClusterProperty CRDs, and with
 	// them every ServiceExport left in the cluster.
 	DeleteCRDs bool
+	// Unwire, when set, takes the clusterset forward out of the cluster's
+	// DNS; it runs once the exports are withdrawn, before the releases go.
+	Unwire func(context.Context) error
 }
 
 // Leave takes a member out of the fleet: it stops the agent, has the
@@ -84,7 +87,12 @@ func Leave(ctx context.Context, m *Cluster, o LeaveOptions, out io.Writer) error
 	if err := m.removeAgentObjects(ctx, ns, out); err != nil {
 		return err
 	}
-	// 4. The releases, then what Join made.
+	// 4. The DNS forward, the releases, then what Join made.
+	if o.Unwire != nil {
+		if err := o.Unwire(ctx); err != nil {
+			return err
+		}
+	}
 	for _, rel := range slices.Backward(memberReleases) {
 		if removed, err := m.uninstall(ns, rel); err != nil {
 			return err
@@ -154,7 +162,7 @@ func (c *Cluster) stopAgent(ctx context.Context, ns string, out io.Writer) error
 // the users' ServiceExports, which no agent will finish any more.
 func (c *Cluster) removeAgentObjects(ctx context.Context, ns string, out io.Writer) error {
 	byAgent := ctrlclient.MatchingLabels{keys.LabelManagedBy: keys.ManagedByAgent}
-	counts := map[string]int{}
+	var autoExports, finalizers int
 	var exports mcsv1beta1.ServiceExportList
 	if err := c.Client.List(ctx, &exports); err != nil && !isNoKind(err) {
 		return fmt.Errorf("%s: listing ServiceExports: %w", c.Name, err)
@@ -165,7 +173,7 @@ func (c *Cluster) removeAgentObjects(ctx context.Context, ns string, out io.Writ
 			if err := ctrlclient.IgnoreNotFound(c.Client.Delete(ctx, se)); err != nil {
 				return fmt.Errorf("%s: deleting ServiceExport %s/%s: %w", c.Name, se.Namespace, se.Name, err)
 			}
-			counts["auto-exports deleted"]++
+			autoExports++
 		}
 		if slices.Contains(se.Finalizers, keys.FinalizerServiceExport) {
 			patch := ctrlclient.MergeFromWithOptions(se.DeepCopy(), ctrlclient.MergeFromWithOptimisticLock{})
@@ -173,7 +181,7 @@ func (c *Cluster) removeAgentObjects(ctx context.Context, ns string, out io.Writ
 			if err := ctrlclient.IgnoreNotFound(c.Client.Patch(ctx, se, patch)); err != nil {
 				return fmt.Errorf("%s: removing the finalizer of ServiceExport %s/%s: %w", c.Name, se.Namespace, se.Name, err)
 			}
-			counts["ServiceExport finalizers removed"]++
+			finalizers++
 		}
 	}
 	for _, del := range []struct {
@@ -198,12 +206,12 @@ func (c *Cluster) removeAgentObjects(ctx context.Context, ns string, out io.Writ
 			return fmt.Errorf("%s: deleting derived Service %s/%s: %w", c.Name, services.Items[i].Namespace, services.Items[i].Name, err)
 		}
 	}
-	counts["derived Services deleted"] = len(services.Items)
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: keys.LeaderElectionID}}
 	if err := ctrlclient.IgnoreNotFound(c.Client.Delete(ctx, lease)); err != nil {
 		return fmt.Errorf("%s: deleting the agent's Lease: %w", c.Name, err)
 	}
-	fmt.Fprintf(out, "%s: imports, derived Services and slices of the agent deleted; %v\n", c.Name, counts)
+	fmt.Fprintf(out, "%s: the agent's imports deleted (%d derived Services with their ServiceImports and slices), its finalizer taken off %d ServiceExports, %d ServiceExports it made for labelled Services deleted\n",
+		c.Name, len(services.Items), finalizers, autoExports)
 	return nil
 }
 
@@ -234,7 +242,11 @@ func (c *Cluster) deleteIfOurs(ctx context.Context, obj ctrlclient.Object, out i
 	if err := ctrlclient.IgnoreNotFound(c.Client.Delete(ctx, obj)); err != nil {
 		return fmt.Errorf("%s: deleting %T %s: %w", c.Name, obj, key, err)
 	}
-	fmt.Fprintf(out, "%s: deleted %s %s, which fleetnetctl made\n", c.Name, kindOf(obj), key)
+	name := key.Name
+	if key.Namespace != "" {
+		name = key.String()
+	}
+	fmt.Fprintf(out, "%s: deleted %s %s, which fleetnetctl made\n", c.Name, kindOf(obj), name)
 	return nil
 }
 

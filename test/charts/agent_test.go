@@ -42,7 +42,7 @@ var echoAddrs = map[string]string{"hub": "10.244.0.10", "member": "10.244.1.10"}
 func testAgentRBAC(t *testing.T, h *testkit.Helm, binary string, reg *registrytest.Registry, hub, member *cluster) {
 	agents := map[string]*agentProcess{}
 	for _, c := range []*cluster{hub, member} {
-		agents[c.Name] = startAgent(t, binary, c, reg)
+		agents[c.Name] = startAgent(t, binary, c, reg.Addr)
 	}
 	const ns = "demo"
 	for _, c := range []*cluster{hub, member} {
@@ -148,7 +148,7 @@ type agentProcess struct {
 // startAgent runs the agent binary against c as the chart's ServiceAccount,
 // with the arguments of the chart's Deployment, its files and addresses
 // mapped onto this machine.
-func startAgent(t *testing.T, binary string, c *cluster, reg *registrytest.Registry) *agentProcess {
+func startAgent(t *testing.T, binary string, c *cluster, registryAddr string) *agentProcess {
 	t.Helper()
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), c.Name)
@@ -183,7 +183,7 @@ func startAgent(t *testing.T, binary string, c *cluster, reg *registrytest.Regis
 		name, value, _ := strings.Cut(arg, "=")
 		switch name {
 		case "--registry":
-			value = reg.Addr // the chart's points at the in-cluster registry
+			value = registryAddr // the chart's points at the in-cluster registry
 		case "--metrics-bind-address":
 			value = "0" // none: two agents share this machine
 		case "--health-probe-bind-address":
