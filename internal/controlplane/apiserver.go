@@ -41,6 +41,11 @@ type APIServerConfig struct {
 	// of FlowSchemas needs; off, the API server limits requests in flight
 	// only, which costs a local fleet less.
 	PriorityAndFairness bool
+	// MaxRequestsInflight, when set, is the API server's
+	// --max-requests-inflight, and half of it --max-mutating-requests-inflight:
+	// with Priority and Fairness, their sum is the seats its levels share.
+	// A test sets it low to stand for a busy or small control plane.
+	MaxRequestsInflight int
 }
 
 // APIServer is a running kube-apiserver.
@@ -87,6 +92,12 @@ func StartAPIServer(ctx context.Context, bins Binaries, cfg APIServerConfig, opt
 		"--endpoint-reconciler-type=none",
 		"--enable-priority-and-fairness=" + strconv.FormatBool(cfg.PriorityAndFairness),
 		"--profiling=false",
+	}
+	if cfg.MaxRequestsInflight > 0 {
+		args = append(args,
+			fmt.Sprintf("--max-requests-inflight=%d", cfg.MaxRequestsInflight),
+			fmt.Sprintf("--max-mutating-requests-inflight=%d", max(1, cfg.MaxRequestsInflight/2)),
+		)
 	}
 	if cfg.KubeletClientCert != "" {
 		args = append(args,

@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -35,6 +36,13 @@ type agent struct {
 }
 
 func startAgent(t testing.TB, c *fleet.Cluster, reg *registrytest.Registry, id string, mods ...func(*app.Options)) *agent {
+	t.Helper()
+	return startAgentAs(t, c.Config, reg, id, mods...)
+}
+
+// startAgentAs starts an agent that reaches its API server with cfg (a
+// ServiceAccount's, for a FlowSchema to match).
+func startAgentAs(t testing.TB, cfg *rest.Config, reg *registrytest.Registry, id string, mods ...func(*app.Options)) *agent {
 	t.Helper()
 	o := app.Options{
 		Identity:           identity.Flags{Source: identity.SourceFlags, ClusterID: id, ClusterSetID: "fleet", Region: "region-" + id},
@@ -57,7 +65,7 @@ func startAgent(t testing.TB, c *fleet.Cluster, reg *registrytest.Registry, id s
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- app.Run(ctx, c.Config, o, slog.New(slog.NewTextHandler(logOut, nil)).With("agent", id))
+		done <- app.Run(ctx, cfg, o, slog.New(slog.NewTextHandler(logOut, nil)).With("agent", id))
 	}()
 	a := &agent{metrics: o.Registerer.(*prometheus.Registry)}
 	stopped := false

@@ -51,6 +51,9 @@ type ClusterOptions struct {
 	// Fairness (off by default: a local fleet's API servers limit requests
 	// in flight only).
 	PriorityAndFairness bool
+	// MaxRequestsInflight limits the API server's requests in flight (see
+	// controlplane.APIServerConfig); 0 keeps kube-apiserver's defaults.
+	MaxRequestsInflight int
 }
 
 // Options describes a test fleet.
@@ -221,6 +224,7 @@ func startCluster(ctx context.Context, bins controlplane.Binaries, f *Fleet, i i
 		Port:                testkit.FreePort(t),
 		ServiceCIDRs:        c.ServiceCIDRs,
 		PriorityAndFairness: co.PriorityAndFairness,
+		MaxRequestsInflight: co.MaxRequestsInflight,
 	}, controlplane.StartOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("cluster %s: %w", co.Name, err)

@@ -150,9 +150,12 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	if err := o.Validate(); err != nil {
 		return err
 	}
-	if o.KubeAPIQPS > 0 {
-		cfg = rest.CopyConfig(cfg)
-		cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = o.KubeAPIQPS, o.KubeAPIBurst
+	if o.KubeAPIQPS == 0 {
+		// client-go takes a QPS of 0 for its default (5 per second); a
+		// negative one means no limiter at all.
+		cfg.QPS = -1
 	}
 	reader, err := ctrlclient.New(cfg, ctrlclient.Options{Scheme: scheme.Scheme})
 	if err != nil {
