@@ -60,6 +60,12 @@ const (
 	// it imports from that cluster.
 	AnnotationRegionalFrontend = "fleetnet.dev/regional-frontend"
 
+	// AnnotationExportTo on a ServiceExport scopes it: the ids of the
+	// clusters (comma-separated) that may import the Service from this
+	// export, besides the exporting cluster. The registry sends the
+	// export's endpoints to no other cluster. Absent: every cluster.
+	AnnotationExportTo = "fleetnet.dev/export-to"
+
 	// AnnotationPrivateLinkService is the resource id of the Azure Private
 	// Link Service in front of the internal load balancer that serves an
 	// exported Service, through which Azure Front Door Premium reaches the
@@ -103,6 +109,9 @@ const (
 	// ReasonInvalidRegionalFrontend: the fleetnet.dev/regional-frontend
 	// annotation is not a resource id.
 	ReasonInvalidRegionalFrontend = "InvalidRegionalFrontend"
+	// ReasonInvalidExportScope: the fleetnet.dev/export-to annotation is
+	// not a list of cluster ids (Valid=False).
+	ReasonInvalidExportScope = "InvalidExportScope"
 	// ReasonInvalidPrivateLink: the fleetnet.dev/private-link-service or
 	// fleetnet.dev/pls-approval annotation is malformed (Valid=False).
 	ReasonInvalidPrivateLink = "InvalidPrivateLink"

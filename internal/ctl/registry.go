@@ -132,15 +132,19 @@ func exportsTable(w io.Writer, m proto.Message) {
 	for _, s := range resp.GetStatuses() {
 		statuses[key{s.GetKey().GetNamespace(), s.GetKey().GetName(), s.GetKey().GetClusterId()}] = s
 	}
-	fmt.Fprintln(w, "NAMESPACE\tNAME\tCLUSTER\tTYPE\tPORTS\tPARTICIPATING\tCHUNKS\tCONFLICTS")
+	fmt.Fprintln(w, "NAMESPACE\tNAME\tCLUSTER\tTYPE\tPORTS\tPARTICIPATING\tCHUNKS\tCONFLICTS\tEXPORT-TO\tIMPORTED-BY")
 	for _, e := range resp.GetExports() {
 		s := statuses[key{e.GetKey().GetNamespace(), e.GetKey().GetName(), e.GetKey().GetClusterId()}]
 		var conflicts []string
 		for _, c := range s.GetConflicts() {
 			conflicts = append(conflicts, c.GetReason())
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%v\t%d\t%s\n", e.GetKey().GetNamespace(), e.GetKey().GetName(), e.GetKey().GetClusterId(),
-			e.GetType(), ports(e.GetPorts()), s.GetParticipating(), len(s.GetEndpointChunks()), dash(strings.Join(conflicts, ",")))
+		scope, importedBy := "*", "*"
+		if len(e.GetExportTo()) > 0 {
+			scope, importedBy = strings.Join(e.GetExportTo(), ","), dash(strings.Join(s.GetImportedBy(), ","))
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%v\t%d\t%s\t%s\t%s\n", e.GetKey().GetNamespace(), e.GetKey().GetName(), e.GetKey().GetClusterId(),
+			e.GetType(), ports(e.GetPorts()), s.GetParticipating(), len(s.GetEndpointChunks()), dash(strings.Join(conflicts, ",")), scope, importedBy)
 	}
 }
 

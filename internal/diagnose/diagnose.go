@@ -233,8 +233,25 @@ func registryExport(f *Facts, cluster string) Step {
 		s.Fix = fmt.Sprintf("only live clusters' exports take part: see the lease of %s", cluster)
 		return s
 	}
+	if to, target := e.GetExportTo(), f.Target.Cluster; len(to) > 0 && cluster != target && !slices.Contains(to, target) {
+		// Scoped away from the target: its endpoints never go there. The
+		// path breaks when no other export reaches it.
+		s.Status = Fail
+		for _, other := range r.Exports {
+			if ot := other.GetExportTo(); len(ot) == 0 || slices.Contains(ot, target) || other.GetKey().GetClusterId() == target {
+				s.Status = Warn
+			}
+		}
+		s.Detail = fmt.Sprintf("scoped to %s (%s): the registry does not send %s's endpoints to %s", strings.Join(to, ", "), keys.AnnotationExportTo, cluster, target)
+		s.Fix = fmt.Sprintf("if %s should reach it, add %s to the annotation %s of ServiceExport %s/%s in %s (or remove the annotation)",
+			target, target, keys.AnnotationExportTo, f.Target.Namespace, f.Target.Name, cluster)
+		return s
+	}
 	s.Status = OK
 	s.Detail = fmt.Sprintf("%s, ports %s, participating", e.GetType(), ports(e.GetPorts()))
+	if to := e.GetExportTo(); len(to) > 0 {
+		s.Detail += fmt.Sprintf(", scoped to %s", strings.Join(to, ", "))
+	}
 	if st != nil {
 		s.Detail += fmt.Sprintf(", %d endpoint chunks", len(st.GetEndpointChunks()))
 	}

@@ -186,6 +186,18 @@ func TestDiagnose(t *testing.T) {
 			absent: []string{"ServiceExport in west"},
 		},
 		{
+			name: "every export scoped away from the importing cluster",
+			breakIt: func(f *Facts) {
+				for _, e := range f.Registry.Exports {
+					e.ExportTo = []string{"east", "west"}
+				}
+				f.Clusters["hub"].Import = nil
+				f.DNS = nil
+			},
+			fails: map[string]string{"registry export from east": "add hub to the annotation fleetnet.dev/export-to", "registry export from west": "does not send west's endpoints to hub",
+				"ServiceImport in hub": "hub"},
+		},
+		{
 			name: "registry unreachable",
 			breakIt: func(f *Facts) {
 				f.Registry = &RegistryFacts{Address: "registry:7443", Err: errors.New("connection refused")}

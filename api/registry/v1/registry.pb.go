@@ -285,8 +285,14 @@ type Export struct {
 	// private_link_auto_approval: the private link service's owner lets the
 	// fleet's gateway controller approve the entry point's connection to it.
 	PrivateLinkAutoApproval bool `protobuf:"varint,16,opt,name=private_link_auto_approval,json=privateLinkAutoApproval,proto3" json:"private_link_auto_approval,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// export_to names the clusters that may import the service from this
+	// export (the ServiceExport's fleetnet.dev/export-to), sorted, each once;
+	// empty: every cluster. The exporting cluster always may. The registry
+	// sends this export's endpoints, and the import while only scoped exports
+	// make it, to no other cluster.
+	ExportTo      []string `protobuf:"bytes,17,rep,name=export_to,json=exportTo,proto3" json:"export_to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Export) Reset() {
@@ -431,6 +437,13 @@ func (x *Export) GetPrivateLinkAutoApproval() bool {
 	return false
 }
 
+func (x *Export) GetExportTo() []string {
+	if x != nil {
+		return x.ExportTo
+	}
+	return nil
+}
+
 type Conflict struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// reason is one of Port, Type, SessionAffinity, SessionAffinityConfig,
@@ -497,8 +510,12 @@ type ExportStatus struct {
 	EndpointsGeneration int64 `protobuf:"varint,4,opt,name=endpoints_generation,json=endpointsGeneration,proto3" json:"endpoints_generation,omitempty"`
 	// endpoint_chunks names the chunks the registry holds.
 	EndpointChunks []string `protobuf:"bytes,5,rep,name=endpoint_chunks,json=endpointChunks,proto3" json:"endpoint_chunks,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// imported_by, for an export with export_to, are the registered clusters
+	// in its scope, which the registry sends it to; empty for an export to
+	// every cluster.
+	ImportedBy    []string `protobuf:"bytes,6,rep,name=imported_by,json=importedBy,proto3" json:"imported_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExportStatus) Reset() {
@@ -562,6 +579,13 @@ func (x *ExportStatus) GetEndpointsGeneration() int64 {
 func (x *ExportStatus) GetEndpointChunks() []string {
 	if x != nil {
 		return x.EndpointChunks
+	}
+	return nil
+}
+
+func (x *ExportStatus) GetImportedBy() []string {
+	if x != nil {
+		return x.ImportedBy
 	}
 	return nil
 }
@@ -2567,7 +2591,7 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x03 \x01(\tR\tclusterId\"\xa9\a\n" +
+	"cluster_id\x18\x03 \x01(\tR\tclusterId\"\xc6\a\n" +
 	"\x06Export\x121\n" +
 	"\x03key\x18\x01 \x01(\v2\x1f.fleetnet.registry.v1.ExportKeyR\x03key\x12A\n" +
 	"\x0eexported_since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\rexportedSince\x12\x12\n" +
@@ -2586,7 +2610,8 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\brevision\x18\r \x01(\x03R\brevision\x12+\n" +
 	"\x11regional_frontend\x18\x0e \x01(\tR\x10regionalFrontend\x120\n" +
 	"\x14private_link_service\x18\x0f \x01(\tR\x12privateLinkService\x12;\n" +
-	"\x1aprivate_link_auto_approval\x18\x10 \x01(\bR\x17privateLinkAutoApproval\x1a9\n" +
+	"\x1aprivate_link_auto_approval\x18\x10 \x01(\bR\x17privateLinkAutoApproval\x12\x1b\n" +
+	"\texport_to\x18\x11 \x03(\tR\bexportTo\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
@@ -2595,13 +2620,15 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"<\n" +
 	"\bConflict\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\x81\x02\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xa2\x02\n" +
 	"\fExportStatus\x121\n" +
 	"\x03key\x18\x01 \x01(\v2\x1f.fleetnet.registry.v1.ExportKeyR\x03key\x12$\n" +
 	"\rparticipating\x18\x02 \x01(\bR\rparticipating\x12<\n" +
 	"\tconflicts\x18\x03 \x03(\v2\x1e.fleetnet.registry.v1.ConflictR\tconflicts\x121\n" +
 	"\x14endpoints_generation\x18\x04 \x01(\x03R\x13endpointsGeneration\x12'\n" +
-	"\x0fendpoint_chunks\x18\x05 \x03(\tR\x0eendpointChunks\"f\n" +
+	"\x0fendpoint_chunks\x18\x05 \x03(\tR\x0eendpointChunks\x12\x1f\n" +
+	"\vimported_by\x18\x06 \x03(\tR\n" +
+	"importedBy\"f\n" +
 	"\x12EndpointConditions\x12\x14\n" +
 	"\x05ready\x18\x01 \x01(\bR\x05ready\x12\x18\n" +
 	"\aserving\x18\x02 \x01(\bR\aserving\x12 \n" +

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleetnet/fleetnet/api/keys"
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/internal/registry/validate"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -42,6 +43,20 @@ func ParseWeight(se *mcsv1beta1.ServiceExport) (uint32, *Invalid) {
 		return 0, &Invalid{Reason: keys.ReasonInvalidWeight, Message: fmt.Sprintf("annotation %s=%q must be an integer from 0 to 1000", keys.AnnotationWeight, v)}
 	}
 	return uint32(w), nil
+}
+
+// ParseExportTo reads the ServiceExport's scope (keys.AnnotationExportTo):
+// nil without the annotation, the sorted cluster ids with it.
+func ParseExportTo(se *mcsv1beta1.ServiceExport) ([]string, *Invalid) {
+	v, ok := se.Annotations[keys.AnnotationExportTo]
+	if !ok {
+		return nil, nil
+	}
+	ids, errs := validate.ParseExportTo(v, field.NewPath("metadata", "annotations").Key(keys.AnnotationExportTo))
+	if len(errs) > 0 {
+		return nil, &Invalid{Reason: keys.ReasonInvalidExportScope, Message: errs.ToAggregate().Error()}
+	}
+	return ids, nil
 }
 
 // CheckExportedMetadata refuses exported labels and annotations that no
@@ -89,6 +104,10 @@ func BuildExport(cluster string, se *mcsv1beta1.ServiceExport, svc *corev1.Servi
 	if invalid := CheckExportedMetadata(se); invalid != nil {
 		return nil, invalid
 	}
+	exportTo, invalid := ParseExportTo(se)
+	if invalid != nil {
+		return nil, invalid
+	}
 	frontend, invalid := RegionalFrontend(se, svc, azureLB)
 	if invalid != nil {
 		return nil, invalid
@@ -108,6 +127,7 @@ func BuildExport(cluster string, se *mcsv1beta1.ServiceExport, svc *corev1.Servi
 		RegionalFrontend:        frontend,
 		PrivateLinkService:      pls.Service,
 		PrivateLinkAutoApproval: pls.AutoApproval,
+		ExportTo:                exportTo,
 	}
 	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
 		e.Type = string(mcsv1beta1.Headless)

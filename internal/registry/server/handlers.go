@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"slices"
 
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/registry/auth"
@@ -308,10 +309,17 @@ func (r *Registry) ListExports(ctx context.Context, req *registryv1.ListExportsR
 		cluster = "*"
 	}
 	resp := &registryv1.ListExportsResponse{}
+	viewer := scopedViewer(ctx)
 	err := r.currentView(ctx, func(v *view.View) {
 		resp.Exports, resp.Statuses, resp.Revision = v.Exports(cluster), v.ExportStatuses(cluster), v.Revision()
 		if req.GetIncludeEndpoints() {
-			resp.Endpoints = v.Chunks(cluster)
+			for _, c := range v.Chunks(cluster) {
+				// Endpoints go only where their export's scope allows.
+				k := c.GetKey()
+				if viewer == "" || v.ChunkAudience(k.GetNamespace(), k.GetName(), k.GetClusterId()).Includes(viewer) {
+					resp.Endpoints = append(resp.Endpoints, c)
+				}
+			}
 		}
 	})
 	return resp, storeErrOrNil(err)
@@ -319,10 +327,27 @@ func (r *Registry) ListExports(ctx context.Context, req *registryv1.ListExportsR
 
 func (r *Registry) ListImports(ctx context.Context, _ *registryv1.ListImportsRequest) (*registryv1.ListImportsResponse, error) {
 	resp := &registryv1.ListImportsResponse{}
+	viewer := scopedViewer(ctx)
 	err := r.currentView(ctx, func(v *view.View) {
-		resp.Imports, resp.Revision = v.Imports(), v.Revision()
+		if viewer == "" {
+			resp.Imports = v.Imports()
+		} else {
+			resp.Imports = v.ImportsFor(viewer)
+		}
+		resp.Revision = v.Revision()
 	})
 	return resp, storeErrOrNil(err)
+}
+
+// scopedViewer is the cluster whose exports' scopes limit what the caller
+// is sent (fleetnet.dev/export-to); empty for an administrator, who sees
+// every export.
+func scopedViewer(ctx context.Context) string {
+	id, _ := auth.FromContext(ctx)
+	if id.Role == auth.RoleAdmin {
+		return ""
+	}
+	return id.Name
 }
 
 func storeErrOrNil(err error) error {
@@ -349,12 +374,16 @@ func (r *Registry) Watch(req *registryv1.WatchRequest, stream grpc.ServerStreami
 	}
 	r.mu.Lock()
 	rev := r.view.Revision()
-	w, replay, resumed := r.hub.subscribe(statusCluster, req.GetResumeRevision(), rev)
+	w, replay, resumed := r.hub.subscribe(statusCluster, scopedViewer(ctx), req.GetResumeRevision(), rev)
 	var first []*encoded
 	if resumed {
 		first = append(replay, encode(&registryv1.WatchEvent{Revision: rev, Event: &registryv1.WatchEvent_Synced{Synced: &registryv1.Synced{}}}))
 	} else {
-		first = r.snapshots.snapshot(r.view, statusCluster)
+		for _, e := range r.snapshots.snapshot(r.view, statusCluster) {
+			if w.wants(e) {
+				first = append(first, e)
+			}
+		}
 	}
 	r.mu.Unlock()
 	defer r.hub.unsubscribe(w)
@@ -402,4 +431,5 @@ func normalize(e *registryv1.Export) {
 	if e.InternalTrafficPolicy == "" {
 		e.InternalTrafficPolicy = "Cluster"
 	}
+	slices.Sort(e.ExportTo)
 }

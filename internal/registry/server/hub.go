@@ -3,7 +3,7 @@ package server
 import (
 	"sync"
 
-	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/internal/registry/view"
 )
 
 // hub fans watch events out to watchers and keeps a bounded history so that
@@ -24,6 +24,10 @@ type watcher struct {
 	// statusCluster selects the export statuses the watcher gets: its own
 	// cluster's, every cluster's ("*"), or none ("").
 	statusCluster string
+	// cluster is the watching cluster, whose exports' scopes decide what it
+	// gets; empty for an administrator, who gets everything but
+	// retractions.
+	cluster string
 	ch            chan *encoded
 	// cut is closed when the watcher fell behind.
 	cut  chan struct{}
@@ -49,23 +53,26 @@ func (h *hub) reset(rev int64) {
 func (w *watcher) cutOff() { w.once.Do(func() { close(w.cut) }) }
 
 func (w *watcher) wants(e *encoded) bool {
-	if !e.status {
-		return true
+	if e.status {
+		return w.statusCluster == "*" || (w.statusCluster != "" && w.statusCluster == e.statusCluster)
 	}
-	return w.statusCluster == "*" || (w.statusCluster != "" && w.statusCluster == e.statusCluster)
+	if w.cluster == "" {
+		return !e.retract
+	}
+	return e.audience.Includes(w.cluster)
 }
 
 // publish appends events to history and hands them to every watcher. Each
 // event is marshaled once, before the lock, whatever the number of
 // watchers: fan-out costs one encoding per change plus one send of the
 // changed chunk per watcher.
-func (h *hub) publish(events []*registryv1.WatchEvent) {
+func (h *hub) publish(events []view.Event) {
 	if len(events) == 0 {
 		return
 	}
 	enc := make([]*encoded, len(events))
 	for i, e := range events {
-		enc[i] = encode(e)
+		enc[i] = encodeEvent(e)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -104,10 +111,10 @@ func (h *hub) publish(events []*registryv1.WatchEvent) {
 // the events after it (replay is true); otherwise the caller sends a
 // snapshot. Callers hold the registry's view lock so that nothing is
 // published between the snapshot and the subscription.
-func (h *hub) subscribe(statusCluster string, resume, current int64) (w *watcher, replay []*encoded, ok bool) {
+func (h *hub) subscribe(statusCluster, cluster string, resume, current int64) (w *watcher, replay []*encoded, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	w = &watcher{statusCluster: statusCluster, ch: make(chan *encoded, h.bufferSize), cut: make(chan struct{})}
+	w = &watcher{statusCluster: statusCluster, cluster: cluster, ch: make(chan *encoded, h.bufferSize), cut: make(chan struct{})}
 	h.watchers[w] = struct{}{}
 	if resume <= 0 || resume < h.start || resume > current {
 		return w, nil, false

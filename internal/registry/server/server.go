@@ -183,7 +183,7 @@ func (r *Registry) watchFrom(ctx context.Context, rev int64, progressed func()) 
 			return resp.Err
 		}
 		r.mu.Lock()
-		var events []*registryv1.WatchEvent
+		var events []view.Event
 		var err error
 		if len(resp.Events) > 0 {
 			events, err = r.view.Apply(resp.Events)

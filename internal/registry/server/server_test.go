@@ -451,3 +451,117 @@ func TestEmptyFieldsMeanTheAPIDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestExportScopeIsEnforced shows fleetnet.dev/export-to as the registry
+// enforces it: a cluster outside an export's scope is sent neither its
+// endpoints nor the import it alone makes, in the watch, its snapshot, or
+// the list calls; a scope that moves retracts what the cluster it left
+// holds and sends it to the one it names; a malformed scope is refused.
+func TestExportScopeIsEnforced(t *testing.T) {
+	e := start(t, server.Config{})
+	ctx := context.Background()
+	a, b, c, admin := e.client("a", false), e.client("b", false), e.client("c", false), e.client("ops", true)
+	for id, cl := range map[string]registryv1.RegistryClient{"a": a, "b": b, "c": c} {
+		register(t, cl, id)
+	}
+	wb, wc, wadmin := watch(t, b, &registryv1.WatchRequest{}), watch(t, c, &registryv1.WatchRequest{}), watch(t, admin, &registryv1.WatchRequest{})
+	for _, w := range []*watchStream{wb, wc, wadmin} {
+		w.until(t, "the first snapshot's synced mark", isSynced)
+	}
+
+	bad := export("a", 0, "http")
+	bad.ExportTo = []string{"b", "Not_A_Cluster", "b"}
+	_, err := a.PutExport(ctx, &registryv1.PutExportRequest{Export: bad})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "exportTo[1]") || !strings.Contains(err.Error(), "exportTo[2]: Duplicate") {
+		t.Fatalf("a malformed export_to: %v, want InvalidArgument naming exportTo[1] and the duplicate exportTo[2]", err)
+	}
+
+	scopedTo := func(to ...string) *registryv1.Export {
+		ex := export("a", 0, "http")
+		ex.ExportTo = to
+		return ex
+	}
+	if _, err := a.PutExport(ctx, &registryv1.PutExportRequest{Export: scopedTo("b")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: chunk("a", "echo-a1", "http", "10.244.1.5")}); err != nil {
+		t.Fatal(err)
+	}
+	// A marker every cluster is sent, after a's: c reads up to it.
+	marker := export("a", 0, "http")
+	marker.Key.Name = "marker"
+	if _, err := a.PutExport(ctx, &registryv1.PutExportRequest{Export: marker}); err != nil {
+		t.Fatal(err)
+	}
+	isMarker := func(ev *registryv1.WatchEvent) bool { return ev.GetImportUpsert().GetKey().GetName() == "marker" }
+	echoEvent := func(ev *registryv1.WatchEvent) bool {
+		return ev.GetImportUpsert().GetKey().GetName() == "echo" || ev.GetEndpointsUpsert().GetKey().GetName() == "echo" ||
+			ev.GetImportDelete().GetName() == "echo" || ev.GetEndpointsDelete().GetName() == "echo"
+	}
+	for _, w := range []*watchStream{wb, wadmin} {
+		w.until(t, "a's scoped chunk", func(ev *registryv1.WatchEvent) bool { return ev.GetEndpointsUpsert().GetKey().GetName() == "echo" })
+	}
+	for _, ev := range wc.until(t, "the marker", isMarker) {
+		if echoEvent(ev) {
+			t.Errorf("c, outside a's scope, was sent %v", ev)
+		}
+	}
+	imports, err := c.ListImports(ctx, &registryv1.ListImportsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, imp := range imports.GetImports() {
+		if imp.GetKey().GetName() == "echo" {
+			t.Errorf("c lists the import a scoped to b")
+		}
+	}
+	exports, err := c.ListExports(ctx, &registryv1.ListExportsRequest{IncludeEndpoints: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range exports.GetEndpoints() {
+		if ch.GetKey().GetName() == "echo" {
+			t.Errorf("c lists a's endpoints scoped to b: %v", ch.GetKey())
+		}
+	}
+	resp, err := a.ListExports(ctx, &registryv1.ListExportsRequest{ClusterId: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range resp.GetStatuses() {
+		if st.GetKey().GetName() == "echo" && strings.Join(st.GetImportedBy(), ",") != "b" {
+			t.Errorf("a's status says imported by %v, want [b]", st.GetImportedBy())
+		}
+	}
+
+	// The scope moves from b to c: b's copies are retracted, c gets them;
+	// the administrator is sent no retraction.
+	if _, err := a.PutExport(ctx, &registryv1.PutExportRequest{Export: scopedTo("c")}); err != nil {
+		t.Fatal(err)
+	}
+	wb.until(t, "the import's retraction", func(ev *registryv1.WatchEvent) bool { return ev.GetImportDelete().GetName() == "echo" })
+	wc.until(t, "a's chunk, now in c's scope", func(ev *registryv1.WatchEvent) bool { return ev.GetEndpointsUpsert().GetKey().GetName() == "echo" })
+	marker.Key.Name = "marker2"
+	if _, err := a.PutExport(ctx, &registryv1.PutExportRequest{Export: marker}); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range wadmin.until(t, "the second marker", func(ev *registryv1.WatchEvent) bool { return ev.GetImportUpsert().GetKey().GetName() == "marker2" }) {
+		if ev.GetImportDelete() != nil || ev.GetEndpointsDelete() != nil {
+			t.Errorf("the administrator was sent a retraction: %v", ev)
+		}
+	}
+	// A new watch of b (a snapshot) holds nothing of echo; one of c does.
+	for _, tc := range []struct {
+		client registryv1.RegistryClient
+		name   string
+		want   bool
+	}{{b, "b", false}, {c, "c", true}} {
+		found := false
+		for _, ev := range watch(t, tc.client, &registryv1.WatchRequest{}).until(t, "the snapshot", isSynced) {
+			found = found || echoEvent(ev)
+		}
+		if found != tc.want {
+			t.Errorf("%s's snapshot holds echo: %v, want %v", tc.name, found, tc.want)
+		}
+	}
+}

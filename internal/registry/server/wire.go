@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/internal/registry/view"
 	"google.golang.org/grpc/encoding"
 	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
@@ -21,10 +22,21 @@ type encoded struct {
 	// cluster they concern.
 	status        bool
 	statusCluster string
+	// audience is who may receive the event (an export's scope); retract
+	// marks a delete sent because a scope no longer includes its audience.
+	audience view.Audience
+	retract  bool
 	// head and body are the encoding, in two parts so that a snapshot can
 	// put a revision in front of an import's or a chunk's encoding shared
 	// with other snapshots (see snapshotEncoder).
 	head, body []byte
+}
+
+// encodeEvent marshals one event of the view, with its audience.
+func encodeEvent(e view.Event) *encoded {
+	out := encode(e.WatchEvent)
+	out.audience, out.retract = e.Audience, e.Retract
+	return out
 }
 
 // encode marshals one event.
@@ -67,7 +79,7 @@ type snapshotEncoder struct {
 // the last one when the view has not moved since.
 func (s *snapshotEncoder) snapshot(v interface {
 	Revision() int64
-	Snapshot(string) []*registryv1.WatchEvent
+	Snapshot(string) []view.Event
 }, statusCluster string) []*encoded {
 	if s.last.events != nil && s.last.revision == v.Revision() && s.last.statusCluster == statusCluster {
 		return s.last.events
@@ -78,7 +90,7 @@ func (s *snapshotEncoder) snapshot(v interface {
 }
 
 // encode encodes a snapshot's events.
-func (s *snapshotEncoder) encode(events []*registryv1.WatchEvent) []*encoded {
+func (s *snapshotEncoder) encode(events []view.Event) []*encoded {
 	next := make(map[proto.Message][]byte, len(events))
 	out := make([]*encoded, len(events))
 	for i, e := range events {
@@ -93,7 +105,7 @@ func (s *snapshotEncoder) encode(events []*registryv1.WatchEvent) []*encoded {
 			msg, field = ev.ExportStatus, 8
 		}
 		if msg == nil {
-			out[i] = encode(e)
+			out[i] = encodeEvent(e)
 			continue
 		}
 		body, ok := s.bodies[msg]
@@ -108,7 +120,7 @@ func (s *snapshotEncoder) encode(events []*registryv1.WatchEvent) []*encoded {
 		head = protowire.AppendVarint(head, uint64(e.GetRevision()))
 		head = protowire.AppendTag(head, field, protowire.BytesType)
 		head = protowire.AppendVarint(head, uint64(len(body)))
-		out[i] = &encoded{revision: e.GetRevision(), head: head, body: body}
+		out[i] = &encoded{revision: e.GetRevision(), head: head, body: body, audience: e.Audience, retract: e.Retract}
 		if st, ok := msg.(*registryv1.ExportStatus); ok {
 			out[i].status, out[i].statusCluster = true, st.GetKey().GetClusterId()
 		}

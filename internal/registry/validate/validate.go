@@ -26,6 +26,8 @@ const (
 	MaxEndpointsPerChunk = 1000
 	MaxAddresses         = 100
 	MaxWeight            = 1000
+	// MaxExportTo bounds the clusters an export is scoped to.
+	MaxExportTo = 100
 	// MaxMetadataBytes bounds exported labels and annotations together.
 	MaxMetadataBytes = 64 * 1024
 )
@@ -151,6 +153,7 @@ func Export(e *registryv1.Export, path *field.Path) field.ErrorList {
 	if size > MaxMetadataBytes {
 		errs = append(errs, field.TooLong(path.Child("annotations"), "", MaxMetadataBytes))
 	}
+	errs = append(errs, ExportTo(e.GetExportTo(), path.Child("exportTo"))...)
 	if e.GetWeight() > MaxWeight {
 		errs = append(errs, field.Invalid(path.Child("weight"), e.GetWeight(), fmt.Sprintf("must be between 0 and %d", MaxWeight)))
 	}
@@ -350,4 +353,41 @@ func address(addressType, a string, path *field.Path) field.ErrorList {
 		}
 	}
 	return nil
+}
+
+// ExportTo checks an export's scope: cluster ids, each once, at most
+// MaxExportTo.
+func ExportTo(ids []string, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if len(ids) > MaxExportTo {
+		errs = append(errs, field.TooMany(path, len(ids), MaxExportTo))
+	}
+	seen := map[string]bool{}
+	for i, id := range ids {
+		if seen[id] {
+			errs = append(errs, field.Duplicate(path.Index(i), id))
+		}
+		seen[id] = true
+		errs = append(errs, dns1123Label(id, path.Index(i))...)
+	}
+	return errs
+}
+
+// ParseExportTo reads the fleetnet.dev/export-to annotation: cluster ids
+// separated by commas (spaces around them allowed), each once. It returns
+// them sorted; an empty value is an error (leave the annotation out to
+// export to every cluster).
+func ParseExportTo(value string, path *field.Path) ([]string, field.ErrorList) {
+	if strings.TrimSpace(value) == "" {
+		return nil, field.ErrorList{field.Invalid(path, value, "names no cluster: give cluster ids separated by commas, or remove the annotation to export to every cluster")}
+	}
+	var ids []string
+	for _, part := range strings.Split(value, ",") {
+		ids = append(ids, strings.TrimSpace(part))
+	}
+	if errs := ExportTo(ids, path); len(errs) > 0 {
+		return nil, errs
+	}
+	slices.Sort(ids)
+	return ids, nil
 }

@@ -45,6 +45,9 @@ type View struct {
 	imports  map[svcKey]*registryv1.Import
 	canon    map[svcKey]map[chunkID]*registryv1.EndpointChunk
 	statuses map[svcKey]map[string]*registryv1.ExportStatus
+	// Who was sent each import, and each exporting cluster's chunks.
+	importAud map[svcKey]Audience
+	chunkAud  map[svcKey]map[string]Audience
 }
 
 // New returns an empty view at revision 0.
@@ -57,6 +60,9 @@ func New() *View {
 		imports:  map[svcKey]*registryv1.Import{},
 		canon:    map[svcKey]map[chunkID]*registryv1.EndpointChunk{},
 		statuses: map[svcKey]map[string]*registryv1.ExportStatus{},
+
+		importAud: map[svcKey]Audience{},
+		chunkAud:  map[svcKey]map[string]Audience{},
 	}
 }
 
@@ -81,9 +87,10 @@ func (v *View) Load(kvs []store.KV, rev int64) error {
 }
 
 // Apply applies store events (in revision order) and returns the watch
-// events that describe their effect, each with the revision of its cause.
-func (v *View) Apply(events []store.Event) ([]*registryv1.WatchEvent, error) {
-	var out []*registryv1.WatchEvent
+// events that describe their effect, each with the revision of its cause
+// and its audience.
+func (v *View) Apply(events []store.Event) ([]Event, error) {
+	var out []Event
 	for len(events) > 0 {
 		rev := events[0].KV.ModRevision
 		n := 1
@@ -111,7 +118,7 @@ type touch struct {
 	chunks map[chunkID]bool
 }
 
-func (v *View) apply(events []store.Event) ([]*registryv1.WatchEvent, error) {
+func (v *View) apply(events []store.Event) ([]Event, error) {
 	touched := map[svcKey]*touch{}
 	mark := func(s svcKey) *touch {
 		t := touched[s]
@@ -121,10 +128,15 @@ func (v *View) apply(events []store.Event) ([]*registryv1.WatchEvent, error) {
 		}
 		return t
 	}
+	// A cluster's registration and lease touch its exports, and the
+	// exports scoped to it (their imported_by).
 	markCluster := func(id string) {
 		for s, byCluster := range v.exports {
-			if _, ok := byCluster[id]; ok {
-				mark(s).full = true
+			for exporter, rec := range byCluster {
+				if exporter == id || slices.Contains(rec.export.GetExportTo(), id) {
+					mark(s).full = true
+					break
+				}
 			}
 		}
 	}
@@ -199,7 +211,7 @@ func (v *View) apply(events []store.Event) ([]*registryv1.WatchEvent, error) {
 		}
 		return cmpString(a.name, b.name)
 	})
-	var out []*registryv1.WatchEvent
+	var out []Event
 	for _, s := range keys {
 		out = append(out, v.recompute(s, touched[s])...)
 	}
@@ -226,26 +238,45 @@ func (v *View) clusterInfo() map[string]merge.Cluster {
 }
 
 // recompute derives the import, canonical chunks and statuses of one service
-// and returns the events for what changed.
-func (v *View) recompute(s svcKey, t *touch) []*registryv1.WatchEvent {
+// and returns the events for what changed, each to its audience: an
+// export's endpoints to its scope, the import to the union of its exports'
+// scopes. When a scope no longer includes a cluster, that cluster gets
+// deletes (retractions); when it newly includes one, the import and chunks
+// are sent again to the whole scope.
+func (v *View) recompute(s svcKey, t *touch) []Event {
 	key := &registryv1.ImportKey{Namespace: s.namespace, Name: s.name}
 	byCluster := v.exports[s]
 	exports := make([]*registryv1.Export, 0, len(byCluster))
+	auds := make(map[string]Audience, len(byCluster))
+	all := make([]Audience, 0, len(byCluster))
 	for _, id := range slices.Sorted(maps.Keys(byCluster)) {
 		exports = append(exports, byCluster[id].export)
+		auds[id] = exportAudience(id, byCluster[id].export)
+		all = append(all, auds[id])
 	}
 	res := merge.Merge(key, exports, v.clusterInfo())
+	importAud := union(all)
 
-	var head, chunkEvents, tail []*registryv1.WatchEvent
+	var head, chunkEvents, tail []Event
 	old := v.imports[s]
+	oldAud := v.importAud[s]
 	switch {
 	case res.Import == nil && old != nil:
 		delete(v.imports, s)
-		tail = append(tail, &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ImportDelete{ImportDelete: key}})
-	case res.Import != nil && !proto.Equal(old, res.Import):
-		v.imports[s] = res.Import
-		head = append(head, &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ImportUpsert{ImportUpsert: res.Import}})
-		t.full = true // ports may have been renamed
+		delete(v.importAud, s)
+		tail = append(tail, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ImportDelete{ImportDelete: key}}})
+	case res.Import != nil:
+		if old != nil {
+			if gone := oldAud.Minus(importAud); !gone.IsEmpty() {
+				head = append(head, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ImportDelete{ImportDelete: key}}, Audience: gone, Retract: true})
+			}
+		}
+		if old == nil || !proto.Equal(old, res.Import) || !oldAud.Equal(importAud) {
+			v.imports[s] = res.Import
+			v.importAud[s] = importAud
+			head = append(head, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ImportUpsert{ImportUpsert: res.Import}}, Audience: importAud})
+			t.full = true // ports may have been renamed, or the audience changed
+		}
 	}
 
 	// Canonical chunks.
@@ -264,6 +295,7 @@ func (v *View) recompute(s svcKey, t *touch) []*registryv1.WatchEvent {
 	for _, c := range res.Import.GetClusters() {
 		participating[c.GetClusterId()] = true
 	}
+	oldChunkAud := v.chunkAud[s]
 	for _, id := range slices.SortedFunc(maps.Keys(ids), func(a, b chunkID) int {
 		if a.cluster != b.cluster {
 			return cmpString(a.cluster, b.cluster)
@@ -275,26 +307,45 @@ func (v *View) recompute(s svcKey, t *touch) []*registryv1.WatchEvent {
 			want = merge.CanonicalChunk(res.Import, byCluster[id.cluster].export, rec.chunk)
 		}
 		have := v.canon[s][id]
+		newAud := auds[id.cluster]
+		prevAud, sent := oldChunkAud[id.cluster]
+		rescoped := sent && !prevAud.Equal(newAud)
 		switch {
 		case want == nil && have != nil:
 			delete(v.canon[s], id)
 			if len(v.canon[s]) == 0 {
 				delete(v.canon, s)
 			}
-			chunkEvents = append(chunkEvents, &registryv1.WatchEvent{Event: &registryv1.WatchEvent_EndpointsDelete{EndpointsDelete: have.GetKey()}})
-		case want != nil && !proto.Equal(want, have):
+			chunkEvents = append(chunkEvents, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_EndpointsDelete{EndpointsDelete: have.GetKey()}}})
+		case want != nil && (rescoped || !proto.Equal(want, have)):
+			if gone := prevAud.Minus(newAud); rescoped && have != nil && !gone.IsEmpty() {
+				chunkEvents = append(chunkEvents, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_EndpointsDelete{EndpointsDelete: have.GetKey()}}, Audience: gone, Retract: true})
+			}
 			if v.canon[s] == nil {
 				v.canon[s] = map[chunkID]*registryv1.EndpointChunk{}
 			}
 			v.canon[s][id] = want
-			chunkEvents = append(chunkEvents, &registryv1.WatchEvent{Event: &registryv1.WatchEvent_EndpointsUpsert{EndpointsUpsert: want}})
+			chunkEvents = append(chunkEvents, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_EndpointsUpsert{EndpointsUpsert: want}}, Audience: newAud})
 		}
 	}
+	if len(auds) == 0 {
+		delete(v.chunkAud, s)
+	} else {
+		v.chunkAud[s] = auds
+	}
 
-	// Statuses, with the endpoint chunks the registry holds per export.
+	// Statuses, with the endpoint chunks the registry holds per export, and
+	// for a scoped export the registered clusters it goes to.
 	statuses := map[string]*registryv1.ExportStatus{}
 	for id, st := range res.Statuses {
 		statuses[id] = st
+		if to := byCluster[id].export.GetExportTo(); len(to) > 0 {
+			for _, c := range to {
+				if _, live := v.live[c]; live && c != id {
+					st.ImportedBy = append(st.ImportedBy, c)
+				}
+			}
+		}
 	}
 	for id, rec := range v.chunks[s] {
 		st := statuses[id.cluster]
@@ -307,14 +358,14 @@ func (v *View) recompute(s svcKey, t *touch) []*registryv1.WatchEvent {
 	oldStatuses := v.statuses[s]
 	for _, id := range slices.Sorted(maps.Keys(oldStatuses)) {
 		if _, ok := statuses[id]; !ok {
-			tail = append(tail, &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ExportStatusDelete{ExportStatusDelete: oldStatuses[id].GetKey()}})
+			tail = append(tail, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ExportStatusDelete{ExportStatusDelete: oldStatuses[id].GetKey()}}})
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(statuses)) {
 		st := statuses[id]
 		sort.Strings(st.EndpointChunks)
 		if !proto.Equal(st, oldStatuses[id]) {
-			tail = append(tail, &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ExportStatus{ExportStatus: st}})
+			tail = append(tail, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ExportStatus{ExportStatus: st}}})
 		}
 	}
 	if len(statuses) == 0 {
@@ -328,21 +379,20 @@ func (v *View) recompute(s svcKey, t *touch) []*registryv1.WatchEvent {
 // Snapshot returns the full state as watch events: a reset, every import,
 // every canonical chunk, the export statuses of statusCluster (all when it
 // is "*", none when empty), and a synced mark, all at the view's revision.
-func (v *View) Snapshot(statusCluster string) []*registryv1.WatchEvent {
-	out := []*registryv1.WatchEvent{{Event: &registryv1.WatchEvent_Reset_{Reset_: &registryv1.Reset{}}}}
-	for _, imp := range v.Imports() {
-		out = append(out, &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ImportUpsert{ImportUpsert: imp}})
-		s := svcKey{imp.GetKey().GetNamespace(), imp.GetKey().GetName()}
+func (v *View) Snapshot(statusCluster string) []Event {
+	out := []Event{{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_Reset_{Reset_: &registryv1.Reset{}}}}}
+	for _, s := range sortedServices(v.imports) {
+		out = append(out, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ImportUpsert{ImportUpsert: v.imports[s]}}, Audience: v.importAud[s]})
 		for _, id := range sortedChunkIDs(v.canon[s]) {
-			out = append(out, &registryv1.WatchEvent{Event: &registryv1.WatchEvent_EndpointsUpsert{EndpointsUpsert: v.canon[s][id]}})
+			out = append(out, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_EndpointsUpsert{EndpointsUpsert: v.canon[s][id]}}, Audience: v.chunkAud[s][id.cluster]})
 		}
 	}
 	if statusCluster != "" {
 		for _, st := range v.ExportStatuses(statusCluster) {
-			out = append(out, &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ExportStatus{ExportStatus: st}})
+			out = append(out, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ExportStatus{ExportStatus: st}}})
 		}
 	}
-	out = append(out, &registryv1.WatchEvent{Event: &registryv1.WatchEvent_Synced{Synced: &registryv1.Synced{}}})
+	out = append(out, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_Synced{Synced: &registryv1.Synced{}}}})
 	for _, e := range out {
 		e.Revision = v.rev
 	}
@@ -372,6 +422,28 @@ func (v *View) Imports() []*registryv1.Import {
 	out := make([]*registryv1.Import, 0, len(v.imports))
 	for _, s := range sortedServices(v.imports) {
 		out = append(out, v.imports[s])
+	}
+	return out
+}
+
+// ChunkAudience is who is sent the endpoints that cluster exports for
+// namespace/name.
+func (v *View) ChunkAudience(namespace, name, cluster string) Audience {
+	rec, ok := v.exports[svcKey{namespace, name}][cluster]
+	if !ok {
+		return Only()
+	}
+	return exportAudience(cluster, rec.export)
+}
+
+// ImportsFor returns the imports a cluster is sent (its exports' scopes
+// allowing), sorted by namespace and name.
+func (v *View) ImportsFor(cluster string) []*registryv1.Import {
+	var out []*registryv1.Import
+	for _, s := range sortedServices(v.imports) {
+		if v.importAud[s].Includes(cluster) {
+			out = append(out, v.imports[s])
+		}
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package view
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -72,9 +73,12 @@ func chunk(cluster, name, portName string, addrs ...string) *registryv1.Endpoint
 	return c
 }
 
-func kinds(evs []*registryv1.WatchEvent) []string {
+// kinds names events: "import", "chunk:a/a1", ..., with "@" and the
+// audience when it is not everyone, and "!" for a retraction.
+func kinds(evs []Event) []string {
 	var out []string
 	for _, e := range evs {
+		n := len(out)
 		switch e.GetEvent().(type) {
 		case *registryv1.WatchEvent_ImportUpsert:
 			out = append(out, "import")
@@ -88,6 +92,14 @@ func kinds(evs []*registryv1.WatchEvent) []string {
 			out = append(out, "status:"+e.GetExportStatus().GetKey().GetClusterId())
 		case *registryv1.WatchEvent_ExportStatusDelete:
 			out = append(out, "status-delete:"+e.GetExportStatusDelete().GetClusterId())
+		}
+		if len(out) > n {
+			if e.Retract {
+				out[n] += "!"
+			}
+			if !e.Audience.IsEveryone() {
+				out[n] += "@" + e.Audience.String()
+			}
 		}
 	}
 	return out
@@ -159,7 +171,7 @@ func TestViewEmitsTheSmallestChange(t *testing.T) {
 		t.Fatalf("snapshots differ in length: %d vs %d", len(a), len(b))
 	}
 	for i := range a {
-		if !proto.Equal(a[i], b[i]) {
+		if !proto.Equal(a[i].WatchEvent, b[i].WatchEvent) {
 			t.Fatalf("snapshots differ at %d:\n%v\n%v", i, a[i], b[i])
 		}
 	}
@@ -167,4 +179,97 @@ func TestViewEmitsTheSmallestChange(t *testing.T) {
 	// a, the oldest, unexports: b's names take over; b's chunk is renamed.
 	expect(apply(l.del(keyspace.ExportKey(exp("a", 0, "http").Key))), "import", "chunk-delete:a/a1", "chunk:b/b1", "status-delete:a", "status:b")
 	expect(apply(l.del(keyspace.ExportKey(exp("b", 1, "web").Key))), "chunk-delete:b/b1", "import-delete", "status-delete:b")
+}
+
+func scoped(e *registryv1.Export, to ...string) *registryv1.Export {
+	e.ExportTo = to
+	return e
+}
+
+// TestViewScopesExports shows fleetnet.dev/export-to in the registry's
+// stream: an export's endpoints go only to its scope (and its own
+// cluster), the import to the union of its exports' scopes; a scope that
+// shrinks retracts what its former members hold, one that grows sends it
+// all again; a loaded view has the same audiences.
+func TestViewScopesExports(t *testing.T) {
+	l := &log{data: map[string]store.KV{}}
+	v := New()
+	apply := func(evs ...store.Event) []string {
+		t.Helper()
+		out, err := v.Apply(evs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return kinds(out)
+	}
+	expect := func(got []string, want ...string) {
+		t.Helper()
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Fatalf("events\n  %v\nwant\n  %v", got, want)
+		}
+	}
+	for _, id := range []string{"a", "b", "c"} {
+		apply(l.put(t, keyspace.ClusterKey(id), &registryv1.Cluster{Id: id, ClustersetId: "fleet"}))
+		apply(l.put(t, keyspace.LiveKey(id), nil))
+	}
+	svc := svcKey{"demo", "echo"}
+
+	// a exports to b only.
+	expect(apply(l.put(t, keyspace.ExportKey(exp("a", 0, "http").Key), scoped(exp("a", 0, "http"), "b"))), "import@only a,b", "status:a")
+	if by := v.statuses[svc]["a"].GetImportedBy(); strings.Join(by, ",") != "b" {
+		t.Errorf("a's status imported_by = %v, want [b]", by)
+	}
+	expect(apply(l.put(t, keyspace.ChunkKey(chunk("a", "a1", "http").Key), chunk("a", "a1", "http", "10.0.0.1"))), "chunk:a/a1@only a,b", "status:a")
+	if got := v.ImportsFor("c"); len(got) != 0 {
+		t.Errorf("ImportsFor(c) = %v, want none", got)
+	}
+	// c exports to everyone: the import goes to everyone, a's chunk still
+	// only to a and b.
+	expect(apply(l.put(t, keyspace.ExportKey(exp("c", 1, "http").Key), exp("c", 1, "http"))), "import", "status:c")
+	// a's scope moves from b to c: b's copy of a's chunk is retracted, c
+	// gets it; the import (everyone's) does not change.
+	expect(apply(l.put(t, keyspace.ExportKey(exp("a", 0, "http").Key), scoped(exp("a", 0, "http"), "c"))),
+		"chunk-delete:a/a1!@only b", "chunk:a/a1@only a,c", "status:a")
+	// c unexports: the import is a's alone again, retracted from everyone
+	// outside a's scope.
+	expect(apply(l.del(keyspace.ExportKey(exp("c", 1, "http").Key))), "import-delete!@all but a,c", "import@only a,c", "status-delete:c")
+	// b registers later into a scope: nothing to send (not in it); c's
+	// lease lapses: a's status no longer names c.
+	expect(apply(l.del(keyspace.LiveKey("c"))), "status:a")
+	if by := v.statuses[svc]["a"].GetImportedBy(); len(by) != 0 {
+		t.Errorf("a's status imported_by = %v after c's lease lapsed, want none", by)
+	}
+
+	// A loaded view sends the same events to the same audiences.
+	loaded := New()
+	if err := loaded.Load(l.kvs(), l.rev); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := kinds(v.Snapshot("*")), kinds(loaded.Snapshot("*")); strings.Join(a, " ") != strings.Join(b, " ") {
+		t.Errorf("snapshots differ:\n  %v\n  %v", a, b)
+	}
+	expect(kinds(loaded.Snapshot("")), "import@only a,c", "chunk:a/a1@only a,c")
+}
+
+func TestAudienceMinus(t *testing.T) {
+	for _, tc := range []struct {
+		a, b Audience
+		want string
+	}{
+		{Everyone(), Everyone(), "only "},
+		{Everyone(), Only("a"), "all but a"},
+		{Only("a", "b"), Everyone(), "only "},
+		{Only("a", "b"), Only("b", "c"), "only a"},
+		{allBut(map[string]bool{"a": true}), Only("b"), "all but a,b"},
+		{allBut(map[string]bool{"a": true}), allBut(map[string]bool{"a": true, "b": true}), "only b"},
+		{Only("a", "b"), allBut(map[string]bool{"a": true}), "only a"},
+		{Everyone(), allBut(map[string]bool{"c": true}), "only c"},
+	} {
+		if got := tc.a.Minus(tc.b).String(); got != tc.want {
+			t.Errorf("%s minus %s = %s, want %s", tc.a, tc.b, got, tc.want)
+		}
+	}
+	if !Only("a").Includes("a") || Only("a").Includes("b") || !Everyone().Includes("x") || allBut(map[string]bool{"a": true}).Includes("a") {
+		t.Error("Includes is wrong")
+	}
 }

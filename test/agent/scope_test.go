@@ -1,0 +1,116 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
+	"github.com/fleetnet/fleetnet/internal/registry/server"
+	"github.com/fleetnet/fleetnet/internal/testkit"
+	"github.com/fleetnet/fleetnet/test/fleet"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// TestExportScope: east exports echo to west only
+// (fleetnet.dev/export-to): west imports it, south never does (it imports
+// a later, unscoped export, so it has read past echo's), and east's
+// ServiceExport says where echo is imported. A malformed scope makes the
+// ServiceExport Valid=False with a Warning event naming the annotation;
+// fixed to name south, south imports echo and west's import goes.
+func TestExportScope(t *testing.T) {
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "east"}, {Name: "west"}, {Name: "south"}}})
+	r := registrytest.Start(t, server.Config{})
+	ctx := context.Background()
+	clients := map[string]client.Client{}
+	for _, name := range []string{"east", "west", "south"} {
+		c := f.Cluster(t, name)
+		clients[name] = c.Client(t)
+		createNamespace(t, clients[name], ns)
+		startAgent(t, c, r, name)
+	}
+	ec := clients["east"]
+	for _, obj := range []client.Object{
+		service(ns, "echo"),
+		endpointSlice(ns, "echo", "echo-1", "10.244.0.1"),
+		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo", Annotations: map[string]string{keys.AnnotationExportTo: "west"}}},
+	} {
+		if err := ec.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	imported := func(cluster, name string) func(context.Context) error {
+		return func(ctx context.Context) error {
+			si := &mcsv1beta1.ServiceImport{}
+			if err := clients[cluster].Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, si); err != nil {
+				return err
+			}
+			if ss, err := importedSlices(ctx, clients[cluster], name); err != nil || len(ss) == 0 {
+				return fmt.Errorf("%s has the ServiceImport %s but no slice (%v)", cluster, name, err)
+			}
+			return nil
+		}
+	}
+	notImported := func(cluster, name string) {
+		t.Helper()
+		err := clients[cluster].Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &mcsv1beta1.ServiceImport{})
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("%s has a ServiceImport %s (%v), outside the export's scope", cluster, name, err)
+		}
+		if ss, _ := importedSlices(ctx, clients[cluster], name); len(ss) > 0 {
+			t.Errorf("%s has %d slices of %s, outside the export's scope", cluster, len(ss), name)
+		}
+	}
+	testkit.Eventually(t, 20*time.Second, "west to import echo", imported("west", "echo"))
+	// A later export to everyone: once south has it, it has read past echo.
+	for _, obj := range []client.Object{
+		service(ns, "marker"),
+		endpointSlice(ns, "marker", "marker-1", "10.244.0.2"),
+		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "marker"}},
+	} {
+		if err := ec.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testkit.Eventually(t, 20*time.Second, "south to import marker", imported("south", "marker"))
+	notImported("south", "echo")
+	testkit.Eventually(t, 20*time.Second, "echo's Ready condition to name west", func(context.Context) error {
+		cond, err := condition(ec, "echo", mcsv1beta1.ServiceExportConditionReady)
+		if err != nil {
+			return err
+		}
+		if want := "exported to west only (fleetnet.dev/export-to); imported by: west"; cond == nil || cond.Message != want {
+			return fmt.Errorf("Ready = %v, want message %q", cond, want)
+		}
+		return nil
+	})
+
+	// Malformed: refused, said on the ServiceExport.
+	patchAnnotation(t, ec, "echo", keys.AnnotationExportTo, "west,South")
+	wantCondition(t, ec, "echo", mcsv1beta1.ServiceExportConditionValid, metav1.ConditionFalse, keys.ReasonInvalidExportScope)
+	cond, _ := condition(ec, "echo", mcsv1beta1.ServiceExportConditionValid)
+	if want := `metadata.annotations[fleetnet.dev/export-to][1]: Invalid value: "South"`; !strings.Contains(cond.Message, want) {
+		t.Errorf("Valid message %q lacks %q", cond.Message, want)
+	}
+	testkit.Eventually(t, 20*time.Second, "the InvalidExportScope Warning event", func(ctx context.Context) error {
+		return hasEvent(ctx, ec, "echo", keys.ReasonInvalidExportScope)
+	})
+
+	// Fixed to south: south imports it, west's import goes.
+	patchAnnotation(t, ec, "echo", keys.AnnotationExportTo, "south")
+	testkit.Eventually(t, 20*time.Second, "south to import echo", imported("south", "echo"))
+	testkit.Eventually(t, 20*time.Second, "west's import of echo to go", func(ctx context.Context) error {
+		err := clients["west"].Get(ctx, types.NamespacedName{Namespace: ns, Name: "echo"}, &mcsv1beta1.ServiceImport{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("west still imports echo (%v)", err)
+	})
+}
