@@ -28,7 +28,7 @@ type watcher struct {
 	// gets; empty for an administrator, who gets everything but
 	// retractions.
 	cluster string
-	ch            chan *encoded
+	ch      chan *encoded
 	// cut is closed when the watcher fell behind.
 	cut  chan struct{}
 	once sync.Once
