@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/internal/agent/app"
 	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/internal/registry/server"
 	"github.com/fleetnet/fleetnet/internal/testkit"
@@ -113,4 +114,56 @@ func TestExportScope(t *testing.T) {
 		}
 		return fmt.Errorf("west still imports echo (%v)", err)
 	})
+}
+
+// TestImportNamespaces: a member's import policy (--import-namespaces)
+// narrows what it holds. west first imports echo from demo and from web;
+// restarted with --import-namespaces=web, its agent is sent web's import
+// alone and removes demo's.
+func TestImportNamespaces(t *testing.T) {
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "east"}, {Name: "west"}}})
+	east, west := f.Cluster(t, "east"), f.Cluster(t, "west")
+	r := registrytest.Start(t, server.Config{})
+	ctx := context.Background()
+	ec, wc := east.Client(t), west.Client(t)
+	const web = "web"
+	for _, c := range []client.Client{ec, wc} {
+		createNamespace(t, c, ns)
+		createNamespace(t, c, web)
+	}
+	for _, namespace := range []string{ns, web} {
+		for _, obj := range []client.Object{
+			service(namespace, "echo"),
+			endpointSlice(namespace, "echo", "echo-1", "10.244.0.1"),
+			&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "echo"}},
+		} {
+			if err := ec.Create(ctx, obj); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	startAgent(t, east, r, "east")
+	hasImport := func(namespace string, want bool) func(context.Context) error {
+		return func(ctx context.Context) error {
+			err := wc.Get(ctx, types.NamespacedName{Namespace: namespace, Name: "echo"}, &mcsv1beta1.ServiceImport{})
+			switch {
+			case want && err != nil:
+				return err
+			case !want && !apierrors.IsNotFound(err):
+				return fmt.Errorf("west still imports %s/echo (%v)", namespace, err)
+			}
+			return nil
+		}
+	}
+	a := startAgent(t, west, r, "west")
+	testkit.Eventually(t, 20*time.Second, "west to import demo/echo", hasImport(ns, true))
+	testkit.Eventually(t, 20*time.Second, "west to import web/echo", hasImport(web, true))
+	a.stop()
+
+	startAgent(t, west, r, "west", func(o *app.Options) { o.ImportNamespaces = web })
+	testkit.Eventually(t, 30*time.Second, "west's import of demo/echo to go", hasImport(ns, false))
+	testkit.Eventually(t, 20*time.Second, "west to keep web/echo", hasImport(web, true))
+	if ss, _ := importedSlices(ctx, wc, "echo"); len(ss) != 0 {
+		t.Errorf("west keeps %d slices of demo/echo outside its import policy", len(ss))
+	}
 }

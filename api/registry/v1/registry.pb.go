@@ -1882,8 +1882,12 @@ type WatchRequest struct {
 	// export_status_cluster_id, when set, adds the status of that cluster's
 	// exports to the stream (only the cluster itself may ask).
 	ExportStatusClusterId string `protobuf:"bytes,2,opt,name=export_status_cluster_id,json=exportStatusClusterId,proto3" json:"export_status_cluster_id,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// namespaces, when set, limits the imports and endpoints sent to those
+	// of these namespaces (a member's import policy); every namespace when
+	// empty.
+	Namespaces    []string `protobuf:"bytes,3,rep,name=namespaces,proto3" json:"namespaces,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchRequest) Reset() {
@@ -1928,6 +1932,13 @@ func (x *WatchRequest) GetExportStatusClusterId() string {
 		return x.ExportStatusClusterId
 	}
 	return ""
+}
+
+func (x *WatchRequest) GetNamespaces() []string {
+	if x != nil {
+		return x.Namespaces
+	}
+	return nil
 }
 
 type WatchEvent struct {
@@ -2725,10 +2736,13 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"ifRevision\"O\n" +
 	"\x17DeleteEndpointsResponse\x12\x18\n" +
 	"\adeleted\x18\x01 \x01(\bR\adeleted\x12\x1a\n" +
-	"\brevision\x18\x02 \x01(\x03R\brevision\"p\n" +
+	"\brevision\x18\x02 \x01(\x03R\brevision\"\x90\x01\n" +
 	"\fWatchRequest\x12'\n" +
 	"\x0fresume_revision\x18\x01 \x01(\x03R\x0eresumeRevision\x127\n" +
-	"\x18export_status_cluster_id\x18\x02 \x01(\tR\x15exportStatusClusterId\"\xea\x04\n" +
+	"\x18export_status_cluster_id\x18\x02 \x01(\tR\x15exportStatusClusterId\x12\x1e\n" +
+	"\n" +
+	"namespaces\x18\x03 \x03(\tR\n" +
+	"namespaces\"\xea\x04\n" +
 	"\n" +
 	"WatchEvent\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\x123\n" +

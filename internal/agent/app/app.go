@@ -21,6 +21,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/agent/publish"
 	"github.com/fleetnet/fleetnet/internal/certfiles"
 	"github.com/fleetnet/fleetnet/internal/registry/client"
+	"github.com/fleetnet/fleetnet/internal/registry/validate"
 	"github.com/fleetnet/fleetnet/internal/scheme"
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -28,6 +29,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -60,6 +62,10 @@ type Options struct {
 	// rest.Config as it is.
 	KubeAPIQPS   float32
 	KubeAPIBurst int
+	// ImportNamespaces, comma-separated, are the only namespaces whose
+	// imports this cluster holds (its import policy): the registry sends
+	// no other. Empty: every namespace.
+	ImportNamespaces string
 	// CreateImportNamespaces lets the agent create an import's namespace
 	// when the cluster has none of that name.
 	CreateImportNamespaces bool
@@ -95,6 +101,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ImportResyncPeriod, "import-resync-period", 10*time.Minute, "how often every import is compared with the cluster, bounding repair when an event is missed")
 	fs.IntVar(&o.EndpointsPerSlice, "endpoints-per-slice", 100, "most endpoints in one imported EndpointSlice (1 to 1000)")
 	fs.IntVar(&o.ImportWorkers, "import-workers", 4, "how many imports are reconciled at once (1 to 64)")
+	fs.StringVar(&o.ImportNamespaces, "import-namespaces", "", "comma-separated namespaces to import into, the cluster's import policy (the registry sends no other namespace's imports, and imports made before in others are removed); empty means all")
 	fs.BoolVar(&o.CreateImportNamespaces, "create-import-namespaces", false, "create the namespace of an import when the cluster has none (labelled app.kubernetes.io/managed-by=fleetnet-agent, never deleted by the agent); off, such an import waits for its namespace (fleetnet_agent_imports_pending)")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", 200, "requests per second to this cluster's API server, on average (a join of 5,000 imports is about 25,000 writes); 0: no limit of the agent's own. The chart's FlowSchema also keeps them from starving the cluster's own controllers")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 400, "requests to this cluster's API server in a burst above --kube-api-qps")
@@ -123,6 +130,9 @@ func (o *Options) Validate() error {
 	if o.ImportResyncPeriod < time.Second {
 		errs = append(errs, fmt.Errorf("--import-resync-period=%s: must be at least 1s", o.ImportResyncPeriod))
 	}
+	if bad := validate.Namespaces(o.importNamespaces(), field.NewPath("--import-namespaces")); len(bad) > 0 {
+		errs = append(errs, bad.ToAggregate())
+	}
 	if o.ImportWorkers < 1 || o.ImportWorkers > 64 {
 		errs = append(errs, fmt.Errorf("--import-workers=%d: must be between 1 and 64", o.ImportWorkers))
 	}
@@ -139,6 +149,17 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--endpoints-per-slice=%d: must be between 1 and 1000", o.EndpointsPerSlice))
 	}
 	return errors.Join(errs...)
+}
+
+// importNamespaces are the namespaces of --import-namespaces, nil for all.
+func (o Options) importNamespaces() []string {
+	var out []string
+	for _, ns := range strings.Split(o.ImportNamespaces, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			out = append(out, ns)
+		}
+	}
+	return out
 }
 
 // Run runs the agent until ctx ends.
@@ -257,7 +278,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	importEvents := make(chan event.GenericEvent, 4096)
 	streamSynced := prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetnet_agent_registry_stream_synced", Help: "1 while the agent holds a synced view of the registry's imports."})
 	reg.MustRegister(streamSynced)
-	stream := &importer.Stream{Client: regClient, Log: log, Synced: streamSynced, Changed: func(k types.NamespacedName) {
+	stream := &importer.Stream{Client: regClient, Log: log, Synced: streamSynced, Namespaces: o.importNamespaces(), Changed: func(k types.NamespacedName) {
 		si := &mcsv1beta1.ServiceImport{}
 		si.Namespace, si.Name = k.Namespace, k.Name
 		select { // the controller stops reading at shutdown

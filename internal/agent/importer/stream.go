@@ -32,6 +32,9 @@ type Stream struct {
 	Changed func(types.NamespacedName)
 	// Synced, when set, is 1 while the stream holds a synced snapshot.
 	Synced prometheus.Gauge
+	// Namespaces, when set, are the only namespaces the registry is asked
+	// to send imports of (the cluster's import policy).
+	Namespaces []string
 
 	mu      sync.Mutex
 	imports map[types.NamespacedName]*Desired
@@ -109,7 +112,7 @@ func (s *Stream) watch(ctx context.Context) (bool, error) {
 	s.mu.Lock()
 	resume := s.rev
 	s.mu.Unlock()
-	w, err := s.Client.Watch(ctx, &registryv1.WatchRequest{ResumeRevision: resume}, client.WaitForConnection())
+	w, err := s.Client.Watch(ctx, &registryv1.WatchRequest{ResumeRevision: resume, Namespaces: s.Namespaces}, client.WaitForConnection())
 	if err != nil {
 		return false, err
 	}

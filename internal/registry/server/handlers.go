@@ -369,12 +369,22 @@ func (r *Registry) Watch(req *registryv1.WatchRequest, stream grpc.ServerStreami
 			return status.Errorf(codes.PermissionDenied, "%s may not watch the export status of cluster %q", id, statusCluster)
 		}
 	}
+	var namespaces map[string]bool
+	if ns := req.GetNamespaces(); len(ns) > 0 {
+		if errs := validate.Namespaces(ns, field.NewPath("namespaces")); len(errs) > 0 {
+			return status.Error(codes.InvalidArgument, errs.ToAggregate().Error())
+		}
+		namespaces = map[string]bool{}
+		for _, n := range ns {
+			namespaces[n] = true
+		}
+	}
 	if err := r.currentView(ctx, func(*view.View) {}); err != nil {
 		return storeErr(err)
 	}
 	r.mu.Lock()
 	rev := r.view.Revision()
-	w, replay, resumed := r.hub.subscribe(statusCluster, scopedViewer(ctx), req.GetResumeRevision(), rev)
+	w, replay, resumed := r.hub.subscribe(statusCluster, scopedViewer(ctx), namespaces, req.GetResumeRevision(), rev)
 	var first []*encoded
 	if resumed {
 		first = append(replay, encode(&registryv1.WatchEvent{Revision: rev, Event: &registryv1.WatchEvent_Synced{Synced: &registryv1.Synced{}}}))

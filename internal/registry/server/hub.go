@@ -28,7 +28,10 @@ type watcher struct {
 	// gets; empty for an administrator, who gets everything but
 	// retractions.
 	cluster string
-	ch      chan *encoded
+	// namespaces, when set, are the only namespaces whose imports and
+	// endpoints the watcher gets (a member's import policy).
+	namespaces map[string]bool
+	ch         chan *encoded
 	// cut is closed when the watcher fell behind.
 	cut  chan struct{}
 	once sync.Once
@@ -55,6 +58,9 @@ func (w *watcher) cutOff() { w.once.Do(func() { close(w.cut) }) }
 func (w *watcher) wants(e *encoded) bool {
 	if e.status {
 		return w.statusCluster == "*" || (w.statusCluster != "" && w.statusCluster == e.statusCluster)
+	}
+	if w.namespaces != nil && e.namespace != "" && !w.namespaces[e.namespace] {
+		return false
 	}
 	if w.cluster == "" {
 		return !e.retract
@@ -111,10 +117,10 @@ func (h *hub) publish(events []view.Event) {
 // the events after it (replay is true); otherwise the caller sends a
 // snapshot. Callers hold the registry's view lock so that nothing is
 // published between the snapshot and the subscription.
-func (h *hub) subscribe(statusCluster, cluster string, resume, current int64) (w *watcher, replay []*encoded, ok bool) {
+func (h *hub) subscribe(statusCluster, cluster string, namespaces map[string]bool, resume, current int64) (w *watcher, replay []*encoded, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	w = &watcher{statusCluster: statusCluster, cluster: cluster, ch: make(chan *encoded, h.bufferSize), cut: make(chan struct{})}
+	w = &watcher{statusCluster: statusCluster, cluster: cluster, namespaces: namespaces, ch: make(chan *encoded, h.bufferSize), cut: make(chan struct{})}
 	h.watchers[w] = struct{}{}
 	if resume <= 0 || resume < h.start || resume > current {
 		return w, nil, false

@@ -565,3 +565,41 @@ func TestExportScopeIsEnforced(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchNamespaces: a watch that names namespaces (a member's import
+// policy) is sent the imports and endpoints of those alone; a malformed
+// namespace is refused naming it.
+func TestWatchNamespaces(t *testing.T) {
+	e := start(t, server.Config{})
+	ctx := context.Background()
+	a, b := e.client("a", false), e.client("b", false)
+	register(t, a, "a")
+	register(t, b, "b")
+	// The error arrives with the first receive.
+	s, err := b.Watch(ctx, &registryv1.WatchRequest{Namespaces: []string{"web", "Not_A_Namespace"}})
+	if err == nil {
+		_, err = s.Recv()
+	}
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "namespaces[1]") {
+		t.Fatalf("a malformed namespace: %v, want InvalidArgument naming namespaces[1]", err)
+	}
+	w := watch(t, b, &registryv1.WatchRequest{Namespaces: []string{"web"}})
+	w.until(t, "the first snapshot's synced mark", isSynced)
+	for _, ns := range []string{"demo", "web"} {
+		ex := export("a", 0, "http")
+		ex.Key.Namespace = ns
+		if _, err := a.PutExport(ctx, &registryv1.PutExportRequest{Export: ex}); err != nil {
+			t.Fatal(err)
+		}
+		ch := chunk("a", "echo-a1", "http", "10.244.1.5")
+		ch.Key.Namespace = ns
+		if _, err := a.PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: ch}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ev := range w.until(t, "web's chunk", func(ev *registryv1.WatchEvent) bool { return ev.GetEndpointsUpsert().GetKey().GetNamespace() == "web" }) {
+		if ev.GetImportUpsert().GetKey().GetNamespace() == "demo" || ev.GetEndpointsUpsert().GetKey().GetNamespace() == "demo" {
+			t.Errorf("a watch of namespace web was sent %v", ev)
+		}
+	}
+}

@@ -26,6 +26,9 @@ type encoded struct {
 	// marks a delete sent because a scope no longer includes its audience.
 	audience view.Audience
 	retract  bool
+	// namespace is the import's or chunk's, for watchers that asked for
+	// some namespaces only; empty for other events.
+	namespace string
 	// head and body are the encoding, in two parts so that a snapshot can
 	// put a revision in front of an import's or a chunk's encoding shared
 	// with other snapshots (see snapshotEncoder).
@@ -39,6 +42,22 @@ func encodeEvent(e view.Event) *encoded {
 	return out
 }
 
+// eventNamespace is the namespace of an import or endpoints event, ""
+// for other events.
+func eventNamespace(e *registryv1.WatchEvent) string {
+	switch ev := e.GetEvent().(type) {
+	case *registryv1.WatchEvent_ImportUpsert:
+		return ev.ImportUpsert.GetKey().GetNamespace()
+	case *registryv1.WatchEvent_ImportDelete:
+		return ev.ImportDelete.GetNamespace()
+	case *registryv1.WatchEvent_EndpointsUpsert:
+		return ev.EndpointsUpsert.GetKey().GetNamespace()
+	case *registryv1.WatchEvent_EndpointsDelete:
+		return ev.EndpointsDelete.GetNamespace()
+	}
+	return ""
+}
+
 // encode marshals one event.
 func encode(e *registryv1.WatchEvent) *encoded {
 	b, err := proto.Marshal(e)
@@ -47,7 +66,7 @@ func encode(e *registryv1.WatchEvent) *encoded {
 		// would be a bug, not a condition to serve around.
 		panic(fmt.Sprintf("marshaling a watch event: %v", err))
 	}
-	out := &encoded{revision: e.GetRevision(), body: b}
+	out := &encoded{revision: e.GetRevision(), body: b, namespace: eventNamespace(e)}
 	switch ev := e.GetEvent().(type) {
 	case *registryv1.WatchEvent_ExportStatus:
 		out.status, out.statusCluster = true, ev.ExportStatus.GetKey().GetClusterId()
@@ -120,7 +139,7 @@ func (s *snapshotEncoder) encode(events []view.Event) []*encoded {
 		head = protowire.AppendVarint(head, uint64(e.GetRevision()))
 		head = protowire.AppendTag(head, field, protowire.BytesType)
 		head = protowire.AppendVarint(head, uint64(len(body)))
-		out[i] = &encoded{revision: e.GetRevision(), head: head, body: body, audience: e.Audience, retract: e.Retract}
+		out[i] = &encoded{revision: e.GetRevision(), head: head, body: body, audience: e.Audience, retract: e.Retract, namespace: eventNamespace(e.WatchEvent)}
 		if st, ok := msg.(*registryv1.ExportStatus); ok {
 			out[i].status, out[i].statusCluster = true, st.GetKey().GetClusterId()
 		}

@@ -391,3 +391,19 @@ func ParseExportTo(value string, path *field.Path) ([]string, field.ErrorList) {
 	slices.Sort(ids)
 	return ids, nil
 }
+
+// Namespaces checks a watch's namespaces: namespace names, each once.
+func Namespaces(names []string, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, n := range names {
+		if seen[n] {
+			errs = append(errs, field.Duplicate(path.Index(i), n))
+		}
+		seen[n] = true
+		for _, msg := range apivalidation.ValidateNamespaceName(n, false) {
+			errs = append(errs, field.Invalid(path.Index(i), n, msg))
+		}
+	}
+	return errs
+}
