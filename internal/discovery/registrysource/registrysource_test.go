@@ -22,6 +22,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/internal/registry/server"
 	"github.com/fleetnet/fleetnet/internal/testkit"
+	"google.golang.org/grpc"
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -143,7 +144,11 @@ func TestWatch(t *testing.T) {
 	}
 	put := func(c registryv1.RegistryClient, ch *registryv1.EndpointChunk) {
 		t.Helper()
-		if _, err := c.PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: ch}); err != nil {
+		// Waits for the connection: after the registry's restart below the
+		// client may still be backing off from the refused dials.
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if _, err := c.PutEndpoints(pctx, &registryv1.PutEndpointsRequest{Chunk: ch}, grpc.WaitForReady(true)); err != nil {
 			t.Fatal(err)
 		}
 	}
