@@ -153,6 +153,12 @@ func newFleetJoinCommand() *cobra.Command {
 				return err
 			}
 			if o.ClusterID == "" {
+				// The id it joined with before, else the context's name.
+				if o.ClusterID, err = fleetsetup.JoinedAs(member, f.namespace); err != nil {
+					return err
+				}
+			}
+			if o.ClusterID == "" {
 				o.ClusterID = member.Name
 			}
 			if err := checkLabel("--cluster-id", o.ClusterID); err != nil {
@@ -195,7 +201,7 @@ func newFleetJoinCommand() *cobra.Command {
 	fs := cmd.Flags()
 	fs.StringVar(&hubKubeconfig, "hub-kubeconfig", "", "kubeconfig of the hub, whose fleet ConfigMap (written by fleet init) says what to join (default: --kubeconfig's)")
 	fs.StringVar(&hubContext, "hub-context", "", "the hub's context")
-	fs.StringVar(&o.ClusterID, "cluster-id", "", "the member's cluster id, an RFC 1123 label unique in the fleet (default: the context's name)")
+	fs.StringVar(&o.ClusterID, "cluster-id", "", "the member's cluster id, an RFC 1123 label unique in the fleet (default: the id it joined with before, else the context's name)")
 	fs.StringVar(&o.Region, "region", "", "the member's region")
 	fs.StringVar(&o.DNSClusterIP, "dns-cluster-ip", "", "fleetnet-dns's ClusterIP, a free address of the service range (default: Kubernetes picks one)")
 	fs.StringVar(&o.Fleet.ClustersetID, "clusterset-id", "", "the clusterset's id (default: the hub's)")

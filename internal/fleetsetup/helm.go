@@ -71,7 +71,26 @@ func (c *Cluster) applyRelease(ctx context.Context, namespace, name, chartName s
 	}
 	history := action.NewHistory(cfg)
 	history.Max = 1
-	_, err = history.Run(name)
+	last, err := history.Run(name)
+	if err == nil && len(last) > 0 {
+		// A run that was interrupted (or failed its first install) left
+		// the release where Helm refuses to upgrade it: put it back first.
+		switch rel := last[len(last)-1]; rel.Info.Status {
+		case release.StatusPendingUpgrade, release.StatusPendingRollback:
+			rb := action.NewRollback(cfg)
+			rb.Timeout = helmTimeout
+			if err := rb.Run(name); err != nil {
+				return nil, fmt.Errorf("%s: rolling back the interrupted upgrade of %s/%s: %w", c.Name, namespace, name, err)
+			}
+		case release.StatusPendingInstall, release.StatusFailed:
+			if rel.Version == 1 {
+				if _, err := c.uninstall(namespace, name); err != nil {
+					return nil, err
+				}
+				err = driver.ErrReleaseNotFound
+			}
+		}
+	}
 	switch {
 	case errors.Is(err, driver.ErrReleaseNotFound):
 		install := action.NewInstall(cfg)

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"github.com/fleetnet/fleetnet/api/keys"
@@ -77,6 +79,9 @@ func Init(ctx context.Context, hub *Cluster, o HubOptions, out io.Writer) error 
 	if _, _, err := net.SplitHostPort(o.RegistryAddress); err != nil {
 		return fmt.Errorf("--registry-address=%q: want host:port: %w", o.RegistryAddress, err)
 	}
+	if err := checkFleetCA(ctx, hub, o.Namespace, o.CertsDir); err != nil {
+		return err
+	}
 	ca, err := pki.LoadOrCreateCA(o.CertsDir, "fleetnet-ca")
 	if err != nil {
 		return fmt.Errorf("the fleet CA in %s: %w", o.CertsDir, err)
@@ -102,6 +107,9 @@ func Init(ctx context.Context, hub *Cluster, o HubOptions, out io.Writer) error 
 		return []string{name + "." + ns + ".svc", name + "." + ns + ".svc.cluster.local"}
 	}
 	registryHosts := append(append([]string{}, o.RegistryHosts...), svc("fleetnet-registry")...)
+	if host, _, _ := net.SplitHostPort(o.RegistryAddress); !slices.Contains(registryHosts, host) {
+		registryHosts = append(registryHosts, host) // members dial it there
+	}
 	gatewayHosts := append(append([]string{}, o.GatewayHosts...), svc("fleetnet-gateway")...)
 	discoveryHosts := append(append([]string{}, o.DiscoveryHosts...), svc("fleetnet-discovery")...)
 	values := map[string]map[string]any{}
@@ -204,6 +212,28 @@ func WaitHub(ctx context.Context, hub *Cluster, o HubOptions, out io.Writer) err
 	}
 	defer conn.Close()
 	return waitRegistered(ctx, reg, info.RegistryAddress, o.ClusterID, out)
+}
+
+// checkFleetCA refuses to go on when the hub already trusts a fleet CA
+// that the certificates' folder does not hold: a new CA would re-issue
+// every certificate of the hub, and no member would trust it any more.
+func checkFleetCA(ctx context.Context, hub *Cluster, namespace, dir string) error {
+	s, err := hub.Kube.CoreV1().Secrets(namespace).Get(ctx, "fleetnet-agent-registry", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) || (err == nil && len(s.Data["ca.crt"]) == 0) {
+		return nil // a new hub
+	}
+	if err != nil {
+		return fmt.Errorf("%s: reading Secret %s/fleetnet-agent-registry: %w", hub.Name, namespace, err)
+	}
+	certPath, _ := caFiles(dir)
+	local, err := os.ReadFile(certPath)
+	if err != nil {
+		return fmt.Errorf("%s already has a fleet CA (Secret %s/fleetnet-agent-registry) and %s has none: give --certs-dir the folder that holds the fleet's ca.crt and ca.key", hub.Name, namespace, dir)
+	}
+	if string(local) != string(s.Data["ca.crt"]) {
+		return fmt.Errorf("%s trusts another fleet CA than %s (Secret %s/fleetnet-agent-registry): give --certs-dir the folder of the fleet's CA", hub.Name, certPath, namespace)
+	}
+	return nil
 }
 
 // FleetInfo is what a member needs to join, kept in the hub.

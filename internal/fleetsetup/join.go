@@ -34,6 +34,11 @@ var memberReleases = []string{"fleetnet-agent", "fleetnet-dns"}
 // certificate issued by the fleet CA, the agent and fleetnet-dns. Run again,
 // it upgrades the releases and keeps the certificate while it is good.
 func Join(ctx context.Context, m *Cluster, o MemberOptions, out io.Writer) error {
+	if joined, err := JoinedAs(m, o.Namespace); err != nil {
+		return err
+	} else if joined != "" && joined != o.ClusterID {
+		return fmt.Errorf("%s has joined the fleet as %q; --cluster-id=%q would give it a second identity: run fleet leave first", m.Name, joined, o.ClusterID)
+	}
 	ca, err := pki.LoadCA(caFiles(o.CertsDir))
 	if err != nil {
 		return fmt.Errorf("the fleet CA in --certs-dir=%s, which issues the member's certificate (fleetnetctl fleet init makes it): %w", o.CertsDir, err)
@@ -101,5 +106,23 @@ func WaitJoined(ctx context.Context, m *Cluster, o MemberOptions, out io.Writer)
 		return err
 	}
 	createsNamespaces, _ := vals["createImportNamespaces"].(bool)
-	return m.waitImports(ctx, reg, o.ClusterID, createsNamespaces, out)
+	var policy []string
+	if list, ok := vals["importNamespaces"].([]any); ok {
+		for _, ns := range list {
+			if s, ok := ns.(string); ok {
+				policy = append(policy, s)
+			}
+		}
+	}
+	return m.waitImports(ctx, reg, o.ClusterID, createsNamespaces, policy, out)
+}
+
+// JoinedAs is the cluster id of the agent release in namespace, "" when
+// there is none.
+func JoinedAs(c *Cluster, namespace string) (string, error) {
+	vals, err := c.releaseValues(namespace, "fleetnet-agent")
+	if err != nil {
+		return "", err
+	}
+	return nestedString(vals, "identity", "clusterID"), nil
 }

@@ -46,6 +46,12 @@ type LeaveOptions struct {
 // users' ServiceExports and Services stay; with DeleteCRDs the CRDs go too.
 func Leave(ctx context.Context, m *Cluster, o LeaveOptions, out io.Writer) error {
 	ns := o.Namespace
+	// The hub does not leave: it holds the registry and the fleet.
+	if hub, err := m.releaseValues(ns, "fleetnet-registry"); err != nil {
+		return err
+	} else if hub != nil {
+		return fmt.Errorf("%s holds the fleet's registry (release %s/fleetnet-registry): the hub does not leave its own fleet; uninstall its releases with helm to take the fleet down", m.Name, ns)
+	}
 	vals, err := m.releaseValues(ns, "fleetnet-agent")
 	if err != nil {
 		return err
@@ -103,7 +109,13 @@ func Leave(ctx context.Context, m *Cluster, o LeaveOptions, out io.Writer) error
 	if err := m.deleteIfOurs(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fleetnet-agent-registry"}}, out); err != nil {
 		return err
 	}
-	if err := m.deleteIfOurs(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, out); err != nil {
+	others, err := m.Kube.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm"})
+	if err != nil {
+		return fmt.Errorf("%s: listing the Helm releases left in %s: %w", m.Name, ns, err)
+	}
+	if len(others.Items) > 0 {
+		fmt.Fprintf(out, "%s: kept namespace %s: it holds %d more Helm release records\n", m.Name, ns, len(others.Items))
+	} else if err := m.deleteIfOurs(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, out); err != nil {
 		return err
 	}
 	crds, err := crd.All()
@@ -169,19 +181,21 @@ func (c *Cluster) removeAgentObjects(ctx context.Context, ns string, out io.Writ
 	}
 	for i := range exports.Items {
 		se := &exports.Items[i]
+		// The finalizer first: a delete would otherwise only mark it, and
+		// change the object under the patch.
+		if slices.Contains(se.Finalizers, keys.FinalizerServiceExport) {
+			patch := ctrlclient.MergeFromWithOptions(se.DeepCopy(), ctrlclient.MergeFromWithOptimisticLock{})
+			se.Finalizers = slices.DeleteFunc(se.Finalizers, func(f string) bool { return f == keys.FinalizerServiceExport })
+			if err := ctrlclient.IgnoreNotFound(c.Client.Patch(ctx, se, patch)); err != nil {
+				return fmt.Errorf("%s: removing the finalizer of ServiceExport %s/%s (run again): %w", c.Name, se.Namespace, se.Name, err)
+			}
+			finalizers++
+		}
 		if se.Labels[keys.LabelAutoExport] != "" {
 			if err := ctrlclient.IgnoreNotFound(c.Client.Delete(ctx, se)); err != nil {
 				return fmt.Errorf("%s: deleting ServiceExport %s/%s: %w", c.Name, se.Namespace, se.Name, err)
 			}
 			autoExports++
-		}
-		if slices.Contains(se.Finalizers, keys.FinalizerServiceExport) {
-			patch := ctrlclient.MergeFromWithOptions(se.DeepCopy(), ctrlclient.MergeFromWithOptimisticLock{})
-			se.Finalizers = slices.DeleteFunc(se.Finalizers, func(f string) bool { return f == keys.FinalizerServiceExport })
-			if err := ctrlclient.IgnoreNotFound(c.Client.Patch(ctx, se, patch)); err != nil {
-				return fmt.Errorf("%s: removing the finalizer of ServiceExport %s/%s: %w", c.Name, se.Namespace, se.Name, err)
-			}
-			finalizers++
 		}
 	}
 	for _, del := range []struct {

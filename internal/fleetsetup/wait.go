@@ -134,16 +134,18 @@ func waitRegistered(ctx context.Context, reg registryv1.RegistryClient, address,
 	})
 }
 
-// waitImports waits until every import of the registry is in place in the
-// cluster: its ServiceImport made by the agent, with its ClusterSetIP (a
+// waitImports waits until every import the registry sends the cluster
+// (export scopes and its import policy applied) is in place in it: its ServiceImport made by the agent, with its ClusterSetIP (a
 // headless one needs none) and its derived Service. Imports whose namespace
 // the cluster does not have wait for it (namespace sameness), unless the
 // agent creates namespaces; they are named but not waited for.
-func (c *Cluster) waitImports(ctx context.Context, reg registryv1.RegistryClient, clusterID string, createsNamespaces bool, out io.Writer) error {
+func (c *Cluster) waitImports(ctx context.Context, reg registryv1.RegistryClient, clusterID string, createsNamespaces bool, importNamespaces []string, out io.Writer) error {
+	policy := sets.New(importNamespaces...)
 	return poll(ctx, out, func(ctx context.Context) (bool, string, error) {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		resp, err := reg.ListImports(cctx, &registryv1.ListImportsRequest{})
+		// What the registry sends this cluster: export scopes applied.
+		resp, err := reg.ListImports(cctx, &registryv1.ListImportsRequest{ClusterId: clusterID})
 		if err != nil {
 			return false, "", fmt.Errorf("listing the registry's imports: %w", err)
 		}
@@ -170,6 +172,9 @@ func (c *Cluster) waitImports(ctx context.Context, reg registryv1.RegistryClient
 		noNamespace := sets.New[string]()
 		for _, imp := range resp.GetImports() {
 			ns := imp.GetKey().GetNamespace()
+			if policy.Len() > 0 && !policy.Has(ns) {
+				continue // outside the cluster's import policy: never sent
+			}
 			if !namespaces.Has(ns) && !createsNamespaces {
 				noNamespace.Insert(ns)
 				continue

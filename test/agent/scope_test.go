@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fleetnet/fleetnet/api/keys"
+	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/agent/app"
 	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/internal/registry/server"
@@ -82,6 +83,17 @@ func TestExportScope(t *testing.T) {
 	}
 	testkit.Eventually(t, 20*time.Second, "south to import marker", imported("south", "marker"))
 	notImported("south", "echo")
+	// What the registry sends south, not only what south's agent made so
+	// far: marker, never echo.
+	list, err := r.Client("south", false).ListImports(ctx, &registryv1.ListImportsRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, imp := range list.GetImports() {
+		if imp.GetKey().GetName() == "echo" {
+			t.Errorf("the registry lists echo for south, outside its scope")
+		}
+	}
 	testkit.Eventually(t, 20*time.Second, "echo's Ready condition to name west", func(context.Context) error {
 		cond, err := condition(ec, "echo", mcsv1beta1.ServiceExportConditionReady)
 		if err != nil {

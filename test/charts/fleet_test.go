@@ -21,6 +21,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
@@ -107,6 +108,22 @@ func TestFleetInitJoinLeave(t *testing.T) {
 	if after := secretVersions(t, hub); fmt.Sprint(after) != fmt.Sprint(secretsBefore) {
 		t.Errorf("fleet init, again, rewrote Secrets: %v, then %v", secretsBefore, after)
 	}
+	// Refused, changing nothing: init with a folder that lacks the fleet's
+	// CA (it would re-issue every certificate), and the hub leaving.
+	for _, args := range [][]string{
+		{"fleet", "init", "--kubeconfig", kubeconfig, "--context", "hub", "--clusterset-id", "fleet", "--registry-address", registryAddr,
+			"--certs-dir", filepath.Join(t.TempDir(), "other-certs"), "--wait=false"},
+		{"fleet", "leave", "--kubeconfig", kubeconfig, "--context", "hub", "--certs-dir", certs},
+	} {
+		if out, err := runFleetnetctl(ctx, args...); err == nil || !strings.Contains(err.Error(), "fleet") {
+			t.Errorf("fleetnetctl %s: %v, want a refusal\n%s", strings.Join(args[:2], " "), err, out)
+		} else {
+			t.Logf("fleetnetctl %s refused: %v", strings.Join(args[:2], " "), err)
+		}
+	}
+	if after := secretVersions(t, hub); fmt.Sprint(after) != fmt.Sprint(secretsBefore) {
+		t.Errorf("a refused fleetnetctl changed Secrets: %v, then %v", secretsBefore, after)
+	}
 
 	// The hub exports demo/echo; the member has the namespace.
 	const ns = "demo"
@@ -151,6 +168,33 @@ func TestFleetInitJoinLeave(t *testing.T) {
 	// leave: the agent is stopped first (the test stops its process when
 	// the Deployment is scaled to 0, as the kubelet would), then the
 	// registry withdraws the member's export.
+	// The agent's Pods are held by a finalizer until its process has
+	// stopped, as a kubelet holds a terminating Pod until its containers
+	// have exited: leave must not evict the cluster while it still runs.
+	const hold = "fleetnet.dev/test-hold"
+	agentPods := func() []corev1.Pod {
+		pods, err := member.clientset.CoreV1().Pods(systemNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=fleetnet-agent"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pods.Items
+	}
+	setHold := func(p corev1.Pod, on bool) {
+		patch := `{"metadata":{"finalizers":["` + hold + `"]}}`
+		if !on {
+			patch = `{"metadata":{"finalizers":null}}`
+		}
+		if _, err := member.clientset.CoreV1().Pods(p.Namespace).Patch(ctx, p.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+	}
+	held := agentPods()
+	if len(held) == 0 {
+		t.Fatal("the member's agent has no Pods")
+	}
+	for _, p := range held {
+		setHold(p, true)
+	}
 	var leaveOut string
 	var leaveErr error
 	var wg sync.WaitGroup
@@ -168,6 +212,9 @@ func TestFleetInitJoinLeave(t *testing.T) {
 		return nil
 	})
 	memberAgent.Stop(10 * time.Second)
+	for _, p := range held {
+		setHold(p, false)
+	}
 	wg.Wait()
 	if leaveErr != nil {
 		t.Fatalf("fleet leave: %v\n%s", leaveErr, leaveOut)

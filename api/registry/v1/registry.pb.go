@@ -2414,7 +2414,10 @@ func (x *ListExportsResponse) GetEndpoints() []*EndpointChunk {
 }
 
 type ListImportsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cluster_id, for an administrator, lists the imports that cluster is
+	// sent (export scopes applied); a cluster always lists its own.
+	ClusterId     string `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2447,6 +2450,13 @@ func (x *ListImportsRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ListImportsRequest.ProtoReflect.Descriptor instead.
 func (*ListImportsRequest) Descriptor() ([]byte, []int) {
 	return file_registry_v1_registry_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ListImportsRequest) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
 }
 
 type ListImportsResponse struct {
@@ -2769,8 +2779,10 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\aexports\x18\x01 \x03(\v2\x1c.fleetnet.registry.v1.ExportR\aexports\x12>\n" +
 	"\bstatuses\x18\x02 \x03(\v2\".fleetnet.registry.v1.ExportStatusR\bstatuses\x12\x1a\n" +
 	"\brevision\x18\x03 \x01(\x03R\brevision\x12A\n" +
-	"\tendpoints\x18\x04 \x03(\v2#.fleetnet.registry.v1.EndpointChunkR\tendpoints\"\x14\n" +
-	"\x12ListImportsRequest\"i\n" +
+	"\tendpoints\x18\x04 \x03(\v2#.fleetnet.registry.v1.EndpointChunkR\tendpoints\"3\n" +
+	"\x12ListImportsRequest\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\tR\tclusterId\"i\n" +
 	"\x13ListImportsResponse\x126\n" +
 	"\aimports\x18\x01 \x03(\v2\x1c.fleetnet.registry.v1.ImportR\aimports\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\x03R\brevision\"4\n" +

@@ -311,12 +311,25 @@ func (r *Registry) ListExports(ctx context.Context, req *registryv1.ListExportsR
 	resp := &registryv1.ListExportsResponse{}
 	viewer := scopedViewer(ctx)
 	err := r.currentView(ctx, func(v *view.View) {
-		resp.Exports, resp.Statuses, resp.Revision = v.Exports(cluster), v.ExportStatuses(cluster), v.Revision()
+		// A cluster sees its own records, and others' where their export's
+		// scope includes it; an administrator sees everything.
+		visible := func(namespace, name, exporter string) bool {
+			return viewer == "" || exporter == viewer || v.ChunkAudience(namespace, name, exporter).Includes(viewer)
+		}
+		for _, e := range v.Exports(cluster) {
+			if k := e.GetKey(); visible(k.GetNamespace(), k.GetName(), k.GetClusterId()) {
+				resp.Exports = append(resp.Exports, e)
+			}
+		}
+		for _, st := range v.ExportStatuses(cluster) {
+			if k := st.GetKey(); visible(k.GetNamespace(), k.GetName(), k.GetClusterId()) {
+				resp.Statuses = append(resp.Statuses, st)
+			}
+		}
+		resp.Revision = v.Revision()
 		if req.GetIncludeEndpoints() {
 			for _, c := range v.Chunks(cluster) {
-				// Endpoints go only where their export's scope allows.
-				k := c.GetKey()
-				if viewer == "" || v.ChunkAudience(k.GetNamespace(), k.GetName(), k.GetClusterId()).Includes(viewer) {
+				if k := c.GetKey(); visible(k.GetNamespace(), k.GetName(), k.GetClusterId()) {
 					resp.Endpoints = append(resp.Endpoints, c)
 				}
 			}
@@ -325,9 +338,14 @@ func (r *Registry) ListExports(ctx context.Context, req *registryv1.ListExportsR
 	return resp, storeErrOrNil(err)
 }
 
-func (r *Registry) ListImports(ctx context.Context, _ *registryv1.ListImportsRequest) (*registryv1.ListImportsResponse, error) {
+func (r *Registry) ListImports(ctx context.Context, req *registryv1.ListImportsRequest) (*registryv1.ListImportsResponse, error) {
 	resp := &registryv1.ListImportsResponse{}
+	// A cluster lists what it is sent; an administrator everything, or
+	// what cluster_id is sent.
 	viewer := scopedViewer(ctx)
+	if viewer == "" {
+		viewer = req.GetClusterId()
+	}
 	err := r.currentView(ctx, func(v *view.View) {
 		if viewer == "" {
 			resp.Imports = v.Imports()

@@ -262,9 +262,11 @@ func (v *View) recompute(s svcKey, t *touch) []Event {
 	oldAud := v.importAud[s]
 	switch {
 	case res.Import == nil && old != nil:
+		// To those it was sent to: a cluster outside the scope never
+		// learns the service was there.
 		delete(v.imports, s)
 		delete(v.importAud, s)
-		tail = append(tail, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ImportDelete{ImportDelete: key}}})
+		tail = append(tail, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ImportDelete{ImportDelete: key}}, Audience: oldAud})
 	case res.Import != nil:
 		if old != nil {
 			if gone := oldAud.Minus(importAud); !gone.IsEmpty() {
@@ -316,7 +318,12 @@ func (v *View) recompute(s svcKey, t *touch) []Event {
 			if len(v.canon[s]) == 0 {
 				delete(v.canon, s)
 			}
-			chunkEvents = append(chunkEvents, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_EndpointsDelete{EndpointsDelete: have.GetKey()}}})
+			// To those it was sent to (everyone when that is unknown).
+			gone := Everyone()
+			if sent {
+				gone = prevAud
+			}
+			chunkEvents = append(chunkEvents, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_EndpointsDelete{EndpointsDelete: have.GetKey()}}, Audience: gone})
 		case want != nil && (rescoped || !proto.Equal(want, have)):
 			if gone := prevAud.Minus(newAud); rescoped && have != nil && !gone.IsEmpty() {
 				chunkEvents = append(chunkEvents, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_EndpointsDelete{EndpointsDelete: have.GetKey()}}, Audience: gone, Retract: true})
@@ -382,9 +389,10 @@ func (v *View) recompute(s svcKey, t *touch) []Event {
 func (v *View) Snapshot(statusCluster string) []Event {
 	out := []Event{{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_Reset_{Reset_: &registryv1.Reset{}}}}}
 	for _, s := range sortedServices(v.imports) {
-		out = append(out, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ImportUpsert{ImportUpsert: v.imports[s]}}, Audience: v.importAud[s]})
+		out = append(out, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ImportUpsert{ImportUpsert: v.imports[s]}}, Audience: importAudience(v.importAud, s)})
 		for _, id := range sortedChunkIDs(v.canon[s]) {
-			out = append(out, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_EndpointsUpsert{EndpointsUpsert: v.canon[s][id]}}, Audience: v.chunkAud[s][id.cluster]})
+			aud, ok := v.chunkAud[s][id.cluster]
+			out = append(out, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_EndpointsUpsert{EndpointsUpsert: v.canon[s][id]}}, Audience: known(aud, ok)})
 		}
 	}
 	if statusCluster != "" {
@@ -397,6 +405,20 @@ func (v *View) Snapshot(statusCluster string) []Event {
 		e.Revision = v.rev
 	}
 	return out
+}
+
+func importAudience(m map[svcKey]Audience, s svcKey) Audience {
+	aud, ok := m[s]
+	return known(aud, ok)
+}
+
+// known is aud when it was recorded, else nobody: an audience the view
+// did not record withholds rather than leaks.
+func known(aud Audience, ok bool) Audience {
+	if !ok {
+		return Only()
+	}
+	return aud
 }
 
 func sortedChunkIDs(m map[chunkID]*registryv1.EndpointChunk) []chunkID {
@@ -441,7 +463,7 @@ func (v *View) ChunkAudience(namespace, name, cluster string) Audience {
 func (v *View) ImportsFor(cluster string) []*registryv1.Import {
 	var out []*registryv1.Import
 	for _, s := range sortedServices(v.imports) {
-		if v.importAud[s].Includes(cluster) {
+		if importAudience(v.importAud, s).Includes(cluster) {
 			out = append(out, v.imports[s])
 		}
 	}
