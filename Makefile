@@ -232,8 +232,8 @@ bench: tools ## Run the benchmarks (the fleet benchmark takes about 2 minutes).
 	go test -run '^$$' -bench ProcessNodePods -benchtime 1x -timeout 30m ./test/e2e
 
 .PHONY: bench-join
-bench-join: tools ## A cluster joining a fleet of 5,000 exported Services x 3 clusters (FLEETNET_JOIN_SERVICES overrides): join time beside a plain client's at the same QPS, writes per import, peak heap, API server CPU; then 2,000 joined under API Priority and Fairness beside another client's requests (its p50/p99), without and with the chart's FlowSchema.
-	go test -run '^$$' -bench Join -benchtime 1x -timeout 60m ./test/agent
+bench-join: tools ## A cluster joining a fleet of 5,000 exported Services x 3 clusters (FLEETNET_JOIN_SERVICES overrides): join time beside a plain client's at the same QPS, writes per import, peak heap, API server CPU; then 2,000 joined under API Priority and Fairness beside another client's requests (its p50/p99), without and with the chart's FlowSchema; then 4 namespaces x 1,000 Services imported with and without an import policy of one namespace (time, API writes, agent heap).
+	go test -run '^$$' -bench 'Join|ImportPolicy' -benchtime 1x -timeout 90m ./test/agent
 
 .PHONY: bench-edge
 bench-edge: ## fleetnet-edge beside nginx: wrk, h2load and an open-loop generator, plain, TLS and h2, access logs off and on, CPU per request, medians of 3 rounds, about 5½ minutes (installs nginx-light, wrk, nghttp2-client); EDGEBENCH_FLAGS passes flags.

@@ -152,30 +152,42 @@ func seedRegistry(b *testing.B, r *registrytest.Registry, imports, sources, endp
 			}
 		}
 	}()
-	chunk := func(s, i, extra int) *registryv1.EndpointChunk {
-		c := &registryv1.EndpointChunk{
-			Key:         &registryv1.ChunkKey{Namespace: ns, Name: fmt.Sprintf("svc-%04d", i), ClusterId: fmt.Sprintf("src-%d", s), Chunk: "c0"},
-			AddressType: "IPv4",
-			Ports:       []*registryv1.EndpointPort{{Name: "http", Protocol: "TCP", Port: 8080}},
-		}
-		for e := range endpoints + extra {
-			c.Endpoints = append(c.Endpoints, &registryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.%d.%d.%d", 100+s, e/250, 1+e%250)},
-				Conditions: &registryv1.EndpointConditions{Ready: true, Serving: true}})
-		}
-		return c
+	chunk := func(s, i, extra int) *registryv1.EndpointChunk { return serviceChunk(ns, s, i, endpoints+extra) }
+	publishServices(b, clients, ns, imports, endpoints)
+	return clients, chunk
+}
+
+// serviceChunk is the endpoint chunk of Service svc-<i> in namespace from
+// source cluster s, with endpoints endpoints.
+func serviceChunk(namespace string, s, i, endpoints int) *registryv1.EndpointChunk {
+	c := &registryv1.EndpointChunk{
+		Key:         &registryv1.ChunkKey{Namespace: namespace, Name: fmt.Sprintf("svc-%04d", i), ClusterId: fmt.Sprintf("src-%d", s), Chunk: "c0"},
+		AddressType: "IPv4",
+		Ports:       []*registryv1.EndpointPort{{Name: "http", Protocol: "TCP", Port: 8080}},
 	}
+	for e := range endpoints {
+		c.Endpoints = append(c.Endpoints, &registryv1.Endpoint{Addresses: []string{fmt.Sprintf("10.%d.%d.%d", 100+s, e/250, 1+e%250)},
+			Conditions: &registryv1.EndpointConditions{Ready: true, Serving: true}})
+	}
+	return c
+}
+
+// publishServices exports imports Services of namespace from every source
+// cluster (clients[s] is src-<s>), each with endpoints endpoints.
+func publishServices(b *testing.B, clients []registryv1.RegistryClient, namespace string, imports, endpoints int) {
+	ctx := context.Background()
 	var wg sync.WaitGroup
-	for s := range sources {
+	for s := range clients {
 		wg.Go(func() {
 			for i := range imports {
-				e := &registryv1.Export{Key: &registryv1.ExportKey{Namespace: ns, Name: fmt.Sprintf("svc-%04d", i), ClusterId: fmt.Sprintf("src-%d", s)},
+				e := &registryv1.Export{Key: &registryv1.ExportKey{Namespace: namespace, Name: fmt.Sprintf("svc-%04d", i), ClusterId: fmt.Sprintf("src-%d", s)},
 					ExportedSince: timestamppb.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), Type: "ClusterSetIP",
 					Ports: []*registryv1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}}, IpFamilies: []string{"IPv4"}, Weight: 1}
 				if _, err := clients[s].PutExport(ctx, &registryv1.PutExportRequest{Export: e}); err != nil {
 					b.Error(err)
 					return
 				}
-				if _, err := clients[s].PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: chunk(s, i, 0)}); err != nil {
+				if _, err := clients[s].PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: serviceChunk(namespace, s, i, endpoints)}); err != nil {
 					b.Error(err)
 					return
 				}
@@ -186,5 +198,4 @@ func seedRegistry(b *testing.B, r *registrytest.Registry, imports, sources, endp
 	if b.Failed() {
 		b.FailNow()
 	}
-	return clients, chunk
 }
