@@ -58,8 +58,8 @@ type Options struct {
 	EndpointsPerSlice  int
 	ImportWorkers      int
 	// KubeAPIQPS and KubeAPIBurst bound the agent's requests to its
-	// cluster's API server (client-go's token bucket); zero leaves the
-	// rest.Config as it is.
+	// cluster's API server (client-go's token bucket); a QPS of zero means
+	// no client-side limit (API Priority and Fairness still applies).
 	KubeAPIQPS   float32
 	KubeAPIBurst int
 	// ImportNamespaces, comma-separated, are the only namespaces whose
