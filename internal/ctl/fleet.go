@@ -35,6 +35,23 @@ func (f *fleetFlags) bind(cmd *cobra.Command, withValues bool) {
 	}
 }
 
+// install runs a cluster's set-up, wires its CoreDNS (--wire-dns) and
+// waits (--wait).
+func (f *fleetFlags) install(ctx context.Context, cmd *cobra.Command, setUp, wait func() error) error {
+	if err := setUp(); err != nil {
+		return err
+	}
+	if f.wireDNS {
+		if err := f.dnsWire(ctx, cmd, true); err != nil {
+			return err
+		}
+	}
+	if !f.wait {
+		return nil
+	}
+	return wait()
+}
+
 // dnsWire runs "dns wire" (or unwire) with its defaults against the
 // cluster; a cluster without kubeadm's CoreDNS ConfigMap gets a note.
 func (f *fleetFlags) dnsWire(ctx context.Context, cmd *cobra.Command, wire bool) error {
@@ -102,18 +119,9 @@ func newFleetInitCommand() *cobra.Command {
 			}
 			o.Namespace, o.CertsDir, o.Set = f.namespace, f.certsDir, sets
 			out := cmd.OutOrStdout()
-			if err := fleetsetup.Init(ctx, hub, o, out); err != nil {
-				return err
-			}
-			if f.wireDNS {
-				if err := f.dnsWire(ctx, cmd, true); err != nil {
-					return err
-				}
-			}
-			if !f.wait {
-				return nil
-			}
-			return fleetsetup.WaitHub(ctx, hub, o, out)
+			return f.install(ctx, cmd,
+				func() error { return fleetsetup.Init(ctx, hub, o, out) },
+				func() error { return fleetsetup.WaitHub(ctx, hub, o, out) })
 		},
 	}
 	f.bind(cmd, true)
@@ -183,18 +191,9 @@ func newFleetJoinCommand() *cobra.Command {
 			}
 			o.Namespace, o.CertsDir, o.Set = f.namespace, f.certsDir, sets
 			out := cmd.OutOrStdout()
-			if err := fleetsetup.Join(ctx, member, o, out); err != nil {
-				return err
-			}
-			if f.wireDNS {
-				if err := f.dnsWire(ctx, cmd, true); err != nil {
-					return err
-				}
-			}
-			if !f.wait {
-				return nil
-			}
-			return fleetsetup.WaitJoined(ctx, member, o, out)
+			return f.install(ctx, cmd,
+				func() error { return fleetsetup.Join(ctx, member, o, out) },
+				func() error { return fleetsetup.WaitJoined(ctx, member, o, out) })
 		},
 	}
 	f.bind(cmd, true)

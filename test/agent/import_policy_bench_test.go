@@ -3,9 +3,7 @@ package agent_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"runtime"
-	"strconv"
 	"testing"
 	"time"
 
@@ -28,14 +26,8 @@ import (
 //
 //	go test ./test/agent -run '^$' -bench ImportPolicy -benchtime 1x -timeout 30m
 func BenchmarkImportPolicy(b *testing.B) {
-	perNamespace, sources, endpoints := 1000, 3, 10
-	if v := os.Getenv("FLEETNET_POLICY_SERVICES"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			b.Fatalf("FLEETNET_POLICY_SERVICES=%q: want a positive number", v)
-		}
-		perNamespace = n
-	}
+	perNamespace := benchCount(b, "FLEETNET_POLICY_SERVICES", 1000)
+	sources, endpoints := 3, 10
 	namespaces := []string{ns, "team-1", "team-2", "team-3"}
 	r := registrytest.Start(b, server.Config{})
 	clients, _ := seedRegistry(b, r, perNamespace, sources, endpoints)

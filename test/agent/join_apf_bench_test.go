@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -54,14 +53,8 @@ const apfSeats = 20
 //
 //	go test ./test/agent -run '^$' -bench JoinAPF -benchtime 1x -timeout 60m
 func BenchmarkJoinAPF(b *testing.B) {
-	imports, sources, endpoints := 2000, 3, 10
-	if v := os.Getenv("FLEETNET_JOIN_SERVICES"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			b.Fatalf("FLEETNET_JOIN_SERVICES=%q: want a positive number", v)
-		}
-		imports = n
-	}
+	imports := benchCount(b, "FLEETNET_JOIN_SERVICES", 2000)
+	sources, endpoints := 3, 10
 	flowControl := renderAgentFlowControl(b)
 	agentRole := readClusterRole(b, filepath.Join("..", "..", "config", "rbac", "role.yaml"))
 	r := registrytest.Start(b, server.Config{})

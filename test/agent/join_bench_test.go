@@ -42,14 +42,8 @@ import (
 //
 //	go test ./test/agent -run '^$' -bench Join -benchtime 1x -timeout 60m
 func BenchmarkJoin(b *testing.B) {
-	imports, sources, endpoints := 5000, 3, 10
-	if v := os.Getenv("FLEETNET_JOIN_SERVICES"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			b.Fatalf("FLEETNET_JOIN_SERVICES=%q: want a positive number", v)
-		}
-		imports = n
-	}
+	imports := benchCount(b, "FLEETNET_JOIN_SERVICES", 5000)
+	sources, endpoints := 3, 10
 	defaults := app.Options{}
 	defaults.BindFlags(pflag.NewFlagSet("fleetnet-agent", pflag.ContinueOnError))
 	f := fleet.Start(b, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "joining"}}})
@@ -211,4 +205,18 @@ func sampleHeap() func() float64 {
 		wg.Wait()
 		return float64(peak.Load()) / (1 << 20)
 	}
+}
+
+// benchCount is the positive number in the environment variable name, or
+// def when it is unset.
+func benchCount(b *testing.B, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("%s=%q: want a positive number", name, v)
+	}
+	return n
 }

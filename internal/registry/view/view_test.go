@@ -105,33 +105,34 @@ func kinds(evs []Event) []string {
 	return out
 }
 
+// applyTo applies store events to v and names the watch events it
+// returns, checking that each carries the revision of its cause.
+func applyTo(t *testing.T, v *View, l *log, evs ...store.Event) []string {
+	t.Helper()
+	out, err := v.Apply(evs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range out {
+		if e.GetRevision() != l.rev && len(evs) == 1 {
+			t.Errorf("event at revision %d, want %d", e.GetRevision(), l.rev)
+		}
+	}
+	return kinds(out)
+}
+
+func expectEvents(t *testing.T, got []string, want ...string) {
+	t.Helper()
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("events\n  %v\nwant\n  %v", got, want)
+	}
+}
+
 func TestViewEmitsTheSmallestChange(t *testing.T) {
 	l := &log{data: map[string]store.KV{}}
 	v := New()
-	apply := func(evs ...store.Event) []string {
-		t.Helper()
-		out, err := v.Apply(evs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range out {
-			if e.GetRevision() != l.rev && len(evs) == 1 {
-				t.Errorf("event at revision %d, want %d", e.GetRevision(), l.rev)
-			}
-		}
-		return kinds(out)
-	}
-	expect := func(got []string, want ...string) {
-		t.Helper()
-		if len(got) != len(want) {
-			t.Fatalf("events %v, want %v", got, want)
-		}
-		for i := range got {
-			if got[i] != want[i] {
-				t.Fatalf("events %v, want %v", got, want)
-			}
-		}
-	}
+	apply := func(evs ...store.Event) []string { t.Helper(); return applyTo(t, v, l, evs...) }
+	expect := func(got []string, want ...string) { t.Helper(); expectEvents(t, got, want...) }
 
 	for _, id := range []string{"a", "b"} {
 		expect(apply(l.put(t, keyspace.ClusterKey(id), &registryv1.Cluster{Id: id, ClustersetId: "fleet", Region: "r-" + id})))
@@ -194,20 +195,8 @@ func scoped(e *registryv1.Export, to ...string) *registryv1.Export {
 func TestViewScopesExports(t *testing.T) {
 	l := &log{data: map[string]store.KV{}}
 	v := New()
-	apply := func(evs ...store.Event) []string {
-		t.Helper()
-		out, err := v.Apply(evs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return kinds(out)
-	}
-	expect := func(got []string, want ...string) {
-		t.Helper()
-		if strings.Join(got, " ") != strings.Join(want, " ") {
-			t.Fatalf("events\n  %v\nwant\n  %v", got, want)
-		}
-	}
+	apply := func(evs ...store.Event) []string { t.Helper(); return applyTo(t, v, l, evs...) }
+	expect := func(got []string, want ...string) { t.Helper(); expectEvents(t, got, want...) }
 	for _, id := range []string{"a", "b", "c"} {
 		apply(l.put(t, keyspace.ClusterKey(id), &registryv1.Cluster{Id: id, ClustersetId: "fleet"}))
 		apply(l.put(t, keyspace.LiveKey(id), nil))
