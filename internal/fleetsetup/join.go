@@ -124,5 +124,5 @@ func JoinedAs(c *Cluster, namespace string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return nestedString(vals, "identity", "clusterID"), nil
+	return valueString(vals, "identity.clusterID"), nil
 }

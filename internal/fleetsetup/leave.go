@@ -10,6 +10,7 @@ import (
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/config/crd"
 	"github.com/fleetnet/fleetnet/internal/pki"
+	"helm.sh/helm/v3/pkg/chartutil"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -57,10 +58,10 @@ func Leave(ctx context.Context, m *Cluster, o LeaveOptions, out io.Writer) error
 		return err
 	}
 	if o.ClusterID == "" {
-		o.ClusterID = nestedString(vals, "identity", "clusterID")
+		o.ClusterID = valueString(vals, "identity.clusterID")
 	}
 	if o.RegistryAddress == "" {
-		o.RegistryAddress = nestedString(vals, "registry", "address")
+		o.RegistryAddress = valueString(vals, "registry.address")
 	}
 	if o.ClusterID == "" || o.RegistryAddress == "" {
 		return fmt.Errorf("%s: no fleetnet-agent release in %s says the cluster's id and the registry's address: give --cluster-id and --registry-address", m.Name, ns)
@@ -260,18 +261,12 @@ func (c *Cluster) deleteIfOurs(ctx context.Context, obj ctrlclient.Object, out i
 	if key.Namespace != "" {
 		name = key.String()
 	}
-	fmt.Fprintf(out, "%s: deleted %s %s, which fleetnetctl made\n", c.Name, kindOf(obj), name)
-	return nil
-}
-
-func kindOf(obj ctrlclient.Object) string {
-	switch obj.(type) {
-	case *corev1.Namespace:
-		return "namespace"
-	case *corev1.Secret:
-		return "Secret"
+	kind := "object"
+	if gvk, err := c.Client.GroupVersionKindFor(obj); err == nil {
+		kind = gvk.Kind
 	}
-	return fmt.Sprintf("%T", obj)
+	fmt.Fprintf(out, "%s: deleted %s %s, which fleetnetctl made\n", c.Name, kind, name)
+	return nil
 }
 
 // isNoKind is true when the cluster does not serve the kind (the CRDs are
@@ -280,16 +275,10 @@ func isNoKind(err error) bool {
 	return apierrors.IsNotFound(err) || meta.IsNoMatchError(err)
 }
 
-// nestedString reads values[k0][k1]...
-func nestedString(values map[string]any, path ...string) string {
-	var v any = values
-	for _, k := range path {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return ""
-		}
-		v = m[k]
-	}
+// valueString is the string at a dotted path of Helm values, "" when
+// there is none.
+func valueString(values map[string]any, path string) string {
+	v, _ := chartutil.Values(values).PathValue(path)
 	s, _ := v.(string)
 	return s
 }

@@ -39,15 +39,7 @@ func TestExportScope(t *testing.T) {
 		startAgent(t, c, r, name)
 	}
 	ec := clients["east"]
-	for _, obj := range []client.Object{
-		service(ns, "echo"),
-		endpointSlice(ns, "echo", "echo-1", "10.244.0.1"),
-		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "echo", Annotations: map[string]string{keys.AnnotationExportTo: "west"}}},
-	} {
-		if err := ec.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
+	exportService(t, ec, ns, "echo", "10.244.0.1", map[string]string{keys.AnnotationExportTo: "west"})
 	imported := func(cluster, name string) func(context.Context) error {
 		return func(ctx context.Context) error {
 			si := &mcsv1beta1.ServiceImport{}
@@ -72,15 +64,7 @@ func TestExportScope(t *testing.T) {
 	}
 	testkit.Eventually(t, 20*time.Second, "west to import echo", imported("west", "echo"))
 	// A later export to everyone: once south has it, it has read past echo.
-	for _, obj := range []client.Object{
-		service(ns, "marker"),
-		endpointSlice(ns, "marker", "marker-1", "10.244.0.2"),
-		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "marker"}},
-	} {
-		if err := ec.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
+	exportService(t, ec, ns, "marker", "10.244.0.2", nil)
 	testkit.Eventually(t, 20*time.Second, "south to import marker", imported("south", "marker"))
 	notImported("south", "echo")
 	// What the registry sends south, not only what south's agent made so
@@ -144,15 +128,7 @@ func TestImportNamespaces(t *testing.T) {
 		createNamespace(t, c, web)
 	}
 	for _, namespace := range []string{ns, web} {
-		for _, obj := range []client.Object{
-			service(namespace, "echo"),
-			endpointSlice(namespace, "echo", "echo-1", "10.244.0.1"),
-			&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: "echo"}},
-		} {
-			if err := ec.Create(ctx, obj); err != nil {
-				t.Fatal(err)
-			}
-		}
+		exportService(t, ec, namespace, "echo", "10.244.0.1", nil)
 	}
 	startAgent(t, east, r, "east")
 	hasImport := func(namespace string, want bool) func(context.Context) error {
@@ -177,5 +153,21 @@ func TestImportNamespaces(t *testing.T) {
 	testkit.Eventually(t, 20*time.Second, "west to keep web/echo", hasImport(web, true))
 	if ss, _ := importedSlices(ctx, wc, "echo"); len(ss) != 0 {
 		t.Errorf("west keeps %d slices of demo/echo outside its import policy", len(ss))
+	}
+}
+
+// exportService creates, as a user would, a Service without selector, its
+// EndpointSlice with one endpoint at addr, and a ServiceExport with the
+// given annotations.
+func exportService(t *testing.T, c client.Client, namespace, name, addr string, annotations map[string]string) {
+	t.Helper()
+	for _, obj := range []client.Object{
+		service(namespace, name),
+		endpointSlice(namespace, name, name+"-1", addr),
+		&mcsv1beta1.ServiceExport{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Annotations: annotations}},
+	} {
+		if err := c.Create(context.Background(), obj); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -24,9 +24,12 @@ func Everyone() Audience { return Audience{} }
 
 // Only is the audience of exactly these clusters.
 func Only(clusters ...string) Audience {
-	a := Audience{scoped: true, clusters: map[string]bool{}}
-	for _, c := range clusters {
-		a.clusters[c] = true
+	a := Audience{scoped: true}
+	if len(clusters) > 0 {
+		a.clusters = make(map[string]bool, len(clusters))
+		for _, c := range clusters {
+			a.clusters[c] = true
+		}
 	}
 	return a
 }
@@ -49,7 +52,8 @@ func (a Audience) IsEveryone() bool { return !a.scoped || (a.except && len(a.clu
 // IsEmpty is true when no cluster is included.
 func (a Audience) IsEmpty() bool { return a.scoped && !a.except && len(a.clusters) == 0 }
 
-// Minus is the clusters of a that are not in b.
+// Minus is the clusters of a that are not in b. The unscoped audiences,
+// every event's but a scoped service's, allocate nothing.
 func (a Audience) Minus(b Audience) Audience {
 	aAll, bAll := a.IsEveryone(), b.IsEveryone()
 	switch {
@@ -60,42 +64,40 @@ func (a Audience) Minus(b Audience) Audience {
 		return Only(slices.Collect(maps.Keys(b.clusters))...)
 	case aAll:
 		return allBut(maps.Clone(b.clusters))
-	case a.except && b.except:
-		// (all but A) minus (all but B) = B \ A
-		out := Only()
-		for c := range b.clusters {
-			if !a.clusters[c] {
-				out.clusters[c] = true
-			}
-		}
-		return out
-	case a.except:
+	case a.except && !b.except:
 		// (all but A) minus B = all but (A ∪ B)
 		u := maps.Clone(a.clusters)
+		if u == nil {
+			u = map[string]bool{}
+		}
 		maps.Copy(u, b.clusters)
 		return allBut(u)
+	case a.except:
+		// (all but A) minus (all but B) = B \ A
+		return Only(keysWhere(b.clusters, func(c string) bool { return !a.clusters[c] })...)
 	case b.except:
 		// A minus (all but B) = A ∩ B
-		out := Only()
-		for c := range a.clusters {
-			if b.clusters[c] {
-				out.clusters[c] = true
-			}
-		}
-		return out
+		return Only(keysWhere(a.clusters, func(c string) bool { return b.clusters[c] })...)
 	default:
-		out := Only()
-		for c := range a.clusters {
-			if !b.clusters[c] {
-				out.clusters[c] = true
-			}
-		}
-		return out
+		return Only(keysWhere(a.clusters, func(c string) bool { return !b.clusters[c] })...)
 	}
+}
+
+func keysWhere(m map[string]bool, keep func(string) bool) []string {
+	var out []string
+	for c := range m {
+		if keep(c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Equal says whether two audiences include the same clusters.
 func (a Audience) Equal(b Audience) bool {
+	if a.IsEveryone() || b.IsEveryone() {
+		return a.IsEveryone() == b.IsEveryone()
+	}
 	return a.Minus(b).IsEmpty() && b.Minus(a).IsEmpty()
 }
 
@@ -123,14 +125,16 @@ func exportAudience(cluster string, e *registryv1.Export) Audience {
 // union is everyone when one of the audiences is, else the clusters any
 // includes. Only the Only and Everyone kinds are united (export audiences).
 func union(auds []Audience) Audience {
-	out := Only()
+	var names []string
 	for _, a := range auds {
 		if a.IsEveryone() || a.except {
 			return Everyone()
 		}
-		maps.Copy(out.clusters, a.clusters)
+		for c := range a.clusters {
+			names = append(names, c)
+		}
 	}
-	return out
+	return Only(names...)
 }
 
 // Event is a watch event and who receives it. Retract marks a delete sent
