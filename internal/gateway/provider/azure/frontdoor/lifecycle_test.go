@@ -565,9 +565,15 @@ func TestDeployCancelsResync(t *testing.T) {
 		p.loop.Resync(ctx)
 		close(resynced)
 	}()
-	testkit.Until(t, 10*time.Second, "the resync writing the route", func() bool {
+	// The resume token is saved after the PUT's response arrives, a moment
+	// after the simulation shows the operation: wait for both, or the
+	// newer model may cancel the resync between the two (a write whose
+	// token is lost, which TestRunningOperationWaitedFor covers).
+	testkit.Until(t, 10*time.Second, "the resync writing the route and saving its resume token", func() bool {
 		rs := h.sim.Resources(armsim.TypeRoute)
-		return len(rs) == 2 && slices.ContainsFunc(rs, func(r armsim.Resource) bool { return r.Operation == "put" })
+		tokens, _ := h.tokens.Load(ctx, gwKey)
+		return len(rs) == 2 && slices.ContainsFunc(rs, func(r armsim.Resource) bool { return r.Operation == "put" }) &&
+			len(tokens) == 1
 	})
 	deployed := make(chan error, 1)
 	go func() { deployed <- p.Deploy(ctx, modelOf("v2", h.gateway("afd-standard", nil))) }()
