@@ -164,6 +164,30 @@ const (
 	// ReasonBlocked: a Service or ServiceImport of the import's name exists
 	// that the agent does not manage.
 	ReasonBlocked = "Blocked"
+
+	// ConditionLocality on a ServiceImport targeted by a
+	// BackendTrafficPolicy with locality LocalFirst says which clusters
+	// take its ClusterSetIP traffic from this cluster; True while the
+	// EndpointSlices' zone hints express the policy.
+	ConditionLocality = "Locality"
+	// ReasonLocalCluster: this cluster's own endpoints take the traffic.
+	ReasonLocalCluster = "LocalCluster"
+	// ReasonFailedOver: this cluster has too few ready endpoints; the
+	// message names the clusters that take the traffic.
+	ReasonFailedOver = "FailedOver"
+	// ReasonAllClusters: no step of the failover order has enough ready
+	// endpoints; every cluster takes traffic.
+	ReasonAllClusters = "AllClusters"
+	// ReasonNoZones: no node of this cluster has a zone label, without
+	// which kube-proxy cannot prefer endpoints (Locality=False).
+	ReasonNoZones = "NoZones"
+	// ReasonTooManyZones: the cluster's nodes are in more zones than an
+	// endpoint's hints may name (Locality=False).
+	ReasonTooManyZones = "TooManyZones"
+	// ZoneHintElsewhere is the zone hint of endpoints that are not to
+	// take this cluster's traffic: a zone no node has, so that every
+	// ready endpoint carries a hint and kube-proxy honours them.
+	ZoneHintElsewhere = "fleetnet.dev-other-clusters"
 )
 
 // Keys of the local development fleet (`fleetnetctl dev`).

@@ -21,10 +21,19 @@ import (
 //go:embed *.yaml gateway-api/*.yaml networking/*.yaml
 var files embed.FS
 
-// All returns the CRDs every member cluster needs (the MCS API's and
-// ClusterProperty), sorted by name.
+// All returns the CRDs every member cluster needs (the MCS API's,
+// ClusterProperty, sorted by name, and BackendTrafficPolicy, whose
+// locality the agents apply to their imports).
 func All() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	return read("*.yaml")
+	member, err := read("*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	policy, err := read("networking/networking.fleetnet.dev_backendtrafficpolicies.yaml")
+	if err != nil {
+		return nil, err
+	}
+	return append(member, policy...), nil
 }
 
 // GatewayAPI returns the Gateway API's standard-channel CRDs, which the

@@ -241,7 +241,7 @@ The users' ServiceExports stay, and so do the CRDs unless --delete-crds.`,
 	fs := cmd.Flags()
 	fs.StringVar(&o.ClusterID, "cluster-id", "", "the member's cluster id (default: its agent release's)")
 	fs.StringVar(&o.RegistryAddress, "registry-address", "", "host:port of the registry (default: the agent release's)")
-	fs.BoolVar(&o.DeleteCRDs, "delete-crds", false, "also delete the MCS and ClusterProperty CRDs, and with them every ServiceExport")
+	fs.BoolVar(&o.DeleteCRDs, "delete-crds", false, "also delete the MCS, ClusterProperty and BackendTrafficPolicy CRDs, and with them every ServiceExport and policy")
 	return cmd
 }
 

@@ -50,7 +50,7 @@ func Join(ctx context.Context, m *Cluster, o MemberOptions, out io.Writer) error
 	if err := controlplane.InstallCRDs(ctx, m.Config, crds); err != nil {
 		return fmt.Errorf("%s: %w", m.Name, err)
 	}
-	fmt.Fprintf(out, "%s: %d CRDs applied (MCS API, ClusterProperty)\n", m.Name, len(crds))
+	fmt.Fprintf(out, "%s: %d CRDs applied (MCS API, ClusterProperty, BackendTrafficPolicy)\n", m.Name, len(crds))
 	if err := m.ensureNamespace(ctx, o.Namespace, out); err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ type LeaveOptions struct {
 	CertsDir string
 	// ClusterID and RegistryAddress default to the agent release's values.
 	ClusterID, RegistryAddress string
-	// DeleteCRDs also deletes the MCS and ClusterProperty CRDs, and with
+	// DeleteCRDs also deletes the MCS, ClusterProperty and BackendTrafficPolicy CRDs, and with
 	// them every ServiceExport left in the cluster.
 	DeleteCRDs bool
 	// Unwire, when set, takes the clusterset forward out of the cluster's
@@ -124,7 +124,7 @@ func Leave(ctx context.Context, m *Cluster, o LeaveOptions, out io.Writer) error
 		return err
 	}
 	if !o.DeleteCRDs {
-		fmt.Fprintf(out, "%s: kept the %d MCS and ClusterProperty CRDs and the ServiceExports (--delete-crds removes them)\n", m.Name, len(crds))
+		fmt.Fprintf(out, "%s: kept the %d MCS, ClusterProperty and BackendTrafficPolicy CRDs and the ServiceExports (--delete-crds removes them)\n", m.Name, len(crds))
 		return nil
 	}
 	for _, c := range crds {
@@ -132,7 +132,7 @@ func Leave(ctx context.Context, m *Cluster, o LeaveOptions, out io.Writer) error
 			return fmt.Errorf("%s: deleting CRD %s: %w", m.Name, c.Name, err)
 		}
 	}
-	fmt.Fprintf(out, "%s: deleted the %d MCS and ClusterProperty CRDs\n", m.Name, len(crds))
+	fmt.Fprintf(out, "%s: deleted the %d MCS, ClusterProperty and BackendTrafficPolicy CRDs\n", m.Name, len(crds))
 	return nil
 }
 

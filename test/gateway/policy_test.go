@@ -81,6 +81,25 @@ func TestBackendTrafficPolicyValidation(t *testing.T) {
 		}, []string{"spec.timeouts.connect", "connect must be from 10ms to 1m"}},
 		{"locality", func(s *networkingv1alpha1.BackendTrafficPolicySpec) { s.Locality = "Nearest" },
 			[]string{"spec.locality", "Nearest"}},
+		{"failover without LocalFirst", func(s *networkingv1alpha1.BackendTrafficPolicySpec) {
+			s.Failover = &networkingv1alpha1.Failover{Order: []networkingv1alpha1.FailoverTarget{{Region: "us"}}}
+		}, []string{"spec", "failover needs locality LocalFirst"}},
+		{"failover step with region and cluster", func(s *networkingv1alpha1.BackendTrafficPolicySpec) {
+			s.Locality = networkingv1alpha1.LocalityLocalFirst
+			s.Failover = &networkingv1alpha1.Failover{Order: []networkingv1alpha1.FailoverTarget{{Region: "us"}, {Region: "eu", Cluster: "west"}}}
+		}, []string{"spec.failover.order[1]", "exactly one of region and cluster must be set"}},
+		{"failover step without either", func(s *networkingv1alpha1.BackendTrafficPolicySpec) {
+			s.Locality = networkingv1alpha1.LocalityLocalFirst
+			s.Failover = &networkingv1alpha1.Failover{Order: []networkingv1alpha1.FailoverTarget{{}}}
+		}, []string{"spec.failover.order[0]", "exactly one of region and cluster must be set"}},
+		{"failover region not a label value", func(s *networkingv1alpha1.BackendTrafficPolicySpec) {
+			s.Locality = networkingv1alpha1.LocalityLocalFirst
+			s.Failover = &networkingv1alpha1.Failover{Order: []networkingv1alpha1.FailoverTarget{{Region: "us east"}}}
+		}, []string{"spec.failover.order[0].region", "us east"}},
+		{"failover threshold", func(s *networkingv1alpha1.BackendTrafficPolicySpec) {
+			s.Locality = networkingv1alpha1.LocalityLocalFirst
+			s.Failover = &networkingv1alpha1.Failover{MinReadyEndpoints: 1001}
+		}, []string{"spec.failover.minReadyEndpoints"}},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -32,6 +32,8 @@ type BackendTrafficPolicy struct {
 
 // BackendTrafficPolicySpec is what the policy sets; what it leaves unset
 // keeps fleetnet's defaults.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.failover) || (has(self.locality) && self.locality == 'LocalFirst')",message="failover needs locality LocalFirst"
 type BackendTrafficPolicySpec struct {
 	// TargetRefs are the Services (group "") and ServiceImports (group
 	// multicluster.x-k8s.io) in the policy's namespace that it applies to.
@@ -69,6 +71,61 @@ type BackendTrafficPolicySpec struct {
 	// +optional
 	// +kubebuilder:default=Weighted
 	Locality LocalityMode `json:"locality,omitempty"`
+
+	// Failover orders where traffic to a targeted ServiceImport's
+	// ClusterSetIP goes inside the fleet when the importing cluster's own
+	// endpoints cannot take it. Only with locality LocalFirst, which each
+	// importing cluster applies to its own clients through EndpointSlice
+	// zone hints (kube-proxy's PreferSameZone): traffic stays in the
+	// cluster while it has minReadyEndpoints ready endpoints, then goes to
+	// the other clusters of its region, then to each entry of order in
+	// turn, and to every cluster when none has enough.
+	//
+	// +optional
+	Failover *Failover `json:"failover,omitempty"`
+}
+
+// Failover is the order in which clusters take a ServiceImport's traffic
+// when closer ones have too few ready endpoints.
+type Failover struct {
+	// MinReadyEndpoints is how many ready endpoints a cluster, or a group
+	// of clusters, needs to take the traffic of the clusters that prefer
+	// it: fewer, and traffic goes on to the next, so that a failing
+	// cluster's last pods are not flooded with all of its clients.
+	//
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	MinReadyEndpoints int32 `json:"minReadyEndpoints,omitempty"`
+
+	// Order lists, after the importing cluster and its region, the
+	// regions and clusters that take its traffic, most preferred first.
+	//
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	Order []FailoverTarget `json:"order,omitempty"`
+}
+
+// FailoverTarget is one step of a failover order: a region or a cluster.
+//
+// +kubebuilder:validation:XValidation:rule="has(self.region) != has(self.cluster)",message="exactly one of region and cluster must be set"
+type FailoverTarget struct {
+	// Region is the region of exporting clusters (their agents' --region).
+	//
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	Region string `json:"region,omitempty"`
+
+	// Cluster is the id of an exporting cluster.
+	//
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	Cluster string `json:"cluster,omitempty"`
 }
 
 // LocalityMode is how traffic spreads over the clusters of a backend.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fleetnet/fleetnet/api/keys"
+	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/agent/export"
 	"github.com/fleetnet/fleetnet/internal/agent/identity"
@@ -27,6 +28,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -293,10 +295,18 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	if err := mgr.Add(stream); err != nil {
 		return err
 	}
+	policies, err := policiesInstalled(mgr)
+	if err != nil {
+		return err
+	}
+	if !policies {
+		log.Info("the backendtrafficpolicies.networking.fleetnet.dev CRD is not installed: locality policies are not applied to imports (install it, then restart the agent)")
+	}
 	if err := (&importer.Reconciler{
 		Client: mgr.GetClient(), Stream: stream, Families: families, EndpointsPerSlice: o.EndpointsPerSlice, Workers: o.ImportWorkers,
 		Recorder: mgr.GetEventRecorder("fleetnet-agent"), Log: log, Events: importEvents, Pending: importer.NewPendingTracker(reg),
 		Progress: progress, CreateNamespaces: o.CreateImportNamespaces,
+		Cluster: cluster.GetId(), Region: cluster.GetRegion(), Policies: policies,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -352,4 +362,19 @@ func eventObject(ctx context.Context, reader ctrlclient.Reader, o Options) ctrlc
 		}
 	}
 	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: o.LeaderElectionNS, Name: keys.LeaderElectionID}}
+}
+
+// policiesInstalled reports whether the API server serves
+// BackendTrafficPolicies, which an agent applies to imports when it can
+// (clusters joined before the CRD was in the agent's chart lack it).
+func policiesInstalled(mgr ctrl.Manager) (bool, error) {
+	gvk := networkingv1alpha1.SchemeGroupVersion.WithKind("BackendTrafficPolicy")
+	_, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	switch {
+	case err == nil:
+		return true, nil
+	case meta.IsNoMatchError(err):
+		return false, nil
+	}
+	return false, fmt.Errorf("looking up the BackendTrafficPolicy API: %w", err)
 }

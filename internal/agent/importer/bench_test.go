@@ -50,13 +50,13 @@ func BenchmarkOneEndpointChange(b *testing.B) {
 			es := &discoveryv1.EndpointSlice{AddressType: s.AddressType, Endpoints: s.Endpoints, Ports: s.Ports}
 			es.Name, es.ResourceVersion = s.Name, fmt.Sprint(rv)
 			existing[s.Name] = es
-			memo.set(es, s.Chunk, s.Part)
+			memo.set(es, s.Chunk, s.Part, s.Hints)
 		}
 		for _, s := range p.Keep {
-			memo.set(existing[s.Name], s.Chunk, s.Part)
+			memo.set(existing[s.Name], s.Chunk, s.Part, s.Hints)
 		}
 	}
-	write(PlanSlices("derived-big-east", chunks, families, existing, 100, memo.check))
+	write(PlanSlices("derived-big-east", chunks, families, existing, 100, nil, memo.check))
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
@@ -66,7 +66,7 @@ func BenchmarkOneEndpointChange(b *testing.B) {
 		changed := &registryv1.EndpointChunk{Key: old.Key, AddressType: old.AddressType, Ports: old.Ports, Endpoints: append([]*registryv1.Endpoint(nil), old.Endpoints...)}
 		changed.Endpoints[7] = &registryv1.Endpoint{Addresses: old.Endpoints[7].Addresses, Zone: "zone-a", Conditions: &registryv1.EndpointConditions{Ready: i%2 == 1, Serving: true}}
 		chunks["big-250"] = changed
-		plan := PlanSlices("derived-big-east", chunks, families, existing, 100, memo.check)
+		plan := PlanSlices("derived-big-east", chunks, families, existing, 100, nil, memo.check)
 		if len(plan.Apply) != 1 {
 			b.Fatalf("%d slices to apply, want 1", len(plan.Apply))
 		}

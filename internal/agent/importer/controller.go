@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/fleetnet/fleetnet/api/keys"
+	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/internal/agent/locality"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -63,6 +65,12 @@ type Reconciler struct {
 	// Imports are independent; one worker made a fleet's first sync of
 	// 1,000 imports wait on one API round trip after another.
 	Workers int
+	// Cluster and Region are this cluster's id and region, which locality
+	// policies prefer.
+	Cluster, Region string
+	// Policies: BackendTrafficPolicies with locality LocalFirst are
+	// applied to the ServiceImports they target (their CRD is installed).
+	Policies bool
 
 	memo verifiedSlices
 	// written holds the expectations of the reconciler's own ServiceImport
@@ -93,14 +101,18 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return out
 	})
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("serviceimport").
 		For(&mcsv1beta1.ServiceImport{}, builder.WithPredicates(notOwnWrite)).
 		Watches(&corev1.Service{}, byImportLabel, builder.WithPredicates(notOwnWrite)).
 		Watches(&discoveryv1.EndpointSlice{}, byImportLabel, builder.WithPredicates(notOwnWrite)).
 		Watches(&corev1.Namespace{}, byNamespace).
-		WatchesRawSource(source.Channel(r.Events, &handler.EnqueueRequestForObject{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).
+		WatchesRawSource(source.Channel(r.Events, &handler.EnqueueRequestForObject{}))
+	if r.Policies {
+		b = b.Watches(&networkingv1alpha1.BackendTrafficPolicy{}, handler.EnqueueRequestsFromMapFunc(policyTargets)).
+			WatchesMetadata(&corev1.Node{}, r.zoneChanges(), builder.WithPredicates(zoneLabelChanged))
+	}
+	return b.WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).
 		Complete(r)
 }
 
@@ -206,15 +218,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 	var withdrawErr error
+	var loc *locality.Decision
 	switch {
 	case svc != nil:
-		if failure = r.applySlices(ctx, req.NamespacedName, svc, desired, families); failure != nil {
+		loc, failure = r.localityOf(ctx, req.NamespacedName, imp, desired, families)
+		if failure == nil {
+			var hints map[string][]discoveryv1.ForZone
+			if loc != nil {
+				hints = loc.Hints
+			}
+			failure = r.applySlices(ctx, req.NamespacedName, svc, desired, families, hints)
+		}
+		if failure != nil {
 			reason = keys.ReasonApplyFailed
 		}
 	case withdraw:
 		withdrawErr = r.withdraw(ctx, req.NamespacedName, reason)
 	}
-	serr := r.applyStatus(ctx, applied, imp, reason, failure)
+	serr := r.applyStatus(ctx, applied, imp, reason, failure, loc)
 	r.Progress.Set(req.NamespacedName, failure == nil && serr == nil)
 	if serr != nil {
 		return reconcile.Result{}, errors.Join(withdrawErr, serr)
@@ -307,7 +328,7 @@ func (r *Reconciler) specRefused(ctx context.Context, si *mcsv1beta1.ServiceImpo
 		r.Recorder.Eventf(eventTarget(si, key), nil, corev1.EventTypeWarning, keys.ReasonApplyFailed, "Import", "%s", err.Error())
 		return wrapped
 	}
-	if serr := r.applyStatus(ctx, si, imp, keys.ReasonApplyFailed, err); serr != nil {
+	if serr := r.applyStatus(ctx, si, imp, keys.ReasonApplyFailed, err, nil); serr != nil {
 		return errors.Join(wrapped, serr)
 	}
 	return wrapped
@@ -492,7 +513,7 @@ func samePorts(a, b []corev1.ServicePort) bool {
 // chunks (see PlanSlices), and deletes the slices of clusters or address
 // families that left the import. A failing cluster does not stop the others
 // or the deletion of stale slices; the errors are joined.
-func (r *Reconciler) applySlices(ctx context.Context, key types.NamespacedName, svc *corev1.Service, desired *Desired, families []corev1.IPFamily) error {
+func (r *Reconciler) applySlices(ctx context.Context, key types.NamespacedName, svc *corev1.Service, desired *Desired, families []corev1.IPFamily, hints map[string][]discoveryv1.ForZone) error {
 	derived := svc.Name
 	list := &discoveryv1.EndpointSliceList{}
 	// The cache's own objects, not copies: a Service of 50,000 endpoints
@@ -531,7 +552,7 @@ func (r *Reconciler) applySlices(ctx context.Context, key types.NamespacedName, 
 			continue
 		}
 		handled[cluster] = true
-		plan := PlanSlices(derived+"-"+cluster, desired.Chunks[cluster], families, existing[cluster], r.EndpointsPerSlice, memo.check)
+		plan := PlanSlices(derived+"-"+cluster, desired.Chunks[cluster], families, existing[cluster], r.EndpointsPerSlice, hints[cluster], memo.check)
 		for _, p := range [][]Slice{plan.Apply, plan.Keep} {
 			for _, sl := range p {
 				planned[sl.Name] = true
@@ -545,7 +566,7 @@ func (r *Reconciler) applySlices(ctx context.Context, key types.NamespacedName, 
 				errs = append(errs, &stepError{fmt.Sprintf("applying EndpointSlice %s of cluster %s", s.Name, cluster), err})
 				continue
 			}
-			memo.set(applied, s.Chunk, s.Part)
+			memo.set(applied, s.Chunk, s.Part, s.Hints)
 		}
 		for _, name := range plan.Delete {
 			if err := r.deleteSlice(ctx, key.Namespace, name); err != nil {
@@ -559,7 +580,7 @@ func (r *Reconciler) applySlices(ctx context.Context, key types.NamespacedName, 
 		for _, k := range plan.Keep {
 			s := existing[cluster][k.Name]
 			if ownedMatch(s.Labels, labels, sliceLabelKeys) && ownedMatch(s.Annotations, annotations, sliceAnnotationKeys) && ownedBy(s, svc.UID) {
-				memo.set(s, k.Chunk, k.Part)
+				memo.set(s, k.Chunk, k.Part, k.Hints)
 				continue
 			}
 			relabelled := Slice{Name: s.Name, AddressType: s.AddressType, Endpoints: s.Endpoints, Ports: s.Ports}
@@ -568,7 +589,7 @@ func (r *Reconciler) applySlices(ctx context.Context, key types.NamespacedName, 
 				errs = append(errs, &stepError{"relabelling EndpointSlice " + s.Name, err})
 				continue
 			}
-			memo.set(applied, k.Chunk, k.Part)
+			memo.set(applied, k.Chunk, k.Part, k.Hints)
 		}
 	}
 	// Records of slices that should no longer exist, whoever deleted them.
@@ -650,7 +671,7 @@ func (r *Reconciler) deleteSlice(ctx context.Context, namespace, name string) er
 
 // applyStatus writes the ServiceImport's status when it changed, and emits
 // a Warning event on failure.
-func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImport, imp *registryv1.Import, reason string, failure error) error {
+func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImport, imp *registryv1.Import, reason string, failure error, loc *locality.Decision) error {
 	st := mcsv1beta1.ServiceImportStatus{EndpointSliceObjects: mcsv1beta1.EndpointSliceObjectsAbsent}
 	for _, c := range imp.GetClusters() {
 		st.Clusters = append(st.Clusters, mcsv1beta1.ClusterStatus{Cluster: c.GetClusterId()})
@@ -664,6 +685,7 @@ func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImpo
 	st.Conditions = append([]metav1.Condition(nil), si.Status.Conditions...)
 	meta.SetStatusCondition(&st.Conditions, cond)
 	meta.SetStatusCondition(&st.Conditions, conflictCondition(imp, si.Generation))
+	r.setLocality(si, &st.Conditions, loc)
 	if equality.Semantic.DeepEqual(st, si.Status) {
 		return nil
 	}

@@ -20,6 +20,7 @@ import (
 	"sort"
 
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/internal/agent/locality"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/utils/ptr"
@@ -35,6 +36,9 @@ type Slice struct {
 	// Chunk is the source chunk; Part is which of its slices this is.
 	Chunk *registryv1.EndpointChunk
 	Part  int
+	// Hints is the key of the zone hints its endpoints carry
+	// (locality.HintsKey).
+	Hints string
 }
 
 // Plan is what to do to reach the desired slices.
@@ -49,10 +53,11 @@ type Plan struct {
 }
 
 // Verified reports whether an existing slice was found equal to (or
-// written from) part of chunk, and neither changed since: the slice's
+// written from) part of chunk with the given zone hints (a
+// locality.HintsKey), and neither changed since: the slice's
 // resourceVersion and the chunk object are the ones compared then. A false
 // answer only costs a comparison.
-type Verified func(existing *discoveryv1.EndpointSlice, chunk *registryv1.EndpointChunk, part int) bool
+type Verified func(existing *discoveryv1.EndpointSlice, chunk *registryv1.EndpointChunk, part int, hints string) bool
 
 // FamilySuffix is the part of a slice's name that carries its address type,
 // so that a slice never changes its immutable addressType.
@@ -95,9 +100,11 @@ func Wanted(chunk *registryv1.EndpointChunk, families []corev1.IPFamily) bool {
 
 // PlanSlices plans the slices of one source cluster's chunks (by name),
 // at most maxPerSlice endpoints each, against existing, the cluster's
-// imported slices by name.
-func PlanSlices(prefix string, chunks map[string]*registryv1.EndpointChunk, families []corev1.IPFamily, existing map[string]*discoveryv1.EndpointSlice, maxPerSlice int, verified Verified) Plan {
+// imported slices by name. Every endpoint carries hints as its zone hints
+// (none when nil; see package locality).
+func PlanSlices(prefix string, chunks map[string]*registryv1.EndpointChunk, families []corev1.IPFamily, existing map[string]*discoveryv1.EndpointSlice, maxPerSlice int, hints []discoveryv1.ForZone, verified Verified) Plan {
 	var plan Plan
+	hk := locality.HintsKey(hints)
 	names := make([]string, 0, len(chunks))
 	for n, c := range chunks {
 		if Wanted(c, families) {
@@ -123,13 +130,13 @@ func PlanSlices(prefix string, chunks map[string]*registryv1.EndpointChunk, fami
 			name := sliceName(prefix, t, id, part)
 			desired[name] = true
 			have := existing[name]
-			if have != nil && have.AddressType == t && verified != nil && verified(have, c, part) {
-				plan.Keep = append(plan.Keep, Slice{Name: name, AddressType: t, Chunk: c, Part: part})
+			if have != nil && have.AddressType == t && verified != nil && verified(have, c, part, hk) {
+				plan.Keep = append(plan.Keep, Slice{Name: name, AddressType: t, Chunk: c, Part: part, Hints: hk})
 				continue
 			}
-			s := buildSlice(name, t, c, part, maxPerSlice)
+			s := buildSlice(name, t, c, part, maxPerSlice, hints)
 			if have != nil && have.AddressType == t && endpointsEqual(have.Endpoints, s.Endpoints) && portsEqual(have.Ports, s.Ports) {
-				plan.Keep = append(plan.Keep, Slice{Name: name, AddressType: t, Chunk: c, Part: part})
+				plan.Keep = append(plan.Keep, Slice{Name: name, AddressType: t, Chunk: c, Part: part, Hints: hk})
 				continue
 			}
 			plan.Apply = append(plan.Apply, s)
@@ -146,8 +153,8 @@ func PlanSlices(prefix string, chunks map[string]*registryv1.EndpointChunk, fami
 
 // buildSlice converts part of a chunk. Endpoints carry no targetRef or
 // nodeName: those Pods and nodes are not in this cluster.
-func buildSlice(name string, t discoveryv1.AddressType, c *registryv1.EndpointChunk, part, maxPerSlice int) Slice {
-	s := Slice{Name: name, AddressType: t, Chunk: c, Part: part}
+func buildSlice(name string, t discoveryv1.AddressType, c *registryv1.EndpointChunk, part, maxPerSlice int, hints []discoveryv1.ForZone) Slice {
+	s := Slice{Name: name, AddressType: t, Chunk: c, Part: part, Hints: locality.HintsKey(hints)}
 	for _, p := range c.GetPorts() {
 		ep := discoveryv1.EndpointPort{Name: ptr.To(p.GetName()), Protocol: ptr.To(corev1.Protocol(p.GetProtocol())), Port: ptr.To(p.GetPort())}
 		if p.GetAppProtocol() != "" {
@@ -173,14 +180,17 @@ func buildSlice(name string, t discoveryv1.AddressType, c *registryv1.EndpointCh
 		if e.GetZone() != "" {
 			ep.Zone = ptr.To(e.GetZone())
 		}
+		if hints != nil {
+			ep.Hints = &discoveryv1.EndpointHints{ForZones: hints}
+		}
 		s.Endpoints = append(s.Endpoints, ep)
 	}
 	return s
 }
 
 // endpointsEqual compares what an existing slice holds with what is
-// planned; a field the agent never writes (targetRef, nodeName, hints)
-// that someone set is a difference, which the apply repairs.
+// planned; a field the agent never writes (targetRef, nodeName) or hints
+// other than the planned ones are a difference, which the apply repairs.
 func endpointsEqual(have, want []discoveryv1.Endpoint) bool {
 	if len(have) != len(want) {
 		return false
@@ -193,11 +203,20 @@ func endpointsEqual(have, want []discoveryv1.Endpoint) bool {
 			!boolPtrEqual(h.Conditions.Terminating, w.Conditions.Terminating) ||
 			ptr.Deref(h.Hostname, "") != ptr.Deref(w.Hostname, "") ||
 			ptr.Deref(h.Zone, "") != ptr.Deref(w.Zone, "") ||
-			h.TargetRef != nil || h.NodeName != nil || h.Hints != nil || len(h.DeprecatedTopology) > 0 {
+			!locality.SameHints(h.Hints, zonesOf(w.Hints)) ||
+			h.TargetRef != nil || h.NodeName != nil || len(h.DeprecatedTopology) > 0 {
 			return false
 		}
 	}
 	return true
+}
+
+// zonesOf returns a planned endpoint's zone hints (nil: none).
+func zonesOf(h *discoveryv1.EndpointHints) []discoveryv1.ForZone {
+	if h == nil {
+		return nil
+	}
+	return h.ForZones
 }
 
 func boolPtrEqual(a, b *bool) bool {

@@ -71,7 +71,7 @@ func TestPlanSlicesPerChunk(t *testing.T) {
 	a.Endpoints[0].NodeName, a.Endpoints[0].PodName, a.Endpoints[0].Zone, a.Endpoints[0].Hostname = "node-1", "echo-0", "z1", "web-0"
 	b := chunk("echo-def", "IPv6", 2, 1)
 	b.Endpoints[0].Conditions = &registryv1.EndpointConditions{Ready: true, Serving: false, Terminating: true}
-	p := PlanSlices("derived-x-east", map[string]*registryv1.EndpointChunk{"echo-abc": a, "echo-def": b}, dual, nil, 100, nil)
+	p := PlanSlices("derived-x-east", map[string]*registryv1.EndpointChunk{"echo-abc": a, "echo-def": b}, dual, nil, 100, nil, nil)
 	want := []string{SliceName("derived-x-east", "IPv4", "echo-abc", 0), SliceName("derived-x-east", "IPv6", "echo-def", 0)}
 	if got := names(p.Apply); !slices.Equal(got, want) || len(p.Keep)+len(p.Delete) != 0 {
 		t.Fatalf("apply %v keep %v delete %v, want apply %v", got, p.Keep, p.Delete, want)
@@ -108,7 +108,7 @@ func TestPlanSlicesKeepsTheServiceFamiliesAndFQDN(t *testing.T) {
 	}
 	for _, tt := range tests {
 		var got []discoveryv1.AddressType
-		for _, s := range PlanSlices("p", chunks, tt.families, nil, 100, nil).Apply {
+		for _, s := range PlanSlices("p", chunks, tt.families, nil, 100, nil, nil).Apply {
 			got = append(got, s.AddressType)
 		}
 		if !slices.Equal(got, tt.want) {
@@ -158,7 +158,7 @@ func TestPlanSlicesFollowsChanges(t *testing.T) {
 	memo := &importMemo{entries: map[string]memoEntry{}}
 	for i, st := range steps {
 		st.change(existing)
-		p := PlanSlices("p", chunks, dual, existing, 100, memo.check)
+		p := PlanSlices("p", chunks, dual, existing, 100, nil, memo.check)
 		if i == 0 {
 			if len(p.Apply) != 5 {
 				t.Fatalf("%s: %d slices to apply, want 5", st.name, len(p.Apply))
@@ -168,10 +168,10 @@ func TestPlanSlicesFollowsChanges(t *testing.T) {
 		}
 		existing = applyPlan(existing, p)
 		for _, s := range p.Apply {
-			memo.set(existing[s.Name], s.Chunk, s.Part)
+			memo.set(existing[s.Name], s.Chunk, s.Part, s.Hints)
 		}
 		for _, s := range p.Keep {
-			memo.set(existing[s.Name], s.Chunk, s.Part)
+			memo.set(existing[s.Name], s.Chunk, s.Part, s.Hints)
 		}
 		total := 0
 		for _, s := range existing {
@@ -196,20 +196,20 @@ func TestPlanSlicesFollowsChanges(t *testing.T) {
 func TestPlanSlicesTrustsOnlyWhatWasVerified(t *testing.T) {
 	c := chunk("echo", "IPv4", 1, 3)
 	chunks := map[string]*registryv1.EndpointChunk{"echo": c}
-	first := PlanSlices("p", chunks, dual, nil, 100, nil)
+	first := PlanSlices("p", chunks, dual, nil, 100, nil, nil)
 	existing := applyPlan(nil, first)
-	if p := PlanSlices("p", chunks, dual, existing, 100, nil); len(p.Apply) != 0 || len(p.Keep) != 1 {
+	if p := PlanSlices("p", chunks, dual, existing, 100, nil, nil); len(p.Apply) != 0 || len(p.Keep) != 1 {
 		t.Errorf("unverified but equal: apply %v keep %v, want one kept", names(p.Apply), names(p.Keep))
 	}
 	memo := &importMemo{entries: map[string]memoEntry{}}
 	name := first.Apply[0].Name
-	memo.set(existing[name], c, 0)
+	memo.set(existing[name], c, 0, "")
 	calls := 0
-	counting := func(s *discoveryv1.EndpointSlice, ch *registryv1.EndpointChunk, part int) bool {
+	counting := func(s *discoveryv1.EndpointSlice, ch *registryv1.EndpointChunk, part int, hints string) bool {
 		calls++
-		return memo.check(s, ch, part)
+		return memo.check(s, ch, part, hints)
 	}
-	if p := PlanSlices("p", chunks, dual, existing, 100, counting); len(p.Keep) != 1 || calls != 1 {
+	if p := PlanSlices("p", chunks, dual, existing, 100, nil, counting); len(p.Keep) != 1 || calls != 1 {
 		t.Errorf("verified: keep %v after %d checks", names(p.Keep), calls)
 	}
 	// The record is trusted, not the content: a slice that differs under
@@ -217,15 +217,15 @@ func TestPlanSlicesTrustsOnlyWhatWasVerified(t *testing.T) {
 	// never serves two contents under one resourceVersion).
 	same := *existing[name]
 	same.Endpoints = nil
-	if p := PlanSlices("p", chunks, dual, map[string]*discoveryv1.EndpointSlice{name: &same}, 100, memo.check); len(p.Keep) != 1 {
+	if p := PlanSlices("p", chunks, dual, map[string]*discoveryv1.EndpointSlice{name: &same}, 100, nil, memo.check); len(p.Keep) != 1 {
 		t.Errorf("verified slice compared anyway: apply %v", names(p.Apply))
 	}
 	// The same content in a new chunk object is compared, and kept.
 	chunks["echo"] = chunk("echo", "IPv4", 1, 3)
-	if memo.check(existing[name], chunks["echo"], 0) {
+	if memo.check(existing[name], chunks["echo"], 0, "") {
 		t.Error("a new chunk object counts as verified")
 	}
-	if p := PlanSlices("p", chunks, dual, existing, 100, memo.check); len(p.Keep) != 1 {
+	if p := PlanSlices("p", chunks, dual, existing, 100, nil, memo.check); len(p.Keep) != 1 {
 		t.Errorf("same content, new chunk: apply %v keep %v", names(p.Apply), names(p.Keep))
 	}
 	// An edited slice (new resourceVersion) is compared: the edit shows.
@@ -234,7 +234,49 @@ func TestPlanSlicesTrustsOnlyWhatWasVerified(t *testing.T) {
 	edited.Endpoints[0].Conditions.Ready = ptr.To(false)
 	edited.ResourceVersion = "2"
 	existing[name] = &edited
-	if p := PlanSlices("p", map[string]*registryv1.EndpointChunk{"echo": c}, dual, existing, 100, memo.check); len(p.Apply) != 1 {
+	if p := PlanSlices("p", map[string]*registryv1.EndpointChunk{"echo": c}, dual, existing, 100, nil, memo.check); len(p.Apply) != 1 {
 		t.Errorf("edited slice: apply %v, want it repaired", names(p.Apply))
+	}
+}
+
+// Zone hints are part of a slice's content: every endpoint carries them,
+// a change of hints rewrites slices that were verified without them, and
+// hints no longer wanted are taken off.
+func TestPlanSlicesHints(t *testing.T) {
+	chunks := map[string]*registryv1.EndpointChunk{"echo": chunk("echo", "IPv4", 1, 3)}
+	here := []discoveryv1.ForZone{{Name: "eu-a"}}
+	away := []discoveryv1.ForZone{{Name: "fleetnet.dev-other-clusters"}}
+	memo := &importMemo{entries: map[string]memoEntry{}}
+	var existing map[string]*discoveryv1.EndpointSlice
+	for _, step := range []struct {
+		name  string
+		hints []discoveryv1.ForZone
+		apply int
+	}{
+		{"no hints", nil, 1},
+		{"hinted for this cluster's zones", here, 1},
+		{"unchanged", here, 0},
+		{"hinted away", away, 1},
+		{"hints taken off", nil, 1},
+	} {
+		p := PlanSlices("p", chunks, dual, existing, 100, step.hints, memo.check)
+		if len(p.Apply) != step.apply {
+			t.Fatalf("%s: %d slices to apply, want %d", step.name, len(p.Apply), step.apply)
+		}
+		for _, s := range p.Apply {
+			for _, e := range s.Endpoints {
+				if got := zonesOf(e.Hints); !slices.Equal(got, step.hints) {
+					t.Errorf("%s: endpoint %v hinted for %v, want %v", step.name, e.Addresses, got, step.hints)
+				}
+			}
+		}
+		existing = applyPlan(existing, p)
+		for _, s := range slices.Concat(p.Apply, p.Keep) {
+			memo.set(existing[s.Name], s.Chunk, s.Part, s.Hints)
+		}
+		// Without the record (an agent restart) the comparison decides.
+		if again := PlanSlices("p", chunks, dual, existing, 100, step.hints, nil); len(again.Apply) != 0 {
+			t.Errorf("%s: the slices just planned compare unequal to their plan", step.name)
+		}
 	}
 }

@@ -30,6 +30,7 @@ type memoEntry struct {
 	resourceVersion string
 	chunk           *registryv1.EndpointChunk
 	part            int
+	hints           string
 }
 
 // of returns an import's record, made empty when there is none.
@@ -55,13 +56,13 @@ func (v *verifiedSlices) drop(key types.NamespacedName) {
 }
 
 // check is a Verified.
-func (m *importMemo) check(s *discoveryv1.EndpointSlice, c *registryv1.EndpointChunk, part int) bool {
+func (m *importMemo) check(s *discoveryv1.EndpointSlice, c *registryv1.EndpointChunk, part int, hints string) bool {
 	e, ok := m.entries[s.Name]
-	return ok && e.resourceVersion == s.ResourceVersion && e.chunk == c && e.part == part
+	return ok && e.resourceVersion == s.ResourceVersion && e.chunk == c && e.part == part && e.hints == hints
 }
 
-func (m *importMemo) set(s *discoveryv1.EndpointSlice, c *registryv1.EndpointChunk, part int) {
-	m.entries[s.Name] = memoEntry{resourceVersion: s.ResourceVersion, chunk: c, part: part}
+func (m *importMemo) set(s *discoveryv1.EndpointSlice, c *registryv1.EndpointChunk, part int, hints string) {
+	m.entries[s.Name] = memoEntry{resourceVersion: s.ResourceVersion, chunk: c, part: part, hints: hints}
 }
 
 func (m *importMemo) forget(name string) { delete(m.entries, name) }

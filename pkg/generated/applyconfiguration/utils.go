@@ -50,6 +50,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &applyconfigurationnetworkingv1alpha1.ClusterBackendStatusApplyConfiguration{}
 	case networkingv1alpha1.SchemeGroupVersion.WithKind("ClusterOverride"):
 		return &applyconfigurationnetworkingv1alpha1.ClusterOverrideApplyConfiguration{}
+	case networkingv1alpha1.SchemeGroupVersion.WithKind("Failover"):
+		return &applyconfigurationnetworkingv1alpha1.FailoverApplyConfiguration{}
+	case networkingv1alpha1.SchemeGroupVersion.WithKind("FailoverTarget"):
+		return &applyconfigurationnetworkingv1alpha1.FailoverTargetApplyConfiguration{}
 	case networkingv1alpha1.SchemeGroupVersion.WithKind("HealthCheck"):
 		return &applyconfigurationnetworkingv1alpha1.HealthCheckApplyConfiguration{}
 	case networkingv1alpha1.SchemeGroupVersion.WithKind("HTTPHealthCheck"):

@@ -40,6 +40,8 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.BackendTrafficPolicyStatus":     schema_fleetnet_api_networking_v1alpha1_BackendTrafficPolicyStatus(ref),
 		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.ClusterBackendStatus":           schema_fleetnet_api_networking_v1alpha1_ClusterBackendStatus(ref),
 		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.ClusterOverride":                schema_fleetnet_api_networking_v1alpha1_ClusterOverride(ref),
+		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.Failover":                       schema_fleetnet_api_networking_v1alpha1_Failover(ref),
+		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.FailoverTarget":                 schema_fleetnet_api_networking_v1alpha1_FailoverTarget(ref),
 		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.HTTPHealthCheck":                schema_fleetnet_api_networking_v1alpha1_HTTPHealthCheck(ref),
 		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.HealthCheck":                    schema_fleetnet_api_networking_v1alpha1_HealthCheck(ref),
 		"github.com/fleetnet/fleetnet/api/networking/v1alpha1.L4HealthCheck":                  schema_fleetnet_api_networking_v1alpha1_L4HealthCheck(ref),
@@ -374,12 +376,18 @@ func schema_fleetnet_api_networking_v1alpha1_BackendTrafficPolicySpec(ref common
 							Format:      "",
 						},
 					},
+					"failover": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Failover orders where traffic to a targeted ServiceImport's ClusterSetIP goes inside the fleet when the importing cluster's own endpoints cannot take it. Only with locality LocalFirst, which each importing cluster applies to its own clients through EndpointSlice zone hints (kube-proxy's PreferSameZone): traffic stays in the cluster while it has minReadyEndpoints ready endpoints, then goes to the other clusters of its region, then to each entry of order in turn, and to every cluster when none has enough.",
+							Ref:         ref("github.com/fleetnet/fleetnet/api/networking/v1alpha1.Failover"),
+						},
+					},
 				},
 				Required: []string{"targetRefs"},
 			},
 		},
 		Dependencies: []string{
-			"github.com/fleetnet/fleetnet/api/networking/v1alpha1.HealthCheck", "github.com/fleetnet/fleetnet/api/networking/v1alpha1.PassiveHealthCheck", "github.com/fleetnet/fleetnet/api/networking/v1alpha1.Retry", "github.com/fleetnet/fleetnet/api/networking/v1alpha1.Timeouts", "sigs.k8s.io/gateway-api/apis/v1.LocalPolicyTargetReference"},
+			"github.com/fleetnet/fleetnet/api/networking/v1alpha1.Failover", "github.com/fleetnet/fleetnet/api/networking/v1alpha1.HealthCheck", "github.com/fleetnet/fleetnet/api/networking/v1alpha1.PassiveHealthCheck", "github.com/fleetnet/fleetnet/api/networking/v1alpha1.Retry", "github.com/fleetnet/fleetnet/api/networking/v1alpha1.Timeouts", "sigs.k8s.io/gateway-api/apis/v1.LocalPolicyTargetReference"},
 	}
 }
 
@@ -514,6 +522,73 @@ func schema_fleetnet_api_networking_v1alpha1_ClusterOverride(ref common.Referenc
 					},
 				},
 				Required: []string{"name"},
+			},
+		},
+	}
+}
+
+func schema_fleetnet_api_networking_v1alpha1_Failover(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "Failover is the order in which clusters take a ServiceImport's traffic when closer ones have too few ready endpoints.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"minReadyEndpoints": {
+						SchemaProps: spec.SchemaProps{
+							Description: "MinReadyEndpoints is how many ready endpoints a cluster, or a group of clusters, needs to take the traffic of the clusters that prefer it: fewer, and traffic goes on to the next, so that a failing cluster's last pods are not flooded with all of its clients.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"order": {
+						VendorExtensible: spec.VendorExtensible{
+							Extensions: spec.Extensions{
+								"x-kubernetes-list-type": "atomic",
+							},
+						},
+						SchemaProps: spec.SchemaProps{
+							Description: "Order lists, after the importing cluster and its region, the regions and clusters that take its traffic, most preferred first.",
+							Type:        []string{"array"},
+							Items: &spec.SchemaOrArray{
+								Schema: &spec.Schema{
+									SchemaProps: spec.SchemaProps{
+										Ref: ref("github.com/fleetnet/fleetnet/api/networking/v1alpha1.FailoverTarget"),
+									},
+								},
+							},
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			"github.com/fleetnet/fleetnet/api/networking/v1alpha1.FailoverTarget"},
+	}
+}
+
+func schema_fleetnet_api_networking_v1alpha1_FailoverTarget(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "FailoverTarget is one step of a failover order: a region or a cluster.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"region": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Region is the region of exporting clusters (their agents' --region).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"cluster": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Cluster is the id of an exporting cluster.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
 			},
 		},
 	}

@@ -87,6 +87,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.fleetnet.fleetnet.api.networking.v1alpha1.BackendTrafficPolicySpec
   map:
     fields:
+    - name: failover
+      type:
+        namedType: com.github.fleetnet.fleetnet.api.networking.v1alpha1.Failover
     - name: healthCheck
       type:
         namedType: com.github.fleetnet.fleetnet.api.networking.v1alpha1.HealthCheck
@@ -157,6 +160,27 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: weight
       type:
         scalar: numeric
+- name: com.github.fleetnet.fleetnet.api.networking.v1alpha1.Failover
+  map:
+    fields:
+    - name: minReadyEndpoints
+      type:
+        scalar: numeric
+    - name: order
+      type:
+        list:
+          elementType:
+            namedType: com.github.fleetnet.fleetnet.api.networking.v1alpha1.FailoverTarget
+          elementRelationship: atomic
+- name: com.github.fleetnet.fleetnet.api.networking.v1alpha1.FailoverTarget
+  map:
+    fields:
+    - name: cluster
+      type:
+        scalar: string
+    - name: region
+      type:
+        scalar: string
 - name: com.github.fleetnet.fleetnet.api.networking.v1alpha1.HTTPHealthCheck
   map:
     fields:

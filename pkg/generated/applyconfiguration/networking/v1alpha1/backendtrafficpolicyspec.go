@@ -47,6 +47,15 @@ type BackendTrafficPolicySpecApplyConfiguration struct {
 	// or LocalFirst (to the clusters of the serving edge's region while any
 	// of their endpoints is healthy, then Weighted over the others).
 	Locality *networkingv1alpha1.LocalityMode `json:"locality,omitempty"`
+	// Failover orders where traffic to a targeted ServiceImport's
+	// ClusterSetIP goes inside the fleet when the importing cluster's own
+	// endpoints cannot take it. Only with locality LocalFirst, which each
+	// importing cluster applies to its own clients through EndpointSlice
+	// zone hints (kube-proxy's PreferSameZone): traffic stays in the
+	// cluster while it has minReadyEndpoints ready endpoints, then goes to
+	// the other clusters of its region, then to each entry of order in
+	// turn, and to every cluster when none has enough.
+	Failover *FailoverApplyConfiguration `json:"failover,omitempty"`
 }
 
 // BackendTrafficPolicySpecApplyConfiguration constructs a declarative configuration of the BackendTrafficPolicySpec type for use with
@@ -105,5 +114,13 @@ func (b *BackendTrafficPolicySpecApplyConfiguration) WithTimeouts(value *Timeout
 // If called multiple times, the Locality field is set to the value of the last call.
 func (b *BackendTrafficPolicySpecApplyConfiguration) WithLocality(value networkingv1alpha1.LocalityMode) *BackendTrafficPolicySpecApplyConfiguration {
 	b.Locality = &value
+	return b
+}
+
+// WithFailover sets the Failover field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Failover field is set to the value of the last call.
+func (b *BackendTrafficPolicySpecApplyConfiguration) WithFailover(value *FailoverApplyConfiguration) *BackendTrafficPolicySpecApplyConfiguration {
+	b.Failover = value
 	return b
 }

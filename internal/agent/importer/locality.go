@@ -1,0 +1,155 @@
+package importer
+
+import (
+	"context"
+	"slices"
+
+	"github.com/fleetnet/fleetnet/api/keys"
+	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
+	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/internal/agent/locality"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
+)
+
+// localityOf decides where this cluster's clients send the import's
+// ClusterSetIP traffic (see package locality): nil when no
+// BackendTrafficPolicy with locality LocalFirst targets the ServiceImport,
+// or when the import is headless (no ClusterSetIP: DNS answers with every
+// endpoint).
+func (r *Reconciler) localityOf(ctx context.Context, key types.NamespacedName, imp *registryv1.Import, desired *Desired, families []corev1.IPFamily) (*locality.Decision, error) {
+	if !r.Policies || imp.GetType() == string(mcsv1beta1.Headless) {
+		return nil, nil
+	}
+	policies := &networkingv1alpha1.BackendTrafficPolicyList{}
+	if err := r.Client.List(ctx, policies, client.InNamespace(key.Namespace)); err != nil {
+		return nil, &stepError{"listing BackendTrafficPolicies", err}
+	}
+	policy, ok := locality.Select(policies.Items, key.Name)
+	if !ok {
+		return nil, nil
+	}
+	topo, err := r.topology(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// kube-proxy decides per address family; the primary family's
+	// endpoints stand for the import's.
+	var family discoveryv1.AddressType
+	if len(families) > 0 {
+		family = discoveryv1.AddressType(families[0])
+	}
+	sources := make([]locality.Source, 0, len(imp.GetClusters()))
+	for _, c := range imp.GetClusters() {
+		s := locality.Source{Cluster: c.GetClusterId(), Region: c.GetRegion()}
+		for _, chunk := range desired.Chunks[s.Cluster] {
+			if family != "" && discoveryv1.AddressType(chunk.GetAddressType()) != family {
+				continue
+			}
+			for _, e := range chunk.GetEndpoints() {
+				if e.GetConditions().GetReady() {
+					s.Ready++
+				}
+			}
+		}
+		sources = append(sources, s)
+	}
+	d := locality.Decide(policy, topo, sources)
+	return &d, nil
+}
+
+// topology reads this cluster's zones from its Nodes' labels (metadata
+// only: the agent never needs a Node's spec or status).
+func (r *Reconciler) topology(ctx context.Context) (locality.Topology, error) {
+	t := locality.Topology{Cluster: r.Cluster, Region: r.Region}
+	nodes := &metav1.PartialObjectMetadataList{}
+	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
+	if err := r.Client.List(ctx, nodes); err != nil {
+		return t, &stepError{"listing Nodes", err}
+	}
+	for _, n := range nodes.Items {
+		z := n.Labels[corev1.LabelTopologyZone]
+		switch {
+		case z == "":
+			t.Unzoned++
+		case !slices.Contains(t.Zones, z):
+			t.Zones = append(t.Zones, z)
+		}
+	}
+	slices.Sort(t.Zones)
+	return t, nil
+}
+
+// setLocality puts the decision into the status' Locality condition
+// (removed without a policy), and reports a change of where traffic goes
+// in an event and a log line: once per change, not per reconcile.
+func (r *Reconciler) setLocality(si *mcsv1beta1.ServiceImport, conditions *[]metav1.Condition, d *locality.Decision) {
+	if d == nil {
+		meta.RemoveStatusCondition(conditions, keys.ConditionLocality)
+		return
+	}
+	cond := metav1.Condition{Type: keys.ConditionLocality, Status: metav1.ConditionTrue, Reason: d.Reason, Message: d.Message, ObservedGeneration: si.Generation}
+	if !d.Applied {
+		cond.Status = metav1.ConditionFalse
+	}
+	if old := meta.FindStatusCondition(si.Status.Conditions, keys.ConditionLocality); old == nil || old.Reason != cond.Reason || old.Message != cond.Message {
+		typ := corev1.EventTypeNormal
+		if !d.Applied {
+			typ = corev1.EventTypeWarning
+		}
+		if old == nil || old.Reason != cond.Reason {
+			r.Recorder.Eventf(si, nil, typ, d.Reason, "Locality", "%s", d.Message)
+		}
+		r.Log.Info("import locality", "import", si.Namespace+"/"+si.Name, "reason", d.Reason, "preferred", d.Preferred, "message", d.Message)
+	}
+	meta.SetStatusCondition(conditions, cond)
+}
+
+// policyTargets maps a BackendTrafficPolicy to the ServiceImports it
+// targets (on an update, controller-runtime maps the old object too, so
+// an import a policy no longer targets loses its hints).
+func policyTargets(_ context.Context, o client.Object) []reconcile.Request {
+	p, ok := o.(*networkingv1alpha1.BackendTrafficPolicy)
+	if !ok {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, name := range locality.Targets(p) {
+		out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: p.Namespace, Name: name}})
+	}
+	return out
+}
+
+// zoneChanges maps a Node whose zone appeared, changed or left to every
+// ServiceImport a policy targets: their hints name the cluster's zones.
+func (r *Reconciler) zoneChanges() handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		policies := &networkingv1alpha1.BackendTrafficPolicyList{}
+		if err := r.Client.List(ctx, policies); err != nil {
+			r.Log.Error("listing BackendTrafficPolicies after a zone change", "error", err)
+			return nil
+		}
+		var out []reconcile.Request
+		for i := range policies.Items {
+			out = append(out, policyTargets(ctx, &policies.Items[i])...)
+		}
+		return out
+	})
+}
+
+// zoneLabelChanged passes Node events that can change the cluster's zones.
+var zoneLabelChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetLabels()[corev1.LabelTopologyZone] != e.ObjectNew.GetLabels()[corev1.LabelTopologyZone]
+	},
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}

@@ -1,0 +1,250 @@
+// Package locality decides where the clients of one importing cluster send
+// a ServiceImport's ClusterSetIP traffic under a BackendTrafficPolicy with
+// locality LocalFirst, and says it in the only words every data plane
+// already reads: EndpointSlice zone hints.
+//
+// kube-proxy (and the CNIs that replace it) keeps a node's traffic on the
+// endpoints hinted for the node's topology.kubernetes.io/zone when every
+// ready endpoint of the Service carries a zone hint and one names that zone
+// (PreferSameZone); otherwise it uses every endpoint. So the endpoints of
+// the clusters chosen to take the traffic are hinted for every zone of this
+// cluster's nodes, the others for a zone no node has (ZoneElsewhere), and
+// when no group of clusters has enough ready endpoints there are no hints
+// at all: every cluster is used, as without a policy.
+//
+// The choice is level-based: it is made again from the ready counts of the
+// import's endpoints whenever they change, so traffic fails over when the
+// local cluster loses its endpoints and comes back when they return.
+package locality
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/fleetnet/fleetnet/api/keys"
+	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// MaxZones is the most zone hints an endpoint may carry (the API server's
+// validation of EndpointSlices).
+const MaxZones = 8
+
+// Policy is what a LocalFirst BackendTrafficPolicy asks of an import.
+type Policy struct {
+	// Name is the policy's namespace/name, for messages.
+	Name string
+	// MinReady is how many ready endpoints a group of clusters needs to
+	// take the traffic (at least 1).
+	MinReady int
+	// Order are the failover steps after this cluster and its region.
+	Order []networkingv1alpha1.FailoverTarget
+}
+
+// FromSpec returns the policy of a BackendTrafficPolicy, or false when its
+// locality is not LocalFirst (Weighted concerns only the edge).
+func FromSpec(namespace, name string, spec networkingv1alpha1.BackendTrafficPolicySpec) (Policy, bool) {
+	if spec.Locality != networkingv1alpha1.LocalityLocalFirst {
+		return Policy{}, false
+	}
+	p := Policy{Name: namespace + "/" + name, MinReady: 1}
+	if f := spec.Failover; f != nil {
+		p.MinReady = max(int(f.MinReadyEndpoints), 1)
+		p.Order = f.Order
+	}
+	return p, true
+}
+
+// Topology is the importing cluster: its id, region and the zones of its
+// nodes.
+type Topology struct {
+	Cluster string
+	Region  string
+	// Zones are the distinct topology.kubernetes.io/zone labels of the
+	// cluster's nodes, sorted.
+	Zones []string
+	// Unzoned counts the nodes without a zone label: kube-proxy there
+	// ignores zone hints and uses every cluster.
+	Unzoned int
+}
+
+// Source is one exporting cluster of the import.
+type Source struct {
+	Cluster string
+	Region  string
+	// Ready counts its ready endpoints (of one address family).
+	Ready int
+}
+
+// Decision is where the traffic goes.
+type Decision struct {
+	// Hints holds, per source cluster, the zone hints of its endpoints;
+	// nil: no hints on any slice (every cluster is used).
+	Hints map[string][]discoveryv1.ForZone
+	// Preferred are the clusters that take the traffic, sorted; nil when
+	// every cluster does.
+	Preferred []string
+	// Applied: the hints express the policy (the condition's status).
+	Applied bool
+	// Reason and Message explain the decision (the ServiceImport's
+	// Locality condition).
+	Reason, Message string
+}
+
+// step is one group of clusters in the order traffic falls over to.
+type step struct {
+	name  string
+	match func(Source) bool
+}
+
+// Decide chooses the clusters that take the traffic: the first of this
+// cluster, this cluster's region, then each failover step, whose clusters
+// together (with those of the steps before) have MinReady ready
+// endpoints.
+func Decide(p Policy, t Topology, sources []Source) Decision {
+	switch {
+	case len(t.Zones) == 0:
+		return Decision{Reason: keys.ReasonNoZones, Message: fmt.Sprintf("policy %s: no node of this cluster has a %s label, which kube-proxy needs to prefer endpoints; traffic goes to every cluster", p.Name, zoneLabel)}
+	case len(t.Zones) > MaxZones:
+		return Decision{Reason: keys.ReasonTooManyZones, Message: fmt.Sprintf("policy %s: this cluster's nodes are in %d zones, more than the %d zone hints an endpoint may carry; traffic goes to every cluster", p.Name, len(t.Zones), MaxZones)}
+	}
+	steps := []step{{name: "this cluster (" + t.Cluster + ")", match: func(s Source) bool { return s.Cluster == t.Cluster }}}
+	if t.Region != "" {
+		steps = append(steps, step{name: "region " + t.Region, match: func(s Source) bool { return s.Region == t.Region }})
+	}
+	for _, o := range p.Order {
+		if o.Cluster != "" {
+			steps = append(steps, step{name: "cluster " + o.Cluster, match: func(s Source) bool { return s.Cluster == o.Cluster }})
+		} else {
+			steps = append(steps, step{name: "region " + o.Region, match: func(s Source) bool { return s.Region == o.Region }})
+		}
+	}
+	chosen := map[string]bool{}
+	ready := 0
+	for i, st := range steps {
+		for _, s := range sources {
+			if !chosen[s.Cluster] && st.match(s) {
+				chosen[s.Cluster] = true
+				ready += s.Ready
+			}
+		}
+		if ready < p.MinReady {
+			continue
+		}
+		d := Decision{Applied: true, Hints: map[string][]discoveryv1.ForZone{}}
+		here := make([]discoveryv1.ForZone, len(t.Zones))
+		for j, z := range t.Zones {
+			here[j] = discoveryv1.ForZone{Name: z}
+		}
+		for _, s := range sources {
+			if chosen[s.Cluster] {
+				d.Hints[s.Cluster] = here
+				d.Preferred = append(d.Preferred, s.Cluster)
+			} else {
+				d.Hints[s.Cluster] = []discoveryv1.ForZone{{Name: keys.ZoneHintElsewhere}}
+			}
+		}
+		sort.Strings(d.Preferred)
+		d.Reason, d.Message = keys.ReasonLocalCluster, fmt.Sprintf("policy %s: traffic stays in this cluster (%d ready endpoints, at least %d)", p.Name, ready, p.MinReady)
+		if i > 0 {
+			d.Reason = keys.ReasonFailedOver
+			d.Message = fmt.Sprintf("policy %s: traffic goes to %s, clusters %s (%d ready endpoints, at least %d); %s", p.Name, st.name,
+				strings.Join(d.Preferred, ", "), ready, p.MinReady, shortOf(steps[:i], sources, p.MinReady))
+		}
+		if len(d.Preferred) == len(sources) {
+			d.Hints = nil // every cluster takes traffic: hints would change nothing
+		}
+		if t.Unzoned > 0 {
+			d.Message += fmt.Sprintf("; %d nodes without a %s label use every cluster", t.Unzoned, zoneLabel)
+		}
+		return d
+	}
+	return Decision{Reason: keys.ReasonAllClusters, Applied: true,
+		Message: fmt.Sprintf("policy %s: traffic goes to every cluster; %s", p.Name, shortOf(steps, sources, p.MinReady))}
+}
+
+// shortOf says that the given steps, together, had too few ready
+// endpoints.
+func shortOf(steps []step, sources []Source, minReady int) string {
+	seen := map[string]bool{}
+	ready := 0
+	for _, st := range steps {
+		for _, s := range sources {
+			if !seen[s.Cluster] && st.match(s) {
+				seen[s.Cluster] = true
+				ready += s.Ready
+			}
+		}
+	}
+	names := make([]string, len(steps))
+	for i, st := range steps {
+		names[i] = st.name
+	}
+	return fmt.Sprintf("%s: %d ready endpoints, fewer than %d", strings.Join(names, " and "), ready, minReady)
+}
+
+const zoneLabel = corev1.LabelTopologyZone
+
+// HintsKey is a comparable form of a cluster's hints, for records of what
+// a slice was verified against.
+func HintsKey(h []discoveryv1.ForZone) string {
+	if h == nil {
+		return ""
+	}
+	names := make([]string, len(h))
+	for i, z := range h {
+		names[i] = z.Name
+	}
+	return strings.Join(names, ",")
+}
+
+// SameHints reports whether an endpoint's hints are the wanted zones
+// (none when want is nil).
+func SameHints(have *discoveryv1.EndpointHints, want []discoveryv1.ForZone) bool {
+	if want == nil {
+		return have == nil
+	}
+	return have != nil && len(have.ForNodes) == 0 && slices.Equal(have.ForZones, want)
+}
+
+// Select returns the policy that applies to the ServiceImport name among
+// the BackendTrafficPolicies of its namespace: of those targeting it, the
+// oldest, then the first by name (the gateway's rule for conflicting
+// policies), when its locality is LocalFirst.
+func Select(policies []networkingv1alpha1.BackendTrafficPolicy, name string) (Policy, bool) {
+	var best *networkingv1alpha1.BackendTrafficPolicy
+	for i := range policies {
+		p := &policies[i]
+		if !p.DeletionTimestamp.IsZero() || !targets(p, name) {
+			continue
+		}
+		if best == nil || p.CreationTimestamp.Before(&best.CreationTimestamp) ||
+			(p.CreationTimestamp.Equal(&best.CreationTimestamp) && p.Name < best.Name) {
+			best = p
+		}
+	}
+	if best == nil {
+		return Policy{}, false
+	}
+	return FromSpec(best.Namespace, best.Name, best.Spec)
+}
+
+// Targets returns the ServiceImports a policy targets.
+func Targets(p *networkingv1alpha1.BackendTrafficPolicy) []string {
+	var out []string
+	for _, r := range p.Spec.TargetRefs {
+		if string(r.Group) == mcsGroup && r.Kind == "ServiceImport" {
+			out = append(out, string(r.Name))
+		}
+	}
+	return out
+}
+
+func targets(p *networkingv1alpha1.BackendTrafficPolicy, name string) bool {
+	return slices.Contains(Targets(p), name)
+}
+
+const mcsGroup = "multicluster.x-k8s.io"
