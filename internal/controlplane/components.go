@@ -3,6 +3,7 @@ package controlplane
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"time"
 
@@ -64,6 +65,9 @@ type KwokConfig struct {
 	// Taints keep Pods off the fake node unless they tolerate them (a
 	// cluster with a process node runs its Pods there).
 	Taints []corev1.Taint
+	// Labels are added to the node's (topology labels, which kube-proxy
+	// reads when it runs as this node).
+	Labels map[string]string
 }
 
 // StartKwok creates the cluster's fake node and starts kwok, which keeps the
@@ -119,20 +123,31 @@ func createFakeNode(ctx context.Context, client kubernetes.Interface, cfg KwokCo
 			Allocatable: capacity,
 		},
 	}
+	maps.Copy(node.Labels, cfg.Labels)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	_, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
-		// A node made by an earlier run gets the taints asked for now (a
-		// fleet that gained process nodes keeps Pods off kwok's).
+		// A node made by an earlier run gets the taints and labels asked
+		// for now (a fleet that gained process nodes keeps Pods off
+		// kwok's).
 		old, err := client.CoreV1().Nodes().Get(ctx, cfg.NodeName, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("reading fake node %s: %w", cfg.NodeName, err)
 		}
-		if equality.Semantic.DeepEqual(old.Spec.Taints, cfg.Taints) || (len(old.Spec.Taints) == 0 && len(cfg.Taints) == 0) {
+		sameTaints := equality.Semantic.DeepEqual(old.Spec.Taints, cfg.Taints) || (len(old.Spec.Taints) == 0 && len(cfg.Taints) == 0)
+		labelled := true
+		for k, v := range cfg.Labels {
+			labelled = labelled && old.Labels[k] == v
+		}
+		if sameTaints && labelled {
 			return nil
 		}
 		old.Spec.Taints = cfg.Taints
+		if old.Labels == nil {
+			old.Labels = map[string]string{}
+		}
+		maps.Copy(old.Labels, cfg.Labels)
 		if _, err := client.CoreV1().Nodes().Update(ctx, old, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("tainting fake node %s: %w", cfg.NodeName, err)
 		}

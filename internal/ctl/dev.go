@@ -451,6 +451,8 @@ func newDevNodeCommand(dir *string) *cobra.Command {
 	f.StringVar(&cfg.Kubeconfig, "kubeconfig", "", "the cluster's kubeconfig")
 	f.StringVar(&cfg.Listen, "listen", "", "address of the kubelet API")
 	f.StringVar(&cfg.InternalIP, "internal-ip", "127.0.0.1", "the node's InternalIP, where the API server reaches the kubelet API")
+	f.StringVar(&cfg.Region, "region", "", "the node's topology.kubernetes.io/region label")
+	f.StringVar(&cfg.Zone, "zone", "", "the node's topology.kubernetes.io/zone label")
 	f.StringVar(&cfg.ServingCert, "tls-cert-file", "", "the kubelet API's serving certificate")
 	f.StringVar(&cfg.ServingKey, "tls-key-file", "", "the kubelet API's serving key")
 	f.StringVar(&cfg.ClientCA, "client-ca-file", "", "CA of the kubelet API's clients")

@@ -140,6 +140,25 @@ func (c ClusterState) NodeAddress() netip.Addr {
 // KwokNodeName is the name of the cluster's Node object, kwok's.
 func (c ClusterState) KwokNodeName() string { return "kwok-" + c.Name }
 
+// Zone is the topology.kubernetes.io/zone of the cluster's nodes: one zone
+// per cluster, named after its region (or the cluster, without one), so
+// that zone hints and locality policies work as on a cloud's nodes.
+func (c ClusterState) Zone() string {
+	if c.Region != "" {
+		return c.Region + "-a"
+	}
+	return c.Name + "-a"
+}
+
+// TopologyLabels are the region and zone labels of the cluster's nodes.
+func (c ClusterState) TopologyLabels() map[string]string {
+	l := map[string]string{corev1.LabelTopologyZone: c.Zone()}
+	if c.Region != "" {
+		l[corev1.LabelTopologyRegion] = c.Region
+	}
+	return l
+}
+
 // NodeNetNS is the name of the node's network namespace.
 func (c ClusterState) NodeNetNS() string { return "fleetnet-node-" + c.Name }
 
@@ -543,6 +562,8 @@ func (u *upper) startProcessNode(ctx context.Context, c ClusterState) (*controlp
 	args := []string{"dev", "node", "--dir=" + s.Dir,
 		"--cluster=" + c.Name,
 		"--node-name=" + c.ProcessNodeName(),
+		"--zone=" + c.Zone(),
+		"--region=" + c.Region,
 		"--state-dir=" + filepath.Join(s.Dir, c.Name, "process-node"),
 		"--kubeconfig=" + s.KubeconfigPath(c.Name),
 		fmt.Sprintf("--listen=127.0.0.1:%d", s.clusterPort(c, offsetProcessNode)),

@@ -495,7 +495,7 @@ func (u *upper) cluster(ctx context.Context, c ClusterState, crds []*apiextensio
 		}},
 		{PartKwok, func() (*controlplane.Process, error) {
 			return controlplane.StartKwok(ctx, o.Tools, api, dir, controlplane.KwokConfig{
-				NodeName: c.KwokNodeName(), PodCIDRs: c.PodCIDRs, Port: s.clusterPort(c, offsetKwok), Taints: taints,
+				NodeName: c.KwokNodeName(), PodCIDRs: c.PodCIDRs, Port: s.clusterPort(c, offsetKwok), Taints: taints, Labels: c.TopologyLabels(),
 			}, u.startOptions())
 		}},
 	}

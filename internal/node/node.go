@@ -68,6 +68,10 @@ type Config struct {
 	InitCommand []string
 	// RestartBackoff is the first restart back-off (the kubelet's 10 s).
 	RestartBackoff time.Duration
+	// Region and Zone label the node (topology.kubernetes.io/region and
+	// zone) when set: kube-proxy's zone hints and locality policies read
+	// them.
+	Region, Zone string
 }
 
 // Run registers the node and runs its pods until ctx ends.
@@ -152,6 +156,12 @@ func describeNode(n *corev1.Node, cfg Config, port int) {
 	n.Labels[corev1.LabelOSStable] = "linux"
 	n.Labels[corev1.LabelArchStable] = "amd64"
 	n.Labels["type"] = "fleetnet-process-node"
+	if cfg.Region != "" {
+		n.Labels[corev1.LabelTopologyRegion] = cfg.Region
+	}
+	if cfg.Zone != "" {
+		n.Labels[corev1.LabelTopologyZone] = cfg.Zone
+	}
 	n.Status.Capacity = nodeCapacity.DeepCopy()
 	n.Status.Allocatable = nodeCapacity.DeepCopy()
 	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: cfg.InternalIP}, {Type: corev1.NodeHostName, Address: cfg.NodeName}}
