@@ -263,6 +263,28 @@ echo "   50 requests by name after the withdrawal:"
 by_name 50
 export_echo west
 wait_for 30 "west back in hub's import" eval 'imports_from hub east west && slices_from hub west'
+echo "   East-west locality: a BackendTrafficPolicy in hub, LocalFirst with failover to east first. Hub has no echo pod,"
+echo "   so hub's agent hints the imported EndpointSlices for east (hub's zone) and west away, and hub's kube-proxy follows:"
+apply hub <<EOF
+apiVersion: networking.fleetnet.dev/v1alpha1
+kind: BackendTrafficPolicy
+metadata: {name: east-first, namespace: $NS}
+spec:
+  targetRefs: [{group: multicluster.x-k8s.io, kind: ServiceImport, name: $SVC}]
+  locality: LocalFirst
+  failover: {order: [{cluster: east}]}
+EOF
+locality_is() { [[ $("$KUBECTL" --context hub get serviceimport "$SVC" -n "$NS" -o jsonpath='{.status.conditions[?(@.type=="Locality")].reason}') == "$1" ]]; }
+only_from() { [[ $(by_name 10 | awk '{print $2}' | xargs) == "$*" ]]; }
+wait_for 30 "hub's import failed over to east" locality_is FailedOver
+show "$KUBECTL" --context hub get serviceimport "$SVC" -n "$NS" -o jsonpath='{.status.conditions[?(@.type=="Locality")].message}{"\n"}'
+show "$KUBECTL" --context hub get endpointslices -n "$NS" -l "multicluster.kubernetes.io/service-name=$SVC" \
+	-o custom-columns='NAME:.metadata.name,SOURCE-CLUSTER:.metadata.labels.multicluster\.kubernetes\.io/source-cluster,ZONE-HINTS:.endpoints[0].hints.forZones[*].name'
+wait_for 30 "hub's kube-proxy sends echo's requests to east only" only_from east
+echo "   50 requests by name with the policy:"
+by_name 50
+show "$KUBECTL" --context hub delete backendtrafficpolicy east-first -n "$NS"
+wait_for 30 "both clusters answer again" only_from east west
 echo "   A headless Service, db, served by a StatefulSet of 2 pods in east and exported: its name resolves to the pods"
 {
 	echo_workload StatefulSet db 2

@@ -120,6 +120,20 @@ func TestLocality(t *testing.T) {
 	}
 	away := keys.ZoneHintElsewhere
 	expect("hub's endpoints hinted for hub's zones", map[string]string{"hub": "eu-a,eu-b", "east": away, "west": away}, keys.ReasonLocalCluster)
+	derivedDistribution := func() string {
+		si := &mcsv1beta1.ServiceImport{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "echo"}, si); err != nil {
+			t.Fatal(err)
+		}
+		svc := &corev1.Service{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: si.Annotations[keys.AnnotationDerivedService]}, svc); err != nil {
+			t.Fatal(err)
+		}
+		return ptr.Deref(svc.Spec.TrafficDistribution, "")
+	}
+	if got := derivedDistribution(); got != corev1.ServiceTrafficDistributionPreferClose {
+		t.Errorf("the derived Service's trafficDistribution is %q under the policy, want PreferClose", got)
+	}
 	expectEvent(t, c, "echo", keys.ReasonLocalCluster, "traffic stays in this cluster (2 ready endpoints, at least 2)")
 
 	setReady := func(ready ...bool) {
@@ -137,7 +151,7 @@ func TestLocality(t *testing.T) {
 	}
 	setReady(true, false)
 	expect("one ready endpoint left in hub: the region takes the traffic", map[string]string{"hub": "eu-a,eu-b", "east": "eu-a,eu-b", "west": away}, keys.ReasonFailedOver)
-	expectEvent(t, c, "echo", keys.ReasonFailedOver, "traffic goes to region eu, clusters east, hub (2 ready endpoints, at least 2); this cluster (hub): 1 ready endpoints, fewer than 2")
+	expectEvent(t, c, "echo", keys.ReasonFailedOver, "traffic fails over to region eu (east, hub: 2 ready endpoints, at least 2); this cluster (hub): 1 ready endpoints, fewer than 2")
 	setReady(false, false)
 	expect("none in hub: us as well, every cluster", none, keys.ReasonFailedOver)
 	setReady(true, true)
@@ -150,6 +164,7 @@ func TestLocality(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect("the policy gone, so are the hints", none, "")
+	testkit.Until(t, 10*time.Second, "the derived Service's trafficDistribution cleared with the policy", func() bool { return derivedDistribution() == "" })
 }
 
 func createZonedNode(t *testing.T, c client.Client, name, zone string) {

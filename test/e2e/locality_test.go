@@ -161,8 +161,10 @@ func TestClusterSetIPLocality(t *testing.T) {
 	waitCondition(t, "hub", si, keys.ConditionLocality, metav1.ConditionTrue, keys.ReasonFailedOver)
 
 	scaleEcho(t, ns, 2)
+	ready := time.Now()
 	echoPods = appPods(t, ns, "echo") // hub's new pods
 	onlyFrom("hub's pods back: the traffic returns to hub", "hub")
+	t.Logf("hub's pods ready again: only hub answered a 2-second sample of requests that ended %s later", time.Since(ready).Round(time.Millisecond))
 }
 
 // scaleEcho sets the replicas of hub's echo Deployment.

@@ -199,8 +199,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	// without it; the slices it selects are owned by it (see
 	// docs/architecture.md, "writes per import").
 	var svc *corev1.Service
+	var loc *locality.Decision
 	if failure == nil {
-		svc, failure = r.applyDerivedService(ctx, si, req.NamespacedName, DerivedServiceSpec(imp, families))
+		if loc, failure = r.localityOf(ctx, req.NamespacedName, imp, desired, families); failure != nil {
+			reason = keys.ReasonApplyFailed
+		}
+	}
+	if failure == nil {
+		svc, failure = r.applyDerivedService(ctx, si, req.NamespacedName, withLocality(DerivedServiceSpec(imp, families), loc))
 		if errors.Is(failure, errServiceReplaced) {
 			return reconcile.Result{RequeueAfter: cacheBehindRetry}, nil // the cache has yet to show it
 		}
@@ -218,18 +224,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 	var withdrawErr error
-	var loc *locality.Decision
 	switch {
 	case svc != nil:
-		loc, failure = r.localityOf(ctx, req.NamespacedName, imp, desired, families)
-		if failure == nil {
-			var hints map[string][]discoveryv1.ForZone
-			if loc != nil {
-				hints = loc.Hints
-			}
-			failure = r.applySlices(ctx, req.NamespacedName, svc, desired, families, hints)
+		var hints map[string][]discoveryv1.ForZone
+		if loc != nil {
+			hints = loc.Hints
 		}
-		if failure != nil {
+		if failure = r.applySlices(ctx, req.NamespacedName, svc, desired, families, hints); failure != nil {
 			reason = keys.ReasonApplyFailed
 		}
 	case withdraw:

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -65,6 +66,19 @@ func (r *Reconciler) localityOf(ctx context.Context, key types.NamespacedName, i
 	}
 	d := locality.Decide(policy, topo, sources)
 	return &d, nil
+}
+
+// withLocality marks the derived Service of an import under a locality
+// policy as preferring close endpoints (trafficDistribution PreferClose),
+// unless the exported Service chose its own distribution. kube-proxy needs
+// only the slices' hints; data planes such as Cilium's honour hints only
+// on Services that ask for topology-aware routing. The EndpointSlice
+// controller ignores it: a derived Service has no selector.
+func withLocality(spec corev1.ServiceSpec, d *locality.Decision) corev1.ServiceSpec {
+	if d != nil && spec.TrafficDistribution == nil && spec.ClusterIP != corev1.ClusterIPNone {
+		spec.TrafficDistribution = ptr.To(corev1.ServiceTrafficDistributionPreferClose)
+	}
+	return spec
 }
 
 // topology reads this cluster's zones from its Nodes' labels (metadata

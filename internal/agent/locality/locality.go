@@ -151,7 +151,7 @@ func Decide(p Policy, t Topology, sources []Source) Decision {
 		d.Reason, d.Message = keys.ReasonLocalCluster, fmt.Sprintf("policy %s: traffic stays in this cluster (%d ready endpoints, at least %d)", p.Name, ready, p.MinReady)
 		if i > 0 {
 			d.Reason = keys.ReasonFailedOver
-			d.Message = fmt.Sprintf("policy %s: traffic goes to %s, clusters %s (%d ready endpoints, at least %d); %s", p.Name, st.name,
+			d.Message = fmt.Sprintf("policy %s: traffic fails over to %s (%s: %d ready endpoints, at least %d); %s", p.Name, st.name,
 				strings.Join(d.Preferred, ", "), ready, p.MinReady, shortOf(steps[:i], sources, p.MinReady))
 		}
 		if len(d.Preferred) == len(sources) {

@@ -36,7 +36,7 @@ func TestDecide(t *testing.T) {
 		{name: "too few local: the region", policy: Policy{Name: "ns/p", MinReady: 3}, topo: here, sources: sources(2, 2, 5),
 			reason: keys.ReasonFailedOver, preferred: []string{"east", "hub"},
 			hints:   map[string][]discoveryv1.ForZone{"hub": zones, "east": zones, "west": away},
-			message: "traffic goes to region eu, clusters east, hub (4 ready endpoints, at least 3); this cluster (hub): 2 ready endpoints, fewer than 3"},
+			message: "traffic fails over to region eu (east, hub: 4 ready endpoints, at least 3); this cluster (hub): 2 ready endpoints, fewer than 3"},
 		{name: "the failover order after the region", policy: Policy{Name: "ns/p", MinReady: 1, Order: []networkingv1alpha1.FailoverTarget{{Cluster: "west"}}},
 			topo: here, sources: append(sources(0, 0, 0)[:2], Source{Cluster: "west", Region: "us", Ready: 1}, Source{Cluster: "south", Region: "ap", Ready: 9}),
 			reason: keys.ReasonFailedOver, preferred: []string{"east", "hub", "west"},
