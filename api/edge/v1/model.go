@@ -390,8 +390,9 @@ const (
 	// LocalityWeighted spreads traffic over every cluster by weight.
 	LocalityWeighted = "Weighted"
 	// LocalityLocalFirst sends traffic to the clusters of the serving
-	// edge's region while any of their endpoints is healthy, then to the
-	// others by weight.
+	// edge's region while any of their endpoints is healthy, then to those
+	// of each step of BackendPolicy.Failover in turn, then to the others
+	// by weight.
 	LocalityLocalFirst = "LocalFirst"
 )
 
@@ -413,6 +414,21 @@ type BackendPolicy struct {
 	BackendRequestMillis int64 `json:"backendRequestMillis,omitempty"`
 	// Locality is LocalityWeighted or LocalityLocalFirst.
 	Locality string `json:"locality"`
+	// Failover (LocalFirst only) are the steps traffic goes to, in order,
+	// when the edge's region has no healthy endpoint: each a cluster or a
+	// region, from the BackendTrafficPolicy's failover.order.
+	Failover []FailoverStep `json:"failover,omitempty"`
+}
+
+// FailoverStep is a cluster or a region of a failover order.
+type FailoverStep struct {
+	Cluster string `json:"cluster,omitempty"`
+	Region  string `json:"region,omitempty"`
+}
+
+// Matches reports whether the step names the cluster or its region.
+func (s FailoverStep) Matches(cluster, region string) bool {
+	return (s.Cluster != "" && s.Cluster == cluster) || (s.Region != "" && s.Region == region)
 }
 
 // HealthCheck is the active check of every endpoint of a backend: a TCP

@@ -65,21 +65,25 @@ type BackendTrafficPolicySpec struct {
 
 	// Locality chooses how traffic spreads over clusters: Weighted (by the
 	// exporting clusters' fleetnet.dev/weight and their ready endpoints)
-	// or LocalFirst (to the clusters of the serving edge's region while any
-	// of their endpoints is healthy, then Weighted over the others).
+	// or LocalFirst (at the edge, to the clusters of the serving edge's
+	// region while any of their endpoints is healthy, then along failover,
+	// then Weighted over the others; inside the fleet, to the importing
+	// cluster's own endpoints, see failover).
 	//
 	// +optional
 	// +kubebuilder:default=Weighted
 	Locality LocalityMode `json:"locality,omitempty"`
 
-	// Failover orders where traffic to a targeted ServiceImport's
-	// ClusterSetIP goes inside the fleet when the importing cluster's own
-	// endpoints cannot take it. Only with locality LocalFirst, which each
-	// importing cluster applies to its own clients through EndpointSlice
-	// zone hints (kube-proxy's PreferSameZone): traffic stays in the
-	// cluster while it has minReadyEndpoints ready endpoints, then goes to
-	// the other clusters of its region, then to each entry of order in
-	// turn, and to every cluster when none has enough.
+	// Failover orders where traffic goes when the closest clusters cannot
+	// take it. Only with locality LocalFirst. Inside the fleet, each
+	// importing cluster applies it to its own clients of a targeted
+	// ServiceImport's ClusterSetIP through EndpointSlice zone hints
+	// (kube-proxy's PreferSameZone): traffic stays in the cluster while it
+	// has minReadyEndpoints ready endpoints, then goes to the other
+	// clusters of its region, then to each entry of order in turn, and to
+	// every cluster when none has enough. At the edge, traffic leaves the
+	// edge's region for each entry of order in turn while one has a
+	// healthy endpoint, then goes to every cluster by weight.
 	//
 	// +optional
 	Failover *Failover `json:"failover,omitempty"`

@@ -6,8 +6,10 @@
 //
 // The first rule that finds an endpoint decides:
 //
-//  1. with Rules.Local (HTTP backends with LocalFirst), a healthy endpoint
-//     of a local cluster (in the edge's region) not tried yet;
+//  1. with Rules.Rank (HTTP backends with LocalFirst), for each rank in
+//     turn, a healthy endpoint not tried yet of a cluster of that rank: the
+//     clusters of the edge's region, then those of each step of the
+//     policy's failover order;
 //  2. a healthy endpoint of a cluster not tried yet;
 //  3. for another attempt, any healthy endpoint but the last one;
 //  4. any ready endpoint but the last one: when checks have taken out
@@ -45,9 +47,12 @@ type Rules[C Cluster[E], E any] struct {
 	// Healthy reports whether the checks (active and passive) leave e in
 	// picks. Required.
 	Healthy func(e *E) bool
-	// Local, when set, makes the first rule: the clusters it reports
-	// local, not tried yet (an HTTP backend's LocalFirst). nil: none.
-	Local func(c C) bool
+	// Rank, when set, makes the first rules: for each rank from 0 to
+	// Ranks-1 in turn, the clusters of that rank not tried yet (an HTTP
+	// backend's LocalFirst: 0 the edge's region, then the steps of its
+	// failover order). A cluster of no rank returns -1. nil: none.
+	Rank  func(c C) int
+	Ranks int
 	// Int64N returns a random number in [0, n) for n > 0; nil is
 	// math/rand/v2's Int64N. Tests set it to make a pick deterministic.
 	Int64N func(n int64) int64
@@ -59,8 +64,8 @@ type Rules[C Cluster[E], E any] struct {
 // endpoint that failed. It returns a nil endpoint (and a zero C) when no
 // endpoint is left.
 func Endpoint[C Cluster[E], E any](clusters []C, tried uint64, last *E, r Rules[C, E]) (C, *E) {
-	if r.Local != nil {
-		if c, e := among(clusters, filter[C, E]{local: r.Local, tried: tried}, &r); e != nil {
+	for rank := 0; r.Rank != nil && rank < r.Ranks; rank++ {
+		if c, e := among(clusters, filter[C, E]{rank: r.Rank, want: rank, tried: tried}, &r); e != nil {
 			return c, e
 		}
 	}
@@ -94,8 +99,9 @@ func HasHealthy[C Cluster[E], E any](clusters []C, healthy func(e *E) bool) bool
 
 // filter says which clusters and endpoints a rule considers.
 type filter[C Cluster[E], E any] struct {
-	// local, when set, admits only the clusters it reports.
-	local   func(C) bool
+	// rank, when set, admits only the clusters of rank want.
+	rank    func(C) int
+	want    int
 	tried   uint64
 	exclude *E
 	// anyReady admits endpoints that checks took out.
@@ -103,7 +109,7 @@ type filter[C Cluster[E], E any] struct {
 }
 
 func (f *filter[C, E]) admitsCluster(c C) bool {
-	return c.PickWeight() > 0 && c.TriedBit()&f.tried == 0 && (f.local == nil || f.local(c))
+	return c.PickWeight() > 0 && c.TriedBit()&f.tried == 0 && (f.rank == nil || f.rank(c) == f.want)
 }
 
 func (f *filter[C, E]) admits(e *E, r *Rules[C, E]) bool {

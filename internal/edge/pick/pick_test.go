@@ -14,7 +14,7 @@ type cluster struct {
 	name   string
 	weight int64
 	bit    uint64
-	local  bool
+	rank   int // -1: none
 	ready  []endpoint
 }
 
@@ -36,7 +36,7 @@ func healthy(e *endpoint) bool { return !e.down }
 type spec struct {
 	name      string
 	weight    int64
-	local     bool
+	rank      int // 0: the edge's region, 1...: failover steps, -1: none
 	endpoints []string
 }
 
@@ -45,7 +45,7 @@ type spec struct {
 func build(specs []spec, last string) ([]*cluster, *endpoint) {
 	var out []*cluster
 	for i, s := range specs {
-		c := &cluster{name: s.name, weight: s.weight, local: s.local}
+		c := &cluster{name: s.name, weight: s.weight, rank: s.rank}
 		if i < 64 {
 			c.bit = 1 << i
 		}
@@ -87,7 +87,7 @@ func outcomes(t *testing.T, clusters []*cluster, tried uint64, last *endpoint, l
 	t.Helper()
 	rules := pick.Rules[*cluster, endpoint]{Healthy: healthy}
 	if localFirst {
-		rules.Local = func(c *cluster) bool { return c.local }
+		rules.Rank, rules.Ranks = func(c *cluster) int { return c.rank }, 3
 	}
 	total := int64(0)
 	rules.Int64N = func(n int64) int64 { total = n; return 0 }
@@ -154,7 +154,10 @@ func TestEndpointRules(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var specs []spec
 			for _, name := range []string{"eu1", "eu2", "us"} {
-				s := spec{name: name, weight: 1, local: name != "us", endpoints: []string{name}}
+				s := spec{name: name, weight: 1, endpoints: []string{name}}
+				if name == "us" {
+					s.rank = -1
+				}
 				if slices.Contains(tt.zero, name) {
 					s.weight = 0
 				}
@@ -297,15 +300,16 @@ func TestHasHealthy(t *testing.T) {
 // with a Healthy that closes over the caller's clock as L4's does.
 func TestEndpointAllocatesNothing(t *testing.T) {
 	clusters, _ := build([]spec{
-		{name: "a", weight: 2, endpoints: []string{"a0", "-a1"}},
-		{name: "b", weight: 1, local: true, endpoints: []string{"-b0"}},
+		{name: "a", weight: 2, rank: -1, endpoints: []string{"a0", "-a1"}},
+		{name: "b", weight: 1, rank: 0, endpoints: []string{"-b0"}},
 	}, "")
 	now := int64(0)
 	allocs := testing.AllocsPerRun(100, func() {
 		now++
 		rules := pick.Rules[*cluster, endpoint]{
 			Healthy: func(e *endpoint) bool { return now > 0 && !e.down },
-			Local:   func(c *cluster) bool { return c.local },
+			Rank:    func(c *cluster) int { return c.rank },
+			Ranks:   2,
 		}
 		if _, e := pick.Endpoint(clusters, 0, nil, rules); e == nil {
 			t.Fatal("nothing picked")
@@ -313,5 +317,42 @@ func TestEndpointAllocatesNothing(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations per pick, want 0", allocs)
+	}
+}
+
+// With a failover order, the ranks are tried in turn before every other
+// cluster: the edge's region (eu), then the order's first step (us), then
+// its second (ap); af has no rank.
+func TestEndpointFailoverRanks(t *testing.T) {
+	tests := []struct {
+		name  string
+		down  []string
+		tried []string
+		last  string
+		want  []string
+	}{
+		{name: "the region first", want: []string{"eu"}},
+		{name: "the first step when the region is out", down: []string{"eu"}, want: []string{"us"}},
+		{name: "the second step after it", down: []string{"eu", "us"}, want: []string{"ap"}},
+		{name: "the clusters of no rank last", down: []string{"eu", "us", "ap"}, want: []string{"af"}},
+		{name: "another attempt goes down the order", tried: []string{"eu"}, last: "eu", want: []string{"us"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var specs []spec
+			rank := map[string]int{"eu": 0, "us": 1, "ap": 2, "af": -1}
+			for _, name := range []string{"af", "ap", "us", "eu"} {
+				s := spec{name: name, weight: 1, rank: rank[name], endpoints: []string{name}}
+				if slices.Contains(tt.down, name) {
+					s.endpoints = []string{"-" + name}
+				}
+				specs = append(specs, s)
+			}
+			clusters, last := build(specs, tt.last)
+			got := slices.Sorted(maps.Keys(outcomes(t, clusters, bits(clusters, tt.tried...), last, true)))
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("picked %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

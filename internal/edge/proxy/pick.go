@@ -3,6 +3,7 @@ package proxy
 import (
 	"math/rand/v2"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/edge/pick"
 )
 
@@ -25,25 +26,37 @@ func (rt *route) pick() *backend {
 // (internal/edge/pick): for the first, tried is 0 and last nil; for a
 // retry, tried holds the bits of the clusters tried and last is the
 // endpoint of the attempt before. With the policy's LocalFirst, the
-// clusters of the edge's region come first. It returns nil when no
-// endpoint is left.
+// clusters of the edge's region come first, then those of each step of
+// its failover order. It returns nil when no endpoint is left.
 func (b *backend) pick(tried uint64, last *endpoint) (*cluster, *endpoint) {
 	rules := weighted
 	if b.policy.localFirst {
-		rules = localFirst
+		rules = pick.Rules[*cluster, endpoint]{Healthy: (*endpoint).healthy, Rank: (*cluster).rankOf, Ranks: 1 + len(b.policy.failover)}
 	}
 	return pick.Endpoint(b.clusters, tried, last, rules)
 }
 
-// The pick rules of a backend by its policy's Locality.
-var (
-	weighted   = pick.Rules[*cluster, endpoint]{Healthy: (*endpoint).healthy}
-	localFirst = pick.Rules[*cluster, endpoint]{Healthy: (*endpoint).healthy, Local: (*cluster).isLocal}
-)
+// weighted are the pick rules of a backend whose policy is Weighted.
+var weighted = pick.Rules[*cluster, endpoint]{Healthy: (*endpoint).healthy}
 
 func (e *endpoint) healthy() bool { return e.health.Healthy() }
 
-func (c *cluster) isLocal() bool { return c.local }
+func (c *cluster) rankOf() int { return c.rank }
+
+// rank is a cluster's place in a LocalFirst backend's order: 0 in the
+// edge's region, i+1 for the first failover step that names it or its
+// region, -1 for none.
+func rank(c edgev1.ClusterEndpoints, edgeRegion string, failover []edgev1.FailoverStep) int {
+	if edgeRegion != "" && c.Region == edgeRegion {
+		return 0
+	}
+	for i, s := range failover {
+		if s.Matches(c.Cluster, c.Region) {
+			return i + 1
+		}
+	}
+	return -1
+}
 
 var _ pick.Cluster[endpoint] = (*cluster)(nil)
 

@@ -20,6 +20,7 @@ type policy struct {
 	connect        time.Duration
 	backendRequest time.Duration
 	localFirst     bool
+	failover       []edgev1.FailoverStep
 }
 
 // defaultConnect bounds a dial that no backend's policy bounds (none
@@ -64,6 +65,7 @@ func compilePolicy(p edgev1.BackendPolicy) policy {
 		connect:        millis(orDefault(p.ConnectTimeoutMillis, def.ConnectTimeoutMillis)),
 		backendRequest: millis(max(p.BackendRequestMillis, 0)),
 		localFirst:     p.Locality == edgev1.LocalityLocalFirst,
+		failover:       p.Failover,
 	}
 }
 

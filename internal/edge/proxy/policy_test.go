@@ -299,6 +299,46 @@ func TestLocalFirst(t *testing.T) {
 	}
 }
 
+// With a failover order, traffic leaves the edge's region for the order's
+// steps in turn: ap before us, though both serve.
+func TestLocalFirstFailoverOrder(t *testing.T) {
+	eu, ap := newFlaky(t, "eu"), newFlaky(t, "ap")
+	pol := fastChecks()
+	pol.Locality = edgev1.LocalityLocalFirst
+	pol.Failover = []edgev1.FailoverStep{{Region: "ap"}, {Cluster: "us"}}
+	port := freePort(t)
+	startWith(t, proxy.Options{Region: "eu"}, oneListener(port, edgev1.ProtocolHTTP, everything(withPolicy(backend("web", 1,
+		inRegion(inCluster("eu", 1, eu.endpoint()), "eu"),
+		inRegion(inCluster("us", 1, echo(t, "us")), "us"),
+		inRegion(inCluster("ap", 1, ap.endpoint()), "ap"),
+	), pol))), nil)
+
+	if got := answers(t, port, "/", 20); got["eu"] != 20 {
+		t.Errorf("eu healthy: %v, want everything to eu", got)
+	}
+	eu.stop()
+	testkit.Eventually(t, 10*time.Second, "everything to ap, the order's first step", func(context.Context) error {
+		if got := answers(t, port, "/", 20); got["ap"] != 20 {
+			return fmt.Errorf("%v", got)
+		}
+		return nil
+	})
+	ap.stop()
+	testkit.Eventually(t, 10*time.Second, "everything to us, the next step", func(context.Context) error {
+		if got := answers(t, port, "/", 20); got["us"] != 20 {
+			return fmt.Errorf("%v", got)
+		}
+		return nil
+	})
+	eu.start(t)
+	testkit.Eventually(t, 10*time.Second, "eu in traffic again", func(context.Context) error {
+		if got := answers(t, port, "/", 20); got["eu"] != 20 {
+			return fmt.Errorf("%v", got)
+		}
+		return nil
+	})
+}
+
 // The dial to an endpoint is bounded by the connect timeout of the
 // backend's policy: a short one lets a request reach another cluster
 // after an endpoint that drops connections; a long one holds it until the

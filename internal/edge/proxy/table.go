@@ -192,8 +192,8 @@ type cluster struct {
 	// bit marks the cluster in a retry's set of tried clusters; clusters
 	// past the 64th have none, and a retry may go back to one of them.
 	bit uint64
-	// local: the cluster is in the edge's region.
-	local bool
+	// rank orders the clusters of a LocalFirst backend (see rank).
+	rank  int
 	ready []endpoint
 	// series are its metric children (metrics.go), set at the first
 	// request.
@@ -294,7 +294,7 @@ func compileBackend(b edgev1.Backend, region string) *backend {
 	cb := &backend{Backend: b, name: fmt.Sprintf("%s/%s/%s", b.Kind, b.Namespace, b.Name), policy: compilePolicy(b.Policy),
 		h2c: b.AppProtocol == "kubernetes.io/h2c" || b.AppProtocol == "h2c"}
 	for i, c := range b.Clusters {
-		cc := &cluster{ClusterEndpoints: c, local: region != "" && c.Region == region}
+		cc := &cluster{ClusterEndpoints: c, rank: rank(c, region, cb.policy.failover)}
 		if i < 64 {
 			cc.bit = 1 << i
 		}

@@ -258,6 +258,11 @@ func translatePolicy(p *networkingv1alpha1.BackendTrafficPolicy) (edgev1.Backend
 		out.Locality = edgev1.LocalityWeighted
 	case networkingv1alpha1.LocalityLocalFirst:
 		out.Locality = edgev1.LocalityLocalFirst
+		if f := p.Spec.Failover; f != nil {
+			for _, o := range f.Order {
+				out.Failover = append(out.Failover, edgev1.FailoverStep{Cluster: o.Cluster, Region: o.Region})
+			}
+		}
 	default:
 		bad("spec.locality: %q is not Weighted or LocalFirst", p.Spec.Locality)
 	}
