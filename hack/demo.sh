@@ -276,7 +276,7 @@ spec:
 EOF
 locality_is() { [[ $("$KUBECTL" --context hub get serviceimport "$SVC" -n "$NS" -o jsonpath='{.status.conditions[?(@.type=="Locality")].reason}') == "$1" ]]; }
 only_from() { [[ $(by_name 10 | awk '{print $2}' | xargs) == "$*" ]]; }
-wait_for 30 "hub's import failed over to east" locality_is FailedOver
+wait_for 30 "hub's import sends hub's clients to east" locality_is Nearest
 show "$KUBECTL" --context hub get serviceimport "$SVC" -n "$NS" -o jsonpath='{.status.conditions[?(@.type=="Locality")].message}{"\n"}'
 show "$KUBECTL" --context hub get endpointslices -n "$NS" -l "multicluster.kubernetes.io/service-name=$SVC" \
 	-o custom-columns='NAME:.metadata.name,SOURCE-CLUSTER:.metadata.labels.multicluster\.kubernetes\.io/source-cluster,ZONE-HINTS:.endpoints[0].hints.forZones[*].name'

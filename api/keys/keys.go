@@ -175,6 +175,10 @@ const (
 	// ReasonFailedOver: this cluster has too few ready endpoints; the
 	// message names the clusters that take the traffic.
 	ReasonFailedOver = "FailedOver"
+	// ReasonNearest: this cluster (and the steps before the chosen one)
+	// export nothing; the message names the clusters that take the
+	// traffic.
+	ReasonNearest = "Nearest"
 	// ReasonAllClusters: no step of the failover order has enough ready
 	// endpoints; every cluster takes traffic.
 	ReasonAllClusters = "AllClusters"

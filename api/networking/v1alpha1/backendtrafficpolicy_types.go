@@ -95,7 +95,9 @@ type Failover struct {
 	// MinReadyEndpoints is how many ready endpoints a cluster, or a group
 	// of clusters, needs to take the traffic of the clusters that prefer
 	// it: fewer, and traffic goes on to the next, so that a failing
-	// cluster's last pods are not flooded with all of its clients.
+	// cluster's last pods are not flooded with all of its clients. Counted
+	// in the import's primary IP family; only the importing agents read
+	// it (the edge's health checks take out what fails).
 	//
 	// +optional
 	// +kubebuilder:default=1

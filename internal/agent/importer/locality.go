@@ -31,8 +31,9 @@ func (r *Reconciler) localityOf(ctx context.Context, key types.NamespacedName, i
 	if !r.Policies || imp.GetType() == string(mcsv1beta1.Headless) {
 		return nil, nil
 	}
+	// The cache's objects, not copies (as for slices): only read.
 	policies := &networkingv1alpha1.BackendTrafficPolicyList{}
-	if err := r.Client.List(ctx, policies, client.InNamespace(key.Namespace)); err != nil {
+	if err := r.Client.List(ctx, policies, client.InNamespace(key.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, &stepError{"listing BackendTrafficPolicies", err}
 	}
 	policy, ok := locality.Select(policies.Items, key.Name)
@@ -87,7 +88,7 @@ func (r *Reconciler) topology(ctx context.Context) (locality.Topology, error) {
 	t := locality.Topology{Cluster: r.Cluster, Region: r.Region}
 	nodes := &metav1.PartialObjectMetadataList{}
 	nodes.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
-	if err := r.Client.List(ctx, nodes); err != nil {
+	if err := r.Client.List(ctx, nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return t, &stepError{"listing Nodes", err}
 	}
 	for _, n := range nodes.Items {
@@ -105,7 +106,9 @@ func (r *Reconciler) topology(ctx context.Context) (locality.Topology, error) {
 
 // setLocality puts the decision into the status' Locality condition
 // (removed without a policy), and reports a change of where traffic goes
-// in an event and a log line: once per change, not per reconcile.
+// in an event and a log line: once per change, not per reconcile (the
+// message names clusters, not ready counts, so it changes only with the
+// decision).
 func (r *Reconciler) setLocality(si *mcsv1beta1.ServiceImport, conditions *[]metav1.Condition, d *locality.Decision) {
 	if d == nil {
 		meta.RemoveStatusCondition(conditions, keys.ConditionLocality)
@@ -120,9 +123,7 @@ func (r *Reconciler) setLocality(si *mcsv1beta1.ServiceImport, conditions *[]met
 		if !d.Applied {
 			typ = corev1.EventTypeWarning
 		}
-		if old == nil || old.Reason != cond.Reason {
-			r.Recorder.Eventf(si, nil, typ, d.Reason, "Locality", "%s", d.Message)
-		}
+		r.Recorder.Eventf(si, nil, typ, d.Reason, "Locality", "%s", d.Message)
 		r.Log.Info("import locality", "import", si.Namespace+"/"+si.Name, "reason", d.Reason, "preferred", d.Preferred, "message", d.Message)
 	}
 	meta.SetStatusCondition(conditions, cond)
@@ -148,7 +149,7 @@ func policyTargets(_ context.Context, o client.Object) []reconcile.Request {
 func (r *Reconciler) zoneChanges() handler.EventHandler {
 	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
 		policies := &networkingv1alpha1.BackendTrafficPolicyList{}
-		if err := r.Client.List(ctx, policies); err != nil {
+		if err := r.Client.List(ctx, policies, client.UnsafeDisableDeepCopy); err != nil {
 			r.Log.Error("listing BackendTrafficPolicies after a zone change", "error", err)
 			return nil
 		}

@@ -124,14 +124,18 @@ func Decide(p Policy, t Topology, sources []Source) Decision {
 	}
 	chosen := map[string]bool{}
 	ready := 0
+	exportsCloser := false // a step before the chosen one holds an exporting cluster
 	for i, st := range steps {
+		matched := false
 		for _, s := range sources {
 			if !chosen[s.Cluster] && st.match(s) {
 				chosen[s.Cluster] = true
 				ready += s.Ready
+				matched = true
 			}
 		}
 		if ready < p.MinReady {
+			exportsCloser = exportsCloser || matched
 			continue
 		}
 		d := Decision{Applied: true, Hints: map[string][]discoveryv1.ForZone{}}
@@ -148,11 +152,19 @@ func Decide(p Policy, t Topology, sources []Source) Decision {
 			}
 		}
 		sort.Strings(d.Preferred)
-		d.Reason, d.Message = keys.ReasonLocalCluster, fmt.Sprintf("policy %s: traffic stays in this cluster (%d ready endpoints, at least %d)", p.Name, ready, p.MinReady)
-		if i > 0 {
+		// Messages name clusters, not counts: a count would rewrite the
+		// status on every endpoint's readiness change.
+		clusters := strings.Join(d.Preferred, ", ")
+		switch {
+		case i == 0:
+			d.Reason = keys.ReasonLocalCluster
+			d.Message = fmt.Sprintf("policy %s: traffic stays in this cluster (at least %d ready endpoints)", p.Name, p.MinReady)
+		case exportsCloser:
 			d.Reason = keys.ReasonFailedOver
-			d.Message = fmt.Sprintf("policy %s: traffic fails over to %s (%s: %d ready endpoints, at least %d); %s", p.Name, st.name,
-				strings.Join(d.Preferred, ", "), ready, p.MinReady, shortOf(steps[:i], sources, p.MinReady))
+			d.Message = fmt.Sprintf("policy %s: traffic fails over to %s (clusters %s); %s", p.Name, st.name, clusters, shortOf(steps[:i], p.MinReady))
+		default:
+			d.Reason = keys.ReasonNearest
+			d.Message = fmt.Sprintf("policy %s: traffic goes to %s (clusters %s): no closer cluster exports the service", p.Name, st.name, clusters)
 		}
 		if len(d.Preferred) == len(sources) {
 			d.Hints = nil // every cluster takes traffic: hints would change nothing
@@ -163,27 +175,17 @@ func Decide(p Policy, t Topology, sources []Source) Decision {
 		return d
 	}
 	return Decision{Reason: keys.ReasonAllClusters, Applied: true,
-		Message: fmt.Sprintf("policy %s: traffic goes to every cluster; %s", p.Name, shortOf(steps, sources, p.MinReady))}
+		Message: fmt.Sprintf("policy %s: traffic goes to every cluster; %s", p.Name, shortOf(steps, p.MinReady))}
 }
 
 // shortOf says that the given steps, together, had too few ready
 // endpoints.
-func shortOf(steps []step, sources []Source, minReady int) string {
-	seen := map[string]bool{}
-	ready := 0
-	for _, st := range steps {
-		for _, s := range sources {
-			if !seen[s.Cluster] && st.match(s) {
-				seen[s.Cluster] = true
-				ready += s.Ready
-			}
-		}
-	}
+func shortOf(steps []step, minReady int) string {
 	names := make([]string, len(steps))
 	for i, st := range steps {
 		names[i] = st.name
 	}
-	return fmt.Sprintf("%s: %d ready endpoints, fewer than %d", strings.Join(names, " and "), ready, minReady)
+	return fmt.Sprintf("%s: fewer than %d ready endpoints", strings.Join(names, " and "), minReady)
 }
 
 const zoneLabel = corev1.LabelTopologyZone

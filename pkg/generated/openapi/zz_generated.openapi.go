@@ -536,7 +536,7 @@ func schema_fleetnet_api_networking_v1alpha1_Failover(ref common.ReferenceCallba
 				Properties: map[string]spec.Schema{
 					"minReadyEndpoints": {
 						SchemaProps: spec.SchemaProps{
-							Description: "MinReadyEndpoints is how many ready endpoints a cluster, or a group of clusters, needs to take the traffic of the clusters that prefer it: fewer, and traffic goes on to the next, so that a failing cluster's last pods are not flooded with all of its clients.",
+							Description: "MinReadyEndpoints is how many ready endpoints a cluster, or a group of clusters, needs to take the traffic of the clusters that prefer it: fewer, and traffic goes on to the next, so that a failing cluster's last pods are not flooded with all of its clients. Counted in the import's primary IP family; only the importing agents read it (the edge's health checks take out what fails).",
 							Type:        []string{"integer"},
 							Format:      "int32",
 						},

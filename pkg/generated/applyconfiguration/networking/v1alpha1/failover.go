@@ -27,7 +27,9 @@ type FailoverApplyConfiguration struct {
 	// MinReadyEndpoints is how many ready endpoints a cluster, or a group
 	// of clusters, needs to take the traffic of the clusters that prefer
 	// it: fewer, and traffic goes on to the next, so that a failing
-	// cluster's last pods are not flooded with all of its clients.
+	// cluster's last pods are not flooded with all of its clients. Counted
+	// in the import's primary IP family; only the importing agents read
+	// it (the edge's health checks take out what fails).
 	MinReadyEndpoints *int32 `json:"minReadyEndpoints,omitempty"`
 	// Order lists, after the importing cluster and its region, the
 	// regions and clusters that take its traffic, most preferred first.
