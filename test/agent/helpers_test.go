@@ -223,9 +223,15 @@ func (a *agent) gauge(t testing.TB, name string, labels map[string]string) float
 // time, and one endpoint chunk with addrs (none when addrs is empty).
 func exportDirectly(t testing.TB, r *registrytest.Registry, id string, since time.Time, ports []*registryv1.ServicePort, addrs ...string) registryv1.RegistryClient {
 	t.Helper()
+	return exportDirectlyIn(t, r, id, "", since, ports, addrs...)
+}
+
+// exportDirectlyIn is exportDirectly for a cluster registered in region.
+func exportDirectlyIn(t testing.TB, r *registrytest.Registry, id, region string, since time.Time, ports []*registryv1.ServicePort, addrs ...string) registryv1.RegistryClient {
+	t.Helper()
 	ctx := context.Background()
 	c := r.Client(id, false)
-	if _, err := c.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: &registryv1.Cluster{Id: id, ClustersetId: "fleet"}}); err != nil {
+	if _, err := c.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: &registryv1.Cluster{Id: id, ClustersetId: "fleet", Region: region}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.PutExport(ctx, &registryv1.PutExportRequest{Export: &registryv1.Export{

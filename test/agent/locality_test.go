@@ -10,13 +10,11 @@ import (
 
 	"github.com/fleetnet/fleetnet/api/keys"
 	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
-	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/agent/app"
 	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/internal/registry/server"
 	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/fleetnet/fleetnet/test/fleet"
-	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -55,8 +53,8 @@ func TestLocality(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	exportFromRegion(t, r, "east", "eu", "10.245.0.1")
-	exportFromRegion(t, r, "west", "us", "10.246.0.1", "10.246.0.2")
+	exportDirectlyIn(t, r, "east", "eu", time.Now(), httpPort, "10.245.0.1")
+	exportDirectlyIn(t, r, "west", "us", time.Now(), httpPort, "10.246.0.1", "10.246.0.2")
 
 	// want is each source cluster's zone hints ("" for none).
 	expect := func(what string, want map[string]string, reason string) {
@@ -174,33 +172,6 @@ func createZonedNode(t *testing.T, c client.Client, name, zone string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Delete(context.Background(), n) })
-}
-
-// exportFromRegion writes to the registry, as cluster id of region, what
-// that cluster's agent would for ns/echo: ready endpoints at addrs.
-func exportFromRegion(t *testing.T, r *registrytest.Registry, id, region string, addrs ...string) {
-	t.Helper()
-	ctx := context.Background()
-	cl := r.Client(id, false)
-	if _, err := cl.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: &registryv1.Cluster{Id: id, ClustersetId: "fleet", Region: region}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cl.PutExport(ctx, &registryv1.PutExportRequest{Export: &registryv1.Export{
-		Key: &registryv1.ExportKey{Namespace: ns, Name: "echo", ClusterId: id}, ExportedSince: timestamppb.Now(),
-		Type: "ClusterSetIP", Ports: httpPort, IpFamilies: []string{"IPv4"}, Weight: 1,
-	}}); err != nil {
-		t.Fatal(err)
-	}
-	chunk := &registryv1.EndpointChunk{
-		Key: &registryv1.ChunkKey{Namespace: ns, Name: "echo", ClusterId: id, Chunk: "c0"}, AddressType: "IPv4",
-		Ports: []*registryv1.EndpointPort{{Name: "http", Protocol: "TCP", Port: 8080}},
-	}
-	for _, a := range addrs {
-		chunk.Endpoints = append(chunk.Endpoints, &registryv1.Endpoint{Addresses: []string{a}, Conditions: &registryv1.EndpointConditions{Ready: true, Serving: true}})
-	}
-	if _, err := cl.PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: chunk}); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // expectEvent waits for an event of the given reason on the ServiceImport

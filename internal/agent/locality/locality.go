@@ -154,17 +154,20 @@ func Decide(p Policy, t Topology, sources []Source) Decision {
 		sort.Strings(d.Preferred)
 		// Messages name clusters, not counts: a count would rewrite the
 		// status on every endpoint's readiness change.
-		clusters := strings.Join(d.Preferred, ", ")
+		to := st.name
+		if clusters := strings.Join(d.Preferred, ", "); to != "cluster "+clusters {
+			to += " (clusters " + clusters + ")"
+		}
 		switch {
 		case i == 0:
 			d.Reason = keys.ReasonLocalCluster
 			d.Message = fmt.Sprintf("policy %s: traffic stays in this cluster (at least %d ready endpoints)", p.Name, p.MinReady)
 		case exportsCloser:
 			d.Reason = keys.ReasonFailedOver
-			d.Message = fmt.Sprintf("policy %s: traffic fails over to %s (clusters %s); %s", p.Name, st.name, clusters, shortOf(steps[:i], p.MinReady))
+			d.Message = fmt.Sprintf("policy %s: traffic fails over to %s; %s", p.Name, to, shortOf(steps[:i], p.MinReady))
 		default:
 			d.Reason = keys.ReasonNearest
-			d.Message = fmt.Sprintf("policy %s: traffic goes to %s (clusters %s): no closer cluster exports the service", p.Name, st.name, clusters)
+			d.Message = fmt.Sprintf("policy %s: traffic goes to %s: no closer cluster exports the service", p.Name, to)
 		}
 		if len(d.Preferred) == len(sources) {
 			d.Hints = nil // every cluster takes traffic: hints would change nothing
