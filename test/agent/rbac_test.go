@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/fleetnet/fleetnet/test/fleet"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
@@ -56,6 +58,38 @@ func TestAgentRunsWithItsGeneratedRole(t *testing.T) {
 		}
 		if endpointCount(resp, ns, "echo") != 1 {
 			return errorf("registry holds %d endpoints of echo", endpointCount(resp, ns, "echo"))
+		}
+		return nil
+	})
+}
+
+// TestAgentImportsWithoutLocalityRights: an agent whose role predates
+// locality policies (no nodes or backendtrafficpolicies) leaves policies
+// out and still imports, rather than waiting for caches it may not fill.
+func TestAgentImportsWithoutLocalityRights(t *testing.T) {
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "east"}}})
+	east := f.Cluster(t, "east")
+	c := east.Client(t)
+	role, err := rbac.AgentClusterRole()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range role.Rules {
+		role.Rules[i].Resources = slices.DeleteFunc(role.Rules[i].Resources, func(r string) bool { return r == "nodes" || r == "backendtrafficpolicies" })
+	}
+	role.Rules = slices.DeleteFunc(role.Rules, func(r rbacv1.PolicyRule) bool { return len(r.Resources) == 0 })
+	createNamespace(t, c, ns)
+	asAgent := east.AsServiceAccount(t, "fleetnet-system", "fleetnet-agent", role)
+	reg := registrytest.Start(t, server.Config{LeaseTTL: 10 * time.Minute})
+	startAgent(t, &fleet.Cluster{Name: east.Name, Config: asAgent}, reg, "east")
+	exportDirectly(t, reg, "west", time.Now(), httpPort, "10.245.0.1")
+	testkit.Eventually(t, 20*time.Second, "east to import west's echo", func(ctx context.Context) error {
+		ss, err := importedSlices(ctx, c, "echo")
+		if err != nil {
+			return err
+		}
+		if len(ss) == 0 {
+			return errorf("no imported slice of echo yet")
 		}
 		return nil
 	})

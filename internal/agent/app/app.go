@@ -27,11 +27,13 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -295,12 +297,12 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	if err := mgr.Add(stream); err != nil {
 		return err
 	}
-	policies, err := policiesInstalled(mgr)
+	policies, why, err := policiesUsable(ctx, mgr)
 	if err != nil {
 		return err
 	}
 	if !policies {
-		log.Info("the backendtrafficpolicies.networking.fleetnet.dev CRD is not installed: locality policies are not applied to imports (install it, then restart the agent)")
+		log.Info("locality policies are not applied to imports: "+why+" (then restart the agent)", "role", "config/rbac/role.yaml")
 	}
 	if err := (&importer.Reconciler{
 		Client: mgr.GetClient(), Stream: stream, Families: families, EndpointsPerSlice: o.EndpointsPerSlice, Workers: o.ImportWorkers,
@@ -364,17 +366,40 @@ func eventObject(ctx context.Context, reader ctrlclient.Reader, o Options) ctrlc
 	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: o.LeaderElectionNS, Name: keys.LeaderElectionID}}
 }
 
-// policiesInstalled reports whether the API server serves
-// BackendTrafficPolicies, which an agent applies to imports when it can
-// (clusters joined before the CRD was in the agent's chart lack it).
-func policiesInstalled(mgr ctrl.Manager) (bool, error) {
+// policiesUsable reports whether the agent can apply BackendTrafficPolicies
+// to imports: the API server serves them (clusters joined before the CRD
+// was in the agent's chart lack it) and the agent may list and watch them
+// and Nodes (a role from before locality lacks that, and watching without
+// the right would hold the import controller's start). When not, why says
+// what is missing.
+func policiesUsable(ctx context.Context, mgr ctrl.Manager) (bool, string, error) {
 	gvk := networkingv1alpha1.SchemeGroupVersion.WithKind("BackendTrafficPolicy")
-	_, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
-	switch {
-	case err == nil:
-		return true, nil
-	case meta.IsNoMatchError(err):
-		return false, nil
+	if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); meta.IsNoMatchError(err) {
+		return false, "the backendtrafficpolicies." + gvk.Group + " CRD is not installed", nil
+	} else if err != nil {
+		return false, "", fmt.Errorf("looking up the BackendTrafficPolicy API: %w", err)
 	}
-	return false, fmt.Errorf("looking up the BackendTrafficPolicy API: %w", err)
+	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
+	if err != nil {
+		return false, "", err
+	}
+	var missing []string
+	for _, res := range []struct{ group, resource string }{{"", "nodes"}, {gvk.Group, "backendtrafficpolicies"}} {
+		for _, verb := range []string{"list", "watch"} {
+			review := &authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{
+				ResourceAttributes: &authorizationv1.ResourceAttributes{Group: res.group, Resource: res.resource, Verb: verb},
+			}}
+			got, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+			if err != nil {
+				return false, "", fmt.Errorf("asking whether the agent may %s %s: %w", verb, res.resource, err)
+			}
+			if !got.Status.Allowed {
+				missing = append(missing, verb+" "+res.resource)
+			}
+		}
+	}
+	if len(missing) > 0 {
+		return false, "the agent's role does not allow " + strings.Join(missing, ", "), nil
+	}
+	return true, "", nil
 }
