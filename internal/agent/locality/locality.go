@@ -94,10 +94,11 @@ type Decision struct {
 	Reason, Message string
 }
 
-// step is one group of clusters in the order traffic falls over to.
+// step is one group of clusters in the order traffic falls over to: a
+// cluster or a region, as the steps of a failover order are.
 type step struct {
-	name  string
-	match func(Source) bool
+	name   string
+	target networkingv1alpha1.FailoverTarget
 }
 
 // Decide chooses the clusters that take the traffic: the first of this
@@ -111,16 +112,16 @@ func Decide(p Policy, t Topology, sources []Source) Decision {
 	case len(t.Zones) > MaxZones:
 		return Decision{Reason: keys.ReasonTooManyZones, Message: fmt.Sprintf("policy %s: this cluster's nodes are in %d zones, more than the %d zone hints an endpoint may carry; traffic goes to every cluster", p.Name, len(t.Zones), MaxZones)}
 	}
-	steps := []step{{name: "this cluster (" + t.Cluster + ")", match: func(s Source) bool { return s.Cluster == t.Cluster }}}
+	steps := []step{{name: "this cluster (" + t.Cluster + ")", target: networkingv1alpha1.FailoverTarget{Cluster: t.Cluster}}}
 	if t.Region != "" {
-		steps = append(steps, step{name: "region " + t.Region, match: func(s Source) bool { return s.Region == t.Region }})
+		steps = append(steps, step{name: "region " + t.Region, target: networkingv1alpha1.FailoverTarget{Region: t.Region}})
 	}
 	for _, o := range p.Order {
+		name := "region " + o.Region
 		if o.Cluster != "" {
-			steps = append(steps, step{name: "cluster " + o.Cluster, match: func(s Source) bool { return s.Cluster == o.Cluster }})
-		} else {
-			steps = append(steps, step{name: "region " + o.Region, match: func(s Source) bool { return s.Region == o.Region }})
+			name = "cluster " + o.Cluster
 		}
+		steps = append(steps, step{name: name, target: o})
 	}
 	chosen := map[string]bool{}
 	ready := 0
@@ -128,7 +129,7 @@ func Decide(p Policy, t Topology, sources []Source) Decision {
 	for i, st := range steps {
 		matched := false
 		for _, s := range sources {
-			if !chosen[s.Cluster] && st.match(s) {
+			if !chosen[s.Cluster] && st.target.Matches(s.Cluster, s.Region) {
 				chosen[s.Cluster] = true
 				ready += s.Ready
 				matched = true
@@ -217,8 +218,8 @@ func SameHints(have *discoveryv1.EndpointHints, want []discoveryv1.ForZone) bool
 
 // Select returns the policy that applies to the ServiceImport name among
 // the BackendTrafficPolicies of its namespace: of those targeting it, the
-// oldest, then the first by name (the gateway's rule for conflicting
-// policies), when its locality is LocalFirst.
+// first by networkingv1alpha1.ComparePrecedence (the gateway's rule for
+// conflicting policies), when its locality is LocalFirst.
 func Select(policies []networkingv1alpha1.BackendTrafficPolicy, name string) (Policy, bool) {
 	var best *networkingv1alpha1.BackendTrafficPolicy
 	for i := range policies {
@@ -226,8 +227,7 @@ func Select(policies []networkingv1alpha1.BackendTrafficPolicy, name string) (Po
 		if !p.DeletionTimestamp.IsZero() || !targets(p, name) {
 			continue
 		}
-		if best == nil || p.CreationTimestamp.Before(&best.CreationTimestamp) ||
-			(p.CreationTimestamp.Equal(&best.CreationTimestamp) && p.Name < best.Name) {
+		if best == nil || networkingv1alpha1.ComparePrecedence(p, best) < 0 {
 			best = p
 		}
 	}

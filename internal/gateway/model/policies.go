@@ -55,10 +55,7 @@ func (b *builder) resolvePolicies() {
 		ps.policy, ps.problems = translatePolicy(p)
 		b.policies = append(b.policies, ps)
 	}
-	slices.SortFunc(b.policies, func(x, y *policyState) int {
-		return cmp.Or(x.obj.CreationTimestamp.Compare(y.obj.CreationTimestamp.Time),
-			cmp.Compare(x.obj.Namespace, y.obj.Namespace), cmp.Compare(x.obj.Name, y.obj.Name))
-	})
+	slices.SortFunc(b.policies, func(x, y *policyState) int { return networkingv1alpha1.ComparePrecedence(x.obj, y.obj) })
 	for _, ps := range b.policies {
 		if len(ps.problems) > 0 {
 			continue
