@@ -23,6 +23,7 @@ deps=(
 	"nc.openbsd netcat-openbsd the local fleet: nc, with OpenBSD's flags, in the process node's shell images"
 	"nslookup bind9-dnsutils the local fleet: nslookup and dig in the process node's shell images"
 	"/etc/ssl/certs/ca-certificates.crt ca-certificates make images: the CA bundle every image carries"
+	"chromium chromium make test: the headless browser that test/console drives"
 )
 
 # The benchmarks' peers, run by the benchmarks themselves on loopback: their

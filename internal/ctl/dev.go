@@ -149,6 +149,9 @@ func printUsage(w io.Writer, s *dev.State) {
 		dirFlag = " --dir " + s.Dir
 	}
 	fmt.Fprintf(w, "\nfleetnet-discovery (the hub's imported pools), as the fleet's admin:\n  curl -s --cacert %s --cert %s --key %s %s/v1/pools\n", ao.CAFile, ao.CertFile, ao.KeyFile, s.DiscoveryURL())
+	if u, err := s.ConsoleLoginURL(); err == nil {
+		fmt.Fprintf(w, "\nfleetnet-console, the fleet in a browser on this machine (the URL logs in once, then a cookie does):\n  %s\n", u)
+	}
 	if s.Nodes {
 		hub, last := s.Clusters[0], s.Clusters[len(s.Clusters)-1]
 		fmt.Fprintf(w, "\nPods run on each cluster's process node; an echo Deployment and its Service, as a shortcut:\n")
@@ -261,6 +264,9 @@ func newDevStatusCommand(dir *string) *cobra.Command {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", c, pid, state, dash(p.Log))
 			}
 			tw.Flush()
+			if u, err := s.ConsoleLoginURL(); err == nil {
+				fmt.Fprintf(out, "\nconsole: %s\n", u)
+			}
 			if s.Nodes {
 				fmt.Fprintln(out)
 				podsTable(cmd.Context(), tw, s)

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,7 +20,9 @@ import (
 	"syscall"
 	"time"
 
+	consoleserver "github.com/fleetnet/fleetnet/internal/console/server"
 	"github.com/fleetnet/fleetnet/internal/netns"
+	"github.com/fleetnet/fleetnet/internal/tokenfile"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -113,6 +116,8 @@ const (
 	// ComponentDiscovery serves the hub's imported pools (kubernetes
 	// source).
 	ComponentDiscovery = "discovery"
+	// ComponentConsole is the web console, on loopback.
+	ComponentConsole = "console"
 
 	PartAPIServer         = "kube-apiserver"
 	PartControllerManager = "kube-controller-manager"
@@ -159,7 +164,7 @@ func (s *State) Components() []string {
 	for _, c := range s.Clusters {
 		out = append(out, c.Name+"/"+PartAgent)
 	}
-	out = append(out, ComponentGateway, ComponentEdge, ComponentDiscovery)
+	out = append(out, ComponentGateway, ComponentEdge, ComponentDiscovery, ComponentConsole)
 	if s.Nodes {
 		for _, c := range s.Clusters {
 			out = append(out, c.Name+"/"+PartAPIServerProxy, c.Name+"/"+PartKubeProxy, c.Name+"/"+PartDNS, c.Name+"/"+PartCoreDNS, c.Name+"/"+PartProcessNode)
@@ -180,6 +185,7 @@ const (
 	offsetGatewayHealth   = 6
 	offsetEdgeMetrics     = 7
 	offsetEdgeHealth      = 8
+	offsetConsole         = 9
 	offsetClusters        = 10
 	portsPerCluster       = 10
 	offsetAPIServer       = 0
@@ -192,6 +198,9 @@ const (
 	offsetDiscoveryHealth  = 6
 	// The process node's kubelet API.
 	offsetProcessNode = 7
+	// fleetnet-console's metrics and probes, in the hub's range.
+	offsetConsoleMetrics = 8
+	offsetConsoleHealth  = 9
 	// An HA fleet's further etcd members and registry replicas take two
 	// ports each after the clusters' ranges.
 	portsPerMember = 2
@@ -211,6 +220,28 @@ func (s *State) EdgeMetricsAddress() string {
 // present a certificate of the fleet CA, see AdminClientOptions).
 func (s *State) DiscoveryURL() string {
 	return fmt.Sprintf("https://127.0.0.1:%d", s.clusterPort(s.Clusters[0], offsetDiscovery))
+}
+
+// ConsoleURL is fleetnet-console's web UI (plain HTTP on loopback).
+func (s *State) ConsoleURL() string {
+	return fmt.Sprintf("http://127.0.0.1:%d/", s.BasePort+offsetConsole)
+}
+
+// ConsoleTokensPath is the console's tokens file: one login token, made
+// with the fleet's certificates.
+func (s *State) ConsoleTokensPath() string { return filepath.Join(s.CertDir(), "console-tokens.csv") }
+
+// ConsoleLoginURL is the URL a browser on this machine opens to log in to
+// the console: ConsoleURL with the login token.
+func (s *State) ConsoleLoginURL() (string, error) {
+	entries, err := tokenfile.Load(s.ConsoleTokensPath(), consoleserver.RoleRead)
+	if err != nil {
+		return "", err
+	}
+	if len(entries) == 0 {
+		return "", fmt.Errorf("%s holds no token", s.ConsoleTokensPath())
+	}
+	return s.ConsoleURL() + "?token=" + url.QueryEscape(entries[0].Token), nil
 }
 
 // RegistryAddress is the registry's gRPC address: every replica's,
@@ -274,6 +305,7 @@ func (s *State) MetricsAddresses() map[string]string {
 		ComponentGateway:   fmt.Sprintf("127.0.0.1:%d", s.BasePort+offsetGatewayMetrics),
 		ComponentEdge:      s.EdgeMetricsAddress(),
 		ComponentDiscovery: fmt.Sprintf("127.0.0.1:%d", s.clusterPort(s.Clusters[0], offsetDiscoveryMetrics)),
+		ComponentConsole:   fmt.Sprintf("127.0.0.1:%d", s.clusterPort(s.Clusters[0], offsetConsoleMetrics)),
 	}
 	for i, r := range s.RegistryReplicas() {
 		out[r] = s.registryMetrics(i)
@@ -326,6 +358,9 @@ func (s *State) ports() []portUse {
 		portUse{s.clusterPort(hub, offsetDiscovery), ComponentDiscovery, ""},
 		portUse{s.clusterPort(hub, offsetDiscoveryMetrics), ComponentDiscovery, "metrics"},
 		portUse{s.clusterPort(hub, offsetDiscoveryHealth), ComponentDiscovery, "health"},
+		portUse{s.BasePort + offsetConsole, ComponentConsole, ""},
+		portUse{s.clusterPort(hub, offsetConsoleMetrics), ComponentConsole, "metrics"},
+		portUse{s.clusterPort(hub, offsetConsoleHealth), ComponentConsole, "health"},
 	)
 	return out
 }

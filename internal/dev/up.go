@@ -2,6 +2,8 @@ package dev
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +19,7 @@ import (
 
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/config/crd"
+	consoleserver "github.com/fleetnet/fleetnet/internal/console/server"
 	"github.com/fleetnet/fleetnet/internal/controlplane"
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/fleetnet/fleetnet/internal/registry/client"
@@ -33,6 +36,7 @@ const (
 	GatewayBinary   = "fleetnet-gateway"
 	EdgeBinary      = "fleetnet-edge"
 	DiscoveryBinary = "fleetnet-discovery"
+	ConsoleBinary   = "fleetnet-console"
 )
 
 // reservedNames are the fleet's certificate and folder names besides the
@@ -344,6 +348,9 @@ func (u *upper) run(ctx context.Context, fresh bool) error {
 	if err := u.ensure(ComponentDiscovery, func() (*controlplane.Process, error) { return u.startDiscovery(ctx) }); err != nil {
 		return err
 	}
+	if err := u.ensure(ComponentConsole, func() (*controlplane.Process, error) { return u.startConsole(ctx) }); err != nil {
+		return err
+	}
 	return u.nodes(ctx)
 }
 
@@ -405,7 +412,7 @@ func (u *upper) checkBinaries() error {
 	if u.s.Nodes {
 		errs = append(errs, NodeBinaries(u.o.Tools, u.o.Fleetnet))
 	}
-	for _, name := range []string{AgentBinary, RegistryBinary, GatewayBinary, EdgeBinary, DiscoveryBinary} {
+	for _, name := range []string{AgentBinary, RegistryBinary, GatewayBinary, EdgeBinary, DiscoveryBinary, ConsoleBinary} {
 		if _, err := os.Stat(filepath.Join(u.o.Fleetnet, name)); err != nil {
 			errs = append(errs, fmt.Errorf("%s is missing: run `make build` in the fleetnet checkout", filepath.Join(u.o.Fleetnet, name)))
 		}
@@ -628,6 +635,38 @@ func (u *upper) startDiscovery(ctx context.Context) (*controlplane.Process, erro
 	return p, nil
 }
 
+// startConsole runs fleetnet-console on loopback, plain HTTP, logged into
+// with the token of ConsoleTokensPath; it reads the registry as the
+// fleet's admin, the hub, and the edge's metrics.
+func (u *upper) startConsole(ctx context.Context) (*controlplane.Process, error) {
+	s := u.s
+	hub := s.Clusters[0]
+	ao := s.AdminClientOptions()
+	health := fmt.Sprintf("127.0.0.1:%d", s.clusterPort(hub, offsetConsoleHealth))
+	args := []string{
+		"--listen=" + strings.TrimSuffix(strings.TrimPrefix(s.ConsoleURL(), "http://"), "/"),
+		"--tokens-file=" + s.ConsoleTokensPath(),
+		"--registry=" + ao.Address,
+		"--registry-ca-file=" + ao.CAFile,
+		"--registry-cert-file=" + ao.CertFile,
+		"--registry-key-file=" + ao.KeyFile,
+		"--kubeconfig=" + s.KubeconfigPath(hub.Name),
+		"--edge-metrics=http://" + s.EdgeMetricsAddress() + "/metrics",
+		fmt.Sprintf("--metrics-addr=127.0.0.1:%d", s.clusterPort(hub, offsetConsoleMetrics)),
+		"--health-addr=" + health,
+	}
+	p, err := controlplane.Start(ComponentConsole, filepath.Join(u.o.Fleetnet, ConsoleBinary), args,
+		filepath.Join(s.Dir, "console", "console.log"), u.startOptions())
+	if err != nil {
+		return nil, err
+	}
+	if err := waitReady(ctx, p, "http://"+health+"/readyz"); err != nil {
+		p.Kill()
+		return nil, err
+	}
+	return p, nil
+}
+
 func (u *upper) startAgent(c ClusterState) (*controlplane.Process, error) {
 	s := u.s
 	certs := s.CertDir()
@@ -726,6 +765,9 @@ func writeCerts(s *State) error {
 	}
 	if err != nil {
 		return fmt.Errorf("fleet CA in %s: %w", dir, err)
+	}
+	if err := writeConsoleToken(s); err != nil {
+		return err
 	}
 	want := leafCertificates(s, ca)
 	// The process nodes' kubelet API pair and the API servers' client
@@ -827,4 +869,25 @@ func portFree(port int) error {
 		return err
 	}
 	return l.Close()
+}
+
+// writeConsoleToken makes the console's login token once; later ups keep
+// it, so that a URL printed before still logs in.
+func writeConsoleToken(s *State) error {
+	path := s.ConsoleTokensPath()
+	if _, err := os.Stat(path); err == nil {
+		return nil
+	}
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return fmt.Errorf("console token: %w", err)
+	}
+	line := hex.EncodeToString(b) + ",dev-admin," + consoleserver.RoleRead + "\n"
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, []byte(line), 0o600); err != nil {
+		return fmt.Errorf("console token: %w", err)
+	}
+	return nil
 }

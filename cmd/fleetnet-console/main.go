@@ -1,0 +1,43 @@
+// Command fleetnet-console is the fleet's read-only web console: clusters
+// by region, services and their conflicts, the global entry points and
+// their live traffic split. See internal/console.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/fleetnet/fleetnet/internal/console/app"
+	"github.com/fleetnet/fleetnet/internal/logging"
+	"github.com/spf13/pflag"
+)
+
+func main() {
+	var opts app.Options
+	opts.BindFlags(pflag.CommandLine)
+	var logOpts logging.Options
+	logOpts.BindFlags(pflag.CommandLine)
+	// Flags that libraries register on the Go flag set are accepted too, as
+	// in Kubernetes components.
+	pflag.CommandLine.AddGoFlagSet(flag.CommandLine)
+	pflag.Parse()
+	if err := opts.Validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "fleetnet-console: %v\n", err)
+		os.Exit(2)
+	}
+	log, err := logOpts.New(os.Stderr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "fleetnet-console: %v\n", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := app.Run(ctx, opts, log); err != nil {
+		fmt.Fprintf(os.Stderr, "fleetnet-console: %v\n", err)
+		os.Exit(1)
+	}
+}
