@@ -100,7 +100,7 @@ func (f *Feed) Run(ctx context.Context) error {
 
 func newTraffic(at time.Time) model.Traffic {
 	return model.Traffic{At: at, Routes: map[string]map[string]float64{}, Backends: map[string]map[string]model.EndpointHealth{},
-		LoadBalancers: map[string]map[string]float64{}}
+		LoadBalancers: map[string]map[string]float64{}, LoadBalancerHealth: map[string]map[string]model.EndpointHealth{}}
 }
 
 // readEdge reads one edge and adds it to t.
@@ -147,6 +147,7 @@ const (
 	requests    = "fleetnet_edge_requests_total"
 	connections = "fleetnet_edge_l4_connections_total"
 	endpoints   = "fleetnet_edge_backend_endpoints"
+	l4Endpoints = "fleetnet_edge_l4_endpoints"
 )
 
 // Counters picks the counters the split needs, keyed "METRIC\x00KEY\x00CLUSTER"
@@ -188,23 +189,29 @@ func AddRates(prev, cur map[string]float64, dt time.Duration, t *model.Traffic) 
 	}
 }
 
-// AddHealth adds the backends' endpoint health to t.
+// AddHealth adds the backends' and load balancers' endpoint health to t
+// (a load balancer's ports summed).
 func AddHealth(families map[string]*dto.MetricFamily, t *model.Traffic) {
-	for _, m := range families[endpoints].GetMetric() {
-		l := labels(m)
-		b, c := l["backend"], l["cluster"]
-		if t.Backends[b] == nil {
-			t.Backends[b] = map[string]model.EndpointHealth{}
+	for _, f := range []struct {
+		name, key string
+		dst       map[string]map[string]model.EndpointHealth
+	}{{endpoints, "backend", t.Backends}, {l4Endpoints, "load_balancer", t.LoadBalancerHealth}} {
+		for _, m := range families[f.name].GetMetric() {
+			l := labels(m)
+			k, c := l[f.key], l["cluster"]
+			if f.dst[k] == nil {
+				f.dst[k] = map[string]model.EndpointHealth{}
+			}
+			h := f.dst[k][c]
+			n := int(m.GetGauge().GetValue())
+			switch l["health"] {
+			case "healthy":
+				h.Healthy += n
+			case "ejected":
+				h.Ejected += n
+			}
+			f.dst[k][c] = h
 		}
-		h := t.Backends[b][c]
-		n := int(m.GetGauge().GetValue())
-		switch l["health"] {
-		case "healthy":
-			h.Healthy += n
-		case "ejected":
-			h.Ejected += n
-		}
-		t.Backends[b][c] = h
 	}
 }
 

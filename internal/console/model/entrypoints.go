@@ -95,11 +95,15 @@ func (m *Model) EntryPoints() EntryPointsView {
 	}
 	for _, lb := range m.hubs.LoadBalancers {
 		rates := m.traffic.LoadBalancers[lb.Namespace+"/"+lb.Name]
+		health := m.traffic.LoadBalancerHealth[lb.Namespace+"/"+lb.Name]
 		lv := LoadBalancerView{LoadBalancer: lb, ConnectionsPerSecond: sum(rates), Split: []ClusterSplit{}}
 		var total float64
 		for _, c := range lb.Clusters {
 			s := ClusterSplit{Cluster: c.Name, Region: m.clusters[c.Name].GetRegion(), Weight: uint32(max(c.Weight, 0)),
 				Ready: int(c.ReadyEndpoints), State: c.State, Healthy: -1, Ejected: -1}
+			if h, ok := health[c.Name]; ok {
+				s.Healthy, s.Ejected = h.Healthy, h.Ejected
+			}
 			if c.State == stateHealthy {
 				s.Share = float64(c.Weight) * float64(c.ReadyEndpoints)
 				total += s.Share

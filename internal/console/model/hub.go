@@ -121,6 +121,9 @@ type Traffic struct {
 	// LoadBalancers are new connections per second by load balancer
 	// ("NAMESPACE/NAME") and cluster.
 	LoadBalancers map[string]map[string]float64 `json:"loadBalancers"`
+	// LoadBalancerHealth are a load balancer's endpoints by cluster, its
+	// ports summed.
+	LoadBalancerHealth map[string]map[string]EndpointHealth `json:"loadBalancerHealth"`
 	// At is when the edges were read.
 	At time.Time `json:"at"`
 }
