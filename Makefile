@@ -174,6 +174,7 @@ generate: deps $(GEN_TOOLS) ## Regenerate CRDs, deepcopy, clientset, listers, in
 	$(BIN)/controller-gen rbac:roleName=fleetnet-gateway paths=./internal/gateway/... output:rbac:artifacts:config=config/rbac/gateway
 	$(BIN)/controller-gen rbac:roleName=fleetnet-dns paths=./internal/dns/... output:rbac:artifacts:config=config/rbac/dns
 	$(BIN)/controller-gen rbac:roleName=fleetnet-discovery paths=./internal/discovery/... output:rbac:artifacts:config=config/rbac/discovery
+	$(BIN)/controller-gen rbac:roleName=fleetnet-console paths=./internal/console/... output:rbac:artifacts:config=config/rbac/console
 	go run ./hack/copy-mcs-crds config/crd
 	hack/copy-gateway-crds.sh config/crd/gateway-api
 	hack/copy-chart-files.sh

@@ -5,6 +5,7 @@
 #   the gateway's ClusterRole (config/rbac/gateway/role.yaml) -> charts/fleetnet-gateway/files/clusterrole.yaml
 #   fleetnet-dns's ClusterRole (config/rbac/dns/role.yaml)  -> charts/fleetnet-dns/files/clusterrole.yaml
 #   fleetnet-discovery's ClusterRole (config/rbac/discovery/role.yaml) -> charts/fleetnet-discovery/files/clusterrole.yaml
+#   fleetnet-console's ClusterRole (config/rbac/console/role.yaml) -> charts/fleetnet-console/files/clusterrole.yaml
 #   the member clusters' CRDs (config/crd/*.yaml and the BackendTrafficPolicy's) -> charts/fleetnet-agent/crds/
 #   fleetnet's own gateway CRDs (config/crd/networking/)   -> charts/fleetnet-gateway/crds/
 # The charts read the roles' rules with .Files.Get, so a chart's RBAC is
@@ -32,11 +33,12 @@ copydir() {
 	done
 }
 
-mkdir -p charts/fleetnet-agent/files charts/fleetnet-gateway/files charts/fleetnet-dns/files charts/fleetnet-discovery/files
+mkdir -p charts/fleetnet-agent/files charts/fleetnet-gateway/files charts/fleetnet-dns/files charts/fleetnet-discovery/files charts/fleetnet-console/files
 copy config/rbac/role.yaml charts/fleetnet-agent/files/clusterrole.yaml
 copy config/rbac/gateway/role.yaml charts/fleetnet-gateway/files/clusterrole.yaml
 copy config/rbac/dns/role.yaml charts/fleetnet-dns/files/clusterrole.yaml
 copy config/rbac/discovery/role.yaml charts/fleetnet-discovery/files/clusterrole.yaml
+copy config/rbac/console/role.yaml charts/fleetnet-console/files/clusterrole.yaml
 copydir config/crd charts/fleetnet-agent/crds
 # agents apply BackendTrafficPolicies' locality to their imports
 copy config/crd/networking/networking.fleetnet.dev_backendtrafficpolicies.yaml charts/fleetnet-agent/crds/networking.fleetnet.dev_backendtrafficpolicies.yaml

@@ -5,6 +5,10 @@
 // dirty; at most every Settle the caches are read whole into the model.
 package hubfeed
 
+// The console only reads, and only these.
+// +kubebuilder:rbac:groups=gateway.networking.k8s.io,resources=gateways;httproutes,verbs=list;watch
+// +kubebuilder:rbac:groups=networking.fleetnet.dev,resources=multiclusterloadbalancers;backendtrafficpolicies,verbs=list;watch
+
 import (
 	"cmp"
 	"context"
