@@ -129,17 +129,11 @@ func (m *Model) routeSplit(b BackendRef, rates map[string]float64) []ClusterSpli
 	}
 	s := Service{Namespace: b.Namespace, Name: b.Name}
 	imp := m.imports[s]
-	ready := map[string]int{}
-	for k, n := range m.chunks {
-		if k.Service == s {
-			ready[k.Cluster] += n.ready
-		}
-	}
 	health := m.traffic.Backends["ServiceImport/"+s.String()]
 	var total float64
 	for _, c := range imp.GetClusters() {
 		id := c.GetClusterId()
-		cs := ClusterSplit{Cluster: id, Region: c.GetRegion(), Weight: c.GetWeight(), Ready: ready[id], State: stateHealthy, Healthy: -1, Ejected: -1}
+		cs := ClusterSplit{Cluster: id, Region: c.GetRegion(), Weight: c.GetWeight(), Ready: m.readyOf[exportKey{s, id}].ready, State: stateHealthy, Healthy: -1, Ejected: -1}
 		if cs.Ready == 0 {
 			cs.State = stateMissing
 		}

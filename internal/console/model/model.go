@@ -60,6 +60,13 @@ type Model struct {
 	chunks   map[chunkKey]endpointCount
 	// sorted is every Service known, sorted; nil when it must be made again.
 	sorted []Service
+	// Indexes kept with the records, so that a page costs the services it
+	// shows rather than the whole fleet: each service's exporting clusters
+	// (sorted) and scope (set by SetExports), each export's endpoint counts
+	// (kept with the chunks).
+	exportersOf map[Service][]string
+	scopeOf     map[Service]map[string]bool
+	readyOf     map[exportKey]endpointCount
 
 	hub  Feed
 	hubs Hub
@@ -84,7 +91,8 @@ func New() *Model {
 		wake: make(chan struct{}), now: time.Now,
 		clusters: map[string]*registryv1.Cluster{}, since: map[string]time.Time{}, exports: map[exportKey]*registryv1.Export{},
 		statuses: map[exportKey]*registryv1.ExportStatus{}, imports: map[Service]*registryv1.Import{},
-		chunks: map[chunkKey]endpointCount{},
+		chunks: map[chunkKey]endpointCount{}, exportersOf: map[Service][]string{}, scopeOf: map[Service]map[string]bool{},
+		readyOf: map[exportKey]endpointCount{},
 	}
 }
 
@@ -200,7 +208,38 @@ func (m *Model) SetExports(exports []*registryv1.Export, statuses []*registryv1.
 		m.sorted = nil
 	}
 	m.exports, m.statuses = nextE, nextS
+	m.exportersOf, m.scopeOf = indexExports(nextE)
 	m.changed()
+}
+
+// indexExports makes each service's sorted exporters, and the scopes of
+// scoped services: a service whose every export names its clusters
+// (fleetnet.dev/export-to) is sent to those only; one that any cluster
+// exports to all has no scope (every cluster).
+func indexExports(exports map[exportKey]*registryv1.Export) (map[Service][]string, map[Service]map[string]bool) {
+	exporters := map[Service][]string{}
+	scopes := map[Service]map[string]bool{}
+	open := map[Service]bool{}
+	for k, e := range exports {
+		exporters[k.Service] = append(exporters[k.Service], k.Cluster)
+		if len(e.GetExportTo()) == 0 {
+			open[k.Service] = true
+			continue
+		}
+		if scopes[k.Service] == nil {
+			scopes[k.Service] = map[string]bool{}
+		}
+		for _, to := range e.GetExportTo() {
+			scopes[k.Service][to] = true
+		}
+	}
+	for _, cs := range exporters {
+		slices.Sort(cs)
+	}
+	for s := range open {
+		delete(scopes, s)
+	}
+	return exporters, scopes
 }
 
 // ImportState is the registry watch's picture: imports and endpoint
@@ -238,6 +277,10 @@ func (m *Model) ReplaceImports(s *ImportState) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.imports, m.chunks = s.Imports, s.Chunks
+	m.readyOf = map[exportKey]endpointCount{}
+	for k, n := range s.Chunks {
+		m.readyOf[k.exportKey] = m.readyOf[k.exportKey].plus(n, 1)
+	}
 	m.sorted = nil
 	m.changed()
 }
@@ -255,9 +298,38 @@ func (m *Model) ApplyImportEvent(ev *registryv1.WatchEvent) {
 	if _, isDelete := ev.GetEvent().(*registryv1.WatchEvent_ImportDelete); isDelete {
 		m.sorted = nil
 	}
-	if s.Apply(ev) {
-		m.changed()
+	// The export's counts lose the chunk's old ones and gain its new.
+	var ck *chunkKey
+	switch e := ev.GetEvent().(type) {
+	case *registryv1.WatchEvent_EndpointsUpsert:
+		k := chunkKeyOf(e.EndpointsUpsert.GetKey())
+		ck = &k
+	case *registryv1.WatchEvent_EndpointsDelete:
+		k := chunkKeyOf(e.EndpointsDelete)
+		ck = &k
 	}
+	if ck != nil {
+		if old, ok := m.chunks[*ck]; ok {
+			m.readyOf[ck.exportKey] = m.readyOf[ck.exportKey].plus(old, -1)
+		}
+	}
+	if !s.Apply(ev) {
+		return
+	}
+	if ck != nil {
+		if n, ok := m.chunks[*ck]; ok {
+			m.readyOf[ck.exportKey] = m.readyOf[ck.exportKey].plus(n, 1)
+		}
+		if m.readyOf[ck.exportKey] == (endpointCount{}) {
+			delete(m.readyOf, ck.exportKey)
+		}
+	}
+	m.changed()
+}
+
+// plus adds sign × n.
+func (c endpointCount) plus(n endpointCount, sign int) endpointCount {
+	return endpointCount{ready: c.ready + sign*n.ready, total: c.total + sign*n.total}
 }
 
 func countEndpoints(c *registryv1.EndpointChunk) endpointCount {

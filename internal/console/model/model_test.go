@@ -178,6 +178,23 @@ func TestServicesFollowWatch(t *testing.T) {
 	if p, _ := m.Services("new/", 0, 10); p.Total != 0 {
 		t.Errorf("a deleted import is listed: %+v", p)
 	}
+	// Endpoint deltas keep the counts: east's chunk goes from 2 ready of 3
+	// to 1 of 1, then a second chunk of 4 comes and the first goes.
+	ready := func() (int, int) {
+		v := m.ServiceDetail(Service{"demo", "web"})
+		return v.Clusters[0].Ready, v.Clusters[0].Endpoints
+	}
+	m.ApplyImportEvent(chunk("demo", "web", "east", 1, 0))
+	if r, n := ready(); r != 1 || n != 1 {
+		t.Errorf("after an update: %d ready of %d, want 1 of 1", r, n)
+	}
+	second := chunk("demo", "web", "east", 4, 0)
+	second.GetEndpointsUpsert().Key.Chunk = "b"
+	m.ApplyImportEvent(second)
+	m.ApplyImportEvent(&registryv1.WatchEvent{Event: &registryv1.WatchEvent_EndpointsDelete{EndpointsDelete: &registryv1.ChunkKey{Namespace: "demo", Name: "web", ClusterId: "east", Chunk: "a"}}})
+	if r, n := ready(); r != 4 || n != 4 {
+		t.Errorf("after a second chunk and the first's delete: %d ready of %d, want 4 of 4", r, n)
+	}
 	// The same clusters again change nothing.
 	rev, _ = m.Revision()
 	m.SetClusters([]*registryv1.Cluster{
@@ -274,5 +291,42 @@ func TestFeedKeepsErrorSince(t *testing.T) {
 	m.SetFeed(FeedEdge, Feed{Error: "down", Since: t0.Add(time.Minute)})
 	if f := m.Feeds()[FeedEdge]; !f.Since.Equal(t0) {
 		t.Errorf("since %v, want the first failure's %v", f.Since, t0)
+	}
+}
+
+// BenchmarkServicesPage is one page of the services list, and one search,
+// at 5,000 services exported by three of 100 clusters each.
+func BenchmarkServicesPage(b *testing.B) {
+	m := New()
+	var cs []*registryv1.Cluster
+	for i := range 100 {
+		cs = append(cs, cluster(fmt.Sprintf("c%03d", i), "r", true, 0))
+	}
+	m.SetClusters(cs)
+	var exports []*registryv1.Export
+	var statuses []*registryv1.ExportStatus
+	s := NewImportState()
+	for i := range 5000 {
+		ns, name := fmt.Sprintf("ns-%d", i/500), fmt.Sprintf("svc-%05d", i)
+		var ids []string
+		for k := range 3 {
+			id := fmt.Sprintf("c%03d", (i+k)%100)
+			ids = append(ids, id)
+			exports = append(exports, export(ns, name, id))
+			statuses = append(statuses, status(ns, name, id, nil))
+			s.Apply(chunk(ns, name, id, 2, 0))
+		}
+		s.Apply(&registryv1.WatchEvent{Event: &registryv1.WatchEvent_ImportUpsert{ImportUpsert: imp(ns, name, ids...)}})
+	}
+	m.SetExports(exports, statuses)
+	m.ReplaceImports(s)
+	for _, q := range []string{"", "svc-040 cluster:c099"} {
+		b.Run(fmt.Sprintf("query=%q", q), func(b *testing.B) {
+			for range b.N {
+				if _, err := m.Services(q, 0, 50); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

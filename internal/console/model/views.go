@@ -92,9 +92,8 @@ func (m *Model) Fleet() FleetView {
 			c.Exports++
 		}
 	}
-	scopes := m.scopes()
 	for s := range m.imports {
-		scope, scoped := scopes[s]
+		scope, scoped := m.scopeOf[s]
 		for id, c := range byCluster {
 			if !scoped || scope[id] {
 				c.Imports++
@@ -172,49 +171,23 @@ func (m *Model) Services(query string, offset, limit int) (ServicesPage, error) 
 	services := m.sortedServices()
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	idx := m.index()
 	page := ServicesPage{Revision: m.rev, Query: query, Offset: offset, Items: []ServiceRow{}}
 	for _, s := range services {
-		if !q.matches(s, idx) {
+		if !q.matches(m, s) {
 			continue
 		}
 		page.Total++
 		if page.Total <= offset || len(page.Items) >= limit {
 			continue
 		}
-		page.Items = append(page.Items, m.row(s, idx))
+		page.Items = append(page.Items, m.row(s))
 	}
 	return page, nil
 }
 
-// scopes are the clusters each scoped service is sent to: a service whose
-// every export names its clusters (fleetnet.dev/export-to) goes to those
-// only; one that any cluster exports to all is absent (every cluster).
-// m.mu is held.
-func (m *Model) scopes() map[Service]map[string]bool {
-	out := map[Service]map[string]bool{}
-	open := map[Service]bool{}
-	for k, e := range m.exports {
-		if len(e.GetExportTo()) == 0 {
-			open[k.Service] = true
-			continue
-		}
-		if out[k.Service] == nil {
-			out[k.Service] = map[string]bool{}
-		}
-		for _, to := range e.GetExportTo() {
-			out[k.Service][to] = true
-		}
-	}
-	for s := range open {
-		delete(out, s)
-	}
-	return out
-}
-
 // sentTo is how many registered clusters s is sent to; m.mu is held.
-func (m *Model) sentTo(s Service, scopes map[Service]map[string]bool) int {
-	scope, scoped := scopes[s]
+func (m *Model) sentTo(s Service) int {
+	scope, scoped := m.scopeOf[s]
 	if !scoped {
 		return len(m.clusters)
 	}
@@ -227,43 +200,22 @@ func (m *Model) sentTo(s Service, scopes map[Service]map[string]bool) int {
 	return n
 }
 
-// index is what a page needs per service, made in one pass over the
-// records.
-type index struct {
-	exporters map[Service][]string
-	ready     map[exportKey]endpointCount
-	conflicts map[Service][]*registryv1.Conflict
-	scopes    map[Service]map[string]bool
-}
-
-// index makes the index; m.mu is held.
-func (m *Model) index() index {
-	idx := index{exporters: map[Service][]string{}, ready: map[exportKey]endpointCount{}, conflicts: map[Service][]*registryv1.Conflict{}, scopes: m.scopes()}
-	for k := range m.exports {
-		idx.exporters[k.Service] = append(idx.exporters[k.Service], k.Cluster)
+// conflicts are a service's conflicts: the import's, or else its
+// exporters'; m.mu is held.
+func (m *Model) conflicts(s Service) []*registryv1.Conflict {
+	if cs := m.imports[s].GetConflicts(); len(cs) > 0 {
+		return cs
 	}
-	for _, cs := range idx.exporters {
-		slices.Sort(cs)
-	}
-	for k, n := range m.chunks {
-		c := idx.ready[k.exportKey]
-		c.ready += n.ready
-		c.total += n.total
-		idx.ready[k.exportKey] = c
-	}
-	for s, imp := range m.imports {
-		idx.conflicts[s] = append(idx.conflicts[s], imp.GetConflicts()...)
-	}
-	for k, st := range m.statuses {
-		if len(idx.conflicts[k.Service]) == 0 {
-			idx.conflicts[k.Service] = append(idx.conflicts[k.Service], st.GetConflicts()...)
+	for _, c := range m.exportersOf[s] {
+		if cs := m.statuses[exportKey{s, c}].GetConflicts(); len(cs) > 0 {
+			return cs
 		}
 	}
-	return idx
+	return nil
 }
 
 // row makes a service's row; m.mu is held.
-func (m *Model) row(s Service, idx index) ServiceRow {
+func (m *Model) row(s Service) ServiceRow {
 	r := ServiceRow{Service: s, Exporters: []ExporterBadge{}}
 	imp := m.imports[s]
 	r.Type = imp.GetType()
@@ -271,17 +223,17 @@ func (m *Model) row(s Service, idx index) ServiceRow {
 	for _, c := range imp.GetClusters() {
 		in[c.GetClusterId()] = true
 	}
-	for _, c := range idx.exporters[s] {
-		n := idx.ready[exportKey{s, c}]
+	for _, c := range m.exportersOf[s] {
+		n := m.readyOf[exportKey{s, c}]
 		r.Exporters = append(r.Exporters, ExporterBadge{Cluster: c, InImport: in[c], Ready: n.ready})
 		if in[c] {
 			r.Ready += n.ready
 		}
 	}
 	if imp != nil {
-		r.SentTo = m.sentTo(s, idx.scopes)
+		r.SentTo = m.sentTo(s)
 	}
-	cs := idx.conflicts[s]
+	cs := m.conflicts(s)
 	r.Conflicts = len(cs)
 	if len(cs) > 0 {
 		r.FirstConflict = cs[0].GetReason() + ": " + cs[0].GetMessage()
@@ -317,7 +269,7 @@ func parseQuery(s string) (query, error) {
 	return q, nil
 }
 
-func (q query) matches(s Service, idx index) bool {
+func (q query) matches(m *Model, s Service) bool {
 	name := strings.ToLower(s.String())
 	for _, w := range q.words {
 		if !strings.Contains(name, w) {
@@ -325,11 +277,11 @@ func (q query) matches(s Service, idx index) bool {
 		}
 	}
 	for _, c := range q.clusters {
-		if !slices.Contains(idx.exporters[s], c) {
+		if !slices.Contains(m.exportersOf[s], c) {
 			return false
 		}
 	}
-	return !q.conflict || len(idx.conflicts[s]) > 0
+	return !q.conflict || len(m.conflicts(s)) > 0
 }
 
 // ServiceView is one service's page.
@@ -391,26 +343,16 @@ func (m *Model) ServiceDetail(s Service) ServiceView {
 		}
 		v.Conflict = conflictMessages(imp.GetConflicts())
 	}
-	ready := map[string]endpointCount{}
-	for k, n := range m.chunks {
-		if k.Service == s {
-			c := ready[k.Cluster]
-			c.ready += n.ready
-			c.total += n.total
-			ready[k.Cluster] = c
-		}
-	}
 	scope := map[string]bool{}
-	for k, e := range m.exports {
-		if k.Service != s {
-			continue
-		}
+	for _, id := range m.exportersOf[s] {
+		k := exportKey{s, id}
+		e := m.exports[k]
 		v.Found = true
 		st := m.statuses[k]
 		c := ServiceCluster{
 			ID: k.Cluster, Region: m.clusters[k.Cluster].GetRegion(), Live: m.clusters[k.Cluster].GetLive(),
 			Participating: st.GetParticipating(), InImport: in[k.Cluster] != nil, Weight: e.GetWeight(),
-			Ready: ready[k.Cluster].ready, Endpoints: ready[k.Cluster].total, Conflicts: conflictMessages(st.GetConflicts()),
+			Ready: m.readyOf[k].ready, Endpoints: m.readyOf[k].total, Conflicts: conflictMessages(st.GetConflicts()),
 		}
 		if e.GetExportedSince() != nil {
 			c.ExportedSince = e.GetExportedSince().AsTime()
@@ -420,17 +362,15 @@ func (m *Model) ServiceDetail(s Service) ServiceView {
 			scope[to] = true
 		}
 	}
-	slices.SortFunc(v.Clusters, func(a, b ServiceCluster) int { return strings.Compare(a.ID, b.ID) })
 	if imp != nil {
-		scopes := m.scopes()
 		for id := range m.clusters {
-			if sc, scoped := scopes[s]; !scoped || sc[id] {
+			if sc, scoped := m.scopeOf[s]; !scoped || sc[id] {
 				v.SentTo = append(v.SentTo, id)
 			}
 		}
 		slices.Sort(v.SentTo)
 	}
-	if _, scoped := m.scopes()[s]; scoped {
+	if _, scoped := m.scopeOf[s]; scoped {
 		v.Scope = sortedKeys(scope)
 	}
 	return v
