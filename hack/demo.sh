@@ -444,6 +444,15 @@ show "$KUBECTL" --context hub get mclb "$SVC" -n "$NS" -o jsonpath='{range .stat
 echo "   30 TCP connections after the drain, by the cluster that answered:"
 count_connections 30
 
+step "11. The fleet in a browser: fleetnet-console (read-only; it follows the registry, the hub and the edge live)"
+CONSOLE_URL=$("$FLEETNETCTL" dev status --dir "$DIR" | sed -n 's/^console: //p')
+CONSOLE_TOKEN=${CONSOLE_URL##*token=}
+echo "   What its services page shows of $NS (the same JSON the page reads):"
+curl -sf -H "Authorization: Bearer $CONSOLE_TOKEN" "${CONSOLE_URL%%\?*}api/services?q=$NS/" |
+	grep -o '"name":"[a-z0-9-]*","type":"[A-Za-z]*","exporters":\[[^]]*\]' | sed 's/^/   /'
+echo "   Open it in a browser on this machine (the URL logs in once, then a cookie does):"
+echo "   $CONSOLE_URL"
+
 lease=$(sed -n 's/.*"leaseTTL": *\([0-9]*\).*/\1/p' "$DIR/state.json")
 step "Convergence, as measured by this run"
 row() { printf '  %-58s %9s\n' "$1" "$2"; }
@@ -467,6 +476,7 @@ The fleet keeps running. Explore it:
   $KUBECTL --context hub exec -n $NS client -- curl -s http://$NAME/
   $FLEETNETCTL dev status --dir $DIR
   $FLEETNETCTL dev logs east/agent --dir $DIR
+  a browser on this machine: $CONSOLE_URL
 Stop it and remove everything:
   $FLEETNETCTL dev down --dir $DIR
 EOF
