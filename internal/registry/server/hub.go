@@ -71,10 +71,11 @@ func (w *watcher) wants(e *encoded) bool {
 // publish appends events to history and hands them to every watcher. Each
 // event is marshaled once, before the lock, whatever the number of
 // watchers: fan-out costs one encoding per change plus one send of the
-// changed chunk per watcher.
-func (h *hub) publish(events []view.Event) {
+// changed chunk per watcher. It returns how many watchers each event was
+// queued to.
+func (h *hub) publish(events []view.Event) []int {
 	if len(events) == 0 {
-		return
+		return nil
 	}
 	enc := make([]*encoded, len(events))
 	for i, e := range events {
@@ -93,11 +94,14 @@ func (h *hub) publish(events []view.Event) {
 		h.history = append([]*encoded(nil), h.history[i:]...)
 		h.start = cut
 	}
+	reached := make([]int, len(enc))
 	for w := range h.watchers {
 		var mine []*encoded
-		for _, e := range enc {
+		var which []int
+		for i, e := range enc {
 			if w.wants(e) {
 				mine = append(mine, e)
+				which = append(which, i)
 			}
 		}
 		// All or nothing, so a watcher always holds whole revisions and can
@@ -110,7 +114,11 @@ func (h *hub) publish(events []view.Event) {
 		for _, e := range mine {
 			w.ch <- e
 		}
+		for _, i := range which {
+			reached[i]++
+		}
 	}
+	return reached
 }
 
 // subscribe registers a watcher. When resume is within history, it returns
