@@ -71,11 +71,12 @@ func (w *watcher) wants(e *encoded) bool {
 // publish appends events to history and hands them to every watcher. Each
 // event is marshaled once, before the lock, whatever the number of
 // watchers: fan-out costs one encoding per change plus one send of the
-// changed chunk per watcher. It returns how many watchers each event was
-// queued to.
-func (h *hub) publish(events []view.Event) []int {
+// changed chunk per watcher. When reached is not nil (one count per
+// event, for the fan-out's traces) it counts the watchers each event was
+// queued to; nil, it costs nothing.
+func (h *hub) publish(events []view.Event, reached []int) {
 	if len(events) == 0 {
-		return nil
+		return
 	}
 	enc := make([]*encoded, len(events))
 	for i, e := range events {
@@ -94,14 +95,11 @@ func (h *hub) publish(events []view.Event) []int {
 		h.history = append([]*encoded(nil), h.history[i:]...)
 		h.start = cut
 	}
-	reached := make([]int, len(enc))
 	for w := range h.watchers {
 		var mine []*encoded
-		var which []int
-		for i, e := range enc {
+		for _, e := range enc {
 			if w.wants(e) {
 				mine = append(mine, e)
-				which = append(which, i)
 			}
 		}
 		// All or nothing, so a watcher always holds whole revisions and can
@@ -114,11 +112,14 @@ func (h *hub) publish(events []view.Event) []int {
 		for _, e := range mine {
 			w.ch <- e
 		}
-		for _, i := range which {
-			reached[i]++
+		if reached != nil {
+			for i, e := range enc {
+				if w.wants(e) {
+					reached[i]++
+				}
+			}
 		}
 	}
-	return reached
 }
 
 // subscribe registers a watcher. When resume is within history, it returns

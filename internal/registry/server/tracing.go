@@ -64,7 +64,12 @@ func (r *Registry) fanout(ctx context.Context, events []view.Event) {
 		}
 		events[i].WatchEvent = out
 	}
-	reached := r.hub.publish(events)
+	if spans == nil {
+		r.hub.publish(events, nil)
+		return
+	}
+	reached := make([]int, len(events))
+	r.hub.publish(events, reached)
 	for i, span := range spans {
 		span.SetAttributes(attribute.Int(keys.AttributeWatchers, reached[i]))
 		span.End()
