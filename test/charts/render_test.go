@@ -88,6 +88,8 @@ func TestWrongValues(t *testing.T) {
 		{chart: "fleetnet-registry", set: []string{"etcd.mode=sqlite"}, want: "at '/etcd/mode'"},
 		{chart: "fleetnet-registry", set: []string{"leaseTTL=30"}, want: "at '/leaseTTL'"},
 		{chart: "fleetnet-registry", set: []string{"gracePeriod=ten minutes"}, want: "at '/gracePeriod'"},
+		{chart: "fleetnet-registry", set: []string{"tracing.otlpEndpoint=http://collector:4317"}, want: "at '/tracing/otlpEndpoint'"},
+		{chart: "fleetnet-agent", set: []string{"tracing.otlpEndpoint=collector"}, want: "at '/tracing/otlpEndpoint'"},
 		{chart: "fleetnet-registry", set: []string{"service.type=Ingress"}, want: "at '/service/type'"},
 		{chart: "fleetnet-agent", set: []string{"identity.clusterID=East_1"}, want: "at '/identity/clusterID'"},
 		{chart: "fleetnet-agent", set: []string{"identity.source=kubeconfig"}, want: "at '/identity/source'"},

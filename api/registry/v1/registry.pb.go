@@ -290,7 +290,13 @@ type Export struct {
 	// empty: every cluster. The exporting cluster always may. The registry
 	// sends this export's endpoints, and the import while only scoped exports
 	// make it, to no other cluster.
-	ExportTo      []string `protobuf:"bytes,17,rep,name=export_to,json=exportTo,proto3" json:"export_to,omitempty"`
+	ExportTo []string `protobuf:"bytes,17,rep,name=export_to,json=exportTo,proto3" json:"export_to,omitempty"`
+	// trace_parent is the W3C traceparent of the span that wrote this
+	// record (an agent's publish, then the registry's write), so that what
+	// the record causes later, in any process, joins the same trace; empty
+	// when tracing is off. It is never part of a record's content: records
+	// that differ only in it are the same record.
+	TraceParent   string `protobuf:"bytes,18,opt,name=trace_parent,json=traceParent,proto3" json:"trace_parent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -442,6 +448,13 @@ func (x *Export) GetExportTo() []string {
 		return x.ExportTo
 	}
 	return nil
+}
+
+func (x *Export) GetTraceParent() string {
+	if x != nil {
+		return x.TraceParent
+	}
+	return ""
 }
 
 type Conflict struct {
@@ -881,9 +894,15 @@ type EndpointChunk struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Key   *ChunkKey              `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
 	// address_type is "IPv4", "IPv6" or "FQDN".
-	AddressType   string          `protobuf:"bytes,2,opt,name=address_type,json=addressType,proto3" json:"address_type,omitempty"`
-	Ports         []*EndpointPort `protobuf:"bytes,3,rep,name=ports,proto3" json:"ports,omitempty"`
-	Endpoints     []*Endpoint     `protobuf:"bytes,4,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	AddressType string          `protobuf:"bytes,2,opt,name=address_type,json=addressType,proto3" json:"address_type,omitempty"`
+	Ports       []*EndpointPort `protobuf:"bytes,3,rep,name=ports,proto3" json:"ports,omitempty"`
+	Endpoints   []*Endpoint     `protobuf:"bytes,4,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	// trace_parent is the W3C traceparent of the span that wrote this
+	// record (an agent's publish, then the registry's write), so that what
+	// the record causes later, in any process, joins the same trace; empty
+	// when tracing is off. It is never part of a record's content: records
+	// that differ only in it are the same record.
+	TraceParent   string `protobuf:"bytes,5,opt,name=trace_parent,json=traceParent,proto3" json:"trace_parent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -944,6 +963,13 @@ func (x *EndpointChunk) GetEndpoints() []*Endpoint {
 		return x.Endpoints
 	}
 	return nil
+}
+
+func (x *EndpointChunk) GetTraceParent() string {
+	if x != nil {
+		return x.TraceParent
+	}
+	return ""
 }
 
 type ImportKey struct {
@@ -1104,7 +1130,13 @@ type Import struct {
 	// disagree on; every participating export reports the same list, and
 	// importers report it too. (Field 12 held them per cluster, which
 	// repeated each conflict once per exporting cluster.)
-	Conflicts     []*Conflict `protobuf:"bytes,13,rep,name=conflicts,proto3" json:"conflicts,omitempty"`
+	Conflicts []*Conflict `protobuf:"bytes,13,rep,name=conflicts,proto3" json:"conflicts,omitempty"`
+	// trace_parent is the W3C traceparent of the write of an export that
+	// changed this import (the registry's fan-out, as sent to watchers), so
+	// that an importing agent's apply joins that export's trace; empty when
+	// tracing is off or no traced write changed it. It is never part of the
+	// import's content.
+	TraceParent   string `protobuf:"bytes,14,opt,name=trace_parent,json=traceParent,proto3" json:"trace_parent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1221,6 +1253,13 @@ func (x *Import) GetConflicts() []*Conflict {
 		return x.Conflicts
 	}
 	return nil
+}
+
+func (x *Import) GetTraceParent() string {
+	if x != nil {
+		return x.TraceParent
+	}
+	return ""
 }
 
 type RegisterClusterRequest struct {
@@ -2612,7 +2651,7 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x03 \x01(\tR\tclusterId\"\xc6\a\n" +
+	"cluster_id\x18\x03 \x01(\tR\tclusterId\"\xe9\a\n" +
 	"\x06Export\x121\n" +
 	"\x03key\x18\x01 \x01(\v2\x1f.fleetnet.registry.v1.ExportKeyR\x03key\x12A\n" +
 	"\x0eexported_since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\rexportedSince\x12\x12\n" +
@@ -2632,7 +2671,8 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\x11regional_frontend\x18\x0e \x01(\tR\x10regionalFrontend\x120\n" +
 	"\x14private_link_service\x18\x0f \x01(\tR\x12privateLinkService\x12;\n" +
 	"\x1aprivate_link_auto_approval\x18\x10 \x01(\bR\x17privateLinkAutoApproval\x12\x1b\n" +
-	"\texport_to\x18\x11 \x03(\tR\bexportTo\x1a9\n" +
+	"\texport_to\x18\x11 \x03(\tR\bexportTo\x12!\n" +
+	"\ftrace_parent\x18\x12 \x01(\tR\vtraceParent\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +
@@ -2673,12 +2713,13 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x03 \x01(\tR\tclusterId\x12\x14\n" +
-	"\x05chunk\x18\x04 \x01(\tR\x05chunk\"\xdc\x01\n" +
+	"\x05chunk\x18\x04 \x01(\tR\x05chunk\"\xff\x01\n" +
 	"\rEndpointChunk\x120\n" +
 	"\x03key\x18\x01 \x01(\v2\x1e.fleetnet.registry.v1.ChunkKeyR\x03key\x12!\n" +
 	"\faddress_type\x18\x02 \x01(\tR\vaddressType\x128\n" +
 	"\x05ports\x18\x03 \x03(\v2\".fleetnet.registry.v1.EndpointPortR\x05ports\x12<\n" +
-	"\tendpoints\x18\x04 \x03(\v2\x1e.fleetnet.registry.v1.EndpointR\tendpoints\"=\n" +
+	"\tendpoints\x18\x04 \x03(\v2\x1e.fleetnet.registry.v1.EndpointR\tendpoints\x12!\n" +
+	"\ftrace_parent\x18\x05 \x01(\tR\vtraceParent\"=\n" +
 	"\tImportKey\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"\xfa\x01\n" +
@@ -2689,7 +2730,7 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\x06weight\x18\x03 \x01(\rR\x06weight\x12+\n" +
 	"\x11regional_frontend\x18\x04 \x01(\tR\x10regionalFrontend\x120\n" +
 	"\x14private_link_service\x18\x05 \x01(\tR\x12privateLinkService\x12;\n" +
-	"\x1aprivate_link_auto_approval\x18\x06 \x01(\bR\x17privateLinkAutoApproval\"\x9b\x06\n" +
+	"\x1aprivate_link_auto_approval\x18\x06 \x01(\bR\x17privateLinkAutoApproval\"\xbe\x06\n" +
 	"\x06Import\x121\n" +
 	"\x03key\x18\x01 \x01(\v2\x1f.fleetnet.registry.v1.ImportKeyR\x03key\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x127\n" +
@@ -2704,7 +2745,8 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\vannotations\x18\n" +
 	" \x03(\v2-.fleetnet.registry.v1.Import.AnnotationsEntryR\vannotations\x12?\n" +
 	"\bclusters\x18\v \x03(\v2#.fleetnet.registry.v1.ImportClusterR\bclusters\x12<\n" +
-	"\tconflicts\x18\r \x03(\v2\x1e.fleetnet.registry.v1.ConflictR\tconflicts\x1a9\n" +
+	"\tconflicts\x18\r \x03(\v2\x1e.fleetnet.registry.v1.ConflictR\tconflicts\x12!\n" +
+	"\ftrace_parent\x18\x0e \x01(\tR\vtraceParent\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a>\n" +

@@ -173,6 +173,10 @@ spec:
         {{- end }}
         - --lease-ttl={{ .Values.leaseTTL }}
         - --grace-period={{ .Values.gracePeriod }}
+        {{- if .Values.tracing.otlpEndpoint }}
+        - --otlp-endpoint={{ .Values.tracing.otlpEndpoint }}
+        - --otlp-insecure={{ .Values.tracing.insecure }}
+        {{- end }}
         {{- range .Values.extraArgs }}
         - {{ . | quote }}
         {{- end }}

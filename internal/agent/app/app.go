@@ -24,9 +24,12 @@ import (
 	"github.com/fleetnet/fleetnet/internal/registry/client"
 	"github.com/fleetnet/fleetnet/internal/registry/validate"
 	"github.com/fleetnet/fleetnet/internal/scheme"
+	"github.com/fleetnet/fleetnet/internal/tracing"
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -79,6 +82,9 @@ type Options struct {
 	// Registerer receives the agent's own metrics; controller-runtime's
 	// registry (served on --metrics-bind-address) when nil.
 	Registerer prometheus.Registerer
+	// Tracing sends traces of publishes and applies to an OTLP collector
+	// (off by default).
+	Tracing tracing.Options
 }
 
 // BindFlags registers the options on fs. The kubeconfig flag is
@@ -109,6 +115,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.CreateImportNamespaces, "create-import-namespaces", false, "create the namespace of an import when the cluster has none (labelled app.kubernetes.io/managed-by=fleetnet-agent, never deleted by the agent); off, such an import waits for its namespace (fleetnet_agent_imports_pending)")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", 200, "requests per second to this cluster's API server, on average (a join of 5,000 imports is about 25,000 writes); 0: no limit of the agent's own. The chart's FlowSchema also keeps them from starving the cluster's own controllers")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 400, "requests to this cluster's API server in a burst above --kube-api-qps")
+	o.Tracing.BindFlags(fs)
 }
 
 // Validate checks the options without connecting to anything, so that a
@@ -194,6 +201,23 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	if err != nil {
 		return err
 	}
+	tp, err := tracing.Setup(ctx, o.Tracing, "fleetnet-agent", attribute.String(keys.ResourceClusterID, cluster.GetId()))
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Flushed on the way out, after the manager stopped.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tp.Shutdown(ctx); err != nil {
+			log.Warn("traces not all sent", "err", err)
+		}
+	}()
+	var tracer trace.Tracer
+	if o.Tracing.Enabled() {
+		tracer = tp.Tracer(tracing.Scope)
+		log.Info("sending traces", "otlpEndpoint", o.Tracing.Endpoint, "insecure", o.Tracing.Insecure)
+	}
 	ro := o.Registry
 	ro.Component, ro.Log = "agent", log
 	regClient, conn, err := client.Dial(ro)
@@ -239,6 +263,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		return err
 	}
 	pub := publish.New(regClient, cluster.GetId(), publish.NewMetrics(reg))
+	pub.Tracer = tracer
 	events := make(chan event.GenericEvent, 4096)
 	registrar := &lease.Registrar{Client: regClient, Cluster: cluster, Log: log,
 		Recorder: mgr.GetEventRecorder("fleetnet-agent"), Regarding: eventObject(ctx, reader, o)}
@@ -308,7 +333,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		Client: mgr.GetClient(), Stream: stream, Families: families, EndpointsPerSlice: o.EndpointsPerSlice, Workers: o.ImportWorkers,
 		Recorder: mgr.GetEventRecorder("fleetnet-agent"), Log: log, Events: importEvents, Pending: importer.NewPendingTracker(reg),
 		Progress: progress, CreateNamespaces: o.CreateImportNamespaces,
-		Cluster: cluster.GetId(), Region: cluster.GetRegion(), Policies: policies,
+		Cluster: cluster.GetId(), Region: cluster.GetRegion(), Policies: policies, Tracer: tracer,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}

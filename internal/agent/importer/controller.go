@@ -14,7 +14,10 @@ import (
 	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/agent/locality"
+	"github.com/fleetnet/fleetnet/internal/tracing"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -71,6 +74,9 @@ type Reconciler struct {
 	// Policies: BackendTrafficPolicies with locality LocalFirst are
 	// applied to the ServiceImports they target (their CRD is installed).
 	Policies bool
+	// Tracer, when set, traces the apply of each change the registry sent
+	// with a trace_parent (keys.SpanApplyImport), as that change's child.
+	Tracer trace.Tracer
 
 	memo verifiedSlices
 	// written holds the expectations of the reconciler's own ServiceImport
@@ -125,8 +131,28 @@ type stepError struct {
 func (e *stepError) Error() string { return e.step + ": " + e.err.Error() }
 func (e *stepError) Unwrap() error { return e.err }
 
-// Reconcile brings one import's objects to what the registry says.
+// Reconcile brings one import's objects to what the registry says. When
+// the registry sent a traced change of the import, the reconcile is that
+// change's span (keys.SpanApplyImport).
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	if r.Tracer == nil {
+		return r.reconcile(ctx, req)
+	}
+	tp := r.Stream.TakeTraceParent(req.NamespacedName)
+	if tp == "" {
+		return r.reconcile(ctx, req)
+	}
+	ctx, span := tracing.Start(ctx, r.Tracer, keys.SpanApplyImport, tp, attribute.String(keys.AttributeCluster, r.Cluster),
+		attribute.String(keys.AttributeNamespace, req.Namespace), attribute.String(keys.AttributeService, req.Name))
+	res, err := r.reconcile(ctx, req)
+	if err != nil || res.RequeueAfter > 0 {
+		r.Stream.ReturnTraceParent(req.NamespacedName, tp) // the retry finishes the apply
+	}
+	tracing.End(span, err)
+	return res, err
+}
+
+func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	desired, synced := r.Stream.Get(req.NamespacedName)
 	if desired == nil || desired.Import == nil {
 		r.Pending.Done(req.NamespacedName)

@@ -13,7 +13,6 @@ import (
 	"github.com/fleetnet/fleetnet/internal/registry/importstate"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -40,6 +39,73 @@ type Stream struct {
 	imports map[types.NamespacedName]*Desired
 	rev     int64
 	synced  bool
+	// traces holds, per import, the trace_parent of the last traced
+	// change received and not yet applied (see TakeTraceParent).
+	traces map[types.NamespacedName]string
+}
+
+// TakeTraceParent returns the trace_parent of the last change of key the
+// registry sent (the registry's fan-out of a traced write), and forgets
+// it: the apply that takes it is that change's span. "" when no traced
+// change is waiting.
+func (s *Stream) TakeTraceParent(key types.NamespacedName) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tp := s.traces[key]
+	delete(s.traces, key)
+	return tp
+}
+
+// ReturnTraceParent gives back a trace_parent taken for an apply that
+// failed, so that the retry joins the same trace, unless a newer change
+// came meanwhile.
+func (s *Stream) ReturnTraceParent(key types.NamespacedName, tp string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, newer := s.traces[key]; !newer && tp != "" {
+		s.noteTrace(key, tp)
+	}
+}
+
+// noteTrace records a traced change of key; callers hold s.mu.
+func (s *Stream) noteTrace(key types.NamespacedName, tp string) {
+	if tp == "" {
+		return
+	}
+	if s.traces == nil {
+		s.traces = map[types.NamespacedName]string{}
+	}
+	s.traces[key] = tp
+}
+
+// eventTraceParent is the trace_parent an import or chunk upsert carries.
+func eventTraceParent(ev *registryv1.WatchEvent) string {
+	switch e := ev.GetEvent().(type) {
+	case *registryv1.WatchEvent_ImportUpsert:
+		return e.ImportUpsert.GetTraceParent()
+	case *registryv1.WatchEvent_EndpointsUpsert:
+		return e.EndpointsUpsert.GetTraceParent()
+	}
+	return ""
+}
+
+// desiredTraceParent is the trace_parent of an import received in a
+// snapshot: the import's, else one of its chunks'.
+func desiredTraceParent(d *Desired) string {
+	if d == nil {
+		return ""
+	}
+	if tp := d.Import.GetTraceParent(); tp != "" {
+		return tp
+	}
+	for _, chunks := range d.Chunks {
+		for _, c := range chunks {
+			if tp := c.GetTraceParent(); tp != "" {
+				return tp
+			}
+		}
+	}
+	return ""
 }
 
 // Get returns the desired state of an import (nil when the registry has
@@ -147,6 +213,9 @@ func (s *Stream) watch(ctx context.Context) (bool, error) {
 				}
 				s.imports, staged = staged, nil
 				smallestFirst(changed, s.imports)
+				for _, k := range changed {
+					s.noteTrace(k, desiredTraceParent(s.imports[k]))
+				}
 			}
 			s.rev = ev.GetRevision()
 			s.mu.Unlock()
@@ -163,6 +232,9 @@ func (s *Stream) watch(ctx context.Context) (bool, error) {
 			k, ok := apply(target, ev)
 			if staged == nil {
 				s.rev = max(s.rev, ev.GetRevision())
+				if ok {
+					s.noteTrace(k, eventTraceParent(ev))
+				}
 			}
 			s.mu.Unlock()
 			if ok && staged == nil {
@@ -218,15 +290,17 @@ func apply(m map[types.NamespacedName]*Desired, ev *registryv1.WatchEvent) (type
 func keepEqualChunks(held, next *Desired) {
 	for cluster, chunks := range next.Chunks {
 		for name, c := range chunks {
-			if h := held.Chunks[cluster][name]; h != nil && proto.Equal(h, c) {
+			if h := held.Chunks[cluster][name]; h != nil && registryv1.EqualIgnoringTrace(h, c) {
 				chunks[name] = h
 			}
 		}
 	}
 }
 
+// sameDesired compares two states of an import, trace_parents aside (a
+// snapshot that only carries other traces changes nothing).
 func sameDesired(a, b *Desired) bool {
-	if !proto.Equal(a.Import, b.Import) || len(a.Chunks) != len(b.Chunks) {
+	if !registryv1.EqualIgnoringTrace(a.Import, b.Import) || len(a.Chunks) != len(b.Chunks) {
 		return false
 	}
 	for c, m := range a.Chunks {
@@ -234,7 +308,7 @@ func sameDesired(a, b *Desired) bool {
 			return false
 		}
 		for n, ch := range m {
-			if !proto.Equal(ch, b.Chunks[c][n]) {
+			if !registryv1.EqualIgnoringTrace(ch, b.Chunks[c][n]) {
 				return false
 			}
 		}

@@ -13,8 +13,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fleetnet/fleetnet/api/keys"
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/internal/tracing"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
@@ -59,6 +63,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 // Publisher writes one cluster's records.
 type Publisher struct {
+	// Tracer, when set, traces each publish that writes something
+	// (keys.SpanPublish, a root span): the records written carry it in
+	// their trace_parent (internal/tracing).
+	Tracer trace.Tracer
+
 	client  registryv1.RegistryClient
 	cluster string
 	metrics *Metrics
@@ -167,9 +176,9 @@ func (p *Publisher) count(kind, op string, err error) error {
 }
 
 // Publish makes the registry hold export e and exactly the chunks given,
-// writing only what differs from what it acknowledged before. It returns
-// the number of writes.
-func (p *Publisher) Publish(ctx context.Context, e *registryv1.Export, chunks []*registryv1.EndpointChunk) (int, error) {
+// writing only what differs from what it acknowledged before (a
+// trace_parent is no difference). It returns the number of writes.
+func (p *Publisher) Publish(ctx context.Context, e *registryv1.Export, chunks []*registryv1.EndpointChunk) (writes int, err error) {
 	start := time.Now()
 	k := ExportKey{e.GetKey().GetNamespace(), e.GetKey().GetName()}
 	p.mu.Lock()
@@ -182,9 +191,27 @@ func (p *Publisher) Publish(ctx context.Context, e *registryv1.Export, chunks []
 	}
 	p.mu.Unlock()
 
-	writes := 0
-	if !proto.Equal(have, e) {
-		resp, err := p.client.PutExport(ctx, &registryv1.PutExportRequest{Export: e})
+	// The span starts at the first write, so that a publish that finds
+	// nothing to write (a resync, most reconciles) is no trace at all.
+	var span trace.Span
+	traceParent := ""
+	traced := func() {
+		if span != nil || p.Tracer == nil {
+			return
+		}
+		ctx, span = p.Tracer.Start(ctx, keys.SpanPublish, trace.WithAttributes(attribute.String(keys.AttributeCluster, p.cluster),
+			attribute.String(keys.AttributeNamespace, k.Namespace), attribute.String(keys.AttributeService, k.Name)))
+		traceParent = tracing.Inject(ctx)
+	}
+	defer func() {
+		if span != nil {
+			span.SetAttributes(attribute.Int(keys.AttributeWrites, writes))
+			tracing.End(span, err)
+		}
+	}()
+	if !registryv1.EqualIgnoringTrace(have, e) {
+		traced()
+		resp, err := p.client.PutExport(ctx, &registryv1.PutExportRequest{Export: registryv1.WithTraceParent(e, traceParent)})
 		if err := p.count("export", "put", err); err != nil {
 			return writes, fmt.Errorf("publishing export %s/%s: %w", k.Namespace, k.Name, err)
 		}
@@ -197,10 +224,11 @@ func (p *Publisher) Publish(ctx context.Context, e *registryv1.Export, chunks []
 		want[name] = true
 		// The same object as acknowledged: the exporter built it from the
 		// same slice version (see export's chunk cache).
-		if have := haveChunks[name]; have == c || proto.Equal(have, c) {
+		if have := haveChunks[name]; have == c || registryv1.EqualIgnoringTrace(have, c) {
 			continue
 		}
-		resp, err := p.client.PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: c})
+		traced()
+		resp, err := p.client.PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: registryv1.WithTraceParent(c, traceParent)})
 		if err := p.count("endpoints", "put", err); err != nil {
 			return writes, fmt.Errorf("publishing endpoints %s of %s/%s: %w", name, k.Namespace, k.Name, err)
 		}
@@ -211,6 +239,7 @@ func (p *Publisher) Publish(ctx context.Context, e *registryv1.Export, chunks []
 		if want[name] {
 			continue
 		}
+		traced()
 		_, err := p.client.DeleteEndpoints(ctx, &registryv1.DeleteEndpointsRequest{Key: haveChunks[name].GetKey()})
 		if err := p.count("endpoints", "delete", err); err != nil {
 			return writes, fmt.Errorf("withdrawing endpoints %s of %s/%s: %w", name, k.Namespace, k.Name, err)

@@ -19,6 +19,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/registry/server"
 	"github.com/fleetnet/fleetnet/internal/registry/store"
 	"github.com/fleetnet/fleetnet/internal/tokenfile"
+	"github.com/fleetnet/fleetnet/internal/tracing"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -44,6 +45,9 @@ type Options struct {
 	TokenFile     string
 	LeaseTTL      time.Duration
 	GracePeriod   time.Duration
+	// Tracing sends traces of writes and fan-outs to an OTLP collector
+	// (off by default).
+	Tracing tracing.Options
 }
 
 // BindFlags registers the options on fs.
@@ -62,6 +66,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TokenFile, "token-file", "", "CSV of token,name,role (role: cluster or admin); when set, bearer tokens are accepted besides client certificates")
 	fs.DurationVar(&o.LeaseTTL, "lease-ttl", 30*time.Second, "how long a cluster stays live without renewing its lease")
 	fs.DurationVar(&o.GracePeriod, "grace-period", 10*time.Minute, "how long the records of a cluster whose lease expired are kept")
+	o.Tracing.BindFlags(fs)
 }
 
 // Validate checks the options before anything starts.
@@ -97,9 +102,25 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 	defer closeStore()
 
+	tp, err := tracing.Setup(ctx, o.Tracing, "fleetnet-registry")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		// Flushed on the way out, after the last write and fan-out.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tp.Shutdown(ctx); err != nil {
+			log.Warn("traces not all sent", "err", err)
+		}
+	}()
+	if o.Tracing.Enabled() {
+		log.Info("sending traces", "otlpEndpoint", o.Tracing.Endpoint, "insecure", o.Tracing.Insecure)
+	}
+
 	promReg := prometheus.NewRegistry()
 	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), certfiles.Expiry)
-	reg := server.New(st, server.Config{LeaseTTL: o.LeaseTTL, GracePeriod: o.GracePeriod, Logger: log, Registerer: promReg})
+	reg := server.New(st, server.Config{LeaseTTL: o.LeaseTTL, GracePeriod: o.GracePeriod, Logger: log, Registerer: promReg, TracerProvider: tp})
 	runCtx, stopRun := context.WithCancel(context.Background())
 	defer stopRun()
 	go reg.Run(runCtx)

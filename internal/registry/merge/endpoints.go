@@ -26,6 +26,7 @@ func CanonicalChunk(imp *registryv1.Import, exp *registryv1.Export, chunk *regis
 		Key:         proto.Clone(chunk.GetKey()).(*registryv1.ChunkKey),
 		AddressType: chunk.GetAddressType(),
 		Endpoints:   chunk.GetEndpoints(),
+		TraceParent: chunk.GetTraceParent(),
 	}
 	for _, ep := range chunk.GetPorts() {
 		sp, ok := byName[ep.GetName()]

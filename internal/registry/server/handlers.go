@@ -5,12 +5,15 @@ import (
 	"errors"
 	"slices"
 
+	"github.com/fleetnet/fleetnet/api/keys"
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/registry/auth"
 	"github.com/fleetnet/fleetnet/internal/registry/keyspace"
 	"github.com/fleetnet/fleetnet/internal/registry/store"
 	"github.com/fleetnet/fleetnet/internal/registry/validate"
 	"github.com/fleetnet/fleetnet/internal/registry/view"
+	"github.com/fleetnet/fleetnet/internal/tracing"
+	"go.opentelemetry.io/otel/attribute"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -231,11 +234,16 @@ func (r *Registry) PutExport(ctx context.Context, req *registryv1.PutExportReque
 	if err := r.requireRegistered(ctx, e.GetKey().GetClusterId()); err != nil {
 		return nil, err
 	}
+	k := e.GetKey()
+	ctx, span, traceParent := r.startWrite(ctx, keys.SpanPutExport, e.GetTraceParent(), attribute.String(keys.AttributeCluster, k.GetClusterId()),
+		attribute.String(keys.AttributeNamespace, k.GetNamespace()), attribute.String(keys.AttributeService, k.GetName()))
 	e = proto.Clone(e).(*registryv1.Export)
 	e.Revision = 0 // output only
+	e.TraceParent = traceParent
 	normalize(e)
 	b, _ := proto.Marshal(e)
 	rev, err := r.store.Put(ctx, keyspace.ExportKey(e.GetKey()), b, 0)
+	tracing.End(span, err)
 	if err != nil {
 		return nil, storeErr(err)
 	}
@@ -273,8 +281,12 @@ func (r *Registry) PutEndpoints(ctx context.Context, req *registryv1.PutEndpoint
 	if err := r.requireRegistered(ctx, c.GetKey().GetClusterId()); err != nil {
 		return nil, err
 	}
-	b, _ := proto.Marshal(c)
+	k := c.GetKey()
+	ctx, span, traceParent := r.startWrite(ctx, keys.SpanPutEndpoints, c.GetTraceParent(), attribute.String(keys.AttributeCluster, k.GetClusterId()),
+		attribute.String(keys.AttributeNamespace, k.GetNamespace()), attribute.String(keys.AttributeService, k.GetName()), attribute.String(keys.AttributeChunk, k.GetChunk()))
+	b, _ := proto.Marshal(registryv1.WithTraceParent(c, traceParent))
 	rev, err := r.store.Put(ctx, keyspace.ChunkKey(c.GetKey()), b, 0)
+	tracing.End(span, err)
 	if err != nil {
 		return nil, storeErr(err)
 	}

@@ -71,8 +71,10 @@ func (w *watcher) wants(e *encoded) bool {
 // publish appends events to history and hands them to every watcher. Each
 // event is marshaled once, before the lock, whatever the number of
 // watchers: fan-out costs one encoding per change plus one send of the
-// changed chunk per watcher.
-func (h *hub) publish(events []view.Event) {
+// changed chunk per watcher. When reached is not nil (one count per
+// event, for the fan-out's traces) it counts the watchers each event was
+// queued to; nil, it costs nothing.
+func (h *hub) publish(events []view.Event, reached []int) {
 	if len(events) == 0 {
 		return
 	}
@@ -109,6 +111,13 @@ func (h *hub) publish(events []view.Event) {
 		}
 		for _, e := range mine {
 			w.ch <- e
+		}
+		if reached != nil {
+			for i, e := range enc {
+				if w.wants(e) {
+					reached[i]++
+				}
+			}
 		}
 	}
 }

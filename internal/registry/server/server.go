@@ -14,7 +14,10 @@ import (
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/registry/store"
 	"github.com/fleetnet/fleetnet/internal/registry/view"
+	"github.com/fleetnet/fleetnet/internal/tracing"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 	"k8s.io/utils/clock"
 )
 
@@ -36,6 +39,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Registerer receives the registry's metrics; none when nil.
 	Registerer prometheus.Registerer
+	// TracerProvider traces writes and fan-outs (internal/tracing); none
+	// when nil.
+	TracerProvider trace.TracerProvider
 }
 
 func (c *Config) defaults() {
@@ -57,6 +63,9 @@ func (c *Config) defaults() {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = noop.NewTracerProvider()
+	}
 }
 
 // Registry implements registryv1.RegistryServer.
@@ -67,6 +76,7 @@ type Registry struct {
 	store   store.Store
 	log     *slog.Logger
 	metrics *metrics
+	tracer  trace.Tracer
 
 	mu   sync.Mutex
 	cond *sync.Cond // signalled when the view advances or sync state changes
@@ -88,6 +98,7 @@ func New(s store.Store, cfg Config) *Registry {
 		cfg:      cfg,
 		store:    s,
 		log:      cfg.Logger,
+		tracer:   cfg.TracerProvider.Tracer(tracing.Scope),
 		view:     view.New(),
 		hub:      newHub(cfg.HistoryLimit, cfg.WatcherBuffer),
 		shutdown: make(chan struct{}),
@@ -191,7 +202,7 @@ func (r *Registry) watchFrom(ctx context.Context, rev int64, progressed func()) 
 			r.view.Advance(resp.Progress)
 		}
 		if err == nil && len(events) > 0 {
-			r.hub.publish(events)
+			r.fanout(ctx, events)
 		}
 		r.cond.Broadcast()
 		r.mu.Unlock()

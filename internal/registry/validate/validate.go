@@ -154,6 +154,7 @@ func Export(e *registryv1.Export, path *field.Path) field.ErrorList {
 		errs = append(errs, field.TooLong(path.Child("annotations"), "", MaxMetadataBytes))
 	}
 	errs = append(errs, ExportTo(e.GetExportTo(), path.Child("exportTo"))...)
+	errs = append(errs, TraceParent(e.GetTraceParent(), path.Child("traceParent"))...)
 	if e.GetWeight() > MaxWeight {
 		errs = append(errs, field.Invalid(path.Child("weight"), e.GetWeight(), fmt.Sprintf("must be between 0 and %d", MaxWeight)))
 	}
@@ -281,6 +282,7 @@ func Chunk(c *registryv1.EndpointChunk, path *field.Path) field.ErrorList {
 		return field.ErrorList{field.Required(path, "")}
 	}
 	errs := ChunkKey(c.GetKey(), path.Child("key"))
+	errs = append(errs, TraceParent(c.GetTraceParent(), path.Child("traceParent"))...)
 	at := c.GetAddressType()
 	if !addressTypes.Has(at) {
 		errs = append(errs, field.NotSupported(path.Child("addressType"), at, sets.List(addressTypes)))
@@ -406,4 +408,17 @@ func Namespaces(names []string, path *field.Path) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// MaxTraceParentBytes bounds a record's trace_parent: a W3C traceparent
+// of version 00 is 55 characters, later versions may add fields.
+const MaxTraceParentBytes = 256
+
+// TraceParent checks a record's trace_parent for its size only: one that
+// does not parse is ignored (its record starts no trace), not refused.
+func TraceParent(tp string, path *field.Path) field.ErrorList {
+	if len(tp) > MaxTraceParentBytes {
+		return field.ErrorList{field.TooLong(path, "", MaxTraceParentBytes)}
+	}
+	return nil
 }

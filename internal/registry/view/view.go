@@ -116,6 +116,9 @@ func (v *View) Apply(events []store.Event) ([]Event, error) {
 type touch struct {
 	full   bool
 	chunks map[chunkID]bool
+	// traceParent is that of the last export written in the change: the
+	// import it changes carries it to the watchers.
+	traceParent string
 }
 
 func (v *View) apply(events []store.Event) ([]Event, error) {
@@ -177,6 +180,7 @@ func (v *View) apply(events []store.Event) ([]Event, error) {
 					v.exports[s] = map[string]exportRecord{}
 				}
 				v.exports[s][p.ClusterID] = exportRecord{export: e, rev: ev.KV.ModRevision}
+				mark(s).traceParent = e.GetTraceParent()
 			} else {
 				delete(v.exports[s], p.ClusterID)
 				if len(v.exports[s]) == 0 {
@@ -273,7 +277,10 @@ func (v *View) recompute(s svcKey, t *touch) []Event {
 				head = append(head, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ImportDelete{ImportDelete: key}}, Audience: gone, Retract: true})
 			}
 		}
-		if old == nil || !proto.Equal(old, res.Import) || !oldAud.Equal(importAud) {
+		// Only a change of content is sent: a record written again with
+		// another trace changes nothing.
+		if old == nil || !registryv1.EqualIgnoringTrace(old, res.Import) || !oldAud.Equal(importAud) {
+			res.Import.TraceParent = t.traceParent
 			v.imports[s] = res.Import
 			v.importAud[s] = importAud
 			head = append(head, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ImportUpsert{ImportUpsert: res.Import}}, Audience: importAud})
@@ -324,7 +331,7 @@ func (v *View) recompute(s svcKey, t *touch) []Event {
 				gone = prevAud
 			}
 			chunkEvents = append(chunkEvents, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_EndpointsDelete{EndpointsDelete: have.GetKey()}}, Audience: gone})
-		case want != nil && (rescoped || !proto.Equal(want, have)):
+		case want != nil && (rescoped || !registryv1.EqualIgnoringTrace(want, have)):
 			if gone := prevAud.Minus(newAud); rescoped && have != nil && !gone.IsEmpty() {
 				chunkEvents = append(chunkEvents, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_EndpointsDelete{EndpointsDelete: have.GetKey()}}, Audience: gone, Retract: true})
 			}
