@@ -1,6 +1,6 @@
 // Package edgefeed reads the fleetnet-edges' Prometheus metrics at an
 // interval and gives fleetnet-console the live traffic split: requests per
-// second by route rule and cluster, new L4 connections per second by load
+// second by route rule and cluster (and those answered 5xx), new L4 connections per second by load
 // balancer and cluster, and each backend's healthy and ejected endpoints
 // per cluster, summed over the edges. A rate is the counters' increase
 // between two reads over the time between them; an edge that restarted
@@ -99,7 +99,7 @@ func (f *Feed) Run(ctx context.Context) error {
 }
 
 func newTraffic(at time.Time) model.Traffic {
-	return model.Traffic{At: at, Routes: map[string]map[string]float64{}, Backends: map[string]map[string]model.EndpointHealth{},
+	return model.Traffic{At: at, Routes: map[string]map[string]float64{}, RouteErrors: map[string]map[string]float64{}, Backends: map[string]map[string]model.EndpointHealth{},
 		LoadBalancers: map[string]map[string]float64{}, LoadBalancerHealth: map[string]map[string]model.EndpointHealth{}}
 }
 
@@ -148,6 +148,8 @@ const (
 	connections = "fleetnet_edge_l4_connections_total"
 	endpoints   = "fleetnet_edge_backend_endpoints"
 	l4Endpoints = "fleetnet_edge_l4_endpoints"
+	// serverErrors keys the requests answered 5xx among Counters'.
+	serverErrors = "5xx"
 )
 
 // Counters picks the counters the split needs, keyed "METRIC\x00KEY\x00CLUSTER"
@@ -160,7 +162,11 @@ func Counters(families map[string]*dto.MetricFamily) map[string]float64 {
 			if l["cluster"] == "" {
 				continue
 			}
-			out[f.name+"\x00"+l[f.key]+"\x00"+l["cluster"]] += m.GetCounter().GetValue()
+			k := l[f.key] + "\x00" + l["cluster"]
+			out[f.name+"\x00"+k] += m.GetCounter().GetValue()
+			if f.name == requests && strings.HasPrefix(l["code"], "5") {
+				out[serverErrors+"\x00"+k] += m.GetCounter().GetValue()
+			}
 		}
 	}
 	return out
@@ -179,8 +185,11 @@ func AddRates(prev, cur map[string]float64, dt time.Duration, t *model.Traffic) 
 		name, rest, _ := strings.Cut(k, "\x00")
 		key, cluster, _ := strings.Cut(rest, "\x00")
 		dst := t.Routes
-		if name == connections {
+		switch name {
+		case connections:
 			dst = t.LoadBalancers
+		case serverErrors:
+			dst = t.RouteErrors
 		}
 		if dst[key] == nil {
 			dst[key] = map[string]float64{}

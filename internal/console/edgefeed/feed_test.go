@@ -19,6 +19,7 @@ const after = `# TYPE fleetnet_edge_requests_total counter
 fleetnet_edge_requests_total{route="demo/web/0",backend="ServiceImport/demo/web",cluster="east",code="200"} 120
 fleetnet_edge_requests_total{route="demo/web/0",backend="ServiceImport/demo/web",cluster="east",code="503"} 10
 fleetnet_edge_requests_total{route="demo/web/0",backend="ServiceImport/demo/web",cluster="west",code="200"} 4
+fleetnet_edge_requests_total{route="demo/web/0",backend="ServiceImport/demo/web",cluster="west",code="502"} 6
 fleetnet_edge_requests_total{route="demo/web/0",backend="",cluster="",code="404"} 9
 # TYPE fleetnet_edge_l4_connections_total counter
 fleetnet_edge_l4_connections_total{load_balancer="demo/db",port="5432",cluster="east"} 9
@@ -49,8 +50,11 @@ func TestRatesAndHealth(t *testing.T) {
 	}{
 		// east: 20 more answers in 2 s.
 		{"route east", tr.Routes["demo/web/0"]["east"], 10},
-		// west's counter went down: the edge restarted, 4 since.
-		{"route west", tr.Routes["demo/web/0"]["west"], 2},
+		// west's counter went down: the edge restarted, 4 + 6 since.
+		{"route west", tr.Routes["demo/web/0"]["west"], 5},
+		{"route west errors", tr.RouteErrors["demo/web/0"]["west"], 3},
+		// east answered no more 503s: no errors.
+		{"route east errors", tr.RouteErrors["demo/web/0"]["east"], 0},
 		// Requests no cluster took are not a cluster's.
 		{"route no cluster", tr.Routes["demo/web/0"][""], 0},
 		// Both ports: 4 more on 5432, 2 on the new 5433.

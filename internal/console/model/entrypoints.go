@@ -59,6 +59,8 @@ type ClusterSplit struct {
 	// (-1: no traffic to tell), and Rate that traffic per second.
 	Live float64 `json:"live"`
 	Rate float64 `json:"rate"`
+	// Errors is the part of Rate answered 5xx (routes only).
+	Errors float64 `json:"errors"`
 	// Healthy and Ejected are its endpoints as the edges' health checks
 	// see them (-1: the edges report none).
 	Healthy int `json:"healthy"`
@@ -84,10 +86,15 @@ func (m *Model) EntryPoints() EntryPointsView {
 	for _, r := range m.hubs.Routes {
 		rv := RouteView{Route: r, RuleSplits: []RuleSplit{}}
 		for i, rule := range r.Rules {
-			rates := m.traffic.Routes[fmt.Sprintf("%s/%s/%d", r.Namespace, r.Name, i)]
+			key := fmt.Sprintf("%s/%s/%d", r.Namespace, r.Name, i)
+			rates := m.traffic.Routes[key]
 			rs := RuleSplit{Rule: i, RequestsPerSecond: sum(rates), Backends: []BackendSplit{}}
 			for _, b := range rule.Backends {
-				rs.Backends = append(rs.Backends, BackendSplit{BackendRef: b, Clusters: m.routeSplit(b, rates)})
+				split := m.routeSplit(b, rates)
+				for j := range split {
+					split[j].Errors = m.traffic.RouteErrors[key][split[j].Cluster]
+				}
+				rs.Backends = append(rs.Backends, BackendSplit{BackendRef: b, Clusters: split})
 			}
 			rv.RuleSplits = append(rv.RuleSplits, rs)
 		}

@@ -115,6 +115,8 @@ type Traffic struct {
 	// Routes are requests per second by route rule ("NAMESPACE/NAME/RULE",
 	// the edge's route label) and cluster.
 	Routes map[string]map[string]float64 `json:"routes"`
+	// RouteErrors are those of Routes answered with a 5xx.
+	RouteErrors map[string]map[string]float64 `json:"routeErrors"`
 	// Backends are endpoints by backend ("ServiceImport/NAMESPACE/NAME")
 	// and cluster.
 	Backends map[string]map[string]EndpointHealth `json:"backends"`

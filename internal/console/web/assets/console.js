@@ -233,13 +233,14 @@ function splitBar(splits, what) {
     h("div", { class: "barlabel" }, "configured"), bar("share"),
     h("div", { class: "barlabel" }, "live"), splits.some(s => s.live > 0) ? bar("live") : h("div", { class: "bar none" }, `no ${what} in the last interval`),
     h("table", { class: "splits" },
-      h("thead", {}, h("tr", {}, ["Cluster", "Region", "State", "Weight", "Ready", "Healthy / ejected at the edge", "Configured", "Live", `${what}/s`].map(t => h("th", {}, t)))),
+      h("thead", {}, h("tr", {}, ["Cluster", "Region", "State", "Weight", "Ready", "Healthy / ejected at the edge", "Configured", "Live", `${what}/s`, what === "requests" ? "5xx/s" : null].filter(Boolean).map(t => h("th", {}, t)))),
       h("tbody", {}, splits.map(s => h("tr", { dataset: { cluster: s.cluster, state: s.state, share: s.share.toFixed(3), live: s.live.toFixed(3) } },
         h("td", {}, h("span", { class: `dot ${colors.get(s.cluster)}` }), s.cluster), h("td", {}, s.region || "—"),
         h("td", {}, h("span", { class: `badge ${s.state === "Healthy" ? "ok" : s.state === "Draining" ? "warn" : "bad"}` }, s.state)),
         h("td", { class: "num" }, s.weight), h("td", { class: "num" }, s.ready),
         h("td", { class: "num" }, s.healthy < 0 ? "—" : `${s.healthy} / ${s.ejected}`),
-        h("td", { class: "num" }, pct(s.share)), h("td", { class: "num" }, pct(s.live)), h("td", { class: "num" }, s.rate.toFixed(1)))))));
+        h("td", { class: "num" }, pct(s.share)), h("td", { class: "num" }, pct(s.live)), h("td", { class: "num" }, s.rate.toFixed(1)),
+        what === "requests" ? h("td", { class: `num ${s.errors > 0 ? "bad" : ""}` }, s.errors.toFixed(1)) : null)))));
 }
 
 function entryPointsPage(v) {
