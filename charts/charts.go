@@ -8,5 +8,5 @@ import "embed"
 // FS holds one folder per chart (fleetnet-registry, fleetnet-agent, ...),
 // each as `helm install charts/<name>` reads it.
 //
-//go:embed all:fleetnet-registry all:fleetnet-agent all:fleetnet-gateway all:fleetnet-edge all:fleetnet-dns all:fleetnet-discovery
+//go:embed all:fleetnet-registry all:fleetnet-agent all:fleetnet-gateway all:fleetnet-edge all:fleetnet-dns all:fleetnet-discovery all:fleetnet-console
 var FS embed.FS

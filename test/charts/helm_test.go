@@ -32,6 +32,7 @@ var charts = []chart{
 	{name: "fleetnet-edge"},
 	{name: "fleetnet-dns"},
 	{name: "fleetnet-discovery"},
+	{name: "fleetnet-console", required: []string{"registry.address"}, base: "examples/tls.yaml"},
 }
 
 // repoRoot is the checkout's root: tests run in test/charts.
