@@ -449,7 +449,8 @@ CONSOLE_URL=$("$FLEETNETCTL" dev status --dir "$DIR" | sed -n 's/^console: //p')
 CONSOLE_TOKEN=${CONSOLE_URL##*token=}
 echo "   What its services page shows of $NS (the same JSON the page reads):"
 curl -sf -H "Authorization: Bearer $CONSOLE_TOKEN" "${CONSOLE_URL%%\?*}api/services?q=$NS/" |
-	grep -o '"name":"[a-z0-9-]*","type":"[A-Za-z]*","exporters":\[[^]]*\]' | sed 's/^/   /'
+	grep -o '"name":"[a-z0-9-]*","type":"[A-Za-z]*","exporters":\[[^]]*\]' |
+	sed -E 's/"name":"([^"]*)","type":"([^"]*)","exporters":\[(.*)\]/   \1 (\2): \3/; s/\{"cluster":"([^"]*)","inImport":(true|false),"ready":([0-9]+)\}/\1 \3 ready/g; s/,/, /g'
 echo "   Open it in a browser on this machine (the URL logs in once, then a cookie does):"
 echo "   $CONSOLE_URL"
 

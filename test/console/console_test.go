@@ -153,8 +153,12 @@ func TestConsolePages(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`tr[data-service="ns-0/svc-00099"] a`)),
 		chromedp.WaitVisible(chromedp.CSS(`.page.service[data-service="ns-0/svc-00099"]`)),
 	)
-	if e := browser.Eval[string](t, ctx, `[...document.querySelectorAll("table.clusters tbody tr")].map(r => r.dataset.cluster).join(",")`); e != "cluster-003,cluster-004,cluster-005" {
+	if e := browser.Eval[string](t, ctx, `[...document.querySelectorAll("table.exporting tbody tr")].map(r => r.dataset.cluster).join(",")`); e != "cluster-003,cluster-004,cluster-005" {
 		t.Errorf("svc-00099's exporting clusters %q, want cluster-003,cluster-004,cluster-005", e)
+	}
+	// Laid out as a table (a class of the fleet page's grid once broke it).
+	if d := browser.Eval[string](t, ctx, `getComputedStyle(document.querySelector("table.exporting")).display`); d != "table" {
+		t.Errorf("the exporting clusters' table is laid out as %q", d)
 	}
 	browser.Screenshot(t, ctx, "console-service-synthetic")
 

@@ -26,10 +26,12 @@ import (
 	registryclient "github.com/fleetnet/fleetnet/internal/registry/client"
 	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
 	"github.com/fleetnet/fleetnet/internal/tokenfile"
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // Options are fleetnet-console's flags.
@@ -188,6 +190,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	promReg := prometheus.NewRegistry()
 	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), tlsrefusal.HandshakeErrors, certfiles.Expiry)
 
+	// controller-runtime's caches (the hub feed) log through the same
+	// logger.
+	ctrllog.SetLogger(logr.FromSlogHandler(log.Handler()))
 	m := model.New()
 	o.Registry.Component = "console-registry-client"
 	o.Registry.Log = log

@@ -22,6 +22,7 @@ import (
 	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
 	"github.com/fleetnet/fleetnet/internal/console/model"
 	"github.com/fleetnet/fleetnet/internal/scheme"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -45,8 +46,19 @@ type Config struct {
 type Feed struct {
 	cfg   Config
 	dirty atomic.Bool
-	kick  chan struct{}
+	// failure is the last list or watch that failed.
+	failure atomic.Pointer[failure]
 }
+
+// failure is a failed list or watch, and when.
+type failure struct {
+	msg string
+	at  time.Time
+}
+
+// failureShown is how long a failed list or watch stays on the page after
+// its last retry failed: a reflector says nothing when it recovers.
+const failureShown = 30 * time.Second
 
 // New returns a feed; Run follows the hub.
 func New(cfg Config) *Feed {
@@ -56,7 +68,7 @@ func New(cfg Config) *Feed {
 	if cfg.Settle <= 0 {
 		cfg.Settle = 200 * time.Millisecond
 	}
-	return &Feed{cfg: cfg, kick: make(chan struct{}, 1)}
+	return &Feed{cfg: cfg}
 }
 
 // kinds are what the console reads, each with its list type.
@@ -73,7 +85,21 @@ var kinds = []struct {
 // Run follows the hub until ctx ends. A kind whose CRD the hub lacks is
 // left out (said on the page), and looked for again every minute.
 func (f *Feed) Run(ctx context.Context) error {
-	c, err := cache.New(f.cfg.Rest, cache.Options{Scheme: scheme.Scheme})
+	c, err := cache.New(f.cfg.Rest, cache.Options{Scheme: scheme.Scheme,
+		// A refused or failing list or watch is said on the page (an
+		// unsynced cache says nothing of why) and logged.
+		DefaultWatchErrorHandler: func(ctx context.Context, r *toolscache.Reflector, err error) {
+			msg := fmt.Sprintf("list and watch of %s: %v", r.TypeDescription(), err)
+			if prev := f.failure.Swap(&failure{msg: msg, at: time.Now()}); prev == nil || prev.msg != msg {
+				if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+					f.cfg.Log.Error("the hub refuses the console a list or watch: its role lacks a rule", "type", r.TypeDescription(), "err", err)
+				} else {
+					f.cfg.Log.Info("list or watch of the hub failed; retrying", "type", r.TypeDescription(), "err", err)
+				}
+			}
+			f.markDirty()
+		},
+	})
 	if err != nil {
 		return fmt.Errorf("hub cache: %w", err)
 	}
@@ -134,14 +160,23 @@ func (f *Feed) Run(ctx context.Context) error {
 			synced = c.WaitForCacheSync(waitCtx)
 			cancel()
 			if !synced {
-				f.cfg.Model.SetFeed(model.FeedHub, model.Feed{})
+				state := model.Feed{}
+				if fl := f.failure.Load(); fl != nil {
+					state.Error = fl.msg
+				}
+				f.cfg.Model.SetFeed(model.FeedHub, state)
 				f.dirty.Store(true)
 				continue
 			}
 		}
 		hub, err := f.read(ctx, c, watched)
 		state := model.Feed{Synced: true}
-		switch {
+		switch fl := f.failure.Load(); {
+		case fl != nil && time.Since(fl.at) < failureShown:
+			// Synced, but a watch broke since: the page shows the caches
+			// as they are, with the cause, and looks again.
+			state.Error = fl.msg
+			f.dirty.Store(true)
 		case err != nil:
 			state.Error = err.Error()
 			f.dirty.Store(true)

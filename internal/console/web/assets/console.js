@@ -132,9 +132,10 @@ function fleetPage(v) {
       stat("services", v.services.toLocaleString()),
       stat("services in conflict", v.conflicts, v.conflicts ? "bad" : "")),
     regions.length === 0 ? h("p", { class: "empty" }, "No cluster has registered with the registry yet.") : null,
-    regions.map(r => h("section", { class: "region", dataset: { region: r.name } },
+    // Small regions sit side by side; a region of many clusters takes the row.
+    h("div", { class: "regions" }, regions.map(r => h("section", { class: `region ${r.clusters.length <= 3 ? "small" : ""}`, dataset: { region: r.name } },
       h("h2", {}, r.name ? `Region ${r.name}` : "No region"),
-      h("div", { class: "clusters" }, r.clusters.map(clusterCard)))));
+      h("div", { class: "clusters" }, r.clusters.map(clusterCard))))));
 }
 
 function clusterCard(c) {
@@ -199,7 +200,7 @@ function servicePage(v) {
     v.conflicts.length ? h("section", { class: "card error conflicts" }, h("h2", {}, "Conflicts"),
       h("ul", {}, v.conflicts.map(c => h("li", { dataset: { reason: c.reason } }, h("b", {}, c.reason), ": ", c.message)))) : null,
     h("h2", {}, "Exporting clusters"),
-    h("table", { class: "clusters" },
+    h("table", { class: "exporting" },
       h("thead", {}, h("tr", {}, ["Cluster", "Region", "Lease", "Participating", "In the import", "Weight", "Ready endpoints", "Conflicts"].map(t => h("th", {}, t)))),
       h("tbody", {}, v.clusters.map(c => h("tr", { dataset: { cluster: c.id, inImport: String(c.inImport) }, class: c.inImport ? "" : "out" },
         h("td", {}, c.id), h("td", {}, c.region || "—"),
@@ -214,7 +215,16 @@ function servicePage(v) {
 // ---- entry points
 
 function conditionBadges(conds) {
-  return (conds || []).map(c => h("span", {
+  // A policy's own condition and its ancestors' often say the same: one
+  // badge each, the title names every parent.
+  const seen = new Map();
+  for (const c of conds || []) {
+    const k = `${c.type}/${c.status}/${c.reason}`;
+    const prev = seen.get(k);
+    if (prev) prev.parent = [prev.parent, c.parent].filter(Boolean).join(", ");
+    else seen.set(k, { ...c });
+  }
+  return [...seen.values()].map(c => h("span", {
     class: `badge ${c.status === "True" ? "ok" : "bad"}`, title: `${c.parent ? c.parent + ": " : ""}${c.type} ${c.status} ${c.reason}${c.message ? ": " + c.message : ""}`,
     dataset: { condition: c.type, status: c.status },
   }, `${c.type}${c.status === "True" ? "" : ": " + c.reason}`));
