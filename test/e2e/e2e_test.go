@@ -271,7 +271,7 @@ func TestAgentRestartZeroWrites(t *testing.T) {
 	// Let earlier tests' namespaces finish terminating, so that the count
 	// below sees only the restart.
 	settle(t, "west")
-	before := agentWrites(t, "west")
+	before := quietWrites(t, "west")
 
 	stop(t, "west/agent", false)
 	up(t)
@@ -343,6 +343,23 @@ func settle(t testing.TB, cluster string) {
 		}
 		return nil
 	})
+}
+
+// quietWrites returns the agent's API writes once they have not changed
+// for 3 s: what earlier tests left to withdraw is done.
+func quietWrites(t testing.TB, cluster string) float64 {
+	t.Helper()
+	last, since := agentWrites(t, cluster), time.Now()
+	testkit.Eventually(t, time.Minute, fmt.Sprintf("%s's agent writes nothing for 3 s", cluster), func(context.Context) error {
+		if w := agentWrites(t, cluster); w != last {
+			last, since = w, time.Now()
+		}
+		if quiet := time.Since(since); quiet < 3*time.Second {
+			return fmt.Errorf("last write %s ago", quiet.Round(100*time.Millisecond))
+		}
+		return nil
+	})
+	return last
 }
 
 // While the registry is unreachable, imports stay as they are; when it is
