@@ -49,7 +49,7 @@ func TestProperties(t *testing.T) {
 		{"a cluster id other than the agent's", []aboutv1alpha1.ClusterProperty{prop(aboutv1alpha1.ClusterIDPropertyName, "west")}, own,
 			[]string{`ClusterProperty cluster.clusterset.k8s.io="west" is not published: the agent registers as "east"`}},
 		{"a value too long for a label", []aboutv1alpha1.ClusterProperty{prop("env", "prod"), prop("description", strings.Repeat("d", 64))}, with("env", "prod"),
-			[]string{`ClusterProperty description="ddd`, "the value must be a label value: must be no more than 63 characters"}},
+			[]string{`ClusterProperty description="ddd`, "the value must be a label value: must be no more than 63 bytes"}},
 		{"a value with spaces", []aboutv1alpha1.ClusterProperty{prop("owner", "team a")}, own,
 			[]string{`ClusterProperty owner="team a" is not published: the value must be a label value`}},
 		{"beyond the count", many, manyWant,

@@ -470,6 +470,10 @@ func ParseExportToSelector(value string, path *field.Path) (string, field.ErrorL
 	return sel.String(), nil
 }
 
+// comparisons are the operators labels.Parse takes and label selectors do
+// not, by their symbols.
+var comparisons = map[selection.Operator]string{selection.GreaterThan: ">", selection.LessThan: "<"}
+
 // Selector parses a label selector as labels.Parse does, refusing the <
 // and > that metav1.LabelSelector cannot hold.
 func Selector(value string) (labels.Selector, error) {
@@ -479,8 +483,8 @@ func Selector(value string) (labels.Selector, error) {
 	}
 	reqs, _ := sel.Requirements()
 	for _, r := range reqs {
-		if op := r.Operator(); op == selection.GreaterThan || op == selection.LessThan {
-			return nil, fmt.Errorf("not a label selector: %q (in %q) is not supported in label selectors", op, r.String())
+		if sym, ok := comparisons[r.Operator()]; ok {
+			return nil, fmt.Errorf("not a label selector: %q (in %q) is not supported in label selectors", sym, r.String())
 		}
 	}
 	return sel, nil
