@@ -65,6 +65,14 @@ const (
 	// export, besides the exporting cluster. The registry sends the
 	// export's endpoints to no other cluster. Absent: every cluster.
 	AnnotationExportTo = "fleetnet.dev/export-to"
+	// AnnotationExportToSelector on a ServiceExport scopes it by a label
+	// selector (`env=prod,tier in (a,b)`) over the clusters' properties,
+	// which each agent publishes from its ClusterProperty objects: the
+	// clusters it matches may import the Service from this export,
+	// besides the exporting cluster and those AnnotationExportTo names
+	// (the scope is their union). The registry evaluates it, and follows
+	// the clusters' properties as they change.
+	AnnotationExportToSelector = "fleetnet.dev/export-to-selector"
 
 	// AnnotationPrivateLinkService is the resource id of the Azure Private
 	// Link Service in front of the internal load balancer that serves an
@@ -102,6 +110,12 @@ const (
 	// registration or renewal for a reason retrying does not cure (its
 	// certificate, its permissions, a malformed request).
 	ReasonRegistryRefused = "RegistryRefused"
+	// ReasonClusterPropertyIgnored: a ClusterProperty is not published
+	// with the cluster's registration (so no export's
+	// fleetnet.dev/export-to-selector can match it): its name is not a
+	// label key, its value not a label value, or it is beyond the
+	// registry's bounds. The message names it and its value.
+	ReasonClusterPropertyIgnored = "ClusterPropertyIgnored"
 )
 
 // Condition reasons of ServiceExport that the mcs-api does not define.
@@ -112,6 +126,10 @@ const (
 	// ReasonInvalidExportScope: the fleetnet.dev/export-to annotation is
 	// not a list of cluster ids (Valid=False).
 	ReasonInvalidExportScope = "InvalidExportScope"
+	// ReasonInvalidExportSelector: the fleetnet.dev/export-to-selector
+	// annotation is not a label selector, or selects every cluster
+	// (Valid=False).
+	ReasonInvalidExportSelector = "InvalidExportSelector"
 	// ReasonInvalidPrivateLink: the fleetnet.dev/private-link-service or
 	// fleetnet.dev/pls-approval annotation is malformed (Valid=False).
 	ReasonInvalidPrivateLink = "InvalidPrivateLink"

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -140,8 +141,11 @@ func exportsTable(w io.Writer, m proto.Message) {
 			conflicts = append(conflicts, c.GetReason())
 		}
 		scope, importedBy := "*", "*"
-		if len(e.GetExportTo()) > 0 {
-			scope, importedBy = strings.Join(e.GetExportTo(), ","), dash(strings.Join(s.GetImportedBy(), ","))
+		if to, sel := e.GetExportTo(), e.GetExportToSelector(); len(to) > 0 || sel != "" {
+			if sel != "" {
+				to = append(slices.Clone(to), "selector("+sel+")")
+			}
+			scope, importedBy = strings.Join(to, ","), dash(strings.Join(s.GetImportedBy(), ","))
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%v\t%d\t%s\t%s\t%s\n", e.GetKey().GetNamespace(), e.GetKey().GetName(), e.GetKey().GetClusterId(),
 			e.GetType(), ports(e.GetPorts()), s.GetParticipating(), len(s.GetEndpointChunks()), dash(strings.Join(conflicts, ",")), scope, importedBy)

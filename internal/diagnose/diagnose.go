@@ -233,29 +233,62 @@ func registryExport(f *Facts, cluster string) Step {
 		s.Fix = fmt.Sprintf("only live clusters' exports take part: see the lease of %s", cluster)
 		return s
 	}
-	if to, target := e.GetExportTo(), f.Target.Cluster; len(to) > 0 && cluster != target && !slices.Contains(to, target) {
+	if target := f.Target.Cluster; !reaches(r, e, target) {
 		// Scoped away from the target: its endpoints never go there. The
 		// path breaks when no other export reaches it.
 		s.Status = Fail
 		for _, other := range r.Exports {
-			if ot := other.GetExportTo(); len(ot) == 0 || slices.Contains(ot, target) || other.GetKey().GetClusterId() == target {
+			if reaches(r, other, target) {
 				s.Status = Warn
 			}
 		}
-		s.Detail = fmt.Sprintf("scoped to %s (%s): the registry does not send %s's endpoints to %s", strings.Join(to, ", "), keys.AnnotationExportTo, cluster, target)
+		if sel := e.GetExportToSelector(); sel != "" {
+			s.Detail = fmt.Sprintf("scoped to %s (%s): the registry does not send %s's endpoints to %s", scopeOf(e), keys.AnnotationExportToSelector, cluster, target)
+			s.Fix = fmt.Sprintf("if %s should reach it, give %s a ClusterProperty that %s matches, or add %s to the annotation %s of ServiceExport %s/%s in %s (or remove the annotations)",
+				target, target, sel, target, keys.AnnotationExportTo, f.Target.Namespace, f.Target.Name, cluster)
+			return s
+		}
+		s.Detail = fmt.Sprintf("scoped to %s (%s): the registry does not send %s's endpoints to %s", strings.Join(e.GetExportTo(), ", "), keys.AnnotationExportTo, cluster, target)
 		s.Fix = fmt.Sprintf("if %s should reach it, add %s to the annotation %s of ServiceExport %s/%s in %s (or remove the annotation)",
 			target, target, keys.AnnotationExportTo, f.Target.Namespace, f.Target.Name, cluster)
 		return s
 	}
 	s.Status = OK
 	s.Detail = fmt.Sprintf("%s, ports %s, participating", e.GetType(), ports(e.GetPorts()))
-	if to := e.GetExportTo(); len(to) > 0 {
-		s.Detail += fmt.Sprintf(", scoped to %s", strings.Join(to, ", "))
+	if len(e.GetExportTo()) > 0 || e.GetExportToSelector() != "" {
+		s.Detail += ", scoped to " + scopeOf(e)
 	}
 	if st != nil {
 		s.Detail += fmt.Sprintf(", %d endpoint chunks", len(st.GetEndpointChunks()))
 	}
 	return s
+}
+
+// reaches says whether the registry sends e's endpoints to target: e is
+// unscoped, target exports it, names it (fleetnet.dev/export-to), or is
+// among the clusters the registry found in its scope (imported_by, which
+// a selector's matches are known by).
+func reaches(r *RegistryFacts, e *registryv1.Export, target string) bool {
+	to, sel := e.GetExportTo(), e.GetExportToSelector()
+	if (len(to) == 0 && sel == "") || e.GetKey().GetClusterId() == target || slices.Contains(to, target) {
+		return true
+	}
+	for _, st := range r.Statuses {
+		if st.GetKey().GetClusterId() == e.GetKey().GetClusterId() && slices.Contains(st.GetImportedBy(), target) {
+			return true
+		}
+	}
+	return false
+}
+
+// scopeOf describes an export's scope: the clusters named and the
+// selector.
+func scopeOf(e *registryv1.Export) string {
+	parts := slices.Clone(e.GetExportTo())
+	if sel := e.GetExportToSelector(); sel != "" {
+		parts = append(parts, "the clusters matching "+sel)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // mergedImport checks that the registry has merged an import.

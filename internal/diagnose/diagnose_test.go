@@ -198,6 +198,21 @@ func TestDiagnose(t *testing.T) {
 				"ServiceImport in hub": "hub"},
 		},
 		{
+			name: "every export scoped away by a selector the importing cluster does not match",
+			breakIt: func(f *Facts) {
+				for _, e := range f.Registry.Exports {
+					e.ExportToSelector = "env=prod"
+				}
+				for _, st := range f.Registry.Statuses {
+					st.ImportedBy = []string{"east", "west"}
+				}
+				f.Clusters["hub"].Import = nil
+				f.DNS = nil
+			},
+			fails: map[string]string{"registry export from east": "give hub a ClusterProperty that env=prod matches",
+				"registry export from west": "scoped to the clusters matching env=prod (fleetnet.dev/export-to-selector)", "ServiceImport in hub": "hub"},
+		},
+		{
 			name: "registry unreachable",
 			breakIt: func(f *Facts) {
 				f.Registry = &RegistryFacts{Address: "registry:7443", Err: errors.New("connection refused")}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	aboutv1alpha1 "github.com/fleetnet/fleetnet/api/about/v1alpha1"
 	"github.com/fleetnet/fleetnet/api/keys"
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/agent/app"
@@ -109,6 +110,118 @@ func TestExportScope(t *testing.T) {
 			return nil
 		}
 		return fmt.Errorf("west still imports echo (%v)", err)
+	})
+}
+
+// TestExportScopeBySelector: each agent publishes its cluster's
+// ClusterProperties; east exports echo to env=prod
+// (fleetnet.dev/export-to-selector): west (env=prod) imports it, south
+// (env=dev) does not; south's property changed to prod, south imports it;
+// changed back, south's import goes, west's stays. A malformed selector
+// makes the ServiceExport Valid=False naming the annotation and value.
+func TestExportScopeBySelector(t *testing.T) {
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "east"}, {Name: "west"}, {Name: "south"}}})
+	r := registrytest.Start(t, server.Config{})
+	ctx := context.Background()
+	clients := map[string]client.Client{}
+	env := map[string]string{"west": "prod", "south": "dev"}
+	for _, name := range []string{"east", "west", "south"} {
+		c := f.Cluster(t, name)
+		clients[name] = c.Client(t)
+		createNamespace(t, clients[name], ns)
+		if v, ok := env[name]; ok {
+			p := &aboutv1alpha1.ClusterProperty{ObjectMeta: metav1.ObjectMeta{Name: "env"}, Spec: aboutv1alpha1.ClusterPropertySpec{Value: v}}
+			if err := clients[name].Create(ctx, p); err != nil {
+				t.Fatal(err)
+			}
+		}
+		startAgent(t, c, r, name)
+	}
+	setEnv := func(cluster, value string) {
+		t.Helper()
+		p := &aboutv1alpha1.ClusterProperty{}
+		if err := clients[cluster].Get(ctx, types.NamespacedName{Name: "env"}, p); err != nil {
+			t.Fatal(err)
+		}
+		p.Spec.Value = value
+		if err := clients[cluster].Update(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hasImport := func(cluster string, want bool) func(context.Context) error {
+		return func(ctx context.Context) error {
+			err := clients[cluster].Get(ctx, types.NamespacedName{Namespace: ns, Name: "echo"}, &mcsv1beta1.ServiceImport{})
+			switch {
+			case want && err != nil:
+				return err
+			case !want && !apierrors.IsNotFound(err):
+				return fmt.Errorf("%s still imports echo (%v)", cluster, err)
+			}
+			if ss, err := importedSlices(ctx, clients[cluster], "echo"); err != nil || (len(ss) > 0) != want {
+				return fmt.Errorf("%s holds %d slices of echo (%v), want some: %v", cluster, len(ss), err, want)
+			}
+			return nil
+		}
+	}
+	// The registry holds each cluster's properties, identity included.
+	testkit.Eventually(t, 20*time.Second, "the clusters' properties in the registry", func(ctx context.Context) error {
+		list, err := r.Client("east", false).ListClusters(ctx, &registryv1.ListClustersRequest{})
+		if err != nil {
+			return err
+		}
+		got := map[string]string{}
+		for _, c := range list.GetClusters() {
+			if c.GetProperties()[aboutv1alpha1.ClusterIDPropertyName] != c.GetId() {
+				return fmt.Errorf("cluster %s has properties %v, without its id", c.GetId(), c.GetProperties())
+			}
+			got[c.GetId()] = c.GetProperties()["env"]
+		}
+		if len(got) != 3 || got["west"] != "prod" || got["south"] != "dev" || got["east"] != "" {
+			return fmt.Errorf("env properties %v, want west=prod, south=dev, east none", got)
+		}
+		return nil
+	})
+
+	ec := clients["east"]
+	exportService(t, ec, ns, "echo", "10.244.0.1", map[string]string{keys.AnnotationExportToSelector: "env=prod"})
+	testkit.Eventually(t, 20*time.Second, "west to import echo", hasImport("west", true))
+	// A later export to everyone: once south has it, it has read past echo.
+	exportService(t, ec, ns, "marker", "10.244.0.2", nil)
+	testkit.Eventually(t, 20*time.Second, "south to import marker", func(ctx context.Context) error {
+		return clients["south"].Get(ctx, types.NamespacedName{Namespace: ns, Name: "marker"}, &mcsv1beta1.ServiceImport{})
+	})
+	if err := hasImport("south", false)(ctx); err != nil {
+		t.Errorf("south, env=dev: %v", err)
+	}
+	testkit.Eventually(t, 20*time.Second, "echo's Ready condition to name west", func(context.Context) error {
+		cond, err := condition(ec, "echo", mcsv1beta1.ServiceExportConditionReady)
+		if err != nil {
+			return err
+		}
+		if want := "exported to the clusters matching env=prod only (fleetnet.dev/export-to-selector); imported by: west"; cond == nil || cond.Message != want {
+			return fmt.Errorf("Ready = %v, want message %q", cond, want)
+		}
+		return nil
+	})
+
+	// south becomes prod: it imports echo; back to dev: its import goes.
+	setEnv("south", "prod")
+	testkit.Eventually(t, 20*time.Second, "south, now env=prod, to import echo", hasImport("south", true))
+	setEnv("south", "dev")
+	testkit.Eventually(t, 20*time.Second, "south, env=dev again, to lose echo", hasImport("south", false))
+	if err := hasImport("west", true)(ctx); err != nil {
+		t.Errorf("west lost echo when south's properties changed: %v", err)
+	}
+
+	// Malformed: refused, said on the ServiceExport.
+	patchAnnotation(t, ec, "echo", keys.AnnotationExportToSelector, "env in (prod")
+	wantCondition(t, ec, "echo", mcsv1beta1.ServiceExportConditionValid, metav1.ConditionFalse, keys.ReasonInvalidExportSelector)
+	cond, _ := condition(ec, "echo", mcsv1beta1.ServiceExportConditionValid)
+	if want := `metadata.annotations[fleetnet.dev/export-to-selector]: Invalid value: "env in (prod"`; !strings.Contains(cond.Message, want) {
+		t.Errorf("Valid message %q lacks %q", cond.Message, want)
+	}
+	testkit.Eventually(t, 20*time.Second, "the InvalidExportSelector Warning event", func(ctx context.Context) error {
+		return hasEvent(ctx, ec, "echo", keys.ReasonInvalidExportSelector)
 	})
 }
 

@@ -43,8 +43,15 @@ type Cluster struct {
 	// period.
 	Live           bool                   `protobuf:"varint,5,opt,name=live,proto3" json:"live,omitempty"`
 	LeaseExpiresAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=lease_expires_at,json=leaseExpiresAt,proto3" json:"lease_expires_at,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// properties are the cluster's ClusterProperty objects (KEP-2149), name
+	// to value, that are valid label keys and values: at most 64, 16 KiB in
+	// all, cluster.clusterset.k8s.io and clusterset.k8s.io (when present)
+	// equal to id and clusterset_id. An export's export_to_selector is
+	// matched against them. Registering again with other properties
+	// replaces them, and the imports scoped by selectors follow.
+	Properties    map[string]string `protobuf:"bytes,7,rep,name=properties,proto3" json:"properties,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Cluster) Reset() {
@@ -115,6 +122,13 @@ func (x *Cluster) GetLive() bool {
 func (x *Cluster) GetLeaseExpiresAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.LeaseExpiresAt
+	}
+	return nil
+}
+
+func (x *Cluster) GetProperties() map[string]string {
+	if x != nil {
+		return x.Properties
 	}
 	return nil
 }
@@ -291,6 +305,13 @@ type Export struct {
 	// sends this export's endpoints, and the import while only scoped exports
 	// make it, to no other cluster.
 	ExportTo []string `protobuf:"bytes,17,rep,name=export_to,json=exportTo,proto3" json:"export_to,omitempty"`
+	// export_to_selector is a label selector (the ServiceExport's
+	// fleetnet.dev/export-to-selector, in its canonical form) over the
+	// registered clusters' properties: the clusters it matches may import
+	// the service from this export too. The scope is the union of
+	// export_to, the clusters matched and the exporting cluster; both
+	// empty: every cluster.
+	ExportToSelector string `protobuf:"bytes,19,opt,name=export_to_selector,json=exportToSelector,proto3" json:"export_to_selector,omitempty"`
 	// trace_parent is the W3C traceparent of the span that wrote this
 	// record (an agent's publish, then the registry's write), so that what
 	// the record causes later, in any process, joins the same trace; empty
@@ -450,6 +471,13 @@ func (x *Export) GetExportTo() []string {
 	return nil
 }
 
+func (x *Export) GetExportToSelector() string {
+	if x != nil {
+		return x.ExportToSelector
+	}
+	return ""
+}
+
 func (x *Export) GetTraceParent() string {
 	if x != nil {
 		return x.TraceParent
@@ -523,9 +551,10 @@ type ExportStatus struct {
 	EndpointsGeneration int64 `protobuf:"varint,4,opt,name=endpoints_generation,json=endpointsGeneration,proto3" json:"endpoints_generation,omitempty"`
 	// endpoint_chunks names the chunks the registry holds.
 	EndpointChunks []string `protobuf:"bytes,5,rep,name=endpoint_chunks,json=endpointChunks,proto3" json:"endpoint_chunks,omitempty"`
-	// imported_by, for an export with export_to, are the registered clusters
-	// in its scope, which the registry sends it to; empty for an export to
-	// every cluster.
+	// imported_by, for an export with export_to or export_to_selector, are
+	// the live registered clusters in its scope but the exporting one,
+	// sorted, which the registry sends it to; empty for an export to every
+	// cluster.
 	ImportedBy    []string `protobuf:"bytes,6,rep,name=imported_by,json=importedBy,proto3" json:"imported_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2634,14 +2663,20 @@ var File_registry_v1_registry_proto protoreflect.FileDescriptor
 
 const file_registry_v1_registry_proto_rawDesc = "" +
 	"\n" +
-	"\x1aregistry/v1/registry.proto\x12\x14fleetnet.registry.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf1\x01\n" +
+	"\x1aregistry/v1/registry.proto\x12\x14fleetnet.registry.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xff\x02\n" +
 	"\aCluster\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
 	"\rclusterset_id\x18\x02 \x01(\tR\fclustersetId\x12\x16\n" +
 	"\x06region\x18\x03 \x01(\tR\x06region\x12?\n" +
 	"\rregistered_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\fregisteredAt\x12\x12\n" +
 	"\x04live\x18\x05 \x01(\bR\x04live\x12D\n" +
-	"\x10lease_expires_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\"t\n" +
+	"\x10lease_expires_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12M\n" +
+	"\n" +
+	"properties\x18\a \x03(\v2-.fleetnet.registry.v1.Cluster.PropertiesEntryR\n" +
+	"properties\x1a=\n" +
+	"\x0fPropertiesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"t\n" +
 	"\vServicePort\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
 	"\bprotocol\x18\x02 \x01(\tR\bprotocol\x12\x12\n" +
@@ -2651,7 +2686,7 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x03 \x01(\tR\tclusterId\"\xe9\a\n" +
+	"cluster_id\x18\x03 \x01(\tR\tclusterId\"\x97\b\n" +
 	"\x06Export\x121\n" +
 	"\x03key\x18\x01 \x01(\v2\x1f.fleetnet.registry.v1.ExportKeyR\x03key\x12A\n" +
 	"\x0eexported_since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\rexportedSince\x12\x12\n" +
@@ -2671,7 +2706,8 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\x11regional_frontend\x18\x0e \x01(\tR\x10regionalFrontend\x120\n" +
 	"\x14private_link_service\x18\x0f \x01(\tR\x12privateLinkService\x12;\n" +
 	"\x1aprivate_link_auto_approval\x18\x10 \x01(\bR\x17privateLinkAutoApproval\x12\x1b\n" +
-	"\texport_to\x18\x11 \x03(\tR\bexportTo\x12!\n" +
+	"\texport_to\x18\x11 \x03(\tR\bexportTo\x12,\n" +
+	"\x12export_to_selector\x18\x13 \x01(\tR\x10exportToSelector\x12!\n" +
 	"\ftrace_parent\x18\x12 \x01(\tR\vtraceParent\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -2859,7 +2895,7 @@ func file_registry_v1_registry_proto_rawDescGZIP() []byte {
 	return file_registry_v1_registry_proto_rawDescData
 }
 
-var file_registry_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_registry_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_registry_v1_registry_proto_goTypes = []any{
 	(*Cluster)(nil),                   // 0: fleetnet.registry.v1.Cluster
 	(*ServicePort)(nil),               // 1: fleetnet.registry.v1.ServicePort
@@ -2901,80 +2937,82 @@ var file_registry_v1_registry_proto_goTypes = []any{
 	(*ListImportsResponse)(nil),       // 37: fleetnet.registry.v1.ListImportsResponse
 	(*EvictClusterRequest)(nil),       // 38: fleetnet.registry.v1.EvictClusterRequest
 	(*EvictClusterResponse)(nil),      // 39: fleetnet.registry.v1.EvictClusterResponse
-	nil,                               // 40: fleetnet.registry.v1.Export.LabelsEntry
-	nil,                               // 41: fleetnet.registry.v1.Export.AnnotationsEntry
-	nil,                               // 42: fleetnet.registry.v1.Import.LabelsEntry
-	nil,                               // 43: fleetnet.registry.v1.Import.AnnotationsEntry
-	(*timestamppb.Timestamp)(nil),     // 44: google.protobuf.Timestamp
+	nil,                               // 40: fleetnet.registry.v1.Cluster.PropertiesEntry
+	nil,                               // 41: fleetnet.registry.v1.Export.LabelsEntry
+	nil,                               // 42: fleetnet.registry.v1.Export.AnnotationsEntry
+	nil,                               // 43: fleetnet.registry.v1.Import.LabelsEntry
+	nil,                               // 44: fleetnet.registry.v1.Import.AnnotationsEntry
+	(*timestamppb.Timestamp)(nil),     // 45: google.protobuf.Timestamp
 }
 var file_registry_v1_registry_proto_depIdxs = []int32{
-	44, // 0: fleetnet.registry.v1.Cluster.registered_at:type_name -> google.protobuf.Timestamp
-	44, // 1: fleetnet.registry.v1.Cluster.lease_expires_at:type_name -> google.protobuf.Timestamp
-	2,  // 2: fleetnet.registry.v1.Export.key:type_name -> fleetnet.registry.v1.ExportKey
-	44, // 3: fleetnet.registry.v1.Export.exported_since:type_name -> google.protobuf.Timestamp
-	1,  // 4: fleetnet.registry.v1.Export.ports:type_name -> fleetnet.registry.v1.ServicePort
-	40, // 5: fleetnet.registry.v1.Export.labels:type_name -> fleetnet.registry.v1.Export.LabelsEntry
-	41, // 6: fleetnet.registry.v1.Export.annotations:type_name -> fleetnet.registry.v1.Export.AnnotationsEntry
-	2,  // 7: fleetnet.registry.v1.ExportStatus.key:type_name -> fleetnet.registry.v1.ExportKey
-	4,  // 8: fleetnet.registry.v1.ExportStatus.conflicts:type_name -> fleetnet.registry.v1.Conflict
-	6,  // 9: fleetnet.registry.v1.Endpoint.conditions:type_name -> fleetnet.registry.v1.EndpointConditions
-	9,  // 10: fleetnet.registry.v1.EndpointChunk.key:type_name -> fleetnet.registry.v1.ChunkKey
-	8,  // 11: fleetnet.registry.v1.EndpointChunk.ports:type_name -> fleetnet.registry.v1.EndpointPort
-	7,  // 12: fleetnet.registry.v1.EndpointChunk.endpoints:type_name -> fleetnet.registry.v1.Endpoint
-	11, // 13: fleetnet.registry.v1.Import.key:type_name -> fleetnet.registry.v1.ImportKey
-	1,  // 14: fleetnet.registry.v1.Import.ports:type_name -> fleetnet.registry.v1.ServicePort
-	42, // 15: fleetnet.registry.v1.Import.labels:type_name -> fleetnet.registry.v1.Import.LabelsEntry
-	43, // 16: fleetnet.registry.v1.Import.annotations:type_name -> fleetnet.registry.v1.Import.AnnotationsEntry
-	12, // 17: fleetnet.registry.v1.Import.clusters:type_name -> fleetnet.registry.v1.ImportCluster
-	4,  // 18: fleetnet.registry.v1.Import.conflicts:type_name -> fleetnet.registry.v1.Conflict
-	0,  // 19: fleetnet.registry.v1.RegisterClusterRequest.cluster:type_name -> fleetnet.registry.v1.Cluster
-	0,  // 20: fleetnet.registry.v1.RegisterClusterResponse.cluster:type_name -> fleetnet.registry.v1.Cluster
-	3,  // 21: fleetnet.registry.v1.PutExportRequest.export:type_name -> fleetnet.registry.v1.Export
-	2,  // 22: fleetnet.registry.v1.DeleteExportRequest.key:type_name -> fleetnet.registry.v1.ExportKey
-	10, // 23: fleetnet.registry.v1.PutEndpointsRequest.chunk:type_name -> fleetnet.registry.v1.EndpointChunk
-	9,  // 24: fleetnet.registry.v1.DeleteEndpointsRequest.key:type_name -> fleetnet.registry.v1.ChunkKey
-	30, // 25: fleetnet.registry.v1.WatchEvent.reset:type_name -> fleetnet.registry.v1.Reset
-	31, // 26: fleetnet.registry.v1.WatchEvent.synced:type_name -> fleetnet.registry.v1.Synced
-	13, // 27: fleetnet.registry.v1.WatchEvent.import_upsert:type_name -> fleetnet.registry.v1.Import
-	11, // 28: fleetnet.registry.v1.WatchEvent.import_delete:type_name -> fleetnet.registry.v1.ImportKey
-	10, // 29: fleetnet.registry.v1.WatchEvent.endpoints_upsert:type_name -> fleetnet.registry.v1.EndpointChunk
-	9,  // 30: fleetnet.registry.v1.WatchEvent.endpoints_delete:type_name -> fleetnet.registry.v1.ChunkKey
-	5,  // 31: fleetnet.registry.v1.WatchEvent.export_status:type_name -> fleetnet.registry.v1.ExportStatus
-	2,  // 32: fleetnet.registry.v1.WatchEvent.export_status_delete:type_name -> fleetnet.registry.v1.ExportKey
-	0,  // 33: fleetnet.registry.v1.ListClustersResponse.clusters:type_name -> fleetnet.registry.v1.Cluster
-	3,  // 34: fleetnet.registry.v1.ListExportsResponse.exports:type_name -> fleetnet.registry.v1.Export
-	5,  // 35: fleetnet.registry.v1.ListExportsResponse.statuses:type_name -> fleetnet.registry.v1.ExportStatus
-	10, // 36: fleetnet.registry.v1.ListExportsResponse.endpoints:type_name -> fleetnet.registry.v1.EndpointChunk
-	13, // 37: fleetnet.registry.v1.ListImportsResponse.imports:type_name -> fleetnet.registry.v1.Import
-	14, // 38: fleetnet.registry.v1.Registry.RegisterCluster:input_type -> fleetnet.registry.v1.RegisterClusterRequest
-	16, // 39: fleetnet.registry.v1.Registry.RenewLease:input_type -> fleetnet.registry.v1.RenewLeaseRequest
-	18, // 40: fleetnet.registry.v1.Registry.DeregisterCluster:input_type -> fleetnet.registry.v1.DeregisterClusterRequest
-	20, // 41: fleetnet.registry.v1.Registry.PutExport:input_type -> fleetnet.registry.v1.PutExportRequest
-	22, // 42: fleetnet.registry.v1.Registry.DeleteExport:input_type -> fleetnet.registry.v1.DeleteExportRequest
-	24, // 43: fleetnet.registry.v1.Registry.PutEndpoints:input_type -> fleetnet.registry.v1.PutEndpointsRequest
-	26, // 44: fleetnet.registry.v1.Registry.DeleteEndpoints:input_type -> fleetnet.registry.v1.DeleteEndpointsRequest
-	28, // 45: fleetnet.registry.v1.Registry.Watch:input_type -> fleetnet.registry.v1.WatchRequest
-	32, // 46: fleetnet.registry.v1.Registry.ListClusters:input_type -> fleetnet.registry.v1.ListClustersRequest
-	34, // 47: fleetnet.registry.v1.Registry.ListExports:input_type -> fleetnet.registry.v1.ListExportsRequest
-	36, // 48: fleetnet.registry.v1.Registry.ListImports:input_type -> fleetnet.registry.v1.ListImportsRequest
-	38, // 49: fleetnet.registry.v1.Registry.EvictCluster:input_type -> fleetnet.registry.v1.EvictClusterRequest
-	15, // 50: fleetnet.registry.v1.Registry.RegisterCluster:output_type -> fleetnet.registry.v1.RegisterClusterResponse
-	17, // 51: fleetnet.registry.v1.Registry.RenewLease:output_type -> fleetnet.registry.v1.RenewLeaseResponse
-	19, // 52: fleetnet.registry.v1.Registry.DeregisterCluster:output_type -> fleetnet.registry.v1.DeregisterClusterResponse
-	21, // 53: fleetnet.registry.v1.Registry.PutExport:output_type -> fleetnet.registry.v1.PutExportResponse
-	23, // 54: fleetnet.registry.v1.Registry.DeleteExport:output_type -> fleetnet.registry.v1.DeleteExportResponse
-	25, // 55: fleetnet.registry.v1.Registry.PutEndpoints:output_type -> fleetnet.registry.v1.PutEndpointsResponse
-	27, // 56: fleetnet.registry.v1.Registry.DeleteEndpoints:output_type -> fleetnet.registry.v1.DeleteEndpointsResponse
-	29, // 57: fleetnet.registry.v1.Registry.Watch:output_type -> fleetnet.registry.v1.WatchEvent
-	33, // 58: fleetnet.registry.v1.Registry.ListClusters:output_type -> fleetnet.registry.v1.ListClustersResponse
-	35, // 59: fleetnet.registry.v1.Registry.ListExports:output_type -> fleetnet.registry.v1.ListExportsResponse
-	37, // 60: fleetnet.registry.v1.Registry.ListImports:output_type -> fleetnet.registry.v1.ListImportsResponse
-	39, // 61: fleetnet.registry.v1.Registry.EvictCluster:output_type -> fleetnet.registry.v1.EvictClusterResponse
-	50, // [50:62] is the sub-list for method output_type
-	38, // [38:50] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	45, // 0: fleetnet.registry.v1.Cluster.registered_at:type_name -> google.protobuf.Timestamp
+	45, // 1: fleetnet.registry.v1.Cluster.lease_expires_at:type_name -> google.protobuf.Timestamp
+	40, // 2: fleetnet.registry.v1.Cluster.properties:type_name -> fleetnet.registry.v1.Cluster.PropertiesEntry
+	2,  // 3: fleetnet.registry.v1.Export.key:type_name -> fleetnet.registry.v1.ExportKey
+	45, // 4: fleetnet.registry.v1.Export.exported_since:type_name -> google.protobuf.Timestamp
+	1,  // 5: fleetnet.registry.v1.Export.ports:type_name -> fleetnet.registry.v1.ServicePort
+	41, // 6: fleetnet.registry.v1.Export.labels:type_name -> fleetnet.registry.v1.Export.LabelsEntry
+	42, // 7: fleetnet.registry.v1.Export.annotations:type_name -> fleetnet.registry.v1.Export.AnnotationsEntry
+	2,  // 8: fleetnet.registry.v1.ExportStatus.key:type_name -> fleetnet.registry.v1.ExportKey
+	4,  // 9: fleetnet.registry.v1.ExportStatus.conflicts:type_name -> fleetnet.registry.v1.Conflict
+	6,  // 10: fleetnet.registry.v1.Endpoint.conditions:type_name -> fleetnet.registry.v1.EndpointConditions
+	9,  // 11: fleetnet.registry.v1.EndpointChunk.key:type_name -> fleetnet.registry.v1.ChunkKey
+	8,  // 12: fleetnet.registry.v1.EndpointChunk.ports:type_name -> fleetnet.registry.v1.EndpointPort
+	7,  // 13: fleetnet.registry.v1.EndpointChunk.endpoints:type_name -> fleetnet.registry.v1.Endpoint
+	11, // 14: fleetnet.registry.v1.Import.key:type_name -> fleetnet.registry.v1.ImportKey
+	1,  // 15: fleetnet.registry.v1.Import.ports:type_name -> fleetnet.registry.v1.ServicePort
+	43, // 16: fleetnet.registry.v1.Import.labels:type_name -> fleetnet.registry.v1.Import.LabelsEntry
+	44, // 17: fleetnet.registry.v1.Import.annotations:type_name -> fleetnet.registry.v1.Import.AnnotationsEntry
+	12, // 18: fleetnet.registry.v1.Import.clusters:type_name -> fleetnet.registry.v1.ImportCluster
+	4,  // 19: fleetnet.registry.v1.Import.conflicts:type_name -> fleetnet.registry.v1.Conflict
+	0,  // 20: fleetnet.registry.v1.RegisterClusterRequest.cluster:type_name -> fleetnet.registry.v1.Cluster
+	0,  // 21: fleetnet.registry.v1.RegisterClusterResponse.cluster:type_name -> fleetnet.registry.v1.Cluster
+	3,  // 22: fleetnet.registry.v1.PutExportRequest.export:type_name -> fleetnet.registry.v1.Export
+	2,  // 23: fleetnet.registry.v1.DeleteExportRequest.key:type_name -> fleetnet.registry.v1.ExportKey
+	10, // 24: fleetnet.registry.v1.PutEndpointsRequest.chunk:type_name -> fleetnet.registry.v1.EndpointChunk
+	9,  // 25: fleetnet.registry.v1.DeleteEndpointsRequest.key:type_name -> fleetnet.registry.v1.ChunkKey
+	30, // 26: fleetnet.registry.v1.WatchEvent.reset:type_name -> fleetnet.registry.v1.Reset
+	31, // 27: fleetnet.registry.v1.WatchEvent.synced:type_name -> fleetnet.registry.v1.Synced
+	13, // 28: fleetnet.registry.v1.WatchEvent.import_upsert:type_name -> fleetnet.registry.v1.Import
+	11, // 29: fleetnet.registry.v1.WatchEvent.import_delete:type_name -> fleetnet.registry.v1.ImportKey
+	10, // 30: fleetnet.registry.v1.WatchEvent.endpoints_upsert:type_name -> fleetnet.registry.v1.EndpointChunk
+	9,  // 31: fleetnet.registry.v1.WatchEvent.endpoints_delete:type_name -> fleetnet.registry.v1.ChunkKey
+	5,  // 32: fleetnet.registry.v1.WatchEvent.export_status:type_name -> fleetnet.registry.v1.ExportStatus
+	2,  // 33: fleetnet.registry.v1.WatchEvent.export_status_delete:type_name -> fleetnet.registry.v1.ExportKey
+	0,  // 34: fleetnet.registry.v1.ListClustersResponse.clusters:type_name -> fleetnet.registry.v1.Cluster
+	3,  // 35: fleetnet.registry.v1.ListExportsResponse.exports:type_name -> fleetnet.registry.v1.Export
+	5,  // 36: fleetnet.registry.v1.ListExportsResponse.statuses:type_name -> fleetnet.registry.v1.ExportStatus
+	10, // 37: fleetnet.registry.v1.ListExportsResponse.endpoints:type_name -> fleetnet.registry.v1.EndpointChunk
+	13, // 38: fleetnet.registry.v1.ListImportsResponse.imports:type_name -> fleetnet.registry.v1.Import
+	14, // 39: fleetnet.registry.v1.Registry.RegisterCluster:input_type -> fleetnet.registry.v1.RegisterClusterRequest
+	16, // 40: fleetnet.registry.v1.Registry.RenewLease:input_type -> fleetnet.registry.v1.RenewLeaseRequest
+	18, // 41: fleetnet.registry.v1.Registry.DeregisterCluster:input_type -> fleetnet.registry.v1.DeregisterClusterRequest
+	20, // 42: fleetnet.registry.v1.Registry.PutExport:input_type -> fleetnet.registry.v1.PutExportRequest
+	22, // 43: fleetnet.registry.v1.Registry.DeleteExport:input_type -> fleetnet.registry.v1.DeleteExportRequest
+	24, // 44: fleetnet.registry.v1.Registry.PutEndpoints:input_type -> fleetnet.registry.v1.PutEndpointsRequest
+	26, // 45: fleetnet.registry.v1.Registry.DeleteEndpoints:input_type -> fleetnet.registry.v1.DeleteEndpointsRequest
+	28, // 46: fleetnet.registry.v1.Registry.Watch:input_type -> fleetnet.registry.v1.WatchRequest
+	32, // 47: fleetnet.registry.v1.Registry.ListClusters:input_type -> fleetnet.registry.v1.ListClustersRequest
+	34, // 48: fleetnet.registry.v1.Registry.ListExports:input_type -> fleetnet.registry.v1.ListExportsRequest
+	36, // 49: fleetnet.registry.v1.Registry.ListImports:input_type -> fleetnet.registry.v1.ListImportsRequest
+	38, // 50: fleetnet.registry.v1.Registry.EvictCluster:input_type -> fleetnet.registry.v1.EvictClusterRequest
+	15, // 51: fleetnet.registry.v1.Registry.RegisterCluster:output_type -> fleetnet.registry.v1.RegisterClusterResponse
+	17, // 52: fleetnet.registry.v1.Registry.RenewLease:output_type -> fleetnet.registry.v1.RenewLeaseResponse
+	19, // 53: fleetnet.registry.v1.Registry.DeregisterCluster:output_type -> fleetnet.registry.v1.DeregisterClusterResponse
+	21, // 54: fleetnet.registry.v1.Registry.PutExport:output_type -> fleetnet.registry.v1.PutExportResponse
+	23, // 55: fleetnet.registry.v1.Registry.DeleteExport:output_type -> fleetnet.registry.v1.DeleteExportResponse
+	25, // 56: fleetnet.registry.v1.Registry.PutEndpoints:output_type -> fleetnet.registry.v1.PutEndpointsResponse
+	27, // 57: fleetnet.registry.v1.Registry.DeleteEndpoints:output_type -> fleetnet.registry.v1.DeleteEndpointsResponse
+	29, // 58: fleetnet.registry.v1.Registry.Watch:output_type -> fleetnet.registry.v1.WatchEvent
+	33, // 59: fleetnet.registry.v1.Registry.ListClusters:output_type -> fleetnet.registry.v1.ListClustersResponse
+	35, // 60: fleetnet.registry.v1.Registry.ListExports:output_type -> fleetnet.registry.v1.ListExportsResponse
+	37, // 61: fleetnet.registry.v1.Registry.ListImports:output_type -> fleetnet.registry.v1.ListImportsResponse
+	39, // 62: fleetnet.registry.v1.Registry.EvictCluster:output_type -> fleetnet.registry.v1.EvictClusterResponse
+	51, // [51:63] is the sub-list for method output_type
+	39, // [39:51] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_registry_v1_registry_proto_init() }
@@ -2998,7 +3036,7 @@ func file_registry_v1_registry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_registry_v1_registry_proto_rawDesc), len(file_registry_v1_registry_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   44,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

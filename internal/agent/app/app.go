@@ -32,6 +32,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -197,6 +198,10 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	if err != nil {
 		return err
 	}
+	watchProperties, err := initialProperties(ctx, reader, cluster, log)
+	if err != nil {
+		return err
+	}
 	families, err := importer.ServiceFamilies(ctx, reader)
 	if err != nil {
 		return err
@@ -284,6 +289,14 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	if err := mgr.Add(registrar); err != nil {
 		return err
 	}
+	if watchProperties {
+		// A change of the ClusterProperties registers the cluster again
+		// with its new properties (exports' export-to-selector).
+		if err := (&identity.PropertyWatcher{Client: mgr.GetClient(), Cluster: cluster, Update: registrar.UpdateProperties,
+			Recorder: mgr.GetEventRecorder("fleetnet-agent"), Log: log}).SetupWithManager(mgr); err != nil {
+			return err
+		}
+	}
 	if err := mgr.Add(statusWatcher); err != nil {
 		return err
 	}
@@ -355,6 +368,26 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	}
 	log.Info("starting agent", "cluster", cluster.GetId(), "clusterset", cluster.GetClustersetId(), "region", cluster.GetRegion(), "registry", o.Registry.Address)
 	return mgr.Start(ctx)
+}
+
+// initialProperties sets the properties the cluster registers with (see
+// identity.Properties) from its ClusterProperty objects, and says whether
+// to watch them for changes: not when the cluster does not serve them (no
+// CRD) or the agent may not list them, when it publishes its identity's
+// alone.
+func initialProperties(ctx context.Context, reader ctrlclient.Reader, cluster *registryv1.Cluster, log *slog.Logger) (bool, error) {
+	list := &aboutv1alpha1.ClusterPropertyList{}
+	err := reader.List(ctx, list)
+	switch {
+	case meta.IsNoMatchError(err) || apierrors.IsNotFound(err) || apierrors.IsForbidden(err):
+		log.Info("publishing no ClusterProperties but the cluster's identity: exports' "+keys.AnnotationExportToSelector+" match only those", "err", err)
+		list.Items = nil
+	case err != nil:
+		return false, fmt.Errorf("listing ClusterProperties to publish: %w", err)
+	}
+	// What is ignored is reported by the watcher, on the objects.
+	cluster.Properties, _ = identity.Properties(list.Items, cluster)
+	return err == nil, nil
 }
 
 // enqueueAll asks for a reconcile of every ServiceExport, once the cache is

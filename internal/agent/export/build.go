@@ -59,6 +59,21 @@ func ParseExportTo(se *mcsv1beta1.ServiceExport) ([]string, *Invalid) {
 	return ids, nil
 }
 
+// ParseExportToSelector reads the ServiceExport's scope by selector
+// (keys.AnnotationExportToSelector): "" without the annotation, the
+// selector's canonical form with it.
+func ParseExportToSelector(se *mcsv1beta1.ServiceExport) (string, *Invalid) {
+	v, ok := se.Annotations[keys.AnnotationExportToSelector]
+	if !ok {
+		return "", nil
+	}
+	sel, errs := validate.ParseExportToSelector(v, field.NewPath("metadata", "annotations").Key(keys.AnnotationExportToSelector))
+	if len(errs) > 0 {
+		return "", &Invalid{Reason: keys.ReasonInvalidExportSelector, Message: errs.ToAggregate().Error()}
+	}
+	return sel, nil
+}
+
 // CheckExportedMetadata refuses exported labels and annotations that no
 // ServiceImport could carry: invalid keys or values, and reserved keys
 // (keys.ReservedExportKey), which would overwrite the agent's own.
@@ -108,6 +123,10 @@ func BuildExport(cluster string, se *mcsv1beta1.ServiceExport, svc *corev1.Servi
 	if invalid != nil {
 		return nil, invalid
 	}
+	selector, invalid := ParseExportToSelector(se)
+	if invalid != nil {
+		return nil, invalid
+	}
 	frontend, invalid := RegionalFrontend(se, svc, azureLB)
 	if invalid != nil {
 		return nil, invalid
@@ -128,6 +147,7 @@ func BuildExport(cluster string, se *mcsv1beta1.ServiceExport, svc *corev1.Servi
 		PrivateLinkService:      pls.Service,
 		PrivateLinkAutoApproval: pls.AutoApproval,
 		ExportTo:                exportTo,
+		ExportToSelector:        selector,
 	}
 	if svc.Spec.ClusterIP == corev1.ClusterIPNone {
 		e.Type = string(mcsv1beta1.Headless)

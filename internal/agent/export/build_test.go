@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fleetnet/fleetnet/api/keys"
+	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -158,5 +159,76 @@ func TestCheckExportedMetadata(t *testing.T) {
 				t.Fatalf("invalid = %+v, want reason %s and message containing %q", invalid, tt.wantReason, tt.wantMessage)
 			}
 		})
+	}
+}
+
+// TestExportScopeAnnotations: fleetnet.dev/export-to and
+// fleetnet.dev/export-to-selector become the export's scope (the selector
+// in its canonical form), or make it invalid with a reason of their own
+// and a message naming the annotation and the value.
+func TestExportScopeAnnotations(t *testing.T) {
+	svc := &corev1.Service{Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.10", Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}}}
+	selector := keys.AnnotationExportToSelector
+	for _, tt := range []struct {
+		name         string
+		annotations  map[string]string
+		wantTo       string
+		wantSelector string
+		wantReason   string
+		wantMessage  string
+	}{
+		{name: "unscoped"},
+		{name: "names", annotations: map[string]string{keys.AnnotationExportTo: "west, east2"}, wantTo: "east2,west"},
+		{name: "selector", annotations: map[string]string{selector: "env=prod"}, wantSelector: "env=prod"},
+		{name: "selector, canonical", annotations: map[string]string{selector: " tier in (b,a), env = prod "}, wantSelector: "env=prod,tier in (a,b)"},
+		{name: "names and selector", annotations: map[string]string{keys.AnnotationExportTo: "west", selector: "env=prod"}, wantTo: "west", wantSelector: "env=prod"},
+		{name: "selector not parsed", annotations: map[string]string{selector: "env=prod,tier in (a"},
+			wantReason: keys.ReasonInvalidExportSelector, wantMessage: `metadata.annotations[fleetnet.dev/export-to-selector]: Invalid value: "env=prod,tier in (a": not a label selector`},
+		{name: "selector value not a label value", annotations: map[string]string{selector: "env=prod west"},
+			wantReason: keys.ReasonInvalidExportSelector, wantMessage: `metadata.annotations[fleetnet.dev/export-to-selector]: Invalid value: "env=prod west"`},
+		{name: "selector with <", annotations: map[string]string{selector: "replicas<3"},
+			wantReason: keys.ReasonInvalidExportSelector, wantMessage: `"<" (in "replicas<3") is not supported in label selectors`},
+		{name: "empty selector", annotations: map[string]string{selector: ""},
+			wantReason: keys.ReasonInvalidExportSelector, wantMessage: `metadata.annotations[fleetnet.dev/export-to-selector]: Invalid value: "": selects every cluster`},
+		{name: "bad names beside a good selector", annotations: map[string]string{keys.AnnotationExportTo: "West", selector: "env=prod"},
+			wantReason: keys.ReasonInvalidExportScope, wantMessage: `metadata.annotations[fleetnet.dev/export-to][0]: Invalid value: "West"`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e, invalid := BuildExport("east", se(tt.annotations), svc, "")
+			if tt.wantReason != "" {
+				if invalid == nil || invalid.Reason != tt.wantReason || !strings.Contains(invalid.Message, tt.wantMessage) {
+					t.Fatalf("invalid = %+v, want reason %s and a message containing %s", invalid, tt.wantReason, tt.wantMessage)
+				}
+				return
+			}
+			if invalid != nil {
+				t.Fatalf("unexpected invalid: %v", invalid)
+			}
+			if got := strings.Join(e.GetExportTo(), ","); got != tt.wantTo {
+				t.Errorf("export_to = %q, want %q", got, tt.wantTo)
+			}
+			if got := e.GetExportToSelector(); got != tt.wantSelector {
+				t.Errorf("export_to_selector = %q, want %q", got, tt.wantSelector)
+			}
+		})
+	}
+}
+
+func TestReadyMessage(t *testing.T) {
+	st := &registryv1.ExportStatus{ImportedBy: []string{"b", "c"}}
+	for _, tt := range []struct {
+		to       []string
+		selector string
+		st       *registryv1.ExportStatus
+		want     string
+	}{
+		{nil, "", st, "exported to the clusterset"},
+		{[]string{"b"}, "", st, "exported to b only (fleetnet.dev/export-to); imported by: b, c"},
+		{nil, "env=prod", st, "exported to the clusters matching env=prod only (fleetnet.dev/export-to-selector); imported by: b, c"},
+		{[]string{"b"}, "env=prod", nil, "exported to b and the clusters matching env=prod only (fleetnet.dev/export-to, fleetnet.dev/export-to-selector); imported by: none registered yet"},
+	} {
+		if got := readyMessage(&registryv1.Export{ExportTo: tt.to, ExportToSelector: tt.selector}, tt.st); got != tt.want {
+			t.Errorf("readyMessage(%v, %q) = %q, want %q", tt.to, tt.selector, got, tt.want)
+		}
 	}
 }

@@ -177,7 +177,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 	st, synced := r.Status.Status(key)
 	switch {
 	case st != nil && st.GetParticipating():
-		setCondition(se, mcsv1beta1.ServiceExportConditionReady, metav1.ConditionTrue, string(mcsv1beta1.ServiceExportReasonReady), readyMessage(exp.GetExportTo(), st))
+		setCondition(se, mcsv1beta1.ServiceExportConditionReady, metav1.ConditionTrue, string(mcsv1beta1.ServiceExportReasonReady), readyMessage(exp, st))
 	default:
 		setCondition(se, mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, string(mcsv1beta1.ServiceExportReasonPending), "published; waiting for the registry to confirm")
 	}
@@ -202,17 +202,25 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 }
 
 // readyMessage says where a participating export goes: the clusterset,
-// or, scoped to the clusters in exportTo (keys.AnnotationExportTo), the
-// ones the registry sends it to.
-func readyMessage(exportTo []string, st *registryv1.ExportStatus) string {
-	if len(exportTo) == 0 {
+// or, scoped to the clusters named (keys.AnnotationExportTo) and those a
+// selector matches (keys.AnnotationExportToSelector), the ones the
+// registry sends it to.
+func readyMessage(exp *registryv1.Export, st *registryv1.ExportStatus) string {
+	var scope, annotations []string
+	if to := exp.GetExportTo(); len(to) > 0 {
+		scope, annotations = append(scope, strings.Join(to, ", ")), append(annotations, keys.AnnotationExportTo)
+	}
+	if sel := exp.GetExportToSelector(); sel != "" {
+		scope, annotations = append(scope, "the clusters matching "+sel), append(annotations, keys.AnnotationExportToSelector)
+	}
+	if len(scope) == 0 {
 		return "exported to the clusterset"
 	}
 	sent := "none registered yet"
 	if by := st.GetImportedBy(); len(by) > 0 {
 		sent = strings.Join(by, ", ")
 	}
-	return fmt.Sprintf("exported to %s only (%s); imported by: %s", strings.Join(exportTo, ", "), keys.AnnotationExportTo, sent)
+	return fmt.Sprintf("exported to %s only (%s); imported by: %s", strings.Join(scope, " and "), strings.Join(annotations, ", "), sent)
 }
 
 func (r *Reconciler) withdraw(ctx context.Context, key publish.ExportKey) error {

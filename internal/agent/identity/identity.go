@@ -1,6 +1,8 @@
 // Package identity resolves who this cluster is in the fleet: its cluster
 // id, clusterset id and region, from flags or from ClusterProperty objects
-// (KEP-2149), and refuses values the registry would refuse.
+// (KEP-2149), and refuses values the registry would refuse; and what it
+// says of itself: the properties it publishes with its registration, kept
+// up to date as its ClusterProperties change (PropertyWatcher).
 package identity
 
 import (

@@ -1,13 +1,16 @@
 // Package lease registers the cluster with the registry and keeps its lease
 // alive. When the registry answers a renewal with NotFound, it has lost the
 // cluster: the registrar registers again and asks for everything to be
-// republished.
+// republished. When the cluster's published properties change, it
+// registers again, which the registry takes as an update of its record.
 package lease
 
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -15,6 +18,7 @@ import (
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
@@ -23,7 +27,9 @@ import (
 
 // Registrar holds the cluster's registration.
 type Registrar struct {
-	Client  registryv1.RegistryClient
+	Client registryv1.RegistryClient
+	// Cluster is what is registered; its properties are the first
+	// published, then those of UpdateProperties.
 	Cluster *registryv1.Cluster
 	// OnRegistered runs after every successful registration, before the
 	// cluster counts as registered; after a re-registration the registry may
@@ -45,10 +51,71 @@ type Registrar struct {
 	Regarding runtime.Object
 
 	registered atomic.Bool
+
+	mu sync.Mutex
+	// properties are those to publish (nil until UpdateProperties: then
+	// Cluster's); update is set when they changed since the last
+	// registration; wake tells Start.
+	properties map[string]string
+	update     bool
+	wake       chan struct{}
 }
 
 // Registered reports whether the cluster currently holds a lease.
 func (r *Registrar) Registered() bool { return r.registered.Load() }
+
+// UpdateProperties sets the cluster's properties to publish. When they
+// differ from the last ones given, the registrar registers again at once:
+// the registry keeps the cluster's lease and records and rewrites its
+// Cluster record, and the imports scoped by selectors over the properties
+// follow. Safe for concurrent use.
+func (r *Registrar) UpdateProperties(properties map[string]string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if maps.Equal(properties, r.currentProperties()) {
+		return
+	}
+	r.properties, r.update = maps.Clone(properties), true
+	select {
+	case r.wakeChan() <- struct{}{}:
+	default:
+	}
+}
+
+// currentProperties are the properties to publish; r.mu held.
+func (r *Registrar) currentProperties() map[string]string {
+	if r.properties == nil {
+		return r.Cluster.GetProperties()
+	}
+	return r.properties
+}
+
+// wakeChan is the channel that wakes Start; r.mu held.
+func (r *Registrar) wakeChan() chan struct{} {
+	if r.wake == nil {
+		r.wake = make(chan struct{}, 1)
+	}
+	return r.wake
+}
+
+// registration is the cluster to register, with the current properties,
+// and whether they changed since the last registration (which clears it).
+func (r *Registrar) registration() (*registryv1.Cluster, bool, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := proto.Clone(r.Cluster).(*registryv1.Cluster)
+	c.Properties = maps.Clone(r.currentProperties())
+	update := r.update
+	r.update = false
+	return c, update, r.wakeChan()
+}
+
+// retryUpdate asks for the properties to be registered again.
+func (r *Registrar) retryUpdate() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.update = true
+}
 
 // Permanent reports whether a registry error will not go away by retrying.
 func Permanent(err error) bool {
@@ -75,23 +142,46 @@ func (r *Registrar) Start(ctx context.Context) error {
 	// for a while is reached again well before the lease runs out.
 	retrying := false
 	for ctx.Err() == nil {
-		if !r.registered.Load() {
-			resp, err := r.Client.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: r.Cluster})
-			if err != nil {
-				r.fail(ctx, "registering with the registry", err, backoff, 0)
-				continue
+		cluster, update, wake := r.registration()
+		if registered := r.registered.Load(); !registered || update {
+			what, limit := "registering with the registry", time.Duration(0)
+			if registered {
+				// An update of the properties: the cluster stays
+				// registered meanwhile, and its lease wants renewing
+				// within a third of its TTL whatever happens.
+				what, limit = "updating this cluster's properties in the registry", ttl/3
 			}
-			ttl = time.Duration(resp.GetLeaseTtlSeconds()) * time.Second
-			if r.OnRegistered != nil {
-				if err := r.OnRegistered(ctx); err != nil {
-					r.fail(ctx, "reading back this cluster's records after registering", err, backoff, 0)
-					continue
+			resp, err := r.Client.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: cluster})
+			if err == nil {
+				ttl = time.Duration(resp.GetLeaseTtlSeconds()) * time.Second
+				// Registering may have recreated a cluster the registry
+				// had lost: read its records back, as after any
+				// registration.
+				if r.OnRegistered != nil {
+					if err = r.OnRegistered(ctx); err != nil {
+						what = "reading back this cluster's records after registering"
+					}
 				}
 			}
-			backoff.reset()
-			retrying = false
-			r.registered.Store(true)
-			r.Log.Info("registered with the registry", "cluster", r.Cluster.GetId(), "leaseTTL", ttl)
+			if err != nil {
+				if registered && Permanent(err) {
+					// Keep the registration and the properties the
+					// registry holds; renewing goes on.
+					r.Log.Error(what+" failed permanently; the registry keeps the properties it has", "cluster", r.Cluster.GetId(), "code", status.Code(err).String(), "err", err)
+					r.event(what, err, 0)
+				} else {
+					if registered {
+						r.retryUpdate()
+					}
+					r.fail(ctx, what, err, backoff, limit)
+					continue
+				}
+			} else {
+				backoff.reset()
+				retrying = false
+				r.registered.Store(true)
+				r.Log.Info("registered with the registry", "cluster", r.Cluster.GetId(), "leaseTTL", ttl, "properties", len(cluster.GetProperties()))
+			}
 		}
 		if !retrying {
 			// Renew at a third of the TTL, with ±20% jitter so a fleet's
@@ -100,6 +190,8 @@ func (r *Registrar) Start(ctx context.Context) error {
 			select {
 			case <-ctx.Done():
 				return nil
+			case <-wake:
+				continue // properties changed: register them, which renews too
 			case <-r.Clock.After(wait):
 			}
 		}
@@ -141,10 +233,7 @@ func (r *Registrar) fail(ctx context.Context, what string, err error, b *backoff
 		// Retrying fast will not help; say so loudly and wait long.
 		wait = max(wait, time.Minute)
 		r.Log.Error(what+" failed permanently; fix the configuration", "cluster", r.Cluster.GetId(), "code", status.Code(err).String(), "err", err, "retryIn", wait)
-		if r.Recorder != nil && r.Regarding != nil {
-			r.Recorder.Eventf(r.Regarding, nil, corev1.EventTypeWarning, keys.ReasonRegistryRefused, "Register",
-				"%s failed for cluster %s: %s (retrying in %s)", what, r.Cluster.GetId(), status.Convert(err).Message(), wait.Round(time.Second))
-		}
+		r.event(what, err, wait)
 	} else {
 		r.Log.Info(what+" failed; retrying", "cluster", r.Cluster.GetId(), "code", status.Code(err).String(), "err", err, "retryIn", wait)
 	}
@@ -152,6 +241,21 @@ func (r *Registrar) fail(ctx context.Context, what string, err error, b *backoff
 	case <-ctx.Done():
 	case <-r.Clock.After(wait):
 	}
+}
+
+// event records a Warning for a failure that retrying does not cure,
+// saying when the registrar tries again (wait; 0: when the properties
+// change again).
+func (r *Registrar) event(what string, err error, wait time.Duration) {
+	if r.Recorder == nil || r.Regarding == nil {
+		return
+	}
+	retry := "retrying in " + wait.Round(time.Second).String()
+	if wait == 0 {
+		retry = "retrying when they change again"
+	}
+	r.Recorder.Eventf(r.Regarding, nil, corev1.EventTypeWarning, keys.ReasonRegistryRefused, "Register",
+		"%s failed for cluster %s: %s (%s)", what, r.Cluster.GetId(), status.Convert(err).Message(), retry)
 }
 
 type backoff struct{ cur time.Duration }

@@ -208,21 +208,23 @@ func (m *Model) SetExports(exports []*registryv1.Export, statuses []*registryv1.
 		m.sorted = nil
 	}
 	m.exports, m.statuses = nextE, nextS
-	m.exportersOf, m.scopeOf = indexExports(nextE)
+	m.exportersOf, m.scopeOf = indexExports(nextE, nextS)
 	m.changed()
 }
 
 // indexExports makes each service's sorted exporters, and the scopes of
 // scoped services: a service whose every export names its clusters
-// (fleetnet.dev/export-to) is sent to those only; one that any cluster
-// exports to all has no scope (every cluster).
-func indexExports(exports map[exportKey]*registryv1.Export) (map[Service][]string, map[Service]map[string]bool) {
+// (fleetnet.dev/export-to) or selects them (fleetnet.dev/export-to-selector,
+// whose matches the registry reports in the status's imported_by) is sent
+// to those only; one that any cluster exports to all has no scope (every
+// cluster).
+func indexExports(exports map[exportKey]*registryv1.Export, statuses map[exportKey]*registryv1.ExportStatus) (map[Service][]string, map[Service]map[string]bool) {
 	exporters := map[Service][]string{}
 	scopes := map[Service]map[string]bool{}
 	open := map[Service]bool{}
 	for k, e := range exports {
 		exporters[k.Service] = append(exporters[k.Service], k.Cluster)
-		if len(e.GetExportTo()) == 0 {
+		if len(e.GetExportTo()) == 0 && e.GetExportToSelector() == "" {
 			open[k.Service] = true
 			continue
 		}
@@ -231,6 +233,11 @@ func indexExports(exports map[exportKey]*registryv1.Export) (map[Service][]strin
 		}
 		for _, to := range e.GetExportTo() {
 			scopes[k.Service][to] = true
+		}
+		if e.GetExportToSelector() != "" {
+			for _, to := range statuses[k].GetImportedBy() {
+				scopes[k.Service][to] = true
+			}
 		}
 	}
 	for _, cs := range exporters {

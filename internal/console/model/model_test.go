@@ -330,3 +330,15 @@ func BenchmarkServicesPage(b *testing.B) {
 		})
 	}
 }
+
+// A service scoped by fleetnet.dev/export-to-selector is sent to the
+// clusters the registry found matching (the status's imported_by).
+func TestSelectorScopedService(t *testing.T) {
+	m := fleet(t)
+	e := export("ops", "api", "hub")
+	e.ExportToSelector = "env=prod"
+	m.SetExports([]*registryv1.Export{e}, []*registryv1.ExportStatus{status("ops", "api", "hub", []string{"east"})})
+	if v := m.ServiceDetail(Service{"ops", "api"}); fmt.Sprint(v.SentTo) != "[east]" || fmt.Sprint(v.Scope) != "[east]" {
+		t.Errorf("selector-scoped service: sent to %v, scope %v; want [east], [east]", v.SentTo, v.Scope)
+	}
+}

@@ -361,6 +361,11 @@ func (m *Model) ServiceDetail(s Service) ServiceView {
 		for _, to := range e.GetExportTo() {
 			scope[to] = true
 		}
+		if e.GetExportToSelector() != "" {
+			for _, to := range st.GetImportedBy() {
+				scope[to] = true
+			}
+		}
 	}
 	if imp != nil {
 		for id := range m.clusters {

@@ -49,7 +49,7 @@ func (r *Registry) RegisterCluster(ctx context.Context, req *registryv1.Register
 	if err != nil {
 		return nil, storeErr(err)
 	}
-	record := &registryv1.Cluster{Id: c.GetId(), ClustersetId: c.GetClustersetId(), Region: c.GetRegion(), RegisteredAt: timestamppb.New(r.cfg.Clock.Now())}
+	record := &registryv1.Cluster{Id: c.GetId(), ClustersetId: c.GetClustersetId(), Region: c.GetRegion(), Properties: c.GetProperties(), RegisteredAt: timestamppb.New(r.cfg.Clock.Now())}
 	if existing != nil {
 		old := &registryv1.Cluster{}
 		if err := proto.Unmarshal(existing.Value, old); err != nil {
@@ -60,7 +60,7 @@ func (r *Registry) RegisterCluster(ctx context.Context, req *registryv1.Register
 		}
 		record.RegisteredAt = old.GetRegisteredAt()
 		if !proto.Equal(old, record) {
-			existing = nil // region changed: rewrite
+			existing = nil // region or properties changed: rewrite
 		}
 	}
 	if existing == nil {
@@ -472,4 +472,9 @@ func normalize(e *registryv1.Export) {
 		e.InternalTrafficPolicy = "Cluster"
 	}
 	slices.Sort(e.ExportTo)
+	if e.ExportToSelector != "" {
+		if sel, err := validate.Selector(e.ExportToSelector); err == nil {
+			e.ExportToSelector = sel.String() // canonical: one record per scope
+		}
+	}
 }

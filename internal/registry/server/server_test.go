@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -600,6 +601,98 @@ func TestWatchNamespaces(t *testing.T) {
 	for _, ev := range w.until(t, "web's chunk", func(ev *registryv1.WatchEvent) bool { return ev.GetEndpointsUpsert().GetKey().GetNamespace() == "web" }) {
 		if ev.GetImportUpsert().GetKey().GetNamespace() == "demo" || ev.GetEndpointsUpsert().GetKey().GetNamespace() == "demo" {
 			t.Errorf("a watch of namespace web was sent %v", ev)
+		}
+	}
+}
+
+// TestExportScopeBySelectorIsEnforced: the registry holds the properties
+// clusters register with, refuses malformed ones and another cluster's
+// id, refuses a malformed selector and stores a valid one canonically,
+// and lists a selector-scoped import only to the clusters whose
+// properties match, following a re-registration with other properties.
+func TestExportScopeBySelectorIsEnforced(t *testing.T) {
+	e := start(t, server.Config{})
+	ctx := context.Background()
+	clients := map[string]registryv1.RegistryClient{"a": e.client("a", false), "b": e.client("b", false), "c": e.client("c", false)}
+	registerWith := func(id string, props map[string]string) error {
+		_, err := clients[id].RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: &registryv1.Cluster{Id: id, ClustersetId: "fleet", Properties: props}})
+		return err
+	}
+	for id, env := range map[string]string{"a": "", "b": "prod", "c": "dev"} {
+		props := map[string]string{"cluster.clusterset.k8s.io": id}
+		if env != "" {
+			props["env"] = env
+		}
+		if err := registerWith(id, props); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tt := range []struct {
+		props map[string]string
+		want  string
+	}{
+		{map[string]string{"env": "prod west"}, `cluster.properties[env]: Invalid value: "prod west"`},
+		{map[string]string{"cluster.clusterset.k8s.io": "b"}, `cluster.properties[cluster.clusterset.k8s.io]: Invalid value: "b": must be the cluster's own "c"`},
+	} {
+		if err := registerWith("c", tt.props); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("registering with properties %v: %v, want InvalidArgument naming %s", tt.props, err, tt.want)
+		}
+	}
+
+	bad := export("a", 0, "http")
+	bad.ExportToSelector = "env in (prod"
+	if _, err := clients["a"].PutExport(ctx, &registryv1.PutExportRequest{Export: bad}); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `export.exportToSelector: Invalid value: "env in (prod"`) {
+		t.Fatalf("a malformed selector: %v, want InvalidArgument naming it", err)
+	}
+	scoped := export("a", 0, "http")
+	scoped.ExportToSelector = "env in (prod, staging)"
+	if _, err := clients["a"].PutExport(ctx, &registryv1.PutExportRequest{Export: scoped}); err != nil {
+		t.Fatal(err)
+	}
+	lists := func(id string, want bool) func(context.Context) error {
+		return func(ctx context.Context) error {
+			resp, err := clients[id].ListImports(ctx, &registryv1.ListImportsRequest{})
+			if err != nil {
+				return err
+			}
+			has := slices.ContainsFunc(resp.GetImports(), func(i *registryv1.Import) bool { return i.GetKey().GetName() == "echo" })
+			if has != want {
+				return fmt.Errorf("%s lists echo: %v, want %v", id, has, want)
+			}
+			return nil
+		}
+	}
+	testkit.Eventually(t, 10*time.Second, "b (env=prod) to list echo", lists("b", true))
+	if err := lists("c", false)(ctx); err != nil {
+		t.Error(err)
+	}
+	exports, err := e.client("ops", true).ListExports(ctx, &registryv1.ListExportsRequest{ClusterId: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := exports.GetExports()[0].GetExportToSelector(); got != "env in (prod,staging)" {
+		t.Errorf("stored selector %q, want the canonical env in (prod,staging)", got)
+	}
+	if by := exports.GetStatuses()[0].GetImportedBy(); !slices.Equal(by, []string{"b"}) {
+		t.Errorf("imported_by %v, want [b]", by)
+	}
+
+	// c registers again as staging: it is in scope; as dev again: out.
+	if err := registerWith("c", map[string]string{"env": "staging"}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, "c (env=staging) to list echo", lists("c", true))
+	if err := registerWith("c", map[string]string{"env": "dev"}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, "c (env=dev) no longer to list echo", lists("c", false))
+	clusters, err := clients["c"].ListClusters(ctx, &registryv1.ListClustersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cl := range clusters.GetClusters() {
+		if cl.GetId() == "c" && cl.GetProperties()["env"] != "dev" {
+			t.Errorf("c's properties in the registry: %v, want env=dev", cl.GetProperties())
 		}
 	}
 }

@@ -11,10 +11,13 @@ import (
 	"slices"
 	"strings"
 
+	aboutv1alpha1 "github.com/fleetnet/fleetnet/api/about/v1alpha1"
 	"github.com/fleetnet/fleetnet/api/keys"
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -30,6 +33,12 @@ const (
 	MaxExportTo = 100
 	// MaxMetadataBytes bounds exported labels and annotations together.
 	MaxMetadataBytes = 64 * 1024
+	// MaxExportToSelectorBytes bounds an export's label selector.
+	MaxExportToSelectorBytes = 4096
+	// MaxClusterProperties bounds the properties a cluster publishes.
+	MaxClusterProperties = 64
+	// MaxClusterPropertiesBytes bounds their names and values together.
+	MaxClusterPropertiesBytes = 16 * 1024
 )
 
 var (
@@ -51,6 +60,47 @@ func Cluster(c *registryv1.Cluster, path *field.Path) field.ErrorList {
 	errs = append(errs, dns1123Label(c.GetClustersetId(), path.Child("clustersetId"))...)
 	for _, msg := range validation.IsValidLabelValue(c.GetRegion()) {
 		errs = append(errs, field.Invalid(path.Child("region"), c.GetRegion(), msg))
+	}
+	return append(errs, ClusterProperties(c, path.Child("properties"))...)
+}
+
+// ClusterProperties checks a cluster's published properties: label keys
+// and values, at most MaxClusterProperties of MaxClusterPropertiesBytes in
+// all, and the well-known KEP-2149 ones, when present, equal to the
+// cluster's id and clusterset id (a cluster cannot claim another's).
+func ClusterProperties(c *registryv1.Cluster, path *field.Path) field.ErrorList {
+	props := c.GetProperties()
+	var errs field.ErrorList
+	if len(props) > MaxClusterProperties {
+		errs = append(errs, field.TooMany(path, len(props), MaxClusterProperties))
+	}
+	size := 0
+	for _, name := range slices.Sorted(maps.Keys(props)) {
+		value := props[name]
+		size += len(name) + len(value)
+		errs = append(errs, ClusterProperty(name, value, path)...)
+	}
+	if size > MaxClusterPropertiesBytes {
+		errs = append(errs, field.TooLong(path, "", MaxClusterPropertiesBytes))
+	}
+	for _, own := range []struct{ name, want string }{{aboutv1alpha1.ClusterIDPropertyName, c.GetId()}, {aboutv1alpha1.ClusterSetPropertyName, c.GetClustersetId()}} {
+		if got, ok := props[own.name]; ok && got != own.want {
+			errs = append(errs, field.Invalid(path.Key(own.name), got, fmt.Sprintf("must be the cluster's own %q", own.want)))
+		}
+	}
+	return errs
+}
+
+// ClusterProperty checks one property: its name a label key, its value a
+// label value (what a label selector can match). Errors name the property
+// (under path) and the bad name or value.
+func ClusterProperty(name, value string, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsQualifiedName(name) {
+		errs = append(errs, field.Invalid(path.Key(name), name, "the name must be a label key: "+msg))
+	}
+	for _, msg := range validation.IsValidLabelValue(value) {
+		errs = append(errs, field.Invalid(path.Key(name), value, "the value must be a label value: "+msg))
 	}
 	return errs
 }
@@ -154,6 +204,11 @@ func Export(e *registryv1.Export, path *field.Path) field.ErrorList {
 		errs = append(errs, field.TooLong(path.Child("annotations"), "", MaxMetadataBytes))
 	}
 	errs = append(errs, ExportTo(e.GetExportTo(), path.Child("exportTo"))...)
+	if sel := e.GetExportToSelector(); sel != "" {
+		if _, bad := ParseExportToSelector(sel, path.Child("exportToSelector")); len(bad) > 0 {
+			errs = append(errs, bad...)
+		}
+	}
 	errs = append(errs, TraceParent(e.GetTraceParent(), path.Child("traceParent"))...)
 	if e.GetWeight() > MaxWeight {
 		errs = append(errs, field.Invalid(path.Child("weight"), e.GetWeight(), fmt.Sprintf("must be between 0 and %d", MaxWeight)))
@@ -392,6 +447,47 @@ func ParseExportTo(value string, path *field.Path) ([]string, field.ErrorList) {
 	}
 	slices.Sort(ids)
 	return ids, nil
+}
+
+// ParseExportToSelector reads the fleetnet.dev/export-to-selector
+// annotation: a label selector in the syntax of kubectl's -l and
+// metav1.LabelSelector (=, ==, !=, in, notin, exists, !exists; no < or >),
+// of at most MaxExportToSelectorBytes. It returns its canonical form
+// (requirements sorted), so that two spellings make the same record. A
+// selector of no requirement is an error: it would select every cluster
+// (leave the annotation out for that).
+func ParseExportToSelector(value string, path *field.Path) (string, field.ErrorList) {
+	if len(value) > MaxExportToSelectorBytes {
+		return "", field.ErrorList{field.TooLong(path, "", MaxExportToSelectorBytes)}
+	}
+	sel, err := Selector(value)
+	if err != nil {
+		return "", field.ErrorList{field.Invalid(path, value, err.Error())}
+	}
+	if sel.Empty() {
+		return "", field.ErrorList{field.Invalid(path, value, "selects every cluster: give a label selector such as env=prod, or remove the annotation to export to every cluster")}
+	}
+	return sel.String(), nil
+}
+
+// comparisons are the operators labels.Parse takes and label selectors do
+// not, by their symbols.
+var comparisons = map[selection.Operator]string{selection.GreaterThan: ">", selection.LessThan: "<"}
+
+// Selector parses a label selector as labels.Parse does, refusing the <
+// and > that metav1.LabelSelector cannot hold.
+func Selector(value string) (labels.Selector, error) {
+	sel, err := labels.Parse(value)
+	if err != nil {
+		return nil, fmt.Errorf("not a label selector: %w", err)
+	}
+	reqs, _ := sel.Requirements()
+	for _, r := range reqs {
+		if sym, ok := comparisons[r.Operator()]; ok {
+			return nil, fmt.Errorf("not a label selector: %q (in %q) is not supported in label selectors", sym, r.String())
+		}
+	}
+	return sel, nil
 }
 
 // Namespaces checks a watch's namespaces: namespace names, each once.

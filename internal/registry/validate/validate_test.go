@@ -1,6 +1,7 @@
 package validate
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -24,12 +25,48 @@ func TestCluster(t *testing.T) {
 		{"id not a label", &registryv1.Cluster{Id: "East_1", ClustersetId: "fleet"}, `cluster.id: Invalid value: "East_1"`},
 		{"missing id", &registryv1.Cluster{ClustersetId: "fleet"}, "cluster.id: Required value"},
 		{"missing clusterset", &registryv1.Cluster{Id: "east"}, "cluster.clustersetId: Required value"},
+		{"properties", withProperties("env", "prod", "topology.example.com/tier", "gold", "empty", ""), ""},
+		{"the well-known properties, its own", withProperties("cluster.clusterset.k8s.io", "east", "clusterset.k8s.io", "fleet"), ""},
+		{"property name not a label key", withProperties("bad name", "x"), `cluster.properties[bad name]: Invalid value: "bad name": the name must be a label key`},
+		{"property value not a label value", withProperties("env", "prod west"), `cluster.properties[env]: Invalid value: "prod west": the value must be a label value`},
+		{"property value too long", withProperties("env", strings.Repeat("a", 64)), `cluster.properties[env]: Invalid value: "aaaa`},
+		{"another cluster's id", withProperties("cluster.clusterset.k8s.io", "west"), `cluster.properties[cluster.clusterset.k8s.io]: Invalid value: "west": must be the cluster's own "east"`},
+		{"another clusterset", withProperties("clusterset.k8s.io", "other"), `cluster.properties[clusterset.k8s.io]: Invalid value: "other": must be the cluster's own "fleet"`},
+		{"too many properties", withProperties(manyProperties(MaxClusterProperties + 1)...), "cluster.properties: Too many: 65: must have at most 64 items"},
+		{"properties too large", withProperties(largeProperties()...), "cluster.properties: Too long"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			checkErr(t, Cluster(tt.cluster, field.NewPath("cluster")), tt.wantErr)
 		})
 	}
+}
+
+func withProperties(kv ...string) *registryv1.Cluster {
+	c := &registryv1.Cluster{Id: "east", ClustersetId: "fleet", Properties: map[string]string{}}
+	for i := 0; i+1 < len(kv); i += 2 {
+		c.Properties[kv[i]] = kv[i+1]
+	}
+	return c
+}
+
+func manyProperties(n int) []string {
+	var kv []string
+	for i := range n {
+		kv = append(kv, fmt.Sprintf("p%d", i), "v")
+	}
+	return kv
+}
+
+// largeProperties are valid but long: 60 of about 320 bytes.
+func largeProperties() []string {
+	long := strings.Repeat("n", 60)
+	prefix := strings.Join([]string{long, long, long, long}, ".")
+	var kv []string
+	for i := range 60 {
+		kv = append(kv, fmt.Sprintf("%s/p%02d", prefix, i), strings.Repeat("v", 63))
+	}
+	return kv
 }
 
 func validExport() *registryv1.Export {
@@ -88,12 +125,43 @@ func TestExport(t *testing.T) {
 		{"fleetnet subdomain", func(e *registryv1.Export) { e.Annotations = map[string]string{"agent.fleetnet.dev/x": "y"} }, `the prefix agent.fleetnet.dev/ is reserved`},
 		{"common app label", func(e *registryv1.Export) { e.Labels = map[string]string{"app.kubernetes.io/name": "echo"} }, ""},
 		{"affinity timeout", func(e *registryv1.Export) { e.SessionAffinityTimeoutSeconds = 90000 }, "export.sessionAffinityTimeoutSeconds: Invalid value: 90000"},
+		{"selector", func(e *registryv1.Export) { e.ExportToSelector = "env=prod,tier in (a,b)" }, ""},
+		{"selector and names", func(e *registryv1.Export) { e.ExportToSelector, e.ExportTo = "env=prod", []string{"west"} }, ""},
+		{"bad selector", func(e *registryv1.Export) { e.ExportToSelector = "env=prod west" }, `export.exportToSelector: Invalid value: "env=prod west": not a label selector`},
+		{"selector with >", func(e *registryv1.Export) { e.ExportToSelector = "weight>3" }, `export.exportToSelector: Invalid value: "weight>3": not a label selector: ">" (in "weight>3") is not supported`},
+		{"selector of every cluster", func(e *registryv1.Export) { e.ExportToSelector = " " }, `export.exportToSelector: Invalid value: " ": selects every cluster`},
+		{"selector too long", func(e *registryv1.Export) { e.ExportToSelector = "env in (" + strings.Repeat("a,", 3000) + "b)" }, "export.exportToSelector: Too long"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := validExport()
 			tt.mod(e)
 			checkErr(t, Export(e, field.NewPath("export")), tt.wantErr)
+		})
+	}
+}
+
+func TestParseExportToSelector(t *testing.T) {
+	path := field.NewPath("metadata", "annotations").Key("fleetnet.dev/export-to-selector")
+	for _, tt := range []struct {
+		value, want, wantErr string
+	}{
+		{"env=prod", "env=prod", ""},
+		{" tier in (b, a) , env == prod ", "env==prod,tier in (a,b)", ""},
+		{"env!=dev,!legacy,region", "env!=dev,!legacy,region", ""},
+		{"example.com/env notin (dev)", "example.com/env notin (dev)", ""},
+		{"", "", `metadata.annotations[fleetnet.dev/export-to-selector]: Invalid value: "": selects every cluster`},
+		{"env=pr od", "", `metadata.annotations[fleetnet.dev/export-to-selector]: Invalid value: "env=pr od": not a label selector`},
+		{"env in (prod", "", `Invalid value: "env in (prod": not a label selector`},
+		{"Bad Key=x", "", `Invalid value: "Bad Key=x": not a label selector`},
+		{"replicas<3", "", `"<" (in "replicas<3") is not supported in label selectors`},
+	} {
+		t.Run(tt.value, func(t *testing.T) {
+			got, errs := ParseExportToSelector(tt.value, path)
+			checkErr(t, errs, tt.wantErr)
+			if got != tt.want {
+				t.Errorf("ParseExportToSelector(%q) = %q, want %q", tt.value, got, tt.want)
+			}
 		})
 	}
 }

@@ -6,13 +6,16 @@ import (
 	"strings"
 
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/internal/registry/validate"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // Audience is who receives a watch event: every watcher (the zero value),
 // only the named clusters, or every watcher but the named clusters. A
-// ServiceExport's fleetnet.dev/export-to scopes its endpoints, and the
-// import while only scoped exports make it, to the clusters it names: the
-// registry never sends them elsewhere.
+// ServiceExport's fleetnet.dev/export-to and fleetnet.dev/export-to-selector
+// scope its endpoints, and the import while only scoped exports make it,
+// to the clusters it names and those whose properties the selector
+// matches: the registry never sends them elsewhere.
 type Audience struct {
 	scoped   bool
 	except   bool
@@ -113,13 +116,55 @@ func (a Audience) String() string {
 	return "only " + names
 }
 
-// exportAudience is who may see an export's endpoints: its export_to and
-// the exporting cluster itself, or everyone when it names none.
-func exportAudience(cluster string, e *registryv1.Export) Audience {
-	if len(e.GetExportTo()) == 0 {
+// scope is who may import one export: the exporting cluster, the clusters
+// export_to names, and the registered clusters whose properties its
+// export_to_selector matches; nil when the export names neither (every
+// cluster).
+type scope struct {
+	exporter string
+	names    []string
+	// selector is nil without export_to_selector; one that does not parse
+	// (the registry validated it, so only a record written around the
+	// registry) matches nothing: a scope withholds rather than leaks.
+	selector labels.Selector
+}
+
+func newScope(exporter string, e *registryv1.Export) *scope {
+	to, sel := e.GetExportTo(), e.GetExportToSelector()
+	if len(to) == 0 && sel == "" {
+		return nil
+	}
+	s := &scope{exporter: exporter, names: to}
+	if sel != "" {
+		parsed, err := validate.Selector(sel)
+		if err != nil {
+			parsed = labels.Nothing()
+		}
+		s.selector = parsed
+	}
+	return s
+}
+
+// matches says whether the selector matches these properties.
+func (s *scope) matches(properties map[string]string) bool {
+	return s != nil && s.selector != nil && s.selector.Matches(labels.Set(properties))
+}
+
+// audience is who may see the export's endpoints given the registered
+// clusters: everyone for an unscoped export.
+func (s *scope) audience(clusters map[string]*registryv1.Cluster) Audience {
+	if s == nil {
 		return Everyone()
 	}
-	return Only(append([]string{cluster}, e.GetExportTo()...)...)
+	in := append([]string{s.exporter}, s.names...)
+	if s.selector != nil {
+		for id, c := range clusters {
+			if s.matches(c.GetProperties()) {
+				in = append(in, id)
+			}
+		}
+	}
+	return Only(in...)
 }
 
 // union is everyone when one of the audiences is, else the clusters any

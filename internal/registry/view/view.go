@@ -31,6 +31,8 @@ type chunkRecord struct {
 type exportRecord struct {
 	export *registryv1.Export
 	rev    int64
+	// scope is the export's, parsed once; nil when unscoped.
+	scope *scope
 }
 
 // View is the registry's derived state at one store revision.
@@ -132,22 +134,26 @@ func (v *View) apply(events []store.Event) ([]Event, error) {
 		return t
 	}
 	// A cluster's registration and lease touch its exports, and the
-	// exports scoped to it (their imported_by).
-	markCluster := func(id string) {
+	// exports scoped to it (their imported_by), by name or by a selector
+	// that matches its properties before or after the change (which
+	// retracts or adds the import and its endpoints).
+	markCluster := func(id string, before, after map[string]string) {
 		for s, byCluster := range v.exports {
 			for exporter, rec := range byCluster {
-				if exporter == id || slices.Contains(rec.export.GetExportTo(), id) {
+				if sc := rec.scope; exporter == id || (sc != nil && (slices.Contains(sc.names, id) || sc.matches(before) || sc.matches(after))) {
 					mark(s).full = true
 					break
 				}
 			}
 		}
 	}
+	properties := func(id string) map[string]string { return v.clusters[id].GetProperties() }
 	for _, ev := range events {
 		p := keyspace.Parse(ev.KV.Key)
 		put := ev.Type == store.EventPut
 		switch p.Kind {
 		case keyspace.KindCluster:
+			before := properties(p.ClusterID)
 			if put {
 				c := &registryv1.Cluster{}
 				if err := proto.Unmarshal(ev.KV.Value, c); err != nil {
@@ -157,7 +163,7 @@ func (v *View) apply(events []store.Event) ([]Event, error) {
 			} else {
 				delete(v.clusters, p.ClusterID)
 			}
-			markCluster(p.ClusterID)
+			markCluster(p.ClusterID, before, properties(p.ClusterID))
 		case keyspace.KindLive:
 			if put {
 				id, err := keyspace.DecodeLease(ev.KV.Value)
@@ -168,7 +174,7 @@ func (v *View) apply(events []store.Event) ([]Event, error) {
 			} else {
 				delete(v.live, p.ClusterID)
 			}
-			markCluster(p.ClusterID)
+			markCluster(p.ClusterID, properties(p.ClusterID), nil)
 		case keyspace.KindExport:
 			s := svcKey{p.Export.GetNamespace(), p.Export.GetName()}
 			if put {
@@ -179,7 +185,7 @@ func (v *View) apply(events []store.Event) ([]Event, error) {
 				if v.exports[s] == nil {
 					v.exports[s] = map[string]exportRecord{}
 				}
-				v.exports[s][p.ClusterID] = exportRecord{export: e, rev: ev.KV.ModRevision}
+				v.exports[s][p.ClusterID] = exportRecord{export: e, rev: ev.KV.ModRevision, scope: newScope(p.ClusterID, e)}
 				mark(s).traceParent = e.GetTraceParent()
 			} else {
 				delete(v.exports[s], p.ClusterID)
@@ -255,7 +261,7 @@ func (v *View) recompute(s svcKey, t *touch) []Event {
 	all := make([]Audience, 0, len(byCluster))
 	for _, id := range slices.Sorted(maps.Keys(byCluster)) {
 		exports = append(exports, byCluster[id].export)
-		auds[id] = exportAudience(id, byCluster[id].export)
+		auds[id] = byCluster[id].scope.audience(v.clusters)
 		all = append(all, auds[id])
 	}
 	res := merge.Merge(key, exports, v.clusterInfo())
@@ -349,15 +355,18 @@ func (v *View) recompute(s svcKey, t *touch) []Event {
 	}
 
 	// Statuses, with the endpoint chunks the registry holds per export, and
-	// for a scoped export the registered clusters it goes to.
+	// for a scoped export the live clusters it goes to.
 	statuses := map[string]*registryv1.ExportStatus{}
 	for id, st := range res.Statuses {
 		statuses[id] = st
-		if to := byCluster[id].export.GetExportTo(); len(to) > 0 {
-			for _, c := range to {
-				if _, live := v.live[c]; live && c != id {
-					st.ImportedBy = append(st.ImportedBy, c)
-				}
+		if aud := auds[id]; !aud.IsEveryone() {
+			st.ImportedBy = slices.Sorted(maps.Keys(aud.clusters))
+			st.ImportedBy = slices.DeleteFunc(st.ImportedBy, func(c string) bool {
+				_, live := v.live[c]
+				return c == id || !live
+			})
+			if len(st.ImportedBy) == 0 {
+				st.ImportedBy = nil
 			}
 		}
 	}
@@ -462,7 +471,7 @@ func (v *View) ChunkAudience(namespace, name, cluster string) Audience {
 	if !ok {
 		return Only()
 	}
-	return exportAudience(cluster, rec.export)
+	return rec.scope.audience(v.clusters)
 }
 
 // ImportsFor returns the imports a cluster is sent (its exports' scopes

@@ -262,3 +262,134 @@ func TestAudienceMinus(t *testing.T) {
 		t.Error("Includes is wrong")
 	}
 }
+
+func selected(e *registryv1.Export, selector string, to ...string) *registryv1.Export {
+	e.ExportToSelector = selector
+	e.ExportTo = to
+	return e
+}
+
+func clusterWith(id string, props ...string) *registryv1.Cluster {
+	c := &registryv1.Cluster{Id: id, ClustersetId: "fleet"}
+	for i := 0; i+1 < len(props); i += 2 {
+		if c.Properties == nil {
+			c.Properties = map[string]string{}
+		}
+		c.Properties[props[i]] = props[i+1]
+	}
+	return c
+}
+
+// TestViewScopesExportsBySelector shows fleetnet.dev/export-to-selector in
+// the registry's stream: the clusters whose properties match are in the
+// scope; a cluster whose properties change to match gets the import and
+// the endpoints, one whose properties stop matching has them retracted;
+// names and the selector unite; unscoped exports do not move; a loaded
+// view has the same audiences.
+func TestViewScopesExportsBySelector(t *testing.T) {
+	l := &log{data: map[string]store.KV{}}
+	v := New()
+	apply := func(evs ...store.Event) []string { t.Helper(); return applyTo(t, v, l, evs...) }
+	expect := func(got []string, want ...string) { t.Helper(); expectEvents(t, got, want...) }
+	importedBy := func(want string) {
+		t.Helper()
+		if by := v.statuses[svcKey{"demo", "echo"}]["a"].GetImportedBy(); strings.Join(by, ",") != want {
+			t.Errorf("a's status imported_by = %v, want [%s]", by, want)
+		}
+	}
+	for _, c := range []*registryv1.Cluster{clusterWith("a", "env", "prod"), clusterWith("b", "env", "prod"), clusterWith("c", "env", "dev"), clusterWith("d")} {
+		apply(l.put(t, keyspace.ClusterKey(c.GetId()), c))
+		apply(l.put(t, keyspace.LiveKey(c.GetId()), nil))
+	}
+
+	// Another service, exported to everyone, is untouched by what follows.
+	other := exp("d", 0, "http")
+	other.Key.Name = "other"
+	expect(apply(l.put(t, keyspace.ExportKey(other.Key), other)), "import", "status:d")
+
+	// a exports echo to env=prod: b (and a itself), not c or d.
+	expect(apply(l.put(t, keyspace.ExportKey(exp("a", 0, "http").Key), selected(exp("a", 0, "http"), "env=prod"))), "import@only a,b", "status:a")
+	importedBy("b")
+	expect(apply(l.put(t, keyspace.ChunkKey(chunk("a", "a1", "http").Key), chunk("a", "a1", "http", "10.0.0.1"))), "chunk:a/a1@only a,b", "status:a")
+	if got := v.ImportsFor("c"); len(got) != 1 || got[0].GetKey().GetName() != "other" {
+		t.Errorf("ImportsFor(c) = %v, want other alone", got)
+	}
+	if aud := v.ChunkAudience("demo", "echo", "a"); aud.String() != "only a,b" {
+		t.Errorf("ChunkAudience = %s, want only a,b", aud)
+	}
+
+	// c becomes prod: the import and a's chunk go to the grown scope.
+	expect(apply(l.put(t, keyspace.ClusterKey("c"), clusterWith("c", "env", "prod"))), "import@only a,b,c", "chunk:a/a1@only a,b,c", "status:a")
+	importedBy("b,c")
+	// And back: retracted from c alone.
+	expect(apply(l.put(t, keyspace.ClusterKey("c"), clusterWith("c", "env", "dev"))),
+		"import-delete!@only c", "import@only a,b", "chunk-delete:a/a1!@only c", "chunk:a/a1@only a,b", "status:a")
+	importedBy("b")
+	// A property the selector does not look at changes nothing.
+	expect(apply(l.put(t, keyspace.ClusterKey("b"), clusterWith("b", "env", "prod", "tier", "gold"))))
+
+	// Names and the selector unite: d is named, b matches.
+	expect(apply(l.put(t, keyspace.ExportKey(exp("a", 0, "http").Key), selected(exp("a", 0, "http"), "env=prod", "d"))),
+		"import@only a,b,d", "chunk:a/a1@only a,b,d", "status:a")
+	importedBy("b,d")
+	// A named cluster stays in scope whatever its properties.
+	expect(apply(l.put(t, keyspace.ClusterKey("d"), clusterWith("d", "env", "dev"))))
+
+	// A cluster that registers matching is in scope at once, and in
+	// imported_by once its lease is live.
+	expect(apply(l.put(t, keyspace.ClusterKey("e"), clusterWith("e", "env", "prod"))), "import@only a,b,d,e", "chunk:a/a1@only a,b,d,e")
+	expect(apply(l.put(t, keyspace.LiveKey("e"), nil)), "status:a")
+	importedBy("b,d,e")
+	// b's lease lapses: it stays in the scope (its record is kept for the
+	// grace period) but leaves imported_by; deregistered, it leaves the
+	// scope.
+	expect(apply(l.del(keyspace.LiveKey("b"))), "status:a")
+	importedBy("d,e")
+	expect(apply(l.del(keyspace.ClusterKey("b"))), "import-delete!@only b", "import@only a,d,e", "chunk-delete:a/a1!@only b", "chunk:a/a1@only a,d,e")
+
+	// A loaded view sends the same events to the same audiences.
+	loaded := New()
+	if err := loaded.Load(l.kvs(), l.rev); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := kinds(v.Snapshot("*")), kinds(loaded.Snapshot("*")); strings.Join(a, " ") != strings.Join(b, " ") {
+		t.Errorf("snapshots differ:\n  %v\n  %v", a, b)
+	}
+}
+
+// TestScopeAudience: which registered clusters a scope includes, by the
+// selector's operators, with names, and when the selector does not parse.
+func TestScopeAudience(t *testing.T) {
+	clusters := map[string]*registryv1.Cluster{}
+	for _, c := range []*registryv1.Cluster{
+		clusterWith("a", "env", "prod", "tier", "gold"),
+		clusterWith("b", "env", "prod"),
+		clusterWith("c", "env", "dev", "tier", "gold"),
+		clusterWith("d"),
+	} {
+		clusters[c.GetId()] = c
+	}
+	for _, tc := range []struct {
+		selector string
+		to       []string
+		want     string
+	}{
+		{"", nil, "everyone"},
+		{"", []string{"c"}, "only c,x"},
+		{"env=prod", nil, "only a,b,x"},
+		{"env==prod,tier=gold", nil, "only a,x"},
+		{"env in (prod,dev)", nil, "only a,b,c,x"},
+		{"env notin (prod)", nil, "only c,d,x"},
+		{"env!=prod", nil, "only c,d,x"},
+		{"tier", nil, "only a,c,x"},
+		{"!tier", nil, "only b,d,x"},
+		{"env=staging", nil, "only x"},
+		{"env=dev", []string{"b"}, "only b,c,x"},
+		{"env<3", nil, "only x"}, // refused by the registry; matches nothing here
+	} {
+		e := selected(exp("x", 0, "http"), tc.selector, tc.to...)
+		if got := newScope("x", e).audience(clusters).String(); got != tc.want {
+			t.Errorf("selector %q, export_to %v: audience %s, want %s", tc.selector, tc.to, got, tc.want)
+		}
+	}
+}
