@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -23,6 +22,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/console/server"
 	"github.com/fleetnet/fleetnet/internal/discovery/kubesource"
 	"github.com/fleetnet/fleetnet/internal/httplimits"
+	"github.com/fleetnet/fleetnet/internal/httpserve"
 	registryclient "github.com/fleetnet/fleetnet/internal/registry/client"
 	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
 	"github.com/fleetnet/fleetnet/internal/tokenfile"
@@ -225,60 +225,24 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 
 	ui := server.New(server.Config{Model: m, Auth: authn, Log: log, SecureCookies: tlsConfig != nil, Registerer: promReg})
-	type listener struct {
-		srv *http.Server
-		ln  net.Listener
-	}
-	var listeners []listener
-	closeAll := func() {
-		for _, l := range listeners {
-			l.ln.Close()
-		}
-	}
-	for _, l := range []struct {
-		flag, addr string
-		handler    http.Handler
-		tls        *tls.Config
-	}{
-		{"--listen", o.Listen, ui.Handler(), tlsConfig},
-		{"--metrics-addr", o.MetricsAddr, promhttp.HandlerFor(promReg, promhttp.HandlerOpts{}), nil},
-		{"--health-addr", o.HealthAddr, ui.Probes(), nil},
-	} {
-		if l.addr == "" {
-			continue
-		}
-		ln, err := net.Listen("tcp", l.addr)
-		if err != nil {
-			closeAll()
-			return fmt.Errorf("%s=%s: %w", l.flag, l.addr, err)
-		}
-		// No write timeout: the event streams are long-lived.
-		ln = o.Clients.Listener(ln)
-		if l.tls != nil {
-			ln = tls.NewListener(ln, l.tls)
-		}
-		srv := &http.Server{Handler: o.Clients.Handler(l.handler)}
-		o.Clients.Apply(srv)
-		if l.tls != nil {
-			srv.ErrorLog = (&tlsrefusal.Observer{Server: "console", Log: log}).ErrorLog()
-		}
-		listeners = append(listeners, listener{srv: srv, ln: ln})
+	// No write timeout: the event streams are long-lived.
+	servers, err := httpserve.Listen("console", o.Clients, log,
+		httpserve.Endpoint{Flag: "--listen", Addr: o.Listen, Handler: ui.Handler(), TLS: tlsConfig},
+		httpserve.Endpoint{Flag: "--metrics-addr", Addr: o.MetricsAddr, Handler: promhttp.HandlerFor(promReg, promhttp.HandlerOpts{})},
+		httpserve.Endpoint{Flag: "--health-addr", Addr: o.HealthAddr, Handler: ui.Probes()},
+	)
+	if err != nil {
+		return err
 	}
 	scheme := "http"
 	if tlsConfig != nil {
 		scheme = "https"
 	}
-	log.Info("console serving", "url", scheme+"://"+listeners[0].ln.Addr().String()+"/", "registry", o.Registry.Address, "hub", o.Hub,
+	log.Info("console serving", "url", scheme+"://"+servers.Addr("--listen").String()+"/", "registry", o.Registry.Address, "hub", o.Hub,
 		"edges", len(o.EdgeMetrics), "tokens", o.TokensFile != "", "client-certificates", o.ClientCAFile != "")
 
-	errc := make(chan error, len(listeners)+len(feeds))
-	for _, l := range listeners {
-		go func() {
-			if err := l.srv.Serve(l.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- fmt.Errorf("serving %s: %w", l.ln.Addr(), err)
-			}
-		}()
-	}
+	errc := make(chan error, servers.Len()+len(feeds))
+	servers.Serve(errc)
 	feedCtx, stopFeeds := context.WithCancel(context.Background())
 	defer stopFeeds()
 	for _, f := range feeds {
@@ -296,13 +260,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 	log.Info("console shutting down")
 	ui.Stop()
-	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for _, l := range listeners {
-		if err := l.srv.Shutdown(shutdown); err != nil {
-			l.srv.Close()
-		}
-	}
+	servers.Shutdown(10 * time.Second)
 	stopFeeds()
 	return runErr
 }

@@ -11,7 +11,6 @@ import (
 	"log/slog"
 	"maps"
 	"net"
-	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -22,6 +21,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/discovery/server"
 	"github.com/fleetnet/fleetnet/internal/discovery/store"
 	"github.com/fleetnet/fleetnet/internal/httplimits"
+	"github.com/fleetnet/fleetnet/internal/httpserve"
 	registryclient "github.com/fleetnet/fleetnet/internal/registry/client"
 	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
 	"github.com/fleetnet/fleetnet/internal/tokenfile"
@@ -273,57 +273,20 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 	api := server.New(cfg)
 
-	type listener struct {
-		srv *http.Server
-		ln  net.Listener
+	// The client limits close slow clients on time and cap connections;
+	// watches bound each of their writes themselves.
+	servers, err := httpserve.Listen("discovery", o.Clients, log,
+		httpserve.Endpoint{Flag: "--listen", Addr: o.Listen, Handler: api.Handler(), TLS: tlsConfig},
+		httpserve.Endpoint{Flag: "--metrics-addr", Addr: o.MetricsAddr, Handler: promhttp.HandlerFor(promReg, promhttp.HandlerOpts{})},
+		httpserve.Endpoint{Flag: "--health-addr", Addr: o.HealthAddr, Handler: api.Probes()},
+	)
+	if err != nil {
+		return err
 	}
-	var listeners []listener
-	closeAll := func() {
-		for _, l := range listeners {
-			l.ln.Close()
-		}
-	}
-	for _, l := range []struct {
-		flag, addr string
-		handler    http.Handler
-		tls        *tls.Config
-	}{
-		{"--listen", o.Listen, api.Handler(), tlsConfig},
-		{"--metrics-addr", o.MetricsAddr, promhttp.HandlerFor(promReg, promhttp.HandlerOpts{}), nil},
-		{"--health-addr", o.HealthAddr, api.Probes(), nil},
-	} {
-		if l.addr == "" {
-			continue
-		}
-		ln, err := net.Listen("tcp", l.addr)
-		if err != nil {
-			closeAll()
-			return fmt.Errorf("%s=%s: %w", l.flag, l.addr, err)
-		}
-		// The client limits: slow clients closed on time, connections
-		// capped. No read or write timeout: watches are long-lived; the
-		// watch bounds each of its writes itself.
-		ln = o.Clients.Listener(ln)
-		if l.tls != nil {
-			ln = tls.NewListener(ln, l.tls)
-		}
-		srv := &http.Server{Handler: o.Clients.Handler(l.handler)}
-		o.Clients.Apply(srv)
-		if l.tls != nil {
-			srv.ErrorLog = (&tlsrefusal.Observer{Server: "discovery", Log: log}).ErrorLog()
-		}
-		listeners = append(listeners, listener{srv: srv, ln: ln})
-	}
-	log.Info("discovery serving", "address", listeners[0].ln.Addr().String(), "pool-source", o.PoolSource, "tls", tlsConfig != nil, "tokens", o.TokensFile != "", "client-certificates", o.ClientCAFile != "")
+	log.Info("discovery serving", "address", servers.Addr("--listen").String(), "pool-source", o.PoolSource, "tls", tlsConfig != nil, "tokens", o.TokensFile != "", "client-certificates", o.ClientCAFile != "")
 
-	errc := make(chan error, len(listeners)+1)
-	for _, l := range listeners {
-		go func() {
-			if err := l.srv.Serve(l.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errc <- fmt.Errorf("serving %s: %w", l.ln.Addr(), err)
-			}
-		}()
-	}
+	errc := make(chan error, servers.Len()+1)
+	servers.Serve(errc)
 	srcCtx, stopSource := context.WithCancel(context.Background())
 	srcDone := make(chan struct{})
 	go func() {
@@ -340,13 +303,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 	log.Info("discovery shutting down")
 	api.Stop()
-	shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	for _, l := range listeners {
-		if err := l.srv.Shutdown(shutdown); err != nil {
-			l.srv.Close()
-		}
-	}
+	servers.Shutdown(10 * time.Second)
 	stopSource()
 	<-srcDone
 	return runErr
