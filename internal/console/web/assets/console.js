@@ -195,7 +195,10 @@ function servicePage(v) {
     h("div", { class: "stats" },
       stat("type", v.type || "—"),
       stat("ports", v.ports.join(", ") || "—"),
-      stat("sent to", v.sentTo.length ? v.sentTo.join(", ") : "no cluster"),
+      // A handful of clusters by name; more as a count, named in the title.
+      h("div", { class: "stat", title: v.sentTo.join(", ") },
+        h("div", { class: "value" }, v.sentTo.length === 0 ? "no cluster" : v.sentTo.length <= 4 ? v.sentTo.join(", ") : `${v.sentTo.length} clusters`),
+        h("div", { class: "label" }, v.scope ? "sent to (its scope)" : "sent to")),
       v.scope ? stat("export scope", v.scope.join(", ")) : null),
     v.conflicts.length ? h("section", { class: "card error conflicts" }, h("h2", {}, "Conflicts"),
       h("ul", {}, v.conflicts.map(c => h("li", { dataset: { reason: c.reason } }, h("b", {}, c.reason), ": ", c.message)))) : null,
