@@ -137,6 +137,22 @@ func (c ClusterState) NodeAddress() netip.Addr {
 	return netip.AddrFrom4([4]byte{b[0], b[1], b[2], nodeHost})
 }
 
+// NodeAddressV6 is the IPv6 address of a dual-stack cluster's node on the
+// bridge (the invalid Addr for a single-stack cluster): pods' IPv6 default
+// route.
+func (c ClusterState) NodeAddressV6() netip.Addr {
+	if !c.DualStack {
+		return netip.Addr{}
+	}
+	prefix, err := c.podRangeV6()
+	if err != nil {
+		panic(err.Error())
+	}
+	b := prefix.Addr().As16()
+	b[15] = nodeHost
+	return netip.AddrFrom16(b)
+}
+
 // KwokNodeName is the name of the cluster's Node object, kwok's.
 func (c ClusterState) KwokNodeName() string { return "kwok-" + c.Name }
 
@@ -322,14 +338,24 @@ nftables:
   masqueradeAll: true
 healthzBindAddress: "%s:%d"
 metricsBindAddress: "127.0.0.1:10249"
-nodePortAddresses: ["%s/32"]
+nodePortAddresses: [%s]
 conntrack:
   maxPerCore: 0
   min: 0
   tcpEstablishedTimeout: 0s
   tcpCloseWaitTimeout: 0s
 `, s.KubeconfigPath(c.Name), c.KwokNodeName(), c.NodeAddress(), strings.Join(c.PodCIDRs, ","),
-		c.NodeAddress(), kubeProxyHealth, c.NodeAddress())
+		c.NodeAddress(), kubeProxyHealth, nodePortAddresses(c))
+}
+
+// nodePortAddresses is kube-proxy's nodePortAddresses: the node's
+// addresses, one of each family in a dual-stack cluster.
+func nodePortAddresses(c ClusterState) string {
+	out := fmt.Sprintf("%q", c.NodeAddress().String()+"/32")
+	if c.DualStack {
+		out += fmt.Sprintf(", %q", c.NodeAddressV6().String()+"/128")
+	}
+	return out
 }
 
 // nodeOwners records which fleet (its folder) created each node
@@ -431,8 +457,9 @@ func ensureNodeNetwork(dir string, c ClusterState) error {
 		if owner := nodeOwner(ns); owner != "" && owner != dir {
 			return ownedElsewhere(ns, owner)
 		}
-		out, err := exec.Command("ip", "-n", ns, "-4", "addr", "show", "dev", "eth0").CombinedOutput()
-		if err == nil && strings.Contains(string(out), " "+c.NodeAddress().String()+"/") {
+		out, err := exec.Command("ip", "-n", ns, "addr", "show", "dev", "eth0").CombinedOutput()
+		if err == nil && strings.Contains(string(out), " "+c.NodeAddress().String()+"/") &&
+			(!c.DualStack || strings.Contains(string(out), " "+c.NodeAddressV6().String()+"/")) {
 			return nil
 		}
 		// Left half made by an interrupted run: made again.
@@ -456,6 +483,15 @@ func ensureNodeNetwork(dir string, c ClusterState) error {
 		// The node forwards pods' Service traffic back out of the interface
 		// it came in on; redirects would tell pods to skip it.
 		err = sysctlIn(ns, "net.ipv4.ip_forward=1", "net.ipv4.conf.all.send_redirects=0", "net.ipv4.conf.eth0.send_redirects=0")
+	}
+	if err == nil && c.DualStack {
+		err = ipAll([]string{"-n", ns, "addr", "add", fmt.Sprintf("%s/%d", c.NodeAddressV6(), podPrefixLenV6), "dev", "eth0", "nodad"})
+		if err == nil {
+			// Linux has no IPv6 send_redirects: a redirect the node sends
+			// names the endpoint's address (after kube-proxy's DNAT), which
+			// pods reach on-link anyway; Service addresses stay routed.
+			err = sysctlIn(ns, "net.ipv6.conf.all.forwarding=1")
+		}
 	}
 	if err == nil {
 		if err = os.MkdirAll(nodeOwners, 0o755); err == nil {

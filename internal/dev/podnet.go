@@ -26,6 +26,10 @@ const (
 	BridgeName    = "fleetnet0"
 	bridgeAddress = "10.244.255.1/16"
 	podPrefixLen  = 16
+	// The IPv6 side of the same: dual-stack clusters' pod ranges are
+	// fd00:10:244:<i>::/64 (up.go), all inside this /48.
+	bridgeAddressV6 = "fd00:10:244:ffff::1/48"
+	podPrefixLenV6  = 48
 	// Pods take addresses from .128 up in their cluster's /24; kwok hands
 	// out the low ones, and the node has .254.
 	firstPodHost = 128
@@ -86,6 +90,13 @@ func claimPod(dir, cluster, namespace, name, uid string) (pod PodState, s *State
 		return PodState{}, nil, ClusterState{}, false, err
 	}
 	pod = PodState{Cluster: cluster, Namespace: namespace, Name: name, UID: uid, Address: addr.String()}
+	if c.DualStack {
+		v6, err := podAddressV6(c, addr)
+		if err != nil {
+			return PodState{}, nil, ClusterState{}, false, err
+		}
+		pod.AddressV6 = v6.String()
+	}
 	pod.NetNS, pod.HostVeth = podNetNames(key + "/" + uid)
 	s.Pods[key] = pod
 	if err := s.save(); err != nil {
@@ -175,9 +186,16 @@ func createPodNetwork(pod PodState, s *State, c ClusterState) error {
 		{"link", "set", "eth0", "up"},
 		{"link", "set", "lo", "up"},
 	}
+	if pod.AddressV6 != "" {
+		// nodad: usable at once, as the IPv4 address is.
+		inside = append(inside, []string{"addr", "add", fmt.Sprintf("%s/%d", pod.AddressV6, podPrefixLenV6), "dev", "eth0", "nodad"})
+	}
 	if s.Nodes {
 		// Through the cluster's node: its kube-proxy and fleetnet-dns.
 		inside = append(inside, []string{"route", "replace", "default", "via", c.NodeAddress().String()})
+		if pod.AddressV6 != "" {
+			inside = append(inside, []string{"route", "replace", "default", "via", c.NodeAddressV6().String()})
+		}
 	}
 	if err := ipBatch([]string{"-n", ns}, inside...); err != nil {
 		return err
@@ -205,8 +223,34 @@ func ipBatch(opts []string, cmds ...[]string) error {
 	return nil
 }
 
+// podAddressV6 is the IPv6 address of the pod that has v4 in a dual-stack
+// cluster: the same host number in the cluster's IPv6 pod range, so that
+// the IPv4 allocation alone keeps both unique.
+func podAddressV6(c ClusterState, v4 netip.Addr) (netip.Addr, error) {
+	prefix, err := c.podRangeV6()
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	b := prefix.Addr().As16()
+	b[15] = v4.As4()[3]
+	return netip.AddrFrom16(b), nil
+}
+
+// podRangeV6 is a dual-stack cluster's IPv6 pod range.
+func (c ClusterState) podRangeV6() (netip.Prefix, error) {
+	for _, cidr := range c.PodCIDRs {
+		prefix, err := netip.ParsePrefix(cidr)
+		if err != nil {
+			return netip.Prefix{}, fmt.Errorf("cluster %s: pod range %q: %w", c.Name, cidr, err)
+		}
+		if prefix.Addr().Is6() {
+			return prefix, nil
+		}
+	}
+	return netip.Prefix{}, fmt.Errorf("dual-stack cluster %s has no IPv6 pod range in %v; run `fleetnetctl dev down` and `dev up` again", c.Name, c.PodCIDRs)
+}
+
 func (s *State) freePodAddress(c ClusterState) (netip.Addr, error) {
-	// Pods are IPv4 only: the bridge routes the IPv4 pod range.
 	if len(c.PodCIDRs) == 0 {
 		return netip.Addr{}, fmt.Errorf("cluster %s has no pod range in %s; run `fleetnetctl dev down` and `dev up` again", c.Name, filepath.Join(s.Dir, stateFile))
 	}
@@ -229,14 +273,16 @@ func (s *State) freePodAddress(c ClusterState) (netip.Addr, error) {
 }
 
 // ensureBridge creates the bridge unless it exists, and says whether it
-// did.
+// did. A bridge of an earlier version gets its IPv6 address.
 func ensureBridge() (bool, error) {
+	v6 := []string{"addr", "replace", bridgeAddressV6, "dev", BridgeName, "nodad"}
 	if err := exec.Command("ip", "link", "show", BridgeName).Run(); err == nil {
-		return false, nil
+		return false, ipAll(v6)
 	}
 	return true, ipAll(
 		[]string{"link", "add", BridgeName, "type", "bridge"},
 		[]string{"addr", "add", bridgeAddress, "dev", BridgeName},
+		v6,
 		[]string{"link", "set", BridgeName, "up"},
 	)
 }

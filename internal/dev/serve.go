@@ -360,7 +360,7 @@ func podSummary(p corev1.Pod) string {
 // one line ("none" before the node reported any).
 func DescribeContainers(p corev1.Pod) string {
 	var parts []string
-	for _, c := range p.Status.ContainerStatuses {
+	for _, c := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {
 		switch {
 		case c.State.Waiting != nil:
 			parts = append(parts, fmt.Sprintf("%s waiting (%s) %s", c.Name, c.State.Waiting.Reason, c.State.Waiting.Message))

@@ -98,6 +98,17 @@ type PodState struct {
 	NetNS     string `json:"netns"`
 	HostVeth  string `json:"hostVeth"`
 	Address   string `json:"address"`
+	// AddressV6 is the pod's IPv6 address in a dual-stack cluster.
+	AddressV6 string `json:"addressV6,omitempty"`
+}
+
+// Addresses are the pod's addresses, IPv4 first as the cluster's primary
+// family.
+func (p PodState) Addresses() []string {
+	if p.AddressV6 == "" {
+		return []string{p.Address}
+	}
+	return []string{p.Address, p.AddressV6}
 }
 
 // Alive reports whether the pod's network namespace exists.

@@ -43,6 +43,13 @@ type pod struct {
 	// container ended and the network is gone.
 	stopping bool
 	done     chan struct{}
+
+	// seq numbers status snapshots (under mu); notified is the last one
+	// handed to the pod controller (under notifyMu), which never gets an
+	// older status after a newer one when updates race.
+	seq      uint64
+	notifyMu sync.Mutex
+	notified uint64
 }
 
 // containerRun is the node's record of one container.
@@ -60,6 +67,21 @@ type containerRun struct {
 	proc    *process
 	// kill asks the current process to end (a failed liveness probe).
 	kill chan struct{}
+	// startedCh, for a sidecar, closes when it first counts as started
+	// (postStart done, startup probe passed): the next init container
+	// waits for that, as the kubelet's does.
+	startedCh chan struct{}
+	// finished marks a container whose run ended before the node
+	// restarted and that its restart policy does not run again: it keeps
+	// the state the API server holds.
+	finished bool
+}
+
+// sidecar says whether an init container is a sidecar (KEP-753: restart
+// policy Always): it starts in init order, then runs beside the
+// containers, restarted whenever it ends, and stops after them.
+func (c *containerRun) sidecar() bool {
+	return c.spec.RestartPolicy != nil && *c.spec.RestartPolicy == corev1.ContainerRestartPolicyAlways
 }
 
 func (p *pod) key() string { return p.obj.Namespace + "/" + p.obj.Name }
@@ -95,11 +117,14 @@ func (p *pod) run(ctx context.Context) {
 	p.update(func() {
 		p.net, p.netErr = net, nil
 		p.obj.Status.PodIP = net.Address
-		p.obj.Status.PodIPs = []corev1.PodIP{{IP: net.Address}}
+		p.obj.Status.PodIPs = nil
+		for _, a := range net.Addresses() {
+			p.obj.Status.PodIPs = append(p.obj.Status.PodIPs, corev1.PodIP{IP: a})
+		}
 		p.obj.Status.HostIP = p.node.cfg.InternalIP
 		p.obj.Status.HostIPs = []corev1.HostIP{{IP: p.node.cfg.InternalIP}}
 	})
-	log.Info("Pod network ready", "address", net.Address, "netns", net.NetNS)
+	log.Info("Pod network ready", "addresses", net.Addresses(), "netns", net.NetNS)
 	for lastCause := ""; ; {
 		vols, err := p.prepare()
 		if err == nil {
@@ -119,7 +144,33 @@ func (p *pod) run(ctx context.Context) {
 		case <-time.After(2 * time.Second):
 		}
 	}
+	// Sidecars run under contexts of their own: they stop after the
+	// containers, in reverse order.
+	var sidecars []func()
+	defer func() {
+		for _, stop := range slices.Backward(sidecars) {
+			stop()
+		}
+	}()
 	for _, c := range p.inits {
+		if c.sidecar() {
+			sctx, cancel := context.WithCancel(context.Background())
+			ended := make(chan struct{})
+			go func() {
+				defer close(ended)
+				p.superviseSidecar(sctx, c)
+			}()
+			sidecars = append(sidecars, func() { cancel(); <-ended })
+			select {
+			case <-c.startedCh:
+				continue
+			case <-ctx.Done():
+				return
+			}
+		}
+		if c.finished {
+			continue // completed before the node restarted
+		}
 		if !p.runInit(ctx, c) {
 			return
 		}
@@ -127,9 +178,44 @@ func (p *pod) run(ctx context.Context) {
 	p.update(func() { p.initDone = true })
 	var wg sync.WaitGroup
 	for _, c := range p.containers {
+		if c.finished {
+			continue
+		}
 		wg.Go(func() { p.supervise(ctx, c) })
 	}
 	wg.Wait()
+}
+
+// superviseSidecar keeps a sidecar running until ctx ends, whatever the
+// pod's restart policy, and closes its startedCh once it first started.
+func (p *pod) superviseSidecar(ctx context.Context, c *containerRun) {
+	backoff := newBackoff(p.node.cfg.RestartBackoff)
+	for {
+		began := time.Now()
+		p.runOnce(ctx, c, p.probes)
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(began) > 10*time.Minute {
+			backoff.reset()
+		}
+		if !p.wait(ctx, c, backoff.next()) {
+			return
+		}
+	}
+}
+
+// markStarted records that the container counts as started, and lets the
+// init sequence go on past a sidecar. Called with p.mu held.
+func (c *containerRun) markStartedLocked() {
+	c.started = true
+	if c.startedCh != nil {
+		select {
+		case <-c.startedCh:
+		default:
+			close(c.startedCh)
+		}
+	}
 }
 
 // prepare writes the pod's hosts file and volumes.
@@ -142,7 +228,11 @@ func (p *pod) prepare() (map[string]string, error) {
 	if obj.Spec.Subdomain != "" {
 		fqdn = fmt.Sprintf("%s.%s.%s.svc.cluster.local %s", hostname, obj.Spec.Subdomain, obj.Namespace, hostname)
 	}
-	hosts := fmt.Sprintf("# Kubernetes-managed hosts file (fleetnet process node).\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n%s\t%s\n", obj.Status.PodIP, fqdn)
+	hosts := "# Kubernetes-managed hosts file (fleetnet process node).\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+	// A line per address, as the kubelet writes.
+	for _, ip := range obj.Status.PodIPs {
+		hosts += fmt.Sprintf("%s\t%s\n", ip.IP, fqdn)
+	}
 	for _, a := range obj.Spec.HostAliases {
 		hosts += fmt.Sprintf("%s\t%s\n", a.IP, strings.Join(a.Hostnames, "\t"))
 	}
@@ -264,10 +354,11 @@ func (p *pod) runOnce(ctx context.Context, c *containerRun, probes func(context.
 		c.proc = proc
 		c.kill = make(chan struct{}, 1)
 		c.state = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}}
-		c.started = c.spec.StartupProbe == nil
-		c.ready = c.spec.ReadinessProbe == nil && c.started
+		c.started = false
+		c.ready = false
 	})
 	p.node.event(p.obj, corev1.EventTypeNormal, "Started", "Started container "+c.spec.Name)
+	hookFailed := false
 	if lc := c.spec.Lifecycle; lc != nil && lc.PostStart != nil {
 		// As the kubelet: the hook runs once the container started; its
 		// failure kills the container, whose restart policy then decides.
@@ -275,7 +366,15 @@ func (p *pod) runOnce(ctx context.Context, c *containerRun, probes func(context.
 			p.node.log.Info("PostStart hook failed", "pod", p.key(), "container", c.spec.Name, "cause", err.Error())
 			p.node.event(p.obj, corev1.EventTypeWarning, "FailedPostStartHook", fmt.Sprintf("PostStartHook failed for container %s: %v", c.spec.Name, err))
 			proc.stop(p.grace())
+			hookFailed = true
 		}
+	}
+	if c.spec.StartupProbe == nil && !hookFailed {
+		// Started once postStart ran, as the kubelet counts it.
+		p.update(func() {
+			c.markStartedLocked()
+			c.ready = c.spec.ReadinessProbe == nil
+		})
 	}
 	probeCtx, stopProbes := context.WithCancel(ctx)
 	if probes != nil {
@@ -309,7 +408,7 @@ func (p *pod) probes(ctx context.Context, c *containerRun) {
 		w := probe.NewWorker(probe.Startup, sp, ip, &c.spec, target, func(r probe.Result, msg string) {
 			switch r {
 			case probe.Success:
-				p.update(func() { c.started = true; c.ready = c.spec.ReadinessProbe == nil })
+				p.update(func() { c.markStartedLocked(); c.ready = c.spec.ReadinessProbe == nil })
 				select {
 				case <-passed:
 				default:
@@ -381,8 +480,15 @@ func (p *pod) grace() time.Duration {
 func (p *pod) update(change func()) {
 	p.mu.Lock()
 	change()
-	out := p.snapshotLocked()
+	p.seq++
+	seq, out := p.seq, p.snapshotLocked()
 	p.mu.Unlock()
+	p.notifyMu.Lock()
+	defer p.notifyMu.Unlock()
+	if seq < p.notified {
+		return // a newer status went out meanwhile
+	}
+	p.notified = seq
 	p.node.notify(out)
 }
 
@@ -423,7 +529,15 @@ func (p *pod) snapshotLocked() *corev1.Pod {
 		allStarted = allStarted && (c.state.Running != nil || c.restarts > 0 || c.state.Terminated != nil)
 	}
 	policy := p.obj.Spec.RestartPolicy
+	// A Pod is done once its sidecars ended too: virtual-kubelet writes no
+	// status after a terminal phase, which would leave them Running.
+	sidecarsRunning := false
+	for _, c := range p.inits {
+		sidecarsRunning = sidecarsRunning || c.sidecar() && c.state.Running != nil
+	}
 	switch {
+	case sidecarsRunning && terminated == len(p.containers):
+		st.Phase = corev1.PodRunning
 	case p.stopping && terminated == len(p.containers):
 		st.Phase = corev1.PodSucceeded
 		if failed > 0 {
@@ -434,12 +548,17 @@ func (p *pod) snapshotLocked() *corev1.Pod {
 		if failed > 0 {
 			st.Phase = corev1.PodFailed
 		}
-	case policy == corev1.RestartPolicyNever && p.initFailedLocked():
+	case policy == corev1.RestartPolicyNever && p.initFailedLocked() && !sidecarsRunning:
 		st.Phase = corev1.PodFailed
 	case p.initDone && allStarted && (running > 0 || terminated > 0):
 		st.Phase = corev1.PodRunning
 	default:
 		st.Phase = corev1.PodPending
+	}
+	for _, c := range p.inits {
+		if c.sidecar() {
+			allReady = allReady && c.ready
+		}
 	}
 	ready := allReady && p.initDone && running == len(p.containers)
 	cond := func(t corev1.PodConditionType, ok bool, reason string) {
@@ -470,7 +589,7 @@ func (p *pod) snapshotLocked() *corev1.Pod {
 
 func (p *pod) initFailedLocked() bool {
 	for _, c := range p.inits {
-		if t := c.state.Terminated; t != nil && t.ExitCode != 0 {
+		if t := c.state.Terminated; t != nil && t.ExitCode != 0 && !c.sidecar() {
 			return true
 		}
 	}

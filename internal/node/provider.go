@@ -122,11 +122,16 @@ func (pr *Provider) CreatePod(_ context.Context, obj *corev1.Pod) error {
 		}
 	}
 	for _, c := range obj.Spec.InitContainers {
-		p.inits = append(p.inits, &containerRun{spec: c, restarts: seen[c.Name]})
+		run := &containerRun{spec: c, restarts: seen[c.Name]}
+		if run.sidecar() {
+			run.startedCh = make(chan struct{})
+		}
+		p.inits = append(p.inits, run)
 	}
 	for _, c := range obj.Spec.Containers {
 		p.containers = append(p.containers, &containerRun{spec: c, restarts: seen[c.Name]})
 	}
+	adopt(obj, p.inits, p.containers)
 	ctx, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
 	pr.pods[key] = p
@@ -134,6 +139,51 @@ func (pr *Provider) CreatePod(_ context.Context, obj *corev1.Pod) error {
 	pr.log.Info("Starting pod", "pod", key, "uid", obj.UID)
 	go p.run(ctx)
 	return nil
+}
+
+// adopt takes over what the API server says of a pod's containers when the
+// node (re)starts a pod it ran before: the processes ended with the node,
+// and the restart policy decides what runs again, as a kubelet decides
+// after its runtime lost the containers. A container that completed and is
+// not to run again keeps its state (init containers that succeeded, and
+// containers under Never, or under OnFailure that exited 0); one that was
+// running under Never ends with the kubelet's ContainerStatusUnknown.
+func adopt(obj *corev1.Pod, inits, containers []*containerRun) {
+	statuses := map[string]corev1.ContainerStatus{}
+	for _, cs := range append(obj.Status.InitContainerStatuses, obj.Status.ContainerStatuses...) {
+		statuses[cs.Name] = cs
+	}
+	policy := obj.Spec.RestartPolicy
+	keep := func(c *containerRun, t *corev1.ContainerStateTerminated) {
+		c.finished, c.ran = true, true
+		c.state = corev1.ContainerState{Terminated: t}
+		c.last = statuses[c.spec.Name].LastTerminationState
+		c.restarts = statuses[c.spec.Name].RestartCount
+	}
+	for _, c := range inits {
+		if cs, ok := statuses[c.spec.Name]; ok && !c.sidecar() {
+			if t := cs.State.Terminated; t != nil && t.ExitCode == 0 {
+				keep(c, t)
+			}
+		}
+	}
+	for _, c := range containers {
+		cs, ok := statuses[c.spec.Name]
+		if !ok {
+			continue
+		}
+		switch t := cs.State.Terminated; {
+		case t != nil && (policy == corev1.RestartPolicyNever || policy == corev1.RestartPolicyOnFailure && t.ExitCode == 0):
+			keep(c, t)
+		case cs.State.Running != nil && policy == corev1.RestartPolicyNever:
+			keep(c, &corev1.ContainerStateTerminated{
+				ExitCode: 137, Reason: "ContainerStatusUnknown",
+				Message:    "The container could not be located when the node restarted",
+				StartedAt:  cs.State.Running.StartedAt,
+				FinishedAt: metav1.Now(),
+			})
+		}
+	}
 }
 
 // UpdatePod takes what may change of a running pod (labels, annotations,

@@ -4,12 +4,13 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/fleetnet/fleetnet/internal/dev"
 	"github.com/fleetnet/fleetnet/internal/testkit"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,19 +21,12 @@ import (
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
-// onKwok puts a Pod on its cluster's kwok node, which marks it Running with
-// an address of each family of a dual-stack cluster without running it (the
-// process node runs Pods, IPv4 only).
-func onKwok(spec corev1.PodSpec) corev1.PodSpec {
-	spec.NodeSelector = map[string]string{"type": "kwok"}
-	spec.Tolerations = append(spec.Tolerations, corev1.Toleration{Key: dev.KwokTaintKey, Operator: corev1.TolerationOpExists})
-	return spec
-}
-
-// Pods that kwok runs in dual-stack east get an address of each family, so
-// kube-controller-manager writes IPv4 and IPv6 EndpointSlices for a
-// PreferDualStack Service; exported, dual-stack hub imports slices of both
-// families with the Pods' addresses, and IPv4-only west the IPv4 ones.
+// Pods that the process node runs in dual-stack east get an address of each
+// family, so kube-controller-manager writes IPv4 and IPv6 EndpointSlices for
+// a PreferDualStack Service; exported, dual-stack hub imports slices of both
+// families with the Pods' addresses, and IPv4-only west the IPv4 ones. A
+// hub pod reaches east's pods at both of the import's ClusterSetIPs through
+// hub's kube-proxy, and a west pod at the IPv4 one.
 func TestDualStackPodsExported(t *testing.T) {
 	ns := namespace(t, "e2e-dual-stack-pods")
 	cl := kube(t, "east")
@@ -45,9 +39,10 @@ func TestDualStackPodsExported(t *testing.T) {
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: onKwok(corev1.PodSpec{Containers: []corev1.Container{{
-					Name: "web", Image: "registry.k8s.io/e2e-test-images/agnhost:2.53", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
-				}}}),
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "web", Image: "registry.k8s.io/e2e-test-images/agnhost:2.53", Args: []string{"netexec", "--http-port=8080"},
+					Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+				}}},
 			},
 		},
 	}
@@ -102,6 +97,14 @@ func TestDualStackPodsExported(t *testing.T) {
 	for _, a := range pods {
 		slices.Sort(a)
 	}
+	names := map[string]bool{}
+	list := &corev1.PodList{}
+	if err := cl.List(ctx, list, ctrlclient.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range list.Items {
+		names[p.Name] = true
+	}
 
 	for _, tc := range []struct {
 		cluster  string
@@ -144,6 +147,28 @@ func TestDualStackPodsExported(t *testing.T) {
 			}
 			return nil
 		})
+		if tc.cluster == "east" {
+			continue
+		}
+		// Traffic to each ClusterSetIP, from a pod of the importing cluster.
+		imp, err := getImport(ctx, kube(t, tc.cluster), ns, "web")
+		if err != nil {
+			t.Fatal(err)
+		}
+		runPod(t, tc.cluster, ns, "client-"+tc.cluster)
+		for _, ip := range imp.si.Spec.IPs {
+			url := "http://" + net.JoinHostPort(ip, "80") + "/hostname"
+			testkit.Eventually(t, 30*time.Second, fmt.Sprintf("%s's pod to reach east's pods at %s", tc.cluster, url), func(ctx context.Context) error {
+				out, errOut, err := execIn(ctx, t, tc.cluster, ns, "client-"+tc.cluster, "client-"+tc.cluster, false, "curl", "-sS", "--max-time", "3", url)
+				if err != nil {
+					return fmt.Errorf("curl %s: %w: %s", url, err, errOut)
+				}
+				if !names[strings.TrimSpace(out)] {
+					return fmt.Errorf("curl %s answered %q, not one of east's pods %v", url, out, slices.Sorted(maps.Keys(names)))
+				}
+				return nil
+			})
+		}
 	}
 }
 

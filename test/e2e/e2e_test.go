@@ -546,7 +546,7 @@ func TestHTTPThroughImportedEndpoints(t *testing.T) {
 	}
 }
 
-// A standard Deployment works in the dev fleet: kwok marks its Pods running,
+// A standard Deployment works in the dev fleet: the process node runs its Pods,
 // kube-controller-manager makes the EndpointSlices, and the export carries
 // the Pods' addresses to every cluster.
 func TestDeploymentExported(t *testing.T) {
@@ -561,9 +561,10 @@ func TestDeploymentExported(t *testing.T) {
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: onKwok(corev1.PodSpec{Containers: []corev1.Container{{
-					Name: "web", Image: "registry.k8s.io/e2e-test-images/agnhost:2.53", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
-				}}}),
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "web", Image: "registry.k8s.io/e2e-test-images/agnhost:2.53", Args: []string{"netexec", "--http-port=8080"},
+					Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+				}}},
 			},
 		},
 	}

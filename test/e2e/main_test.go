@@ -19,6 +19,8 @@ import (
 
 	"github.com/fleetnet/fleetnet/internal/controlplane"
 	"github.com/fleetnet/fleetnet/internal/dev"
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // leaseTTL is short so that lease expiry is quick to test; agents renew at a
@@ -36,6 +38,9 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// The test's controller-runtime clients log nothing worth reading; left
+	// unset, the first client prints a stack saying so.
+	ctrllog.SetLogger(logr.Discard())
 	code, err := run(m)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)

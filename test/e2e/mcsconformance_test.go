@@ -16,15 +16,13 @@ package e2e
 // third cluster with a request pod, as upstream runs on every context it is
 // given.
 //
-// IP families: upstream probes every family of the ServiceImport. Hub and
-// east are dual-stack clusters, but the process node's pods are IPv4 only
-// (issue 23: dual-stack pods are not done), so hello has no IPv6 address to
-// answer on. Checks that reach or list the hello pods (nc through the
-// ClusterSetIP, the headless answers and their EndpointSlices) run for the
-// families the pods have an address of, and log the families they leave
-// out (podFamilies); DNS answers that do not come from the pods (the
-// ClusterSetIPs' A and AAAA, the not-exported probes) are checked for every
-// family, as upstream does.
+// IP families: upstream probes every family of the ServiceImport, on
+// fleets whose clusters share their families. Here hub and east are
+// dual-stack and west is not; the process node gives dual-stack clusters'
+// pods an address of each family. Checks that reach hello pods run for
+// each family of the import that the serving cluster's pods have an
+// address of (podFamilies): every family for east's hello; IPv4 alone for
+// a port that only west's hello serves, as nothing serves it over IPv6.
 
 import (
 	"context"
@@ -91,7 +89,7 @@ func TestMCSConformanceConnectivity(t *testing.T) {
 		name: "exported ClusterIP is accessible through DNS",
 		run: func(t *testing.T, d *mcsDriver) {
 			d.createExport(first)
-			d.execPortConnectivity(42, "pod ip", 1)
+			d.execPortConnectivity(first, 42, "pod ip", 1)
 		},
 	}, {
 		// "Connectivity to a ClusterIP service existing in two clusters
@@ -102,7 +100,7 @@ func TestMCSConformanceConnectivity(t *testing.T) {
 		setup: mcsSetup{alsoInSecond: true},
 		run: func(t *testing.T, d *mcsDriver) {
 			d.createExport(first)
-			d.execPortConnectivity(42, d.awaitServicePodIP(first), 10)
+			d.execPortConnectivity(first, 42, d.awaitServicePodIP(first), 10)
 		},
 	}, {
 		// "Connectivity to exported services with same port name but
@@ -113,7 +111,7 @@ func TestMCSConformanceConnectivity(t *testing.T) {
 		name: "same port name, different numbers: only the cluster exposing the port",
 		run: func(t *testing.T, d *mcsDriver) {
 			d.exportInTwoClusters([]corev1.ServicePort{{Name: "tcp", Port: 4242, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(42)}})
-			d.execPortConnectivity(42, d.awaitServicePodIP(first), 10)
+			d.execPortConnectivity(first, 42, d.awaitServicePodIP(first), 10)
 		},
 	}, {
 		// "Connectivity to exported services with different port name on
@@ -124,8 +122,8 @@ func TestMCSConformanceConnectivity(t *testing.T) {
 		run: func(t *testing.T, d *mcsDriver) {
 			d.exportInTwoClusters([]corev1.ServicePort{{Name: "tcp2", Port: 4242, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(42)}})
 			firstIP, secondIP := d.awaitServicePodIP(first), d.awaitServicePodIP(second)
-			d.execPortConnectivity(42, firstIP, 10)
-			d.execPortConnectivity(4242, secondIP, 10)
+			d.execPortConnectivity(first, 42, firstIP, 10)
+			d.execPortConnectivity(second, 4242, secondIP, 10)
 		},
 	}})
 }
@@ -216,7 +214,7 @@ func TestMCSConformanceHeadlessDNS(t *testing.T) {
 		setup: mcsSetup{export: true, headless: true},
 		run: func(t *testing.T, d *mcsDriver) {
 			for _, c := range mcsClusters {
-				for _, family := range d.podFamilies(d.awaitServiceImportIPFamilies(c)) {
+				for _, family := range d.podFamilies(first, d.awaitServiceImportIPFamilies(c)) {
 					command := []string{"sh", "-c", fmt.Sprintf("nslookup -type=%s %s.", mcsRecordType(family), d.fqdn())}
 					var addresses []string
 					for _, ep := range d.awaitK8sEndpoints(first, mcsAddressType(family)) {
@@ -235,7 +233,7 @@ func TestMCSConformanceHeadlessDNS(t *testing.T) {
 		setup: mcsSetup{export: true, headless: true, statefulSet: true},
 		run: func(t *testing.T, d *mcsDriver) {
 			for _, c := range mcsClusters {
-				for _, family := range d.podFamilies(d.awaitServiceImportIPFamilies(c)) {
+				for _, family := range d.podFamilies(first, d.awaitServiceImportIPFamilies(c)) {
 					eps := d.awaitMCSEndpointSlice(c, mcsAddressType(family), func(eps *discoveryv1.EndpointSlice) error {
 						if len(eps.Endpoints) != mcsHeadlessReplicas {
 							return fmt.Errorf("the MCS EndpointSlice %q has %d endpoints, want %d", eps.Name, len(eps.Endpoints), mcsHeadlessReplicas)
@@ -267,11 +265,13 @@ func TestMCSConformanceHeadlessDNS(t *testing.T) {
 		name:  "SRV returns a record per endpoint",
 		setup: mcsSetup{export: true, headless: true},
 		run: func(t *testing.T, d *mcsDriver) {
-			var endpoints []mcsEndpoint
-			for _, family := range d.podFamilies(d.service.Spec.IPFamilies) {
-				endpoints = append(endpoints, d.awaitK8sEndpoints(first, mcsAddressType(family))...)
-			}
 			for _, c := range mcsClusters {
+				// East's endpoints of the families c imports (a
+				// single-stack cluster imports its family's alone).
+				var endpoints []mcsEndpoint
+				for _, family := range d.podFamilies(first, d.awaitServiceImportIPFamilies(c)) {
+					endpoints = append(endpoints, d.awaitK8sEndpoints(first, mcsAddressType(family))...)
+				}
 				recs := d.expectSRVRecords(c, len(endpoints))
 				for _, ep := range endpoints {
 					i := slices.IndexFunc(recs, func(r mcsSRV) bool { return strings.HasPrefix(r.domainName, ep.hostName) })
@@ -563,11 +563,12 @@ func containing(s string) func(string) error {
 
 // execPortConnectivity is upstream's execPortConnectivityCommand: from
 // every cluster, for each family of its import, nc to hello's name and
-// port must print match n times in a row.
-func (d *mcsDriver) execPortConnectivity(port int, match string, n int) {
+// port must print match n times in a row; server is the cluster whose
+// hello serves the port.
+func (d *mcsDriver) execPortConnectivity(server string, port int, match string, n int) {
 	d.t.Helper()
 	for _, c := range mcsClusters {
-		for _, family := range d.podFamilies(d.awaitServiceImportIPFamilies(c)) {
+		for _, family := range d.podFamilies(server, d.awaitServiceImportIPFamilies(c)) {
 			command := []string{"sh", "-c", mcsNCCommand(family, d.fqdn(), port)}
 			d.expectOutput(c, command, n, containing(match))
 		}
@@ -601,15 +602,17 @@ func (d *mcsDriver) awaitServiceImportIPFamilies(cluster string) []corev1.IPFami
 	}).Spec.IPFamilies
 }
 
-// podFamilies keeps the families of families that the first cluster's
-// hello pods have an address of, and logs the others: the process node's
-// pods are IPv4 only (see the top of this file).
-func (d *mcsDriver) podFamilies(families []corev1.IPFamily) []corev1.IPFamily {
+// podFamilies waits until cluster's hello pods have their addresses and
+// returns the families of families they have an address of: a family the
+// pods cannot have (a single-stack cluster serving a dual-stack import) is
+// logged and left out, as there is nothing to reach over it; a family that
+// pods of a dual-stack cluster lack fails the test.
+func (d *mcsDriver) podFamilies(cluster string, families []corev1.IPFamily) []corev1.IPFamily {
 	d.t.Helper()
 	have := map[corev1.IPFamily]bool{}
-	testkit.Eventually(d.t, 60*time.Second, fmt.Sprintf("hello's pods in %s to have addresses", mcsClusters[0]), func(ctx context.Context) error {
+	testkit.Eventually(d.t, 60*time.Second, fmt.Sprintf("hello's pods in %s to have addresses", cluster), func(ctx context.Context) error {
 		pods := &corev1.PodList{}
-		if err := kube(d.t, mcsClusters[0]).List(ctx, pods, ctrlclient.InNamespace(d.ns), ctrlclient.MatchingLabels{"app": mcsHello}); err != nil {
+		if err := kube(d.t, cluster).List(ctx, pods, ctrlclient.InNamespace(d.ns), ctrlclient.MatchingLabels{"app": mcsHello}); err != nil {
 			return err
 		}
 		clear(have)
@@ -626,16 +629,23 @@ func (d *mcsDriver) podFamilies(families []corev1.IPFamily) []corev1.IPFamily {
 		}
 		return nil
 	})
+	c, err := state.Cluster(cluster)
+	if err != nil {
+		d.t.Fatal(err)
+	}
 	var out []corev1.IPFamily
 	for _, f := range families {
-		if have[f] {
+		switch {
+		case have[f]:
 			out = append(out, f)
-		} else {
-			d.t.Logf("%s: not checked: hello's pods in %s have no %s address (the process node's pods are IPv4 only)", f, mcsClusters[0], f)
+		case c.DualStack:
+			d.t.Fatalf("hello's pods in dual-stack %s have no %s address", cluster, f)
+		default:
+			d.t.Logf("%s: not checked for hello in %s, a single-stack cluster", f, cluster)
 		}
 	}
 	if len(out) == 0 {
-		d.t.Fatalf("hello's pods have an address of none of the families %v", families)
+		d.t.Fatalf("hello's pods in %s have an address of none of the families %v", cluster, families)
 	}
 	return out
 }

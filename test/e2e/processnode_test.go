@@ -401,6 +401,27 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 		if err := cl.Get(ctx, ctrlclient.ObjectKeyFromObject(probed), before); err != nil {
 			t.Fatal(err)
 		}
+		// What ran to completion before the restart does not run again:
+		// an init container, and a container that exited 0 under
+		// OnFailure; the one still running is restarted.
+		adopted := shell("adopted", "trap 'exit 0' TERM; while :; do sleep 0.2; done", func(p *corev1.Pod) {
+			p.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+			p.Spec.InitContainers = []corev1.Container{{Name: "setup", Image: "busybox:1.36", Command: []string{"true"}}}
+			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "once", Image: "busybox:1.36", Command: []string{"true"}})
+		})
+		adoptedBefore := &corev1.Pod{}
+		waitPod(t, adopted, "main running, setup and once completed", func(p *corev1.Pod) error {
+			if err := running(p); err != nil {
+				return err
+			}
+			for _, cs := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {
+				if done := cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0; done != (cs.Name != "main") {
+					return fmt.Errorf("container %s: %+v", cs.Name, cs.State)
+				}
+			}
+			adoptedBefore = p
+			return nil
+		})
 		// SIGKILL: the node's containers die with it (their parent-death
 		// signal); `dev up` starts the node again.
 		stop(t, "hub/"+dev.PartProcessNode, true)
@@ -438,6 +459,28 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 			}
 			if p.Status.ContainerStatuses[0].State.Running == nil {
 				return fmt.Errorf("container not running")
+			}
+			return nil
+		})
+		waitPod(t, adopted, "main restarted, setup and once not run again", func(p *corev1.Pod) error {
+			if err := running(p); err != nil {
+				return err
+			}
+			was := map[string]corev1.ContainerStatus{}
+			for _, cs := range slices.Concat(adoptedBefore.Status.InitContainerStatuses, adoptedBefore.Status.ContainerStatuses) {
+				was[cs.Name] = cs
+			}
+			for _, cs := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {
+				before := was[cs.Name]
+				if cs.Name == "main" {
+					if cs.State.Running == nil || cs.RestartCount != before.RestartCount+1 {
+						return fmt.Errorf("main: restarts %d (was %d), state %+v", cs.RestartCount, before.RestartCount, cs.State)
+					}
+					continue
+				}
+				if cs.RestartCount != before.RestartCount || cs.State.Terminated == nil || !cs.State.Terminated.FinishedAt.Equal(&before.State.Terminated.FinishedAt) {
+					return fmt.Errorf("%s ran again: restarts %d (was %d), state %+v", cs.Name, cs.RestartCount, before.RestartCount, cs.State)
+				}
 			}
 			return nil
 		})
@@ -612,5 +655,150 @@ func TestProcessNodeLifecycleHooks(t *testing.T) {
 	}
 	testkit.Eventually(t, 10*time.Second, "the FailedPreStopHook event", func(ctx context.Context) error {
 		return hasEvent(ctx, "prestop", "FailedPreStopHook")
+	})
+}
+
+// Native sidecars (KEP-753): an init container with restartPolicy Always
+// starts in init order, and the next init container waits for its startup
+// probe; it runs beside the containers, counts for the Pod's readiness, is
+// restarted when it ends whatever the Pod's restart policy, and is stopped
+// once the containers of a Pod that completes have ended.
+func TestProcessNodeSidecars(t *testing.T) {
+	ns := namespace(t, "e2e-sidecars")
+	cl := kube(t, "hub")
+	ctx := context.Background()
+	always := corev1.ContainerRestartPolicyAlways
+	create := func(p *corev1.Pod) *corev1.Pod {
+		if err := cl.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	waitPod := func(p *corev1.Pod, what string, ok func(*corev1.Pod) error) *corev1.Pod {
+		t.Helper()
+		got := &corev1.Pod{}
+		testkit.Eventually(t, time.Minute, fmt.Sprintf("pod %s: %s", p.Name, what), func(ctx context.Context) error {
+			if err := cl.Get(ctx, ctrlclient.ObjectKeyFromObject(p), got); err != nil {
+				return err
+			}
+			if err := ok(got); err != nil {
+				return fmt.Errorf("%w (containers: %s)", err, dev.DescribeContainers(*got))
+			}
+			return nil
+		})
+		return got
+	}
+	status := func(p *corev1.Pod, name string) corev1.ContainerStatus {
+		for _, cs := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {
+			if cs.Name == name {
+				return cs
+			}
+		}
+		return corev1.ContainerStatus{}
+	}
+
+	// A job with a proxy sidecar: "check" runs only once the proxy's
+	// startup probe passed, and would fail the Pod (restartPolicy Never)
+	// if the proxy did not answer; the job ends, then the proxy is stopped
+	// and the Pod succeeds.
+	job := create(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "job"},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			InitContainers: []corev1.Container{{
+				Name: "proxy", Image: "registry.k8s.io/e2e-test-images/agnhost:2.53", Args: []string{"netexec", "--http-port=9090"},
+				RestartPolicy: &always,
+				StartupProbe: &corev1.Probe{
+					ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/hostname", Port: intstr.FromInt32(9090)}},
+					PeriodSeconds: 1, FailureThreshold: 30,
+				},
+			}, {
+				Name: "check", Image: "nicolaka/netshoot", Command: []string{"curl", "-sSf", "--max-time", "2", "http://127.0.0.1:9090/hostname"},
+			}},
+			Containers: []corev1.Container{{
+				Name: "main", Image: "nicolaka/netshoot", Command: []string{"sh", "-c", "curl -sSf --max-time 2 http://127.0.0.1:9090/hostname && sleep 1"},
+			}},
+		},
+	})
+	waitPod(job, "Succeeded, the proxy stopped after main", func(p *corev1.Pod) error {
+		if p.Status.Phase != corev1.PodSucceeded {
+			return fmt.Errorf("phase %s", p.Status.Phase)
+		}
+		for _, name := range []string{"proxy", "check", "main"} {
+			if status(p, name).State.Terminated == nil {
+				return fmt.Errorf("%s not terminated", name)
+			}
+		}
+		for _, name := range []string{"check", "main"} {
+			if code := status(p, name).State.Terminated.ExitCode; code != 0 {
+				return fmt.Errorf("%s exited %d", name, code)
+			}
+		}
+		if proxy, main := status(p, "proxy").State.Terminated, status(p, "main").State.Terminated; proxy.FinishedAt.Before(&main.FinishedAt) {
+			return fmt.Errorf("proxy ended at %s, before main at %s", proxy.FinishedAt, main.FinishedAt)
+		}
+		return nil
+	})
+
+	// A server with a helper sidecar whose readiness comes from a file and
+	// which ends (exit 3) when asked to through another.
+	flags := corev1.VolumeMount{Name: "flags", MountPath: "/var/lib/flags"}
+	loop := "trap 'exit 0' TERM; while :; do sleep 0.2; done"
+	web := create(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: corev1.PodSpec{
+			Volumes: []corev1.Volume{{Name: "flags", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+			InitContainers: []corev1.Container{{
+				Name: "helper", Image: "busybox:1.36", RestartPolicy: &always, VolumeMounts: []corev1.VolumeMount{flags},
+				Command: []string{"sh", "-c", "trap 'exit 0' TERM; while [ ! -e /var/lib/flags/stop ]; do sleep 0.2; done; rm /var/lib/flags/stop; exit 3"},
+				ReadinessProbe: &corev1.Probe{
+					ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"cat", "/var/lib/flags/ready"}}},
+					PeriodSeconds: 1,
+				},
+			}},
+			Containers: []corev1.Container{{Name: "main", Image: "busybox:1.36", Command: []string{"sh", "-c", loop}, VolumeMounts: []corev1.VolumeMount{flags}}},
+		},
+	})
+	waitPod(web, "Running and Initialized, not Ready while the sidecar is not", func(p *corev1.Pod) error {
+		if p.Status.Phase != corev1.PodRunning || status(p, "main").State.Running == nil || status(p, "helper").State.Running == nil {
+			return fmt.Errorf("phase %s", p.Status.Phase)
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodInitialized && c.Status != corev1.ConditionTrue {
+				return fmt.Errorf("not Initialized")
+			}
+		}
+		if podReady(p) || status(p, "helper").Ready {
+			return fmt.Errorf("Ready without the sidecar's readiness")
+		}
+		if s := status(p, "helper").Started; s == nil || !*s {
+			return fmt.Errorf("helper not started")
+		}
+		return nil
+	})
+	if _, errOut, err := execIn(ctx, t, "hub", ns, "web", "main", false, "touch", "/var/lib/flags/ready"); err != nil {
+		t.Fatalf("touch ready: %v: %s", err, errOut)
+	}
+	waitPod(web, "Ready with its sidecar", func(p *corev1.Pod) error {
+		if !podReady(p) {
+			return fmt.Errorf("not Ready")
+		}
+		return nil
+	})
+	if _, errOut, err := execIn(ctx, t, "hub", ns, "web", "main", false, "touch", "/var/lib/flags/stop"); err != nil {
+		t.Fatalf("touch stop: %v: %s", err, errOut)
+	}
+	waitPod(web, "the sidecar restarted, main untouched", func(p *corev1.Pod) error {
+		helper, main := status(p, "helper"), status(p, "main")
+		if helper.RestartCount != 1 || helper.State.Running == nil {
+			return fmt.Errorf("helper: restarts %d, state %+v", helper.RestartCount, helper.State)
+		}
+		if t := helper.LastTerminationState.Terminated; t == nil || t.ExitCode != 3 {
+			return fmt.Errorf("helper's last termination %+v, want exit 3", helper.LastTerminationState)
+		}
+		if main.RestartCount != 0 || main.State.Running == nil || p.Status.Phase != corev1.PodRunning {
+			return fmt.Errorf("main: restarts %d, state %+v, phase %s", main.RestartCount, main.State, p.Status.Phase)
+		}
+		return nil
 	})
 }
