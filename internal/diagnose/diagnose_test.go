@@ -191,11 +191,12 @@ func TestDiagnose(t *testing.T) {
 				for _, e := range f.Registry.Exports {
 					e.ExportTo = []string{"east", "west"}
 				}
+				f.Registry.Import = nil // the registry sends hub none
 				f.Clusters["hub"].Import = nil
 				f.DNS = nil
 			},
 			fails: map[string]string{"registry export from east": "add hub to the annotation fleetnet.dev/export-to", "registry export from west": "does not send west's endpoints to hub",
-				"ServiceImport in hub": "hub"},
+				"registry merge": "every export is scoped away from it", "ServiceImport in hub": "hub"},
 		},
 		{
 			name: "every export scoped away by a selector the importing cluster does not match",
@@ -206,11 +207,13 @@ func TestDiagnose(t *testing.T) {
 				for _, st := range f.Registry.Statuses {
 					st.ImportedBy = []string{"east", "west"}
 				}
+				f.Registry.Import = nil
 				f.Clusters["hub"].Import = nil
 				f.DNS = nil
 			},
 			fails: map[string]string{"registry export from east": "give hub a ClusterProperty that env=prod matches",
-				"registry export from west": "scoped to the clusters matching env=prod (fleetnet.dev/export-to-selector)", "ServiceImport in hub": "hub"},
+				"registry export from west": "scoped to the clusters matching env=prod (fleetnet.dev/export-to-selector)",
+				"registry merge":            "scoped away", "ServiceImport in hub": "hub"},
 		},
 		{
 			name: "registry unreachable",

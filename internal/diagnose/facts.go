@@ -59,8 +59,8 @@ type RegistryFacts struct {
 	// exporting cluster, and Statuses their merge statuses.
 	Exports  []*registryv1.Export
 	Statuses []*registryv1.ExportStatus
-	// Import is the merged import of the target's namespace and name; nil
-	// when no export takes part.
+	// Import is the import the registry sends the target cluster: the
+	// merge of the exports in whose scope it is; nil when none takes part.
 	Import *registryv1.Import
 }
 

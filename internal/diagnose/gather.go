@@ -122,7 +122,10 @@ func gatherRegistry(ctx context.Context, t Target, c registryv1.RegistryClient, 
 			r.Statuses = append(r.Statuses, s)
 		}
 	}
-	imports, err := c.ListImports(ctx, &registryv1.ListImportsRequest{})
+	// The target's import: each cluster is sent the merge of the exports it
+	// may see (an administrator asks for the target's; a cluster is given
+	// its own whatever it asks).
+	imports, err := c.ListImports(ctx, &registryv1.ListImportsRequest{ClusterId: t.Cluster})
 	if err != nil {
 		r.Err = fmt.Errorf("listing imports: %w", err)
 		return r
