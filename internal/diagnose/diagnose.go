@@ -63,8 +63,9 @@ func Failed(steps []Step) bool {
 
 // Diagnose walks the path of f.Target in order: the exports in their
 // clusters, the registry (leases, exports, merge), the import in the target
-// cluster, its derived Service and slices, and DNS. It is pure: everything
-// comes from f.
+// cluster, its derived Service and slices, DNS, and the edge's part (the
+// hub's routes and load balancers of the ServiceImport, their Gateways, the
+// edges' endpoint health). It is pure: everything comes from f.
 func Diagnose(f *Facts) []Step {
 	var steps []Step
 	steps = append(steps, registryReachable(f)...)
@@ -80,6 +81,7 @@ func Diagnose(f *Facts) []Step {
 	}
 	steps = append(steps, importingCluster(f)...)
 	steps = append(steps, clustersetDNS(f)...)
+	steps = append(steps, edgeSteps(f)...)
 	return steps
 }
 

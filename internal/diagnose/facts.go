@@ -44,6 +44,9 @@ type Facts struct {
 	// DNS is the clusterset DNS answer for the target; nil when no server
 	// was given.
 	DNS *DNSFacts
+	// Edge is what the hub and the edges say of the routes that publish
+	// the service; nil when neither the hub nor an edge was given.
+	Edge *EdgeFacts
 }
 
 // RegistryFacts is the registry's view of the target service.
