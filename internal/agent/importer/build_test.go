@@ -117,7 +117,7 @@ func TestMetadataApplied(t *testing.T) {
 	applied := func(manager string) []metav1.ManagedFieldsEntry {
 		return []metav1.ManagedFieldsEntry{{
 			Manager: manager, Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1",
-			FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:annotations":{"f:service.kubernetes.io/topology-mode":{}}}}`)},
+			FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:annotations":{"f:service.kubernetes.io/topology-mode":{}}}}`),
 		}}
 	}
 	for _, tc := range []struct {
