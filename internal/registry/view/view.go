@@ -347,6 +347,9 @@ func (v *View) recompute(s svcKey, t *touch) []Event {
 
 	statuses := map[string]*registryv1.ExportStatus{}
 	var groups []*group
+	// before holds, for an old group whose canonical chunks are changed
+	// in place, what diff must compare with.
+	before := map[*group]*group{}
 	for _, p := range plans(ids, auds) {
 		exports := make([]*registryv1.Export, 0, len(p.visible))
 		for _, id := range p.visible {
@@ -388,10 +391,20 @@ func (v *View) recompute(s svcKey, t *touch) []Event {
 			g.canon[id] = want
 		}
 		if base != nil && !t.full {
-			maps.Copy(g.canon, base.canon)
+			// Only some chunks changed, and nothing that decides the
+			// groups: the group keeps its map, changed in place (a chunk
+			// change costs the chunk, not the service), and diff is
+			// handed the touched chunks' previous values as the old
+			// group's.
+			prev := make(map[chunkID]*registryv1.EndpointChunk, len(t.chunks))
+			for id := range t.chunks {
+				prev[id] = base.canon[id]
+			}
+			g.canon = base.canon
 			for id := range t.chunks {
 				canonical(id)
 			}
+			before[base] = &group{sig: base.sig, aud: base.aud, imp: base.imp, canon: prev}
 		} else {
 			for id := range v.chunks[s] {
 				canonical(id)
@@ -400,6 +413,14 @@ func (v *View) recompute(s svcKey, t *touch) []Event {
 		groups = append(groups, g)
 	}
 
+	if len(before) > 0 {
+		old = slices.Clone(old)
+		for i, o := range old {
+			if b := before[o]; b != nil {
+				old[i] = b
+			}
+		}
+	}
 	head, chunkEvents, tail := v.diff(key, old, groups, t)
 	if len(groups) == 0 {
 		delete(v.groups, s)
