@@ -210,6 +210,18 @@ const (
 	// take this cluster's traffic: a zone no node has, so that every
 	// ready endpoint carries a hint and kube-proxy honours them.
 	ZoneHintElsewhere = "fleetnet.dev-other-clusters"
+	// AnnotationTopologyMode is Kubernetes' topology-aware routing
+	// annotation (k8s.io/api's corev1.AnnotationTopologyMode), which the agent sets
+	// to TopologyModeAuto on the derived Service of an import under a
+	// LocalFirst policy, beside trafficDistribution PreferClose: data
+	// planes that read the annotation rather than the field (Cilium's
+	// kube-proxy replacement, older data planes) then honour the slices'
+	// zone hints. Removed with the policy. (Spelt out to keep this
+	// package free of dependencies; a test of the importer compares it.)
+	AnnotationTopologyMode = "service.kubernetes.io/topology-mode"
+	// TopologyModeAuto is AnnotationTopologyMode's value that asks for
+	// hints to be honoured.
+	TopologyModeAuto = "Auto"
 )
 
 // Keys of the local development fleet (`fleetnetctl dev`).

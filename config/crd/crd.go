@@ -50,7 +50,8 @@ func Networking() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 }
 
 // GatewayCluster returns what the cluster running fleetnet-gateway needs
-// besides All: the Gateway API's CRDs, then Networking's.
+// besides All: the Gateway API's CRDs, then Networking's but those All
+// already has (BackendTrafficPolicy), so that a hub applies each CRD once.
 func GatewayCluster() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	gw, err := GatewayAPI()
 	if err != nil {
@@ -60,7 +61,34 @@ func GatewayCluster() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	if err != nil {
 		return nil, err
 	}
-	return append(gw, own...), nil
+	member, err := All()
+	if err != nil {
+		return nil, err
+	}
+	inAll := map[string]bool{}
+	for _, c := range member {
+		inAll[c.Name] = true
+	}
+	for _, c := range own {
+		if !inAll[c.Name] {
+			gw = append(gw, c)
+		}
+	}
+	return gw, nil
+}
+
+// Hub returns every CRD the hub needs, each once: All, then
+// GatewayCluster.
+func Hub() ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	member, err := All()
+	if err != nil {
+		return nil, err
+	}
+	more, err := GatewayCluster()
+	if err != nil {
+		return nil, err
+	}
+	return append(member, more...), nil
 }
 
 func read(pattern string) ([]*apiextensionsv1.CustomResourceDefinition, error) {

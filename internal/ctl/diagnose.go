@@ -23,6 +23,8 @@ type diagnoseFlags struct {
 	clusterDNS string
 	dnsTimeout time.Duration
 	timeout    time.Duration
+	hub        string
+	edges      []string
 }
 
 func newDiagnoseCommand() *cobra.Command {
@@ -40,7 +42,12 @@ marks each step ✓ (holds), ✗ (breaks), ! (holds, with something off) or -
   the ServiceImport and its conditions, the derived Service and the imported
   EndpointSlices (ready endpoints per source cluster); the answer of
   CLUSTER's fleetnet-dns (--dns) and of its own resolver (--cluster-dns),
-  which must forward the clusterset zone.
+  which must forward the clusterset zone; and for a service published
+  through the edge, the hub's HTTPRoutes and MultiClusterLoadBalancers that
+  have the ServiceImport as a backend (--hub: their Accepted and
+  ResolvedRefs conditions, their Gateways' Programmed) and each edge's
+  health of its endpoints per cluster (--edge-metrics, read from the
+  edge's fleetnet_edge_backend_endpoints and fleetnet_edge_l4_endpoints).
 
 Each cluster is read through the kubeconfig's context of the cluster's id,
 or the one --context CLUSTER=CONTEXT names. The registry is asked with an
@@ -50,7 +57,7 @@ Exits with 1 when a step breaks.`,
 		Example: `  fleetnetctl diagnose hub/demo/echo --kubeconfig .fleetnet/dev/kubeconfig \
     --registry 127.0.0.1:7443 --ca-file .fleetnet/dev/certs/ca.crt \
     --cert-file .fleetnet/dev/certs/admin.crt --key-file .fleetnet/dev/certs/admin.key \
-    --dns 127.0.0.1:17453`,
+    --dns 127.0.0.1:17453 --hub hub --edge-metrics http://127.0.0.1:17407/metrics`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			t, err := parseTarget(args[0])
@@ -87,6 +94,8 @@ Exits with 1 when a step breaks.`,
 	fs.StringVar(&f.clusterDNS, "cluster-dns", "", "HOST:PORT of CLUSTER's own resolver (its CoreDNS), to check that it forwards the clusterset zone")
 	fs.DurationVar(&f.dnsTimeout, "dns-timeout", 2*time.Second, "how long a DNS server has to answer")
 	fs.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long the whole diagnosis may take")
+	fs.StringVar(&f.hub, "hub", "", "the cluster whose Gateways, HTTPRoutes and MultiClusterLoadBalancers fleetnet-gateway serves, to check the routes that publish the service")
+	fs.StringArrayVar(&f.edges, "edge-metrics", nil, "metrics URL of a fleetnet-edge (http://HOST:PORT/metrics), to check its health of the service's endpoints (repeatable)")
 	return cmd
 }
 
@@ -107,7 +116,7 @@ func parseTarget(s string) (diagnose.Target, error) {
 // sources connects to the registry (lazily: an unreachable registry is a
 // step of the report, not an error here) and reads the kubeconfig.
 func (f *diagnoseFlags) sources() (diagnose.Sources, func(), error) {
-	src := diagnose.Sources{DNS: f.dns, ClusterDNS: f.clusterDNS, DNSTimeout: f.dnsTimeout}
+	src := diagnose.Sources{DNS: f.dns, ClusterDNS: f.clusterDNS, DNSTimeout: f.dnsTimeout, Hub: f.hub, EdgeMetrics: f.edges}
 	closeRegistry := func() {}
 	if f.registry.Address != "" {
 		src.RegistryAddress = f.registry.Address

@@ -60,10 +60,18 @@ func newRegistryCommand() *cobra.Command {
 					return c.ListExports(ctx, req)
 				}, exportsTable)
 			}},
-		&cobra.Command{Use: "imports", Short: "List merged imports", Args: cobra.NoArgs,
-			RunE: func(cmd *cobra.Command, _ []string) error {
+		&cobra.Command{Use: "imports [CLUSTER]", Short: "List merged imports (as CLUSTER is sent them: the merge of the exports in whose scope it is)", Args: cobra.MaximumNArgs(1),
+			Long: `Lists the merged imports. An administrator sees each merged from every
+export; with CLUSTER, the imports the registry sends that cluster, each the
+merge of the exports whose scope includes it. A cluster's own identity is
+always shown its own.`,
+			RunE: func(cmd *cobra.Command, args []string) error {
+				req := &registryv1.ListImportsRequest{}
+				if len(args) == 1 {
+					req.ClusterId = args[0]
+				}
 				return f.run(cmd, func(ctx context.Context, c registryv1.RegistryClient) (proto.Message, error) {
-					return c.ListImports(ctx, &registryv1.ListImportsRequest{})
+					return c.ListImports(ctx, req)
 				}, importsTable)
 			}},
 		&cobra.Command{Use: "evict CLUSTER", Short: "Remove a cluster and all its records (admin)", Args: cobra.ExactArgs(1),

@@ -63,8 +63,9 @@ func Failed(steps []Step) bool {
 
 // Diagnose walks the path of f.Target in order: the exports in their
 // clusters, the registry (leases, exports, merge), the import in the target
-// cluster, its derived Service and slices, and DNS. It is pure: everything
-// comes from f.
+// cluster, its derived Service and slices, DNS, and the edge's part (the
+// hub's routes and load balancers of the ServiceImport, their Gateways, the
+// edges' endpoint health). It is pure: everything comes from f.
 func Diagnose(f *Facts) []Step {
 	var steps []Step
 	steps = append(steps, registryReachable(f)...)
@@ -80,6 +81,7 @@ func Diagnose(f *Facts) []Step {
 	}
 	steps = append(steps, importingCluster(f)...)
 	steps = append(steps, clustersetDNS(f)...)
+	steps = append(steps, edgeSteps(f)...)
 	return steps
 }
 
@@ -291,13 +293,20 @@ func scopeOf(e *registryv1.Export) string {
 	return strings.Join(parts, ", ")
 }
 
-// mergedImport checks that the registry has merged an import.
+// mergedImport checks that the registry has merged an import for the
+// target cluster.
 func mergedImport(f *Facts) Step {
 	s := Step{Name: "registry merge"}
 	r := f.Registry
 	switch {
 	case r == nil || r.Err != nil:
 		s.Status, s.Detail = Skip, "registry not read"
+		return s
+	case r.Import == nil && slices.ContainsFunc(r.Exports, func(e *registryv1.Export) bool {
+		return clusterLive(r, e.GetKey().GetClusterId()) && !reaches(r, e, f.Target.Cluster)
+	}) && !slices.ContainsFunc(r.Exports, func(e *registryv1.Export) bool { return reaches(r, e, f.Target.Cluster) }):
+		s.Status, s.Detail = Fail, fmt.Sprintf("no import for %s: every export is scoped away from it", f.Target.Cluster)
+		s.Fix = "see the registry export steps: each says how to bring " + f.Target.Cluster + " into its scope"
 		return s
 	case r.Import == nil:
 		s.Status, s.Detail = Fail, "no import: no live cluster exports the service"
@@ -353,7 +362,7 @@ func serviceImport(f *Facts, c *ClusterFacts) Step {
 		s.Status, s.Detail = Fail, "none"
 		switch {
 		case registryRead && f.Registry.Import == nil:
-			s.Detail += ": the registry has no import to give it"
+			s.Detail += ": the registry has no import to give " + t.Cluster
 			s.Fix = "see the registry merge step"
 		case registryRead && !clusterLive(f.Registry, t.Cluster):
 			s.Detail += ", though the registry has the import"

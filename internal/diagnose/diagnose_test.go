@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fleetnet/fleetnet/api/keys"
+	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/miekg/dns"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -15,6 +16,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
@@ -100,6 +102,42 @@ func healthy() *Facts {
 			Fleetnet: &DNSAnswer{Server: "127.0.0.1:5353", Addrs: []string{"10.96.0.10"}},
 			Cluster:  &DNSAnswer{Server: "10.96.0.10:53", Addrs: []string{"10.96.0.10"}},
 		},
+		Edge: healthyEdge(),
+	}
+}
+
+// healthyEdge is the hub's HTTPRoute demo/echo through Gateway demo/gw
+// and load balancer demo/echo-lb, both of the ServiceImport, and one edge
+// that holds healthy endpoints of both.
+func healthyEdge() *EdgeFacts {
+	accepted := []metav1.Condition{cond("Accepted", metav1.ConditionTrue, "Accepted", ""), cond("ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs", "")}
+	route := gwv1.HTTPRoute{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "echo"},
+		Spec: gwv1.HTTPRouteSpec{
+			CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
+			Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{
+				Group: ptr.To(gwv1.Group(mcsv1beta1.GroupName)), Kind: ptr.To(gwv1.Kind("ServiceImport")), Name: "echo"}}}}}},
+		},
+		Status: gwv1.HTTPRouteStatus{RouteStatus: gwv1.RouteStatus{Parents: []gwv1.RouteParentStatus{{
+			ParentRef: gwv1.ParentReference{Name: "gw"}, ControllerName: keys.GatewayControllerName, Conditions: accepted}}}},
+	}
+	return &EdgeFacts{
+		Hub:    "hub",
+		Routes: []gwv1.HTTPRoute{route},
+		Gateways: map[string]*gwv1.Gateway{"demo/gw": {ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "gw"},
+			Status: gwv1.GatewayStatus{Conditions: []metav1.Condition{cond("Programmed", metav1.ConditionTrue, "Programmed", "")},
+				Addresses: []gwv1.GatewayStatusAddress{{Value: "127.0.0.1"}}}}},
+		LoadBalancers: []networkingv1alpha1.MultiClusterLoadBalancer{{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "echo-lb"},
+			Spec:       networkingv1alpha1.MultiClusterLoadBalancerSpec{ServiceImportName: "echo", Class: networkingv1alpha1.LoadBalancerClassEdge},
+			Status: networkingv1alpha1.MultiClusterLoadBalancerStatus{Conditions: []metav1.Condition{
+				cond("Accepted", metav1.ConditionTrue, "Accepted", ""), cond("ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs", ""),
+				cond("Programmed", metav1.ConditionTrue, "Programmed", "")}},
+		}},
+		Edges: []EdgeMetrics{{URL: "http://127.0.0.1:17407/metrics",
+			Backend:       map[string]EndpointHealth{"east": {Healthy: 2}, "west": {Healthy: 1}},
+			LoadBalancers: map[string]map[string]EndpointHealth{"demo/echo-lb": {"east": {Healthy: 2}, "west": {Healthy: 1}}},
+		}},
 	}
 }
 
@@ -191,11 +229,12 @@ func TestDiagnose(t *testing.T) {
 				for _, e := range f.Registry.Exports {
 					e.ExportTo = []string{"east", "west"}
 				}
+				f.Registry.Import = nil // the registry sends hub none
 				f.Clusters["hub"].Import = nil
 				f.DNS = nil
 			},
 			fails: map[string]string{"registry export from east": "add hub to the annotation fleetnet.dev/export-to", "registry export from west": "does not send west's endpoints to hub",
-				"ServiceImport in hub": "hub"},
+				"registry merge": "every export is scoped away from it", "ServiceImport in hub": "hub"},
 		},
 		{
 			name: "every export scoped away by a selector the importing cluster does not match",
@@ -206,11 +245,13 @@ func TestDiagnose(t *testing.T) {
 				for _, st := range f.Registry.Statuses {
 					st.ImportedBy = []string{"east", "west"}
 				}
+				f.Registry.Import = nil
 				f.Clusters["hub"].Import = nil
 				f.DNS = nil
 			},
 			fails: map[string]string{"registry export from east": "give hub a ClusterProperty that env=prod matches",
-				"registry export from west": "scoped to the clusters matching env=prod (fleetnet.dev/export-to-selector)", "ServiceImport in hub": "hub"},
+				"registry export from west": "scoped to the clusters matching env=prod (fleetnet.dev/export-to-selector)",
+				"registry merge":            "scoped away", "ServiceImport in hub": "hub"},
 		},
 		{
 			name: "registry unreachable",
@@ -255,6 +296,85 @@ func TestDiagnose(t *testing.T) {
 				f.DNS.Fleetnet.Addrs = []string{"10.96.0.99"}
 			},
 			fails: map[string]string{"fleetnet-dns (127.0.0.1:5353)": "stale"},
+		},
+		{
+			name: "edge not asked",
+			breakIt: func(f *Facts) {
+				f.Edge = nil
+			},
+			absent: []string{"HTTPRoute demo/echo", "Gateway demo/gw"},
+		},
+		{
+			name: "route not accepted by its Gateway's listeners",
+			breakIt: func(f *Facts) {
+				f.Edge.Routes[0].Status.Parents[0].Conditions[0] = cond("Accepted", metav1.ConditionFalse, "NotAllowedByListeners", "no listener allows routes from namespace demo")
+			},
+			fails: map[string]string{"HTTPRoute demo/echo": "allowedRoutes"},
+		},
+		{
+			name: "route's ServiceImport in another namespace without a ReferenceGrant",
+			breakIt: func(f *Facts) {
+				f.Edge.Routes[0].Status.Parents[0].Conditions[1] = cond("ResolvedRefs", metav1.ConditionFalse, "RefNotPermitted", "backendRef demo/echo not permitted")
+			},
+			fails: map[string]string{"HTTPRoute demo/echo": "ReferenceGrant"},
+		},
+		{
+			name: "route no fleetnet Gateway has taken",
+			breakIt: func(f *Facts) {
+				f.Edge.Routes[0].Status.Parents = nil
+			},
+			fails: map[string]string{"HTTPRoute demo/echo": keys.GatewayControllerName},
+		},
+		{
+			name: "Gateway not programmed",
+			breakIt: func(f *Facts) {
+				f.Edge.Gateways["demo/gw"].Status.Conditions[0] = cond("Programmed", metav1.ConditionFalse, "Pending", "waiting for the edges to acknowledge version 4")
+			},
+			fails: map[string]string{"Gateway demo/gw": "edges"},
+		},
+		{
+			name: "Gateway missing",
+			breakIt: func(f *Facts) {
+				delete(f.Edge.Gateways, "demo/gw")
+			},
+			fails: map[string]string{"Gateway demo/gw": "does not exist"},
+		},
+		{
+			name: "load balancer not programmed",
+			breakIt: func(f *Facts) {
+				f.Edge.LoadBalancers[0].Status.Conditions[2] = cond("Programmed", metav1.ConditionFalse, "Pending", "not acknowledged")
+			},
+			fails: map[string]string{"MultiClusterLoadBalancer demo/echo-lb": "provider"},
+		},
+		{
+			name: "hub unreachable",
+			breakIt: func(f *Facts) {
+				f.Edge = &EdgeFacts{Hub: "hub", Err: errors.New(`no kube context "hub"`)}
+			},
+			fails: map[string]string{"hub hub": "--context hub="},
+		},
+		{
+			name: "edge metrics unreachable",
+			breakIt: func(f *Facts) {
+				f.Edge.Edges[0] = EdgeMetrics{URL: "http://127.0.0.1:17407/metrics", Err: errors.New("connection refused")}
+			},
+			fails: map[string]string{"edge 127.0.0.1:17407": "--edge-metrics"},
+		},
+		{
+			name: "every endpoint ejected by the edge's health checks",
+			breakIt: func(f *Facts) {
+				f.Edge.Edges[0].Backend = map[string]EndpointHealth{"east": {Ejected: 2}, "west": {Ejected: 1}}
+			},
+			fails: map[string]string{"edge 127.0.0.1:17407, backend": "health check"},
+		},
+		{
+			name: "edge without the backend in its model",
+			breakIt: func(f *Facts) {
+				f.Edge.Edges[0].Backend = nil
+				f.Edge.Edges[0].LoadBalancers = nil
+			},
+			fails: map[string]string{"edge 127.0.0.1:17407, backend": "no model",
+				"edge 127.0.0.1:17407, load balancer demo/echo-lb": "connected"},
 		},
 		{
 			name: "importing cluster unreachable",
@@ -315,5 +435,26 @@ func TestWriteShowsFixOnlyForBrokenSteps(t *testing.T) {
 	out := b.String()
 	if strings.Contains(out, "unused") || !strings.Contains(out, "→ repair b") || !strings.Contains(out, "✗  b") {
 		t.Errorf("report:\n%s", out)
+	}
+}
+
+// TestEdgeHealthStep: a cluster without a healthy endpoint at the edge is
+// a warning (its share goes elsewhere), none anywhere breaks the path.
+func TestEdgeHealthStep(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		health map[string]EndpointHealth
+		want   Status
+		detail string
+	}{
+		{"all healthy", map[string]EndpointHealth{"east": {Healthy: 2}, "west": {Healthy: 1}}, OK, "east 2 healthy; west 1 healthy"},
+		{"west ejected", map[string]EndpointHealth{"east": {Healthy: 2}, "west": {Ejected: 1}}, Warn, "west 0 healthy, 1 ejected"},
+		{"all ejected", map[string]EndpointHealth{"east": {Ejected: 2}}, Fail, "east 0 healthy, 2 ejected"},
+		{"no endpoint", map[string]EndpointHealth{}, Fail, "no endpoint"},
+	} {
+		s := healthStep("edge", tc.health)
+		if s.Status != tc.want || !strings.Contains(s.Detail, tc.detail) {
+			t.Errorf("%s: %s %q, want %s with %q", tc.name, s.Status, s.Detail, tc.want, tc.detail)
+		}
 	}
 }

@@ -44,6 +44,9 @@ type Facts struct {
 	// DNS is the clusterset DNS answer for the target; nil when no server
 	// was given.
 	DNS *DNSFacts
+	// Edge is what the hub and the edges say of the routes that publish
+	// the service; nil when neither the hub nor an edge was given.
+	Edge *EdgeFacts
 }
 
 // RegistryFacts is the registry's view of the target service.
@@ -59,8 +62,8 @@ type RegistryFacts struct {
 	// exporting cluster, and Statuses their merge statuses.
 	Exports  []*registryv1.Export
 	Statuses []*registryv1.ExportStatus
-	// Import is the merged import of the target's namespace and name; nil
-	// when no export takes part.
+	// Import is the import the registry sends the target cluster: the
+	// merge of the exports in whose scope it is; nil when none takes part.
 	Import *registryv1.Import
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -42,6 +43,15 @@ type Sources struct {
 	DNS, ClusterDNS string
 	// DNSTimeout bounds each DNS question (2 s when zero).
 	DNSTimeout time.Duration
+	// Hub is the cluster whose Gateways, HTTPRoutes and
+	// MultiClusterLoadBalancers publish the service (read through
+	// Cluster); EdgeMetrics are the edges' metrics URLs. The edge's part
+	// is checked when either is set.
+	Hub         string
+	EdgeMetrics []string
+	// HTTPClient reads the edges' metrics (a client with a 5 s timeout
+	// when nil).
+	HTTPClient *http.Client
 	// Now gives the time the facts are read at (time.Now when nil).
 	Now func() time.Time
 }
@@ -85,6 +95,9 @@ func Gather(ctx context.Context, t Target, src Sources) *Facts {
 	}
 	wg.Wait()
 
+	if src.Hub != "" || len(src.EdgeMetrics) > 0 {
+		f.Edge = gatherEdge(ctx, t, src.Hub, src.Cluster, src.EdgeMetrics, src.HTTPClient)
+	}
 	if src.DNS != "" || src.ClusterDNS != "" {
 		f.DNS = &DNSFacts{Name: serviceName(t)}
 		if src.DNS != "" {
@@ -122,7 +135,10 @@ func gatherRegistry(ctx context.Context, t Target, c registryv1.RegistryClient, 
 			r.Statuses = append(r.Statuses, s)
 		}
 	}
-	imports, err := c.ListImports(ctx, &registryv1.ListImportsRequest{})
+	// The target's import: each cluster is sent the merge of the exports it
+	// may see (an administrator asks for the target's; a cluster is given
+	// its own whatever it asks).
+	imports, err := c.ListImports(ctx, &registryv1.ListImportsRequest{ClusterId: t.Cluster})
 	if err != nil {
 		r.Err = fmt.Errorf("listing imports: %w", err)
 		return r

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -23,6 +26,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
@@ -34,7 +38,7 @@ import (
 func TestGatherBrokenSetups(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "east"}, {Name: "hub"}}})
+	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "east"}, {Name: "hub", GatewayAPI: true}}})
 	clk := clocktesting.NewFakeClock(time.Now())
 	reg := registrytest.Start(t, server.Config{LeaseTTL: 30 * time.Second, Clock: clk})
 	readers := map[string]client.Reader{}
@@ -162,6 +166,57 @@ func TestGatherBrokenSetups(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The edge's part: hub's HTTPRoute with the ServiceImport as its
+	// backend, its Gateway, and an edge's metrics, written as
+	// fleetnet-gateway and fleetnet-edge would.
+	gw := &gwv1.Gateway{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "gw"}, Spec: gwv1.GatewaySpec{GatewayClassName: "fleetnet",
+		Listeners: []gwv1.Listener{{Name: "http", Protocol: gwv1.HTTPProtocolType, Port: 8080}}}}
+	mustCreate(ctx, t, hub, gw)
+	gw.Status.Conditions = []metav1.Condition{condAt("Accepted", metav1.ConditionTrue, "Accepted", ""), condAt("Programmed", metav1.ConditionTrue, "Programmed", "")}
+	if err := hub.Status().Update(ctx, gw); err != nil {
+		t.Fatal(err)
+	}
+	route := &gwv1.HTTPRoute{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "echo"}, Spec: gwv1.HTTPRouteSpec{
+		CommonRouteSpec: gwv1.CommonRouteSpec{ParentRefs: []gwv1.ParentReference{{Name: "gw"}}},
+		Rules: []gwv1.HTTPRouteRule{{BackendRefs: []gwv1.HTTPBackendRef{{BackendRef: gwv1.BackendRef{BackendObjectReference: gwv1.BackendObjectReference{
+			Group: ptr.To(gwv1.Group(mcsv1beta1.GroupName)), Kind: ptr.To(gwv1.Kind("ServiceImport")), Name: "echo", Port: ptr.To(gwv1.PortNumber(80))}}}}}},
+	}}
+	mustCreate(ctx, t, hub, route)
+	setRoute := func(accepted metav1.Condition) {
+		t.Helper()
+		route.Status.Parents = []gwv1.RouteParentStatus{{ParentRef: gwv1.ParentReference{Name: "gw"}, ControllerName: keys.GatewayControllerName,
+			Conditions: []metav1.Condition{accepted, condAt("ResolvedRefs", metav1.ConditionTrue, "ResolvedRefs", "")}}}
+		if err := hub.Status().Update(ctx, route); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setRoute(condAt("Accepted", metav1.ConditionTrue, "Accepted", ""))
+	var metricsMu sync.Mutex
+	endpoints := func(healthy, ejected int) string {
+		return fmt.Sprintf("# TYPE fleetnet_edge_backend_endpoints gauge\n"+
+			"fleetnet_edge_backend_endpoints{backend=\"ServiceImport/demo/echo\",cluster=\"east\",health=\"healthy\"} %d\n"+
+			"fleetnet_edge_backend_endpoints{backend=\"ServiceImport/demo/echo\",cluster=\"east\",health=\"ejected\"} %d\n", healthy, ejected)
+	}
+	metrics := endpoints(1, 0)
+	edge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		metricsMu.Lock()
+		defer metricsMu.Unlock()
+		_, _ = io.WriteString(w, metrics)
+	}))
+	t.Cleanup(edge.Close)
+	withEdge := sources
+	withEdge.Hub, withEdge.EdgeMetrics = "hub", []string{edge.URL + "/metrics"}
+	check("published through the edge", withEdge, nil)
+	setRoute(condAt("Accepted", metav1.ConditionFalse, "NotAllowedByListeners", "no listener allows HTTPRoutes from namespace demo"))
+	metricsMu.Lock()
+	metrics = endpoints(0, 1)
+	metricsMu.Unlock()
+	check("route refused, endpoints ejected at the edge", withEdge, map[string]string{
+		"HTTPRoute demo/echo": "allowedRoutes", "edge " + edge.Listener.Addr().String() + ", backend": "ejected"})
+	closed := closedAddr(t)
+	withEdge.EdgeMetrics = []string{"http://" + closed + "/metrics"}
+	check("edge metrics unreachable", withEdge, map[string]string{"HTTPRoute demo/echo": "allowedRoutes", "edge " + closed: "--edge-metrics"})
+
 	// Leases expire: nobody renews them while the clock moves on.
 	clk.Step(time.Minute)
 	reg.Store.ExpireLeases()
@@ -242,6 +297,18 @@ func serveDNS(t *testing.T, records map[string]string) *dnsServer {
 	return s
 }
 
+// closedAddr returns a loopback TCP address nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
 // closedUDPAddr returns a loopback address nothing listens on.
 func closedUDPAddr(t *testing.T) string {
 	t.Helper()
@@ -252,4 +319,29 @@ func closedUDPAddr(t *testing.T) string {
 	addr := pc.LocalAddr().String()
 	pc.Close()
 	return addr
+}
+
+// TestReadEdgeMetrics: an edge's page gives the target backend's health
+// per cluster and its namespace's load balancers', ports summed; other
+// backends are left out; a page without TYPE lines reads the same.
+func TestReadEdgeMetrics(t *testing.T) {
+	page := `fleetnet_edge_backend_endpoints{backend="ServiceImport/demo/echo",cluster="east",health="healthy"} 2
+fleetnet_edge_backend_endpoints{backend="ServiceImport/demo/echo",cluster="west",health="ejected"} 1
+fleetnet_edge_backend_endpoints{backend="ServiceImport/demo/other",cluster="east",health="healthy"} 5
+fleetnet_edge_l4_endpoints{load_balancer="demo/echo-lb",port="5432/TCP",cluster="east",health="healthy"} 1
+fleetnet_edge_l4_endpoints{load_balancer="demo/echo-lb",port="53/UDP",cluster="east",health="healthy"} 1
+fleetnet_edge_l4_endpoints{load_balancer="web/other",port="80/TCP",cluster="east",health="healthy"} 1
+`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, page) }))
+	defer srv.Close()
+	m := readEdgeMetrics(context.Background(), Target{Cluster: "hub", Namespace: "demo", Name: "echo"}, srv.URL+"/metrics", nil)
+	if m.Err != nil {
+		t.Fatal(m.Err)
+	}
+	if want := map[string]EndpointHealth{"east": {Healthy: 2}, "west": {Ejected: 1}}; fmt.Sprint(m.Backend) != fmt.Sprint(want) {
+		t.Errorf("backend health %v, want %v", m.Backend, want)
+	}
+	if want := map[string]map[string]EndpointHealth{"demo/echo-lb": {"east": {Healthy: 2}}}; fmt.Sprint(m.LoadBalancers) != fmt.Sprint(want) {
+		t.Errorf("load balancers' health %v, want %v", m.LoadBalancers, want)
+	}
 }

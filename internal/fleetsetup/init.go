@@ -15,7 +15,6 @@ import (
 	"github.com/fleetnet/fleetnet/internal/controlplane"
 	"github.com/fleetnet/fleetnet/internal/pki"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -86,13 +85,9 @@ func Init(ctx context.Context, hub *Cluster, o HubOptions, out io.Writer) error 
 	if err != nil {
 		return fmt.Errorf("the fleet CA in %s: %w", o.CertsDir, err)
 	}
-	var crds []*apiextensionsv1.CustomResourceDefinition
-	for _, read := range []func() ([]*apiextensionsv1.CustomResourceDefinition, error){crd.All, crd.GatewayAPI, crd.Networking} {
-		more, err := read()
-		if err != nil {
-			return err
-		}
-		crds = append(crds, more...)
+	crds, err := crd.Hub()
+	if err != nil {
+		return err
 	}
 	if err := controlplane.InstallCRDs(ctx, hub.Config, crds); err != nil {
 		return fmt.Errorf("%s: %w", hub.Name, err)

@@ -35,7 +35,10 @@ import (
 // to the region (hub and east), then to us as well (every cluster: no
 // hints); back ready, it returns. A new zone joins the hints; the policy's
 // deletion takes them off. The ServiceImport's Locality condition and
-// events say each step.
+// events say each step. The derived Service prefers close endpoints
+// (trafficDistribution and topology-mode Auto) while the policy holds,
+// written once, not at each decision; neither after, and a topology-mode
+// set by someone else is left alone.
 func TestLocality(t *testing.T) {
 	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "hub"}}})
 	r := registrytest.Start(t, server.Config{LeaseTTL: 10 * time.Minute})
@@ -118,7 +121,8 @@ func TestLocality(t *testing.T) {
 	}
 	away := keys.ZoneHintElsewhere
 	expect("hub's endpoints hinted for hub's zones", map[string]string{"hub": "eu-a,eu-b", "east": away, "west": away}, keys.ReasonLocalCluster)
-	derivedDistribution := func() string {
+	derived := func() *corev1.Service {
+		t.Helper()
 		si := &mcsv1beta1.ServiceImport{}
 		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "echo"}, si); err != nil {
 			t.Fatal(err)
@@ -127,11 +131,17 @@ func TestLocality(t *testing.T) {
 		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: si.Annotations[keys.AnnotationDerivedService]}, svc); err != nil {
 			t.Fatal(err)
 		}
-		return ptr.Deref(svc.Spec.TrafficDistribution, "")
+		return svc
 	}
+	derivedDistribution := func() string { return ptr.Deref(derived().Spec.TrafficDistribution, "") }
 	if got := derivedDistribution(); got != corev1.ServiceTrafficDistributionPreferClose {
 		t.Errorf("the derived Service's trafficDistribution is %q under the policy, want PreferClose", got)
 	}
+	// For data planes that read the annotation instead (Cilium).
+	testkit.Until(t, 10*time.Second, "the derived Service's topology-mode Auto under the policy", func() bool {
+		return derived().Annotations[corev1.AnnotationTopologyMode] == "Auto"
+	})
+	underPolicy := derived().ResourceVersion
 	expectEvent(t, c, "echo", keys.ReasonLocalCluster, "traffic stays in this cluster (at least 2 ready endpoints)")
 
 	setReady := func(ready ...bool) {
@@ -158,11 +168,53 @@ func TestLocality(t *testing.T) {
 	createZonedNode(t, c, "node-eu-c", "eu-c")
 	expect("a new zone is hinted", map[string]string{"hub": "eu-a,eu-b,eu-c", "east": away, "west": away}, keys.ReasonLocalCluster)
 
+	// Every decision above rewrote slices, never the derived Service,
+	// whose spec and annotations stayed what the policy asks.
+	if rv := derived().ResourceVersion; rv != underPolicy {
+		t.Errorf("the derived Service was written while the policy held (resourceVersion %s, then %s)", underPolicy, rv)
+	}
+
 	if err := c.Delete(ctx, policy); err != nil {
 		t.Fatal(err)
 	}
 	expect("the policy gone, so are the hints", none, "")
-	testkit.Until(t, 10*time.Second, "the derived Service's trafficDistribution cleared with the policy", func() bool { return derivedDistribution() == "" })
+	testkit.Until(t, 10*time.Second, "the derived Service's trafficDistribution and topology-mode cleared with the policy", func() bool {
+		svc := derived()
+		_, annotated := svc.Annotations[corev1.AnnotationTopologyMode]
+		return ptr.Deref(svc.Spec.TrafficDistribution, "") == "" && !annotated
+	})
+
+	// Someone else's topology-mode on the derived Service is theirs: the
+	// agent, reconciling the import again (hub's endpoints change), leaves
+	// it and does not write the Service.
+	svc := derived()
+	if svc.Annotations == nil {
+		svc.Annotations = map[string]string{}
+	}
+	svc.Annotations[corev1.AnnotationTopologyMode] = "Disabled"
+	if err := c.Update(ctx, svc, client.FieldOwner("operator")); err != nil {
+		t.Fatal(err)
+	}
+	theirs := svc.ResourceVersion
+	setReady(true, false)
+	testkit.Eventually(t, 30*time.Second, "hub's endpoint not ready in the imported slices", func(ctx context.Context) error {
+		ss, err := importedSlices(ctx, c, "echo")
+		if err != nil {
+			return err
+		}
+		for _, s := range ss {
+			for _, e := range s.Endpoints {
+				if s.Labels[mcsv1beta1.LabelSourceCluster] == "hub" && !ptr.Deref(e.Conditions.Ready, true) {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("no endpoint of hub not ready yet")
+	})
+	if svc := derived(); svc.Annotations[corev1.AnnotationTopologyMode] != "Disabled" || svc.ResourceVersion != theirs {
+		t.Errorf("the agent rewrote the derived Service after another manager set topology-mode (annotation %q, resourceVersion %s, then %s)",
+			svc.Annotations[corev1.AnnotationTopologyMode], theirs, svc.ResourceVersion)
+	}
 }
 
 func createZonedNode(t *testing.T, c client.Client, name, zone string) {

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -27,7 +28,10 @@ import (
 // a later, unscoped export, so it has read past echo's), and east's
 // ServiceExport says where echo is imported. A malformed scope makes the
 // ServiceExport Valid=False with a Warning event naming the annotation;
-// fixed to name south, south imports echo and west's import goes.
+// fixed to name south, south imports echo and west's import goes. When
+// west exports echo to everyone too, south imports both clusters, and west
+// is sent the merge of its own export alone: its ServiceImport never names
+// east.
 func TestExportScope(t *testing.T) {
 	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "east"}, {Name: "west"}, {Name: "south"}}})
 	r := registrytest.Start(t, server.Config{})
@@ -111,6 +115,46 @@ func TestExportScope(t *testing.T) {
 		}
 		return fmt.Errorf("west still imports echo (%v)", err)
 	})
+
+	// west exports echo to everyone: south, in east's scope, imports both
+	// clusters; west, outside it, imports its own export alone, and
+	// nothing it holds of echo names east.
+	exportService(t, clients["west"], ns, "echo", "10.244.1.1", nil)
+	importsFrom := func(cluster string, want ...string) func(context.Context) error {
+		return func(ctx context.Context) error {
+			si := &mcsv1beta1.ServiceImport{}
+			if err := clients[cluster].Get(ctx, types.NamespacedName{Namespace: ns, Name: "echo"}, si); err != nil {
+				return err
+			}
+			var got []string
+			for _, c := range si.Status.Clusters {
+				got = append(got, c.Cluster)
+			}
+			if strings.Join(got, ",") != strings.Join(want, ",") {
+				return fmt.Errorf("%s's ServiceImport lists clusters %v, want %v", cluster, got, want)
+			}
+			return nil
+		}
+	}
+	testkit.Eventually(t, 20*time.Second, "south to import echo from east and west", importsFrom("south", "east", "west"))
+	testkit.Eventually(t, 20*time.Second, "west to import echo from west alone", importsFrom("west", "west"))
+	si := &mcsv1beta1.ServiceImport{}
+	if err := clients["west"].Get(ctx, types.NamespacedName{Namespace: ns, Name: "echo"}, si); err != nil {
+		t.Fatal(err)
+	}
+	si.ManagedFields = nil
+	if b, _ := json.Marshal(si); strings.Contains(string(b), `"east"`) || strings.Contains(string(b), "10.244.0.1") {
+		t.Errorf("west's ServiceImport names east, outside whose scope it is: %s", b)
+	}
+	ss, err := importedSlices(ctx, clients["west"], "echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range ss {
+		if src := s.Labels[mcsv1beta1.LabelSourceCluster]; src != "west" {
+			t.Errorf("west holds slice %s of source cluster %q", s.Name, src)
+		}
+	}
 }
 
 // TestExportScopeBySelector: each agent publishes its cluster's

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"os"
 	"path/filepath"
 	"strings"
@@ -79,6 +80,15 @@ func TestFleetInitJoinLeave(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("fleet init printed no %q:\n%s", want, out)
 		}
+	}
+	// Each CRD is applied once: the count init prints is the number of
+	// CRDs the hub has (which the test fleet installed in part before).
+	var crds apiextensionsv1.CustomResourceDefinitionList
+	if err := hub.Client(t).List(ctx, &crds); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("hub: %d CRDs applied", len(crds.Items)); !strings.Contains(out, want) {
+		t.Errorf("fleet init printed no %q (each CRD applied once):\n%s", want, out)
 	}
 	// The releases are Helm's own (the helm command reads them), their
 	// objects pass the API server, and every file their Pods name is in a

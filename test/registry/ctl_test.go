@@ -3,12 +3,14 @@ package registry_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/ctl"
@@ -16,6 +18,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/testkit"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 func fleetnetctl(t *testing.T, args ...string) (string, error) {
@@ -101,6 +104,28 @@ func TestFleetnetctlCertsRegistryCommandsMetricsAndTokens(t *testing.T) {
 		if err != nil || !strings.Contains(out, "clustersetId") {
 			t.Fatalf("registry clusters -o %s: %v\n%s", format, err, out)
 		}
+	}
+	// An export of a scoped to b: the administrator lists it, and lists
+	// it for b; not for a cluster outside the scope.
+	scoped := &registryv1.Export{Key: &registryv1.ExportKey{Namespace: "demo", Name: "scoped", ClusterId: "a"}, ExportedSince: timestamppb.Now(),
+		Type: "ClusterSetIP", Weight: 1, IpFamilies: []string{"IPv4"}, Ports: []*registryv1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}}, ExportTo: []string{"b"}}
+	if _, err := a.PutExport(ctx, &registryv1.PutExportRequest{Export: scoped}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{{nil, true}, {[]string{"b"}, true}, {[]string{"probe"}, false}} {
+		testkit.Eventually(t, 10*time.Second, fmt.Sprintf("registry imports %v", tc.args), func(context.Context) error {
+			out, err := fleetnetctl(t, append(append([]string{"registry", "imports"}, tc.args...), admin...)...)
+			if err != nil {
+				return err
+			}
+			if strings.Contains(out, "scoped") != tc.want {
+				return fmt.Errorf("lists the import scoped to b: %v, want %v\n%s", !tc.want, tc.want, out)
+			}
+			return nil
+		})
 	}
 	asCluster := append(common, "--cert-file", filepath.Join(dir, "a.crt"), "--key-file", filepath.Join(dir, "a.key"))
 	if _, err := fleetnetctl(t, append([]string{"registry", "evict", "b"}, asCluster...)...); status.Code(err) != codes.PermissionDenied {

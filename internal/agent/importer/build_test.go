@@ -3,9 +3,13 @@ package importer
 import (
 	"testing"
 
+	"github.com/fleetnet/fleetnet/api/keys"
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/internal/agent/locality"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
@@ -71,6 +75,66 @@ func TestOwnedMatch(t *testing.T) {
 	for _, tt := range tests {
 		if got := ownedMatch(tt.have, tt.want, owned); got != tt.match {
 			t.Errorf("%s: ownedMatch = %v, want %v", tt.name, got, tt.match)
+		}
+	}
+}
+
+// TestWithLocality: under a policy the derived Service of a ClusterSetIP
+// import prefers close endpoints (unless the export chose) and carries
+// topology-mode Auto; a headless one, or no policy, neither.
+func TestWithLocality(t *testing.T) {
+	if keys.AnnotationTopologyMode != corev1.AnnotationTopologyMode {
+		t.Fatalf("keys.AnnotationTopologyMode = %q, want Kubernetes' %q", keys.AnnotationTopologyMode, corev1.AnnotationTopologyMode)
+	}
+	policy := &locality.Decision{}
+	for _, tc := range []struct {
+		name         string
+		spec         corev1.ServiceSpec
+		decision     *locality.Decision
+		distribution string
+		annotated    bool
+	}{
+		{"no policy", corev1.ServiceSpec{}, nil, "", false},
+		{"policy", corev1.ServiceSpec{}, policy, corev1.ServiceTrafficDistributionPreferClose, true},
+		{"policy, the export's distribution", corev1.ServiceSpec{TrafficDistribution: ptr.To("PreferSameNode")}, policy, "PreferSameNode", true},
+		{"headless", corev1.ServiceSpec{ClusterIP: corev1.ClusterIPNone}, policy, "", false},
+	} {
+		spec, annotations := withLocality(tc.spec, tc.decision)
+		if got := ptr.Deref(spec.TrafficDistribution, ""); got != tc.distribution {
+			t.Errorf("%s: trafficDistribution %q, want %q", tc.name, got, tc.distribution)
+		}
+		if got := annotations[keys.AnnotationTopologyMode] == keys.TopologyModeAuto; got != tc.annotated || (!tc.annotated && len(annotations) > 0) {
+			t.Errorf("%s: annotations %v, want topology-mode Auto: %v", tc.name, annotations, tc.annotated)
+		}
+	}
+}
+
+// TestMetadataApplied: the agent writes when a key it wants is missing or
+// one it applied is no longer wanted, and leaves alone the same key set
+// by someone else, so that it never fights another manager over it.
+func TestMetadataApplied(t *testing.T) {
+	mode := map[string]string{keys.AnnotationTopologyMode: keys.TopologyModeAuto}
+	applied := func(manager string) []metav1.ManagedFieldsEntry {
+		return []metav1.ManagedFieldsEntry{{
+			Manager: manager, Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1",
+			FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:annotations":{"f:service.kubernetes.io/topology-mode":{}}}}`),
+		}}
+	}
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+		managed     []metav1.ManagedFieldsEntry
+		want        map[string]string
+		matches     bool
+	}{
+		{"wanted and there", mode, applied(keys.FieldManagerAgent), mode, true},
+		{"wanted, missing", nil, nil, mode, false},
+		{"the agent's, no longer wanted", mode, applied(keys.FieldManagerAgent), nil, false},
+		{"someone else's, not wanted", mode, applied("kubectl"), nil, true},
+	} {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Annotations: tc.annotations, ManagedFields: tc.managed}}
+		if got := metadataApplied(svc, nil, tc.want); got != tc.matches {
+			t.Errorf("%s: metadataApplied = %v, want %v", tc.name, got, tc.matches)
 		}
 	}
 }

@@ -232,7 +232,8 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	}
 	if failure == nil {
-		svc, failure = r.applyDerivedService(ctx, si, req.NamespacedName, withLocality(DerivedServiceSpec(imp, families), loc))
+		svcSpec, svcAnnotations := withLocality(DerivedServiceSpec(imp, families), loc)
+		svc, failure = r.applyDerivedService(ctx, si, req.NamespacedName, svcSpec, svcAnnotations)
 		if errors.Is(failure, errServiceReplaced) {
 			return reconcile.Result{RequeueAfter: cacheBehindRetry}, nil // the cache has yet to show it
 		}
@@ -437,9 +438,11 @@ func (r *Reconciler) applyServiceImport(ctx context.Context, base *mcsv1beta1.Se
 // ServiceImport si may not exist yet. A change between headless and
 // ClusterSetIP, or of the primary family, cannot be made in place: the
 // Service is deleted and created again. Ports edited by anyone else are
-// replaced, not merged.
-func (r *Reconciler) applyDerivedService(ctx context.Context, si *mcsv1beta1.ServiceImport, key types.NamespacedName, spec corev1.ServiceSpec) (*corev1.Service, error) {
+// replaced, not merged. annotations are the ones the agent sets (an
+// annotation it set before and leaves out goes with the apply).
+func (r *Reconciler) applyDerivedService(ctx context.Context, si *mcsv1beta1.ServiceImport, key types.NamespacedName, spec corev1.ServiceSpec, annotations map[string]string) (*corev1.Service, error) {
 	name := DerivedName(key.Namespace, key.Name)
+	labels := map[string]string{keys.LabelManagedBy: keys.ManagedByAgent, mcsv1beta1.LabelServiceName: key.Name}
 	existing := &corev1.Service{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: name}, existing)
 	switch {
@@ -473,7 +476,7 @@ func (r *Reconciler) applyDerivedService(ctx context.Context, si *mcsv1beta1.Ser
 		r.Log.Info("replaced the derived Service's ports", "import", key.String(), "service", name)
 		existing = fixed
 	}
-	if existing.UID != "" && existing.DeletionTimestamp.IsZero() && serviceMatches(existing, key.Name, spec) {
+	if existing.UID != "" && existing.DeletionTimestamp.IsZero() && serviceMatches(existing, key.Name, spec) && metadataApplied(existing, labels, annotations) {
 		return existing, nil
 	}
 	// No owner reference: the ServiceImport is written after it. An
@@ -483,7 +486,7 @@ func (r *Reconciler) applyDerivedService(ctx context.Context, si *mcsv1beta1.Ser
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: key.Namespace, Name: name,
-			Labels: map[string]string{keys.LabelManagedBy: keys.ManagedByAgent, mcsv1beta1.LabelServiceName: key.Name},
+			Labels: labels, Annotations: annotations,
 		},
 		Spec: spec,
 	}
@@ -863,24 +866,24 @@ func (p *PendingTracker) Done(k types.NamespacedName) {
 	p.gauge.Set(float64(len(p.pending)))
 }
 
-// metadataApplied reports whether the ServiceImport carries the desired
-// labels and annotations and no key the agent applied earlier that is no
-// longer desired (read from the agent's managed fields, so that keys others
-// added are left alone).
-func metadataApplied(si *mcsv1beta1.ServiceImport, labels, annotations map[string]string) bool {
-	if !hasAll(si.Labels, labels) || !hasAll(si.Annotations, annotations) {
+// metadataApplied reports whether the object (a ServiceImport or a derived
+// Service) carries the desired labels and annotations and no key the agent
+// applied earlier that is no longer desired (read from the agent's managed
+// fields, so that keys others added are left alone and never fought over).
+func metadataApplied(o metav1.Object, labels, annotations map[string]string) bool {
+	if !hasAll(o.GetLabels(), labels) || !hasAll(o.GetAnnotations(), annotations) {
 		return false
 	}
-	owned := appliedFields(si, keys.FieldManagerAgent)
+	owned := appliedFields(o, keys.FieldManagerAgent)
 	if owned == nil {
 		return true
 	}
-	for k := range si.Labels {
+	for k := range o.GetLabels() {
 		if _, want := labels[k]; !want && owned.Has(fieldpath.MakePathOrDie("metadata", "labels", k)) {
 			return false
 		}
 	}
-	for k := range si.Annotations {
+	for k := range o.GetAnnotations() {
 		if _, want := annotations[k]; !want && owned.Has(fieldpath.MakePathOrDie("metadata", "annotations", k)) {
 			return false
 		}

@@ -70,16 +70,22 @@ func (r *Reconciler) localityOf(ctx context.Context, key types.NamespacedName, i
 }
 
 // withLocality marks the derived Service of an import under a locality
-// policy as preferring close endpoints (trafficDistribution PreferClose),
-// unless the exported Service chose its own distribution. kube-proxy needs
-// only the slices' hints; data planes such as Cilium's honour hints only
-// on Services that ask for topology-aware routing. The EndpointSlice
-// controller ignores it: a derived Service has no selector.
-func withLocality(spec corev1.ServiceSpec, d *locality.Decision) corev1.ServiceSpec {
-	if d != nil && spec.TrafficDistribution == nil && spec.ClusterIP != corev1.ClusterIPNone {
+// policy as preferring close endpoints (trafficDistribution PreferClose,
+// unless the exported Service chose its own distribution) and returns the
+// annotations the agent sets on it: topology-mode Auto under a policy,
+// none without. kube-proxy needs only the slices' hints; data planes such
+// as Cilium's honour hints only on Services that ask for topology-aware
+// routing, some through the field, others through the annotation. The
+// EndpointSlice controller ignores both: a derived Service has no
+// selector. A headless Service has no ClusterSetIP traffic to steer.
+func withLocality(spec corev1.ServiceSpec, d *locality.Decision) (corev1.ServiceSpec, map[string]string) {
+	if d == nil || spec.ClusterIP == corev1.ClusterIPNone {
+		return spec, nil
+	}
+	if spec.TrafficDistribution == nil {
 		spec.TrafficDistribution = ptr.To(corev1.ServiceTrafficDistributionPreferClose)
 	}
-	return spec
+	return spec, map[string]string{keys.AnnotationTopologyMode: keys.TopologyModeAuto}
 }
 
 // topology reads this cluster's zones from its Nodes' labels (metadata

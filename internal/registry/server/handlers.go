@@ -334,9 +334,18 @@ func (r *Registry) ListExports(ctx context.Context, req *registryv1.ListExportsR
 			}
 		}
 		for _, st := range v.ExportStatuses(cluster) {
-			if k := st.GetKey(); visible(k.GetNamespace(), k.GetName(), k.GetClusterId()) {
-				resp.Statuses = append(resp.Statuses, st)
+			k := st.GetKey()
+			if !visible(k.GetNamespace(), k.GetName(), k.GetClusterId()) {
+				continue
 			}
+			// Another exporter's conflicts are among the exports it sees,
+			// which may include some scoped away from the viewer: the
+			// viewer reads its conflicts from its own import instead.
+			if viewer != "" && k.GetClusterId() != viewer && len(st.GetConflicts()) > 0 {
+				st = proto.CloneOf(st)
+				st.Conflicts = nil
+			}
+			resp.Statuses = append(resp.Statuses, st)
 		}
 		resp.Revision = v.Revision()
 		if req.GetIncludeEndpoints() {

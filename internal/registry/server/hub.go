@@ -25,8 +25,8 @@ type watcher struct {
 	// cluster's, every cluster's ("*"), or none ("").
 	statusCluster string
 	// cluster is the watching cluster, whose exports' scopes decide what it
-	// gets; empty for an administrator, who gets everything but
-	// retractions.
+	// gets; empty (view.Admins) for an administrator, who is in the
+	// audience of what administrators see: every export.
 	cluster string
 	// namespaces, when set, are the only namespaces whose imports and
 	// endpoints the watcher gets (a member's import policy).
@@ -61,9 +61,6 @@ func (w *watcher) wants(e *encoded) bool {
 	}
 	if w.namespaces != nil && e.namespace != "" && !w.namespaces[e.namespace] {
 		return false
-	}
-	if w.cluster == "" {
-		return !e.retract
 	}
 	return e.audience.Includes(w.cluster)
 }

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -693,6 +694,117 @@ func TestExportScopeBySelectorIsEnforced(t *testing.T) {
 	for _, cl := range clusters.GetClusters() {
 		if cl.GetId() == "c" && cl.GetProperties()["env"] != "dev" {
 			t.Errorf("c's properties in the registry: %v, want env=dev", cl.GetProperties())
+		}
+	}
+}
+
+// TestScopedExportIsInvisibleInOthersImports: a cluster outside a scoped
+// export's scope is sent, and lists, an import merged from the exports it
+// may see alone: the scoped exporter appears in none of its clusters,
+// ports or conflicts, in the watch, a new snapshot or ListImports, and no
+// status it may list names a conflict with it; a cluster in the scope
+// and the administrator see the merge of both, with the conflict.
+func TestScopedExportIsInvisibleInOthersImports(t *testing.T) {
+	e := start(t, server.Config{})
+	ctx := context.Background()
+	clients := map[string]registryv1.RegistryClient{"a": e.client("a", false), "b": e.client("b", false), "c": e.client("c", false), "d": e.client("d", false)}
+	for id, cl := range clients {
+		register(t, cl, id)
+	}
+	clients[""] = e.client("ops", true)
+	live := map[string]*watchStream{}
+	for id, cl := range clients {
+		live[id] = watch(t, cl, &registryv1.WatchRequest{})
+		live[id].until(t, "the first snapshot's synced mark", isSynced)
+	}
+	// a, the oldest, exports to b only with port "http"; c to everyone
+	// with port "web": a Port conflict, which only b, a and the
+	// administrator may know of.
+	scoped := export("a", 0, "http")
+	scoped.ExportTo = []string{"b"}
+	if _, err := clients["a"].PutExport(ctx, &registryv1.PutExportRequest{Export: scoped}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := clients["c"].PutExport(ctx, &registryv1.PutExportRequest{Export: export("c", 1, "web")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := clients["c"].PutEndpoints(ctx, &registryv1.PutEndpointsRequest{Chunk: chunk("c", "echo-c1", "web", "10.244.3.5")}); err != nil {
+		t.Fatal(err)
+	}
+
+	mentionsA := func(imp *registryv1.Import) bool {
+		for _, c := range imp.GetClusters() {
+			if c.GetClusterId() == "a" {
+				return true
+			}
+		}
+		return len(imp.GetConflicts()) > 0 || imp.GetPorts()[0].GetName() != "web"
+	}
+	for _, tc := range []struct {
+		viewer   string
+		clusters []string
+		port     string
+	}{
+		{"b", []string{"a", "c"}, "http"},
+		{"", []string{"a", "c"}, "http"},
+		{"c", []string{"c"}, "web"},
+		{"d", []string{"c"}, "web"},
+	} {
+		name := tc.viewer
+		if name == "" {
+			name = "the administrator"
+		}
+		var last *registryv1.Import
+		var port string
+		// Until c's chunk has come in the port the viewer's import names:
+		// every import the viewer was sent on the way is checked.
+		for _, ev := range live[tc.viewer].until(t, name+"'s copy of c's chunk", func(ev *registryv1.WatchEvent) bool {
+			return ev.GetEndpointsUpsert().GetKey().GetClusterId() == "c"
+		}) {
+			if imp := ev.GetImportUpsert(); imp != nil {
+				last = imp
+				if tc.port == "web" && mentionsA(imp) {
+					t.Errorf("%s, outside a's scope, was sent %v", name, imp)
+				}
+			}
+			if ch := ev.GetEndpointsUpsert(); ch != nil {
+				port = ch.GetPorts()[0].GetName()
+			}
+		}
+		if !importWithClusters(tc.clusters...)(&registryv1.WatchEvent{Event: &registryv1.WatchEvent_ImportUpsert{ImportUpsert: last}}) {
+			t.Errorf("%s's last import lists %v, want clusters %v", name, last.GetClusters(), tc.clusters)
+		}
+		if port != tc.port {
+			t.Errorf("%s is sent c's endpoints on port %q, want %q", name, port, tc.port)
+		}
+		if wantConflict := tc.port == "http"; (len(last.GetConflicts()) == 1) != wantConflict {
+			t.Errorf("%s's import has conflicts %v, want a Port conflict: %v", name, last.GetConflicts(), wantConflict)
+		}
+		listed, err := clients[tc.viewer].ListImports(ctx, &registryv1.ListImportsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(listed.GetImports()) != 1 || !proto.Equal(listed.GetImports()[0], last) {
+			t.Errorf("%s lists imports %v, want what it was sent, %v", name, listed.GetImports(), last)
+		}
+		for _, ev := range watch(t, clients[tc.viewer], &registryv1.WatchRequest{}).until(t, name+"'s new snapshot", isSynced) {
+			if imp := ev.GetImportUpsert(); imp != nil && !proto.Equal(imp, last) {
+				t.Errorf("%s's snapshot holds %v, want %v", name, imp, last)
+			}
+		}
+	}
+	// Statuses: c sees only its own export, so its conflicts are none;
+	// d lists c's status without conflicts; a's names the conflict.
+	for _, tc := range []struct {
+		viewer, of string
+		conflicts  int
+	}{{"c", "c", 0}, {"d", "c", 0}, {"a", "a", 1}, {"b", "a", 0}, {"", "a", 1}} {
+		resp, err := clients[tc.viewer].ListExports(ctx, &registryv1.ListExportsRequest{ClusterId: tc.of})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.GetStatuses()) != 1 || len(resp.GetStatuses()[0].GetConflicts()) != tc.conflicts {
+			t.Errorf("%q lists %s's statuses %v, want one with %d conflicts", tc.viewer, tc.of, resp.GetStatuses(), tc.conflicts)
 		}
 	}
 }

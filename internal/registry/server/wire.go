@@ -22,10 +22,8 @@ type encoded struct {
 	// cluster they concern.
 	status        bool
 	statusCluster string
-	// audience is who may receive the event (an export's scope); retract
-	// marks a delete sent because a scope no longer includes its audience.
+	// audience is who may receive the event (see view.Event).
 	audience view.Audience
-	retract  bool
 	// namespace is the import's or chunk's, for watchers that asked for
 	// some namespaces only; empty for other events.
 	namespace string
@@ -38,7 +36,7 @@ type encoded struct {
 // encodeEvent marshals one event of the view, with its audience.
 func encodeEvent(e view.Event) *encoded {
 	out := encode(e.WatchEvent)
-	out.audience, out.retract = e.Audience, e.Retract
+	out.audience = e.Audience
 	return out
 }
 
@@ -139,7 +137,7 @@ func (s *snapshotEncoder) encode(events []view.Event) []*encoded {
 		head = protowire.AppendVarint(head, uint64(e.GetRevision()))
 		head = protowire.AppendTag(head, field, protowire.BytesType)
 		head = protowire.AppendVarint(head, uint64(len(body)))
-		out[i] = &encoded{revision: e.GetRevision(), head: head, body: body, audience: e.Audience, retract: e.Retract, namespace: eventNamespace(e.WatchEvent)}
+		out[i] = &encoded{revision: e.GetRevision(), head: head, body: body, audience: e.Audience, namespace: eventNamespace(e.WatchEvent)}
 		if st, ok := msg.(*registryv1.ExportStatus); ok {
 			out[i].status, out[i].statusCluster = true, st.GetKey().GetClusterId()
 		}

@@ -22,6 +22,11 @@ type Audience struct {
 	clusters map[string]bool
 }
 
+// Admins is the member of an audience that stands for the administrators'
+// watchers (and lists), who see every export: no cluster has an empty id.
+// Everyone includes them; Only must name them.
+const Admins = ""
+
 // Everyone is the audience of an unscoped event.
 func Everyone() Audience { return Audience{} }
 
@@ -96,6 +101,37 @@ func keysWhere(m map[string]bool, keep func(string) bool) []string {
 	return out
 }
 
+// complement is every watcher a does not include.
+func (a Audience) complement() Audience { return Everyone().Minus(a) }
+
+// Intersect is the clusters both a and b include.
+func (a Audience) Intersect(b Audience) Audience {
+	switch {
+	case a.IsEveryone():
+		return b
+	case b.IsEveryone():
+		return a
+	}
+	return a.Minus(b.complement())
+}
+
+// Union is the clusters a or b includes.
+func (a Audience) Union(b Audience) Audience {
+	switch {
+	case a.IsEveryone() || b.IsEveryone():
+		return Everyone()
+	case a.IsEmpty():
+		return b
+	case b.IsEmpty():
+		return a
+	}
+	u := a.complement().Minus(b).complement()
+	if u.IsEveryone() {
+		return Everyone()
+	}
+	return u
+}
+
 // Equal says whether two audiences include the same clusters.
 func (a Audience) Equal(b Audience) bool {
 	if a.IsEveryone() || b.IsEveryone() {
@@ -104,16 +140,24 @@ func (a Audience) Equal(b Audience) bool {
 	return a.Minus(b).IsEmpty() && b.Minus(a).IsEmpty()
 }
 
-// String is "everyone", "only a,b" or "all but a,b".
+// String is "everyone", "only a,b" or "all but a,b"; the administrators
+// are "(admins)".
 func (a Audience) String() string {
 	if a.IsEveryone() {
 		return "everyone"
 	}
-	names := strings.Join(slices.Sorted(maps.Keys(a.clusters)), ",")
-	if a.except {
-		return "all but " + names
+	names := slices.Sorted(maps.Keys(a.clusters))
+	if len(names) > 0 && names[0] == Admins {
+		names = append(names[1:], "(admins)")
 	}
-	return "only " + names
+	return a.prefix() + strings.Join(names, ",")
+}
+
+func (a Audience) prefix() string {
+	if a.except {
+		return "all but "
+	}
+	return "only "
 }
 
 // scope is who may import one export: the exporting cluster, the clusters
@@ -167,24 +211,10 @@ func (s *scope) audience(clusters map[string]*registryv1.Cluster) Audience {
 	return Only(in...)
 }
 
-// union is everyone when one of the audiences is, else the clusters any
-// includes. Only the Only and Everyone kinds are united (export audiences).
-func union(auds []Audience) Audience {
-	var names []string
-	for _, a := range auds {
-		if a.IsEveryone() || a.except {
-			return Everyone()
-		}
-		for c := range a.clusters {
-			names = append(names, c)
-		}
-	}
-	return Only(names...)
-}
-
 // Event is a watch event and who receives it. Retract marks a delete sent
-// only because a scope no longer includes its audience: a watcher that
-// sees every scope (an administrator's) never gets it.
+// only because a scope no longer includes its audience while the service
+// goes on for others; the audience alone decides who gets it, and it never
+// includes the administrators, who see every export.
 type Event struct {
 	*registryv1.WatchEvent
 	Audience Audience

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/registry/keyspace"
@@ -43,13 +44,10 @@ type View struct {
 	exports  map[svcKey]map[string]exportRecord
 	chunks   map[svcKey]map[chunkID]chunkRecord
 
-	// What was derived, and streamed, last.
-	imports  map[svcKey]*registryv1.Import
-	canon    map[svcKey]map[chunkID]*registryv1.EndpointChunk
+	// What was derived, and streamed, last: each service's groups (sorted
+	// by sig), and its exports' statuses.
+	groups   map[svcKey][]*group
 	statuses map[svcKey]map[string]*registryv1.ExportStatus
-	// Who was sent each import, and each exporting cluster's chunks.
-	importAud map[svcKey]Audience
-	chunkAud  map[svcKey]map[string]Audience
 }
 
 // New returns an empty view at revision 0.
@@ -59,12 +57,8 @@ func New() *View {
 		live:     map[string]store.LeaseID{},
 		exports:  map[svcKey]map[string]exportRecord{},
 		chunks:   map[svcKey]map[chunkID]chunkRecord{},
-		imports:  map[svcKey]*registryv1.Import{},
-		canon:    map[svcKey]map[chunkID]*registryv1.EndpointChunk{},
+		groups:   map[svcKey][]*group{},
 		statuses: map[svcKey]map[string]*registryv1.ExportStatus{},
-
-		importAud: map[svcKey]Audience{},
-		chunkAud:  map[svcKey]map[string]Audience{},
 	}
 }
 
@@ -247,118 +241,196 @@ func (v *View) clusterInfo() map[string]merge.Cluster {
 	return m
 }
 
-// recompute derives the import, canonical chunks and statuses of one service
-// and returns the events for what changed, each to its audience: an
-// export's endpoints to its scope, the import to the union of its exports'
-// scopes. When a scope no longer includes a cluster, that cluster gets
-// deletes (retractions); when it newly includes one, the import and chunks
-// are sent again to the whole scope.
+// A service's group is the clusters that may see the same set of its
+// exports (sig, their exporters' ids): they are sent the same import, the
+// merge of those exports alone, and the same canonical chunks. An
+// unscoped service has one group, everyone; each combination of scopes a
+// cluster falls in makes another, and the administrators, who see every
+// export, are in the group that sees them all.
+type group struct {
+	sig string
+	aud Audience
+	imp *registryv1.Import
+	// canon holds the canonical chunks of the exporters that participate
+	// in imp, as imp names their ports.
+	canon map[chunkID]*registryv1.EndpointChunk
+}
+
+// plan is a group before its merge: who, and which exports they see.
+type plan struct {
+	sig     string
+	visible []string
+	aud     Audience
+}
+
+// plans partitions the watchers of a service by the exports they may see,
+// given each export's audience (ids sorted). Clusters that no scope names
+// see the unscoped exports alone; they are one group, "all but" the named
+// clusters and the administrators.
+func plans(ids []string, auds map[string]Audience) []plan {
+	named := map[string]bool{}
+	var unscoped []string
+	for _, id := range ids {
+		if a := auds[id]; a.IsEveryone() {
+			unscoped = append(unscoped, id)
+		} else {
+			for c := range a.clusters {
+				named[c] = true
+			}
+		}
+	}
+	visible := map[string][]string{}
+	members := map[string][]string{}
+	add := func(c string) {
+		var vis []string
+		for _, id := range ids {
+			if c == Admins || auds[id].Includes(c) {
+				vis = append(vis, id)
+			}
+		}
+		if len(vis) == 0 {
+			return
+		}
+		sig := strings.Join(vis, ",")
+		visible[sig] = vis
+		members[sig] = append(members[sig], c)
+	}
+	for _, c := range slices.Sorted(maps.Keys(named)) {
+		add(c)
+	}
+	add(Admins)
+	restSig := strings.Join(unscoped, ",")
+	if len(unscoped) > 0 {
+		visible[restSig] = unscoped
+	}
+	out := make([]plan, 0, len(visible))
+	for _, sig := range slices.Sorted(maps.Keys(visible)) {
+		p := plan{sig: sig, visible: visible[sig], aud: Only(members[sig]...)}
+		if len(unscoped) > 0 && sig == restSig {
+			except := maps.Clone(named)
+			except[Admins] = true
+			for _, c := range members[sig] {
+				delete(except, c)
+			}
+			p.aud = allBut(except)
+			if len(except) == 0 {
+				p.aud = Everyone()
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// recompute derives the groups, canonical chunks and statuses of one
+// service and returns the events for what changed, each to its audience.
+// Every cluster is in at most one group before and one after; it is sent
+// the difference between the two (a cluster whose group changes gets the
+// new import, which replaces the old, and the chunks that differ), and a
+// cluster in no group any more gets deletes (retractions). An exporter's
+// status is the merge its own cluster sees, so that its conflicts never
+// name an export scoped away from it.
 func (v *View) recompute(s svcKey, t *touch) []Event {
 	key := &registryv1.ImportKey{Namespace: s.namespace, Name: s.name}
 	byCluster := v.exports[s]
-	exports := make([]*registryv1.Export, 0, len(byCluster))
+	ids := slices.Sorted(maps.Keys(byCluster))
 	auds := make(map[string]Audience, len(byCluster))
-	all := make([]Audience, 0, len(byCluster))
-	for _, id := range slices.Sorted(maps.Keys(byCluster)) {
-		exports = append(exports, byCluster[id].export)
+	for _, id := range ids {
 		auds[id] = byCluster[id].scope.audience(v.clusters)
-		all = append(all, auds[id])
 	}
-	res := merge.Merge(key, exports, v.clusterInfo())
-	importAud := union(all)
-
-	var head, chunkEvents, tail []Event
-	old := v.imports[s]
-	oldAud := v.importAud[s]
-	switch {
-	case res.Import == nil && old != nil:
-		// To those it was sent to: a cluster outside the scope never
-		// learns the service was there.
-		delete(v.imports, s)
-		delete(v.importAud, s)
-		tail = append(tail, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ImportDelete{ImportDelete: key}}, Audience: oldAud})
-	case res.Import != nil:
-		if old != nil {
-			if gone := oldAud.Minus(importAud); !gone.IsEmpty() {
-				head = append(head, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ImportDelete{ImportDelete: key}}, Audience: gone, Retract: true})
-			}
-		}
-		// Only a change of content is sent: a record written again with
-		// another trace changes nothing.
-		if old == nil || !registryv1.EqualIgnoringTrace(old, res.Import) || !oldAud.Equal(importAud) {
-			res.Import.TraceParent = t.traceParent
-			v.imports[s] = res.Import
-			v.importAud[s] = importAud
-			head = append(head, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ImportUpsert{ImportUpsert: res.Import}}, Audience: importAud})
-			t.full = true // ports may have been renamed, or the audience changed
-		}
+	info := v.clusterInfo()
+	old := v.groups[s]
+	oldBySig := make(map[string]*group, len(old))
+	for _, g := range old {
+		oldBySig[g.sig] = g
 	}
 
-	// Canonical chunks.
-	ids := map[chunkID]bool{}
-	if t.full {
-		for id := range v.chunks[s] {
-			ids[id] = true
+	statuses := map[string]*registryv1.ExportStatus{}
+	var groups []*group
+	// before holds, for an old group whose canonical chunks are changed
+	// in place, what diff must compare with.
+	before := map[*group]*group{}
+	for _, p := range plans(ids, auds) {
+		exports := make([]*registryv1.Export, 0, len(p.visible))
+		for _, id := range p.visible {
+			exports = append(exports, byCluster[id].export)
 		}
-		for id := range v.canon[s] {
-			ids[id] = true
+		res := merge.Merge(key, exports, info)
+		for _, id := range p.visible {
+			if p.aud.Includes(id) {
+				statuses[id] = res.Statuses[id]
+			}
 		}
+		if res.Import == nil {
+			continue
+		}
+		g := &group{sig: p.sig, aud: p.aud, imp: res.Import, canon: map[chunkID]*registryv1.EndpointChunk{}}
+		base := oldBySig[p.sig]
+		// Only a change of content makes a new import: a record written
+		// again with another trace changes nothing.
+		if base != nil && registryv1.EqualIgnoringTrace(base.imp, g.imp) {
+			g.imp = base.imp
+		} else {
+			g.imp.TraceParent = t.traceParent
+			base = nil // every chunk may be named anew
+		}
+		participating := map[string]bool{}
+		for _, c := range g.imp.GetClusters() {
+			participating[c.GetClusterId()] = true
+		}
+		canonical := func(id chunkID) {
+			rec, ok := v.chunks[s][id]
+			if !ok || !participating[id.cluster] {
+				delete(g.canon, id)
+				return
+			}
+			want := merge.CanonicalChunk(g.imp, byCluster[id.cluster].export, rec.chunk)
+			if have := oldCanon(base, oldBySig[p.sig], id); have != nil && registryv1.EqualIgnoringTrace(want, have) {
+				want = have
+			}
+			g.canon[id] = want
+		}
+		if base != nil && !t.full {
+			// Only some chunks changed, and nothing that decides the
+			// groups: the group keeps its map, changed in place (a chunk
+			// change costs the chunk, not the service), and diff is
+			// handed the touched chunks' previous values as the old
+			// group's.
+			prev := make(map[chunkID]*registryv1.EndpointChunk, len(t.chunks))
+			for id := range t.chunks {
+				prev[id] = base.canon[id]
+			}
+			g.canon = base.canon
+			for id := range t.chunks {
+				canonical(id)
+			}
+			before[base] = &group{sig: base.sig, aud: base.aud, imp: base.imp, canon: prev}
+		} else {
+			for id := range v.chunks[s] {
+				canonical(id)
+			}
+		}
+		groups = append(groups, g)
+	}
+
+	if len(before) > 0 {
+		old = slices.Clone(old)
+		for i, o := range old {
+			if b := before[o]; b != nil {
+				old[i] = b
+			}
+		}
+	}
+	head, chunkEvents, tail := v.diff(key, old, groups, t)
+	if len(groups) == 0 {
+		delete(v.groups, s)
 	} else {
-		maps.Copy(ids, t.chunks)
-	}
-	participating := map[string]bool{}
-	for _, c := range res.Import.GetClusters() {
-		participating[c.GetClusterId()] = true
-	}
-	oldChunkAud := v.chunkAud[s]
-	for _, id := range slices.SortedFunc(maps.Keys(ids), func(a, b chunkID) int {
-		if a.cluster != b.cluster {
-			return cmpString(a.cluster, b.cluster)
-		}
-		return cmpString(a.chunk, b.chunk)
-	}) {
-		var want *registryv1.EndpointChunk
-		if rec, ok := v.chunks[s][id]; ok && participating[id.cluster] {
-			want = merge.CanonicalChunk(res.Import, byCluster[id.cluster].export, rec.chunk)
-		}
-		have := v.canon[s][id]
-		newAud := auds[id.cluster]
-		prevAud, sent := oldChunkAud[id.cluster]
-		rescoped := sent && !prevAud.Equal(newAud)
-		switch {
-		case want == nil && have != nil:
-			delete(v.canon[s], id)
-			if len(v.canon[s]) == 0 {
-				delete(v.canon, s)
-			}
-			// To those it was sent to (everyone when that is unknown).
-			gone := Everyone()
-			if sent {
-				gone = prevAud
-			}
-			chunkEvents = append(chunkEvents, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_EndpointsDelete{EndpointsDelete: have.GetKey()}}, Audience: gone})
-		case want != nil && (rescoped || !registryv1.EqualIgnoringTrace(want, have)):
-			if gone := prevAud.Minus(newAud); rescoped && have != nil && !gone.IsEmpty() {
-				chunkEvents = append(chunkEvents, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_EndpointsDelete{EndpointsDelete: have.GetKey()}}, Audience: gone, Retract: true})
-			}
-			if v.canon[s] == nil {
-				v.canon[s] = map[chunkID]*registryv1.EndpointChunk{}
-			}
-			v.canon[s][id] = want
-			chunkEvents = append(chunkEvents, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_EndpointsUpsert{EndpointsUpsert: want}}, Audience: newAud})
-		}
-	}
-	if len(auds) == 0 {
-		delete(v.chunkAud, s)
-	} else {
-		v.chunkAud[s] = auds
+		v.groups[s] = groups
 	}
 
 	// Statuses, with the endpoint chunks the registry holds per export, and
 	// for a scoped export the live clusters it goes to.
-	statuses := map[string]*registryv1.ExportStatus{}
-	for id, st := range res.Statuses {
-		statuses[id] = st
+	for id, st := range statuses {
 		if aud := auds[id]; !aud.IsEveryone() {
 			st.ImportedBy = slices.Sorted(maps.Keys(aud.clusters))
 			st.ImportedBy = slices.DeleteFunc(st.ImportedBy, func(c string) bool {
@@ -399,16 +471,173 @@ func (v *View) recompute(s svcKey, t *touch) []Event {
 	return append(append(head, chunkEvents...), tail...)
 }
 
-// Snapshot returns the full state as watch events: a reset, every import,
-// every canonical chunk, the export statuses of statusCluster (all when it
-// is "*", none when empty), and a synced mark, all at the view's revision.
+// oldCanon is the chunk the group of the same clusters held before, if
+// any, so that an unchanged chunk keeps its message (and its encoding).
+func oldCanon(base, same *group, id chunkID) *registryv1.EndpointChunk {
+	if base != nil {
+		return base.canon[id]
+	}
+	if same != nil {
+		return same.canon[id]
+	}
+	return nil
+}
+
+// diff returns the events that take every watcher from its group in old
+// to its group in groups: imports (upserts, and deletes to clusters that
+// no group includes any more) first, then chunks, then, when the service
+// is gone for everyone, its import's deletion. Events of equal content
+// for several audiences are sent once to their union.
+func (v *View) diff(key *registryv1.ImportKey, old, groups []*group, t *touch) (head, chunkEvents, tail []Event) {
+	var imports, chunks eventSet
+	oldAll, newAll := Only(), Only()
+	for _, g := range old {
+		oldAll = oldAll.Union(g.aud)
+	}
+	for _, g := range groups {
+		newAll = newAll.Union(g.aud)
+	}
+	sendChunks := func(from, to *group, aud Audience, all bool, retract bool) {
+		ids := t.chunks
+		if all {
+			ids = map[chunkID]bool{}
+			for _, g := range []*group{from, to} {
+				if g != nil {
+					for id := range g.canon {
+						ids[id] = true
+					}
+				}
+			}
+		}
+		for id := range ids {
+			var have, want *registryv1.EndpointChunk
+			if from != nil {
+				have = from.canon[id]
+			}
+			if to != nil {
+				want = to.canon[id]
+			}
+			switch {
+			case want == nil && have != nil:
+				chunks.add(id, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_EndpointsDelete{EndpointsDelete: have.GetKey()}}, Audience: aud, Retract: retract})
+			case want != nil && want != have && !registryv1.EqualIgnoringTrace(want, have):
+				chunks.add(id, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_EndpointsUpsert{EndpointsUpsert: want}}, Audience: aud})
+			}
+		}
+	}
+	for _, g := range groups {
+		for _, o := range old {
+			in := o.aud.Intersect(g.aud)
+			if in.IsEmpty() {
+				continue
+			}
+			if g.imp != o.imp {
+				imports.add(chunkID{}, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ImportUpsert{ImportUpsert: g.imp}}, Audience: in})
+			}
+			sendChunks(o, g, in, t.full || g.imp != o.imp || g.sig != o.sig, false)
+		}
+		if fresh := g.aud.Minus(oldAll); !fresh.IsEmpty() {
+			imports.add(chunkID{}, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ImportUpsert{ImportUpsert: g.imp}}, Audience: fresh})
+			sendChunks(nil, g, fresh, true, false)
+		}
+	}
+	// To those it was sent to: a cluster outside the scope never learns
+	// the service was there.
+	gone := len(groups) == 0
+	for _, o := range old {
+		left := o.aud.Minus(newAll)
+		if left.IsEmpty() {
+			continue
+		}
+		sendChunks(o, nil, left, true, !gone)
+		del := Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ImportDelete{ImportDelete: key}}, Audience: left, Retract: !gone}
+		if gone {
+			tail = append(tail, del)
+		} else {
+			imports.add(chunkID{}, del)
+		}
+	}
+	return imports.events(), chunks.events(), tail
+}
+
+// eventSet collects a service's events by chunk (the zero chunkID for the
+// import) and sends equal events for several audiences once, to their
+// union. Each watcher gets at most one event per chunk from a
+// recomputation, so merging them reorders nothing a watcher sees.
+type eventSet struct {
+	byID map[chunkID][]Event
+}
+
+func (s *eventSet) add(id chunkID, e Event) {
+	if s.byID == nil {
+		s.byID = map[chunkID][]Event{}
+	}
+	list := s.byID[id]
+	for i, have := range list {
+		if have.Retract == e.Retract && sameEvent(have.WatchEvent, e.WatchEvent) {
+			list[i].Audience = have.Audience.Union(e.Audience)
+			return
+		}
+	}
+	s.byID[id] = append(list, e)
+}
+
+// sameEvent compares two events of one service and chunk: the same kind
+// and, for upserts, the same message or content.
+func sameEvent(a, b *registryv1.WatchEvent) bool {
+	switch x := a.GetEvent().(type) {
+	case *registryv1.WatchEvent_ImportUpsert:
+		y := b.GetImportUpsert()
+		return y != nil && (x.ImportUpsert == y || proto.Equal(x.ImportUpsert, y))
+	case *registryv1.WatchEvent_EndpointsUpsert:
+		y := b.GetEndpointsUpsert()
+		return y != nil && (x.EndpointsUpsert == y || proto.Equal(x.EndpointsUpsert, y))
+	case *registryv1.WatchEvent_ImportDelete:
+		return b.GetImportDelete() != nil
+	case *registryv1.WatchEvent_EndpointsDelete:
+		return b.GetEndpointsDelete() != nil
+	}
+	return false
+}
+
+// events returns the set in chunk order, deletes (retractions first)
+// before upserts within a chunk.
+func (s *eventSet) events() []Event {
+	var out []Event
+	for _, id := range slices.SortedFunc(maps.Keys(s.byID), func(a, b chunkID) int {
+		if a.cluster != b.cluster {
+			return cmpString(a.cluster, b.cluster)
+		}
+		return cmpString(a.chunk, b.chunk)
+	}) {
+		list := s.byID[id]
+		rank := func(e Event) int {
+			switch {
+			case e.Retract:
+				return 0
+			case e.GetImportDelete() != nil || e.GetEndpointsDelete() != nil:
+				return 1
+			}
+			return 2
+		}
+		slices.SortStableFunc(list, func(a, b Event) int { return rank(a) - rank(b) })
+		out = append(out, list...)
+	}
+	return out
+}
+
+// Snapshot returns the full state as watch events: a reset, every import
+// and canonical chunk of every group to its audience, the export statuses
+// of statusCluster (all when it is "*", none when empty), and a synced
+// mark, all at the view's revision.
 func (v *View) Snapshot(statusCluster string) []Event {
 	out := []Event{{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_Reset_{Reset_: &registryv1.Reset{}}}}}
-	for _, s := range sortedServices(v.imports) {
-		out = append(out, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ImportUpsert{ImportUpsert: v.imports[s]}}, Audience: importAudience(v.importAud, s)})
-		for _, id := range sortedChunkIDs(v.canon[s]) {
-			aud, ok := v.chunkAud[s][id.cluster]
-			out = append(out, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_EndpointsUpsert{EndpointsUpsert: v.canon[s][id]}}, Audience: known(aud, ok)})
+	for _, s := range sortedServices(v.groups) {
+		for _, g := range v.groups[s] {
+			out = append(out, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ImportUpsert{ImportUpsert: g.imp}}, Audience: g.aud})
+			for _, id := range sortedChunkIDs(g.canon) {
+				out = append(out, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_EndpointsUpsert{EndpointsUpsert: g.canon[id]}}, Audience: g.aud})
+			}
 		}
 	}
 	if statusCluster != "" {
@@ -421,20 +650,6 @@ func (v *View) Snapshot(statusCluster string) []Event {
 		e.Revision = v.rev
 	}
 	return out
-}
-
-func importAudience(m map[svcKey]Audience, s svcKey) Audience {
-	aud, ok := m[s]
-	return known(aud, ok)
-}
-
-// known is aud when it was recorded, else nobody: an audience the view
-// did not record withholds rather than leaks.
-func known(aud Audience, ok bool) Audience {
-	if !ok {
-		return Only()
-	}
-	return aud
 }
 
 func sortedChunkIDs(m map[chunkID]*registryv1.EndpointChunk) []chunkID {
@@ -455,35 +670,36 @@ func sortedServices[T any](m map[svcKey]T) []svcKey {
 	})
 }
 
-// Imports returns every import, sorted by namespace and name.
+// Imports returns every import as administrators see it (the merge of
+// every export), sorted by namespace and name.
 func (v *View) Imports() []*registryv1.Import {
-	out := make([]*registryv1.Import, 0, len(v.imports))
-	for _, s := range sortedServices(v.imports) {
-		out = append(out, v.imports[s])
+	return v.ImportsFor(Admins)
+}
+
+// ImportsFor returns the imports a cluster is sent (its exports' scopes
+// allowing), each the merge of the exports it may see, sorted by
+// namespace and name.
+func (v *View) ImportsFor(cluster string) []*registryv1.Import {
+	var out []*registryv1.Import
+	for _, s := range sortedServices(v.groups) {
+		for _, g := range v.groups[s] {
+			if g.aud.Includes(cluster) {
+				out = append(out, g.imp)
+				break
+			}
+		}
 	}
 	return out
 }
 
-// ChunkAudience is who is sent the endpoints that cluster exports for
-// namespace/name.
+// ChunkAudience is who may see the export (and the endpoints) that
+// cluster makes of namespace/name: its scope.
 func (v *View) ChunkAudience(namespace, name, cluster string) Audience {
 	rec, ok := v.exports[svcKey{namespace, name}][cluster]
 	if !ok {
 		return Only()
 	}
 	return rec.scope.audience(v.clusters)
-}
-
-// ImportsFor returns the imports a cluster is sent (its exports' scopes
-// allowing), sorted by namespace and name.
-func (v *View) ImportsFor(cluster string) []*registryv1.Import {
-	var out []*registryv1.Import
-	for _, s := range sortedServices(v.imports) {
-		if importAudience(v.importAud, s).Includes(cluster) {
-			out = append(out, v.imports[s])
-		}
-	}
-	return out
 }
 
 // ExportStatuses returns the statuses of a cluster's exports ("*": all).

@@ -105,6 +105,17 @@ func kinds(evs []Event) []string {
 	return out
 }
 
+// sentTo is the canonical chunk id of s as cluster is sent it, nil when
+// it is not.
+func (v *View) sentTo(cluster string, s svcKey, id chunkID) *registryv1.EndpointChunk {
+	for _, g := range v.groups[s] {
+		if g.aud.Includes(cluster) {
+			return g.canon[id]
+		}
+	}
+	return nil
+}
+
 // applyTo applies store events to v and names the watch events it
 // returns, checking that each carries the revision of its cause.
 func applyTo(t *testing.T, v *View, l *log, evs ...store.Event) []string {
@@ -144,7 +155,7 @@ func TestViewEmitsTheSmallestChange(t *testing.T) {
 	// that both exports report.
 	expect(apply(l.put(t, keyspace.ExportKey(exp("b", 1, "web").Key), exp("b", 1, "web"))), "import", "status:a", "status:b")
 	expect(apply(l.put(t, keyspace.ChunkKey(chunk("b", "b1", "web").Key), chunk("b", "b1", "web", "10.1.0.1"))), "chunk:b/b1", "status:b")
-	if c := v.canon[svcKey{"demo", "echo"}][chunkID{"b", "b1"}]; c.GetPorts()[0].GetName() != "http" || c.GetPorts()[0].GetPort() != 8080 {
+	if c := v.sentTo(Admins, svcKey{"demo", "echo"}, chunkID{"b", "b1"}); c.GetPorts()[0].GetName() != "http" || c.GetPorts()[0].GetPort() != 8080 {
 		t.Errorf("b's chunk is served as %v, want http/8080", c.GetPorts())
 	}
 	if st := v.statuses[svcKey{"demo", "echo"}]["b"]; len(st.GetConflicts()) != 1 || st.GetConflicts()[0].GetReason() != "Port" {
@@ -189,9 +200,10 @@ func scoped(e *registryv1.Export, to ...string) *registryv1.Export {
 
 // TestViewScopesExports shows fleetnet.dev/export-to in the registry's
 // stream: an export's endpoints go only to its scope (and its own
-// cluster), the import to the union of its exports' scopes; a scope that
-// shrinks retracts what its former members hold, one that grows sends it
-// all again; a loaded view has the same audiences.
+// cluster), and each cluster is sent the merge of the exports it may see;
+// a scope that shrinks retracts what its former members hold, one that
+// grows sends it to the clusters it gained; a loaded view has the same
+// audiences.
 func TestViewScopesExports(t *testing.T) {
 	l := &log{data: map[string]store.KV{}}
 	v := New()
@@ -204,24 +216,29 @@ func TestViewScopesExports(t *testing.T) {
 	svc := svcKey{"demo", "echo"}
 
 	// a exports to b only.
-	expect(apply(l.put(t, keyspace.ExportKey(exp("a", 0, "http").Key), scoped(exp("a", 0, "http"), "b"))), "import@only a,b", "status:a")
+	expect(apply(l.put(t, keyspace.ExportKey(exp("a", 0, "http").Key), scoped(exp("a", 0, "http"), "b"))), "import@only a,b,(admins)", "status:a")
 	if by := v.statuses[svc]["a"].GetImportedBy(); strings.Join(by, ",") != "b" {
 		t.Errorf("a's status imported_by = %v, want [b]", by)
 	}
-	expect(apply(l.put(t, keyspace.ChunkKey(chunk("a", "a1", "http").Key), chunk("a", "a1", "http", "10.0.0.1"))), "chunk:a/a1@only a,b", "status:a")
+	expect(apply(l.put(t, keyspace.ChunkKey(chunk("a", "a1", "http").Key), chunk("a", "a1", "http", "10.0.0.1"))), "chunk:a/a1@only a,b,(admins)", "status:a")
 	if got := v.ImportsFor("c"); len(got) != 0 {
 		t.Errorf("ImportsFor(c) = %v, want none", got)
 	}
-	// c exports to everyone: the import goes to everyone, a's chunk still
-	// only to a and b.
-	expect(apply(l.put(t, keyspace.ExportKey(exp("c", 1, "http").Key), exp("c", 1, "http"))), "import", "status:c")
-	// a's scope moves from b to c: b's copy of a's chunk is retracted, c
-	// gets it; the import (everyone's) does not change.
+	// c exports to everyone: a, b and the administrators are sent the
+	// merge of both exports, everyone else c's alone, which names neither
+	// a nor its chunk.
+	expect(apply(l.put(t, keyspace.ExportKey(exp("c", 1, "http").Key), exp("c", 1, "http"))),
+		"import@only a,b,(admins)", "import@all but a,b,(admins)", "status:c")
+	if imp := v.ImportsFor("d"); len(imp) != 1 || len(imp[0].GetClusters()) != 1 || imp[0].GetClusters()[0].GetClusterId() != "c" {
+		t.Errorf("ImportsFor(d) = %v, want the import of c's export alone", imp)
+	}
+	// a's scope moves from b to c: c is sent the merge with a and a's
+	// chunk, b the merge without a and the deletion of a's chunk.
 	expect(apply(l.put(t, keyspace.ExportKey(exp("a", 0, "http").Key), scoped(exp("a", 0, "http"), "c"))),
-		"chunk-delete:a/a1!@only b", "chunk:a/a1@only a,c", "status:a")
+		"import@only c", "import@only b", "chunk-delete:a/a1@only b", "chunk:a/a1@only c", "status:a")
 	// c unexports: the import is a's alone again, retracted from everyone
 	// outside a's scope.
-	expect(apply(l.del(keyspace.ExportKey(exp("c", 1, "http").Key))), "import-delete!@all but a,c", "import@only a,c", "status-delete:c")
+	expect(apply(l.del(keyspace.ExportKey(exp("c", 1, "http").Key))), "import-delete!@all but a,c,(admins)", "import@only a,c,(admins)", "status-delete:c")
 	// b registers later into a scope: nothing to send (not in it); c's
 	// lease lapses: a's status no longer names c.
 	expect(apply(l.del(keyspace.LiveKey("c"))), "status:a")
@@ -237,7 +254,146 @@ func TestViewScopesExports(t *testing.T) {
 	if a, b := kinds(v.Snapshot("*")), kinds(loaded.Snapshot("*")); strings.Join(a, " ") != strings.Join(b, " ") {
 		t.Errorf("snapshots differ:\n  %v\n  %v", a, b)
 	}
-	expect(kinds(loaded.Snapshot("")), "import@only a,c", "chunk:a/a1@only a,c")
+	expect(kinds(loaded.Snapshot("")), "import@only a,c,(admins)", "chunk:a/a1@only a,c,(admins)")
+}
+
+// TestViewMergesOnlyWhatEachClusterMaySee: an import's metadata (its
+// clusters, ports, conflicts) and its canonical chunks are the merge of
+// the exports the receiving cluster may see, so a cluster outside a scope
+// never reads the scoped exporter's name, not even in a conflict, and an
+// exporter's status reports only the conflicts among the exports its own
+// cluster sees.
+func TestViewMergesOnlyWhatEachClusterMaySee(t *testing.T) {
+	l := &log{data: map[string]store.KV{}}
+	v := New()
+	apply := func(evs ...store.Event) []string { t.Helper(); return applyTo(t, v, l, evs...) }
+	for _, id := range []string{"a", "b", "c", "d"} {
+		apply(l.put(t, keyspace.ClusterKey(id), &registryv1.Cluster{Id: id, ClustersetId: "fleet", Region: "r-" + id}))
+		apply(l.put(t, keyspace.LiveKey(id), nil))
+	}
+	svc := svcKey{"demo", "echo"}
+	// a, the oldest, names its port "http" and exports to b only; c names
+	// it "web" and exports to everyone.
+	apply(l.put(t, keyspace.ExportKey(exp("a", 0, "http").Key), scoped(exp("a", 0, "http"), "b")))
+	apply(l.put(t, keyspace.ChunkKey(chunk("a", "a1", "http").Key), chunk("a", "a1", "http", "10.0.0.1")))
+	apply(l.put(t, keyspace.ExportKey(exp("c", 1, "web").Key), exp("c", 1, "web")))
+	apply(l.put(t, keyspace.ChunkKey(chunk("c", "c1", "web").Key), chunk("c", "c1", "web", "10.2.0.1")))
+
+	clustersOf := func(imp *registryv1.Import) string {
+		var ids []string
+		for _, c := range imp.GetClusters() {
+			ids = append(ids, c.GetClusterId())
+		}
+		return strings.Join(ids, ",")
+	}
+	for _, tc := range []struct {
+		viewer                 string
+		clusters, port, c1Port string
+		conflicts              int
+		a1                     bool
+	}{
+		// b sees both: a's port name wins (oldest), the conflict names both.
+		{viewer: "b", clusters: "a,c", port: "http", c1Port: "http", conflicts: 1, a1: true},
+		{viewer: Admins, clusters: "a,c", port: "http", c1Port: "http", conflicts: 1, a1: true},
+		{viewer: "a", clusters: "a,c", port: "http", c1Port: "http", conflicts: 1, a1: true},
+		// c and d do not see a: c's export alone, no conflict, c's names.
+		{viewer: "c", clusters: "c", port: "web", c1Port: "web"},
+		{viewer: "d", clusters: "c", port: "web", c1Port: "web"},
+	} {
+		imps := v.ImportsFor(tc.viewer)
+		if len(imps) != 1 {
+			t.Fatalf("%q is sent %d imports, want 1", tc.viewer, len(imps))
+		}
+		imp := imps[0]
+		if got := clustersOf(imp); got != tc.clusters {
+			t.Errorf("%q's import lists clusters %s, want %s", tc.viewer, got, tc.clusters)
+		}
+		if got := imp.GetPorts()[0].GetName(); got != tc.port {
+			t.Errorf("%q's import names its port %q, want %q", tc.viewer, got, tc.port)
+		}
+		if len(imp.GetConflicts()) != tc.conflicts {
+			t.Errorf("%q's import has conflicts %v, want %d", tc.viewer, imp.GetConflicts(), tc.conflicts)
+		}
+		if got := v.sentTo(tc.viewer, svc, chunkID{"c", "c1"}).GetPorts()[0].GetName(); got != tc.c1Port {
+			t.Errorf("%q is sent c's chunk with port %q, want %q", tc.viewer, got, tc.c1Port)
+		}
+		if got := v.sentTo(tc.viewer, svc, chunkID{"a", "a1"}) != nil; got != tc.a1 {
+			t.Errorf("%q is sent a's chunk: %v, want %v", tc.viewer, got, tc.a1)
+		}
+		// What a snapshot sends it says the same: one import, nothing of a
+		// unless it may see a.
+		var sent []*registryv1.Import
+		for _, e := range v.Snapshot("") {
+			if !e.Audience.Includes(tc.viewer) {
+				continue
+			}
+			if imp := e.GetImportUpsert(); imp != nil {
+				sent = append(sent, imp)
+			}
+			if ch := e.GetEndpointsUpsert(); ch != nil && ch.GetKey().GetClusterId() == "a" && !tc.a1 {
+				t.Errorf("%q's snapshot holds a's chunk", tc.viewer)
+			}
+		}
+		if len(sent) != 1 || clustersOf(sent[0]) != tc.clusters {
+			t.Errorf("%q's snapshot holds imports %v, want one of clusters %s", tc.viewer, sent, tc.clusters)
+		}
+	}
+	// Exporters' statuses: a sees c and reports the conflict; c does not
+	// see a, so its status names no conflict (which would name a).
+	if n := len(v.statuses[svc]["a"].GetConflicts()); n != 1 {
+		t.Errorf("a's status has %d conflicts, want 1", n)
+	}
+	if cs := v.statuses[svc]["c"].GetConflicts(); len(cs) != 0 {
+		t.Errorf("c's status has conflicts %v, which name a, scoped away from c", cs)
+	}
+
+	// A change of c's endpoints: one event per distinct content (the two
+	// port names), each to its own clusters.
+	expectEvents(t, apply(l.put(t, keyspace.ChunkKey(chunk("c", "c1", "web").Key), chunk("c", "c1", "web", "10.2.0.1", "10.2.0.2"))),
+		"chunk:c/c1@only a,b,(admins)", "chunk:c/c1@all but a,b,(admins)", "status:c")
+	// c's export names its port "http" too: the canonical chunks become
+	// equal and are sent once; the imports differ only in their
+	// clusters; a's conflict ends (c's status, which had none, stays).
+	expectEvents(t, apply(l.put(t, keyspace.ExportKey(exp("c", 1, "http").Key), exp("c", 1, "http"))),
+		"import@only a,b,(admins)", "import@all but a,b,(admins)", "chunk:c/c1", "status:a")
+
+	loaded := New()
+	if err := loaded.Load(l.kvs(), l.rev); err != nil {
+		t.Fatal(err)
+	}
+	if a, b := kinds(v.Snapshot("*")), kinds(loaded.Snapshot("*")); strings.Join(a, " ") != strings.Join(b, " ") {
+		t.Errorf("snapshots differ:\n  %v\n  %v", a, b)
+	}
+}
+
+func TestAudienceIntersectUnion(t *testing.T) {
+	abut := func(c ...string) Audience {
+		m := map[string]bool{}
+		for _, x := range c {
+			m[x] = true
+		}
+		return allBut(m)
+	}
+	for _, tc := range []struct {
+		a, b             Audience
+		intersect, union string
+	}{
+		{Everyone(), Everyone(), "everyone", "everyone"},
+		{Everyone(), Only("a"), "only a", "everyone"},
+		{Only("a", "b"), Only("b", "c"), "only b", "only a,b,c"},
+		{Only("a", "b"), abut("a"), "only b", "everyone"},
+		{Only("a"), abut("a", "c"), "only ", "all but c"},
+		{abut("a", "b"), abut("b", "c"), "all but a,b,c", "all but b"},
+		{Only(), Only("a"), "only ", "only a"},
+		{Only(Admins, "a"), abut(Admins), "only a", "everyone"},
+	} {
+		if got := tc.a.Intersect(tc.b).String(); got != tc.intersect {
+			t.Errorf("%s ∩ %s = %s, want %s", tc.a, tc.b, got, tc.intersect)
+		}
+		if got := tc.a.Union(tc.b).String(); got != tc.union {
+			t.Errorf("%s ∪ %s = %s, want %s", tc.a, tc.b, got, tc.union)
+		}
+	}
 }
 
 func TestAudienceMinus(t *testing.T) {
@@ -308,9 +464,9 @@ func TestViewScopesExportsBySelector(t *testing.T) {
 	expect(apply(l.put(t, keyspace.ExportKey(other.Key), other)), "import", "status:d")
 
 	// a exports echo to env=prod: b (and a itself), not c or d.
-	expect(apply(l.put(t, keyspace.ExportKey(exp("a", 0, "http").Key), selected(exp("a", 0, "http"), "env=prod"))), "import@only a,b", "status:a")
+	expect(apply(l.put(t, keyspace.ExportKey(exp("a", 0, "http").Key), selected(exp("a", 0, "http"), "env=prod"))), "import@only a,b,(admins)", "status:a")
 	importedBy("b")
-	expect(apply(l.put(t, keyspace.ChunkKey(chunk("a", "a1", "http").Key), chunk("a", "a1", "http", "10.0.0.1"))), "chunk:a/a1@only a,b", "status:a")
+	expect(apply(l.put(t, keyspace.ChunkKey(chunk("a", "a1", "http").Key), chunk("a", "a1", "http", "10.0.0.1"))), "chunk:a/a1@only a,b,(admins)", "status:a")
 	if got := v.ImportsFor("c"); len(got) != 1 || got[0].GetKey().GetName() != "other" {
 		t.Errorf("ImportsFor(c) = %v, want other alone", got)
 	}
@@ -318,26 +474,26 @@ func TestViewScopesExportsBySelector(t *testing.T) {
 		t.Errorf("ChunkAudience = %s, want only a,b", aud)
 	}
 
-	// c becomes prod: the import and a's chunk go to the grown scope.
-	expect(apply(l.put(t, keyspace.ClusterKey("c"), clusterWith("c", "env", "prod"))), "import@only a,b,c", "chunk:a/a1@only a,b,c", "status:a")
+	// c becomes prod: the import and a's chunk go to c.
+	expect(apply(l.put(t, keyspace.ClusterKey("c"), clusterWith("c", "env", "prod"))), "import@only c", "chunk:a/a1@only c", "status:a")
 	importedBy("b,c")
 	// And back: retracted from c alone.
 	expect(apply(l.put(t, keyspace.ClusterKey("c"), clusterWith("c", "env", "dev"))),
-		"import-delete!@only c", "import@only a,b", "chunk-delete:a/a1!@only c", "chunk:a/a1@only a,b", "status:a")
+		"import-delete!@only c", "chunk-delete:a/a1!@only c", "status:a")
 	importedBy("b")
 	// A property the selector does not look at changes nothing.
 	expect(apply(l.put(t, keyspace.ClusterKey("b"), clusterWith("b", "env", "prod", "tier", "gold"))))
 
 	// Names and the selector unite: d is named, b matches.
 	expect(apply(l.put(t, keyspace.ExportKey(exp("a", 0, "http").Key), selected(exp("a", 0, "http"), "env=prod", "d"))),
-		"import@only a,b,d", "chunk:a/a1@only a,b,d", "status:a")
+		"import@only d", "chunk:a/a1@only d", "status:a")
 	importedBy("b,d")
 	// A named cluster stays in scope whatever its properties.
 	expect(apply(l.put(t, keyspace.ClusterKey("d"), clusterWith("d", "env", "dev"))))
 
 	// A cluster that registers matching is in scope at once, and in
 	// imported_by once its lease is live.
-	expect(apply(l.put(t, keyspace.ClusterKey("e"), clusterWith("e", "env", "prod"))), "import@only a,b,d,e", "chunk:a/a1@only a,b,d,e")
+	expect(apply(l.put(t, keyspace.ClusterKey("e"), clusterWith("e", "env", "prod"))), "import@only e", "chunk:a/a1@only e")
 	expect(apply(l.put(t, keyspace.LiveKey("e"), nil)), "status:a")
 	importedBy("b,d,e")
 	// b's lease lapses: it stays in the scope (its record is kept for the
@@ -345,7 +501,7 @@ func TestViewScopesExportsBySelector(t *testing.T) {
 	// scope.
 	expect(apply(l.del(keyspace.LiveKey("b"))), "status:a")
 	importedBy("d,e")
-	expect(apply(l.del(keyspace.ClusterKey("b"))), "import-delete!@only b", "import@only a,d,e", "chunk-delete:a/a1!@only b", "chunk:a/a1@only a,d,e")
+	expect(apply(l.del(keyspace.ClusterKey("b"))), "import-delete!@only b", "chunk-delete:a/a1!@only b")
 
 	// A loaded view sends the same events to the same audiences.
 	loaded := New()
