@@ -104,9 +104,9 @@ func TestProcessNodeRunsDeployment(t *testing.T) {
 				if p.Status.Phase != corev1.PodRunning || !podReady(&p) {
 					return fmt.Errorf("pod %s: phase %s, ready %v, containers %s", p.Name, p.Status.Phase, podReady(&p), dev.DescribeContainers(p))
 				}
-				// The process node's Pods are IPv4 only, from the cluster's
-				// first (IPv4) pod range.
-				if err := inRanges(p.Status.PodIPs, hub.PodCIDRs[:1]); err != nil {
+				// An address of each of the cluster's pod ranges (hub is
+				// dual-stack), IPv4 first.
+				if err := inRanges(p.Status.PodIPs, hub.PodCIDRs); err != nil {
 					return fmt.Errorf("pod %s: %w", p.Name, err)
 				}
 				pods = append(pods, p)
