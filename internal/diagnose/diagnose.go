@@ -304,8 +304,10 @@ func mergedImport(f *Facts) Step {
 		return s
 	case r.Import == nil && slices.ContainsFunc(r.Exports, func(e *registryv1.Export) bool {
 		return clusterLive(r, e.GetKey().GetClusterId()) && !reaches(r, e, f.Target.Cluster)
-	}) && !slices.ContainsFunc(r.Exports, func(e *registryv1.Export) bool { return reaches(r, e, f.Target.Cluster) }):
-		s.Status, s.Detail = Fail, fmt.Sprintf("no import for %s: every export is scoped away from it", f.Target.Cluster)
+	}) && !slices.ContainsFunc(r.Exports, func(e *registryv1.Export) bool {
+		return clusterLive(r, e.GetKey().GetClusterId()) && reaches(r, e, f.Target.Cluster)
+	}):
+		s.Status, s.Detail = Fail, fmt.Sprintf("no import for %s: every live export is scoped away from it", f.Target.Cluster)
 		s.Fix = "see the registry export steps: each says how to bring " + f.Target.Cluster + " into its scope"
 		return s
 	case r.Import == nil:

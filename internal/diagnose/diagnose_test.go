@@ -158,6 +158,8 @@ func TestDiagnose(t *testing.T) {
 		// or fix must hold; every other step present must hold or be
 		// skipped.
 		fails map[string]string
+		// warns: the same for steps that warn (!).
+		warns map[string]string
 		// absent are steps that must not be reported (they would only
 		// repeat the cause).
 		absent []string
@@ -234,7 +236,21 @@ func TestDiagnose(t *testing.T) {
 				f.DNS = nil
 			},
 			fails: map[string]string{"registry export from east": "add hub to the annotation fleetnet.dev/export-to", "registry export from west": "does not send west's endpoints to hub",
-				"registry merge": "every export is scoped away from it", "ServiceImport in hub": "hub"},
+				"registry merge": "every live export is scoped away from it", "ServiceImport in hub": "hub"},
+		},
+		{
+			// East's live export is scoped away; west's reaches hub but
+			// west is down: scoping, not a missing export, is the cause.
+			name: "the live export scoped away, the one that reaches the importer's cluster down",
+			breakIt: func(f *Facts) {
+				f.Registry.Exports[0].ExportTo = []string{"west"}
+				f.Registry.Clusters[2] = &registryv1.Cluster{Id: "west", Live: false, LeaseExpiresAt: timestamppb.New(now.Add(-90 * time.Second))}
+				f.Registry.Import = nil
+				f.Clusters["hub"].Import = nil
+				f.DNS = nil
+			},
+			fails: map[string]string{"registry merge": "every live export is scoped away from it", "lease of west": "expired", "ServiceImport in hub": "registry merge"},
+			warns: map[string]string{"registry export from east": "scoped to west"},
 		},
 		{
 			name: "every export scoped away by a selector the importing cluster does not match",
@@ -389,21 +405,24 @@ func TestDiagnose(t *testing.T) {
 			f := healthy()
 			tc.breakIt(f)
 			steps := Diagnose(f)
-			for name, word := range tc.fails {
-				s, ok := find(steps, name)
-				if !ok {
-					t.Errorf("no step %q", name)
-					continue
-				}
-				if s.Status != Fail {
-					t.Errorf("step %q: %s %s, want ✗", name, s.Status, s.Detail)
-				}
-				if !strings.Contains(s.Detail+" "+s.Fix, word) {
-					t.Errorf("step %q says %q / %q: want %q in it", name, s.Detail, s.Fix, word)
+			for status, byName := range map[Status]map[string]string{Fail: tc.fails, Warn: tc.warns} {
+				for name, word := range byName {
+					s, ok := find(steps, name)
+					if !ok {
+						t.Errorf("no step %q", name)
+						continue
+					}
+					if s.Status != status {
+						t.Errorf("step %q: %s %s, want %s", name, s.Status, s.Detail, status)
+					}
+					if !strings.Contains(s.Detail+" "+s.Fix, word) {
+						t.Errorf("step %q says %q / %q: want %q in it", name, s.Detail, s.Fix, word)
+					}
 				}
 			}
 			for _, s := range steps {
-				if _, want := tc.fails[s.Name]; !want && (s.Status == Fail || s.Status == Warn) {
+				_, fail := tc.fails[s.Name]
+				if _, warn := tc.warns[s.Name]; !fail && !warn && (s.Status == Fail || s.Status == Warn) {
 					t.Errorf("step %q: %s %s (%s), want ✓ or -", s.Name, s.Status, s.Detail, s.Fix)
 				}
 			}
@@ -446,15 +465,35 @@ func TestEdgeHealthStep(t *testing.T) {
 		health map[string]EndpointHealth
 		want   Status
 		detail string
+		fix    string
 	}{
-		{"all healthy", map[string]EndpointHealth{"east": {Healthy: 2}, "west": {Healthy: 1}}, OK, "east 2 healthy; west 1 healthy"},
-		{"west ejected", map[string]EndpointHealth{"east": {Healthy: 2}, "west": {Ejected: 1}}, Warn, "west 0 healthy, 1 ejected"},
-		{"all ejected", map[string]EndpointHealth{"east": {Ejected: 2}}, Fail, "east 0 healthy, 2 ejected"},
-		{"no endpoint", map[string]EndpointHealth{}, Fail, "no endpoint"},
+		{"all healthy", map[string]EndpointHealth{"east": {Healthy: 2}, "west": {Healthy: 1}}, OK, "east 2 healthy; west 1 healthy", ""},
+		{"west ejected", map[string]EndpointHealth{"east": {Healthy: 2}, "west": {Ejected: 1}}, Warn, "west 0 healthy, 1 ejected", "no healthy endpoint in west"},
+		{"all ejected", map[string]EndpointHealth{"east": {Ejected: 2}}, Fail, "east 0 healthy, 2 ejected", "health checks eject every endpoint"},
+		{"no endpoint", map[string]EndpointHealth{}, Fail, "no endpoint", "has no endpoint of this backend"},
+		{"none healthy, none ejected", map[string]EndpointHealth{"east": {}}, Fail, "east 0 healthy", "has no endpoint of this backend"},
 	} {
 		s := healthStep("edge", tc.health)
-		if s.Status != tc.want || !strings.Contains(s.Detail, tc.detail) {
-			t.Errorf("%s: %s %q, want %s with %q", tc.name, s.Status, s.Detail, tc.want, tc.detail)
+		if s.Status != tc.want || !strings.Contains(s.Detail, tc.detail) || !strings.Contains(s.Fix, tc.fix) {
+			t.Errorf("%s: %s %q (fix %q), want %s with %q (fix with %q)", tc.name, s.Status, s.Detail, s.Fix, tc.want, tc.detail, tc.fix)
 		}
+	}
+}
+
+// An unreadable hub does not hide what the edges say.
+func TestEdgeStepsWithoutTheHub(t *testing.T) {
+	f := &Facts{Edge: &EdgeFacts{Hub: "hub", Err: errors.New("connection refused"), Edges: []EdgeMetrics{{
+		URL: "http://edge:9090/metrics", Backend: map[string]EndpointHealth{"east": {Healthy: 1}},
+	}}}}
+	steps := edgeSteps(f)
+	if len(steps) < 2 || steps[0].Status != Fail || !strings.Contains(steps[0].Name, "hub") {
+		t.Fatalf("steps %+v: want the hub's failure first", steps)
+	}
+	var edge bool
+	for _, s := range steps[1:] {
+		edge = edge || strings.Contains(s.Detail, "east 1 healthy")
+	}
+	if !edge {
+		t.Errorf("steps %+v: the edge's health is missing", steps)
 	}
 }

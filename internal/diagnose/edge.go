@@ -274,11 +274,12 @@ func edgeSteps(f *Facts) []Step {
 			Fix: "give --hub CLUSTER (where the Gateways and HTTPRoutes are) and --edge-metrics URL of each edge to check a route through the edge"}}
 	}
 	var steps []Step
-	if e.Hub != "" {
-		if e.Err != nil {
-			return append(steps, Step{Name: "hub " + e.Hub, Status: Fail, Detail: e.Err.Error(),
-				Fix: fmt.Sprintf("give a kube context that reaches %s (--context %s=CONTEXT, --kubeconfig)", e.Hub, e.Hub)})
-		}
+	switch {
+	case e.Hub != "" && e.Err != nil:
+		// The edges' own view is judged all the same.
+		steps = append(steps, Step{Name: "hub " + e.Hub, Status: Fail, Detail: e.Err.Error(),
+			Fix: fmt.Sprintf("give a kube context that reaches %s (--context %s=CONTEXT, --kubeconfig)", e.Hub, e.Hub)})
+	case e.Hub != "":
 		if len(e.Routes) == 0 && len(e.LoadBalancers) == 0 {
 			steps = append(steps, Step{Name: "routes in " + e.Hub, Status: Skip,
 				Detail: fmt.Sprintf("no HTTPRoute or MultiClusterLoadBalancer has ServiceImport %s/%s as a backend", f.Target.Namespace, f.Target.Name)})
@@ -449,7 +450,9 @@ func edgeHealth(f *Facts, m EdgeMetrics) []Step {
 			Fix: "check that the edge runs and that --edge-metrics is its metrics URL (its --metrics-address, path /metrics)"}}
 	}
 	e := f.Edge
-	checkRoutes := e.Hub == "" || len(e.Routes) > 0
+	// Without the hub's view (not asked, or unreadable) the edge's own
+	// view of the backend is judged as it is.
+	checkRoutes := e.Hub == "" || e.Err != nil || len(e.Routes) > 0
 	var steps []Step
 	if checkRoutes {
 		s := healthStep(name+", backend", m.Backend)
@@ -462,6 +465,13 @@ func edgeHealth(f *Facts, m EdgeMetrics) []Step {
 			}
 		}
 		steps = append(steps, s)
+	}
+	if e.Err != nil {
+		// The load balancers are unknown: those the edge serves in the
+		// target's namespace.
+		for _, key := range slices.Sorted(maps.Keys(m.LoadBalancers)) {
+			steps = append(steps, healthStep(name+", load balancer "+key, m.LoadBalancers[key]))
+		}
 	}
 	for _, lb := range e.LoadBalancers {
 		key := lb.Namespace + "/" + lb.Name
@@ -483,10 +493,11 @@ func edgeHealth(f *Facts, m EdgeMetrics) []Step {
 func healthStep(name string, byCluster map[string]EndpointHealth) Step {
 	s := Step{Name: name}
 	var parts, dark []string
-	healthy := 0
+	healthy, ejected := 0, 0
 	for _, c := range slices.Sorted(maps.Keys(byCluster)) {
 		h := byCluster[c]
 		healthy += h.Healthy
+		ejected += h.Ejected
 		part := fmt.Sprintf("%s %d healthy", c, h.Healthy)
 		if h.Ejected > 0 {
 			part += fmt.Sprintf(", %d ejected", h.Ejected)
@@ -498,11 +509,14 @@ func healthStep(name string, byCluster map[string]EndpointHealth) Step {
 	}
 	s.Detail = strings.Join(parts, "; ")
 	switch {
-	case healthy == 0:
+	case healthy == 0 && ejected == 0:
 		s.Status = Fail
 		if s.Detail == "" {
 			s.Detail = "no endpoint"
 		}
+		s.Fix = "the edge has no endpoint of this backend: check the ready endpoints of the import's EndpointSlices in the hub (the steps above) and that fleetnet-gateway's model reaches the edge"
+	case healthy == 0:
+		s.Status = Fail
 		s.Fix = "the edge's health checks eject every endpoint: check the BackendTrafficPolicy's health check (path, port, expected status) and that the endpoints answer from the edge's network"
 	case len(dark) > 0:
 		s.Status = Warn

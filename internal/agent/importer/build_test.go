@@ -1,6 +1,7 @@
 package importer
 
 import (
+	"maps"
 	"testing"
 
 	"github.com/fleetnet/fleetnet/api/keys"
@@ -135,6 +136,41 @@ func TestMetadataApplied(t *testing.T) {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Annotations: tc.annotations, ManagedFields: tc.managed}}
 		if got := metadataApplied(svc, nil, tc.want); got != tc.matches {
 			t.Errorf("%s: metadataApplied = %v, want %v", tc.name, got, tc.matches)
+		}
+	}
+}
+
+// An operator's topology-mode on a derived Service is left alone under a
+// policy: the agent wants its own value only where the key is missing,
+// equal, or the agent's own applied field.
+func TestWithoutForeign(t *testing.T) {
+	mode := map[string]string{keys.AnnotationTopologyMode: keys.TopologyModeAuto}
+	disabled := map[string]string{keys.AnnotationTopologyMode: "Disabled"}
+	applied := func(manager string) []metav1.ManagedFieldsEntry {
+		return []metav1.ManagedFieldsEntry{{
+			Manager: manager, Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1",
+			FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:annotations":{"f:service.kubernetes.io/topology-mode":{}}}}`),
+		}}
+	}
+	for _, tc := range []struct {
+		name     string
+		existing map[string]string
+		managed  []metav1.ManagedFieldsEntry
+		want     map[string]string
+	}{
+		{"missing", nil, nil, mode},
+		{"equal", mode, applied("kubectl"), mode},
+		{"the agent's, changed since", disabled, applied(keys.FieldManagerAgent), mode},
+		{"someone else's value", disabled, applied("kubectl"), map[string]string{}},
+		{"someone else's value, no managed fields", disabled, nil, map[string]string{}},
+	} {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Annotations: tc.existing, ManagedFields: tc.managed}}
+		wanted := maps.Clone(mode)
+		if got := withoutForeign(svc, wanted); !maps.Equal(got, tc.want) {
+			t.Errorf("%s: withoutForeign = %v, want %v", tc.name, got, tc.want)
+		}
+		if !maps.Equal(wanted, mode) {
+			t.Errorf("%s: the wanted map was changed: %v", tc.name, wanted)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -445,6 +446,9 @@ func (r *Reconciler) applyDerivedService(ctx context.Context, si *mcsv1beta1.Ser
 	labels := map[string]string{keys.LabelManagedBy: keys.ManagedByAgent, mcsv1beta1.LabelServiceName: key.Name}
 	existing := &corev1.Service{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: name}, existing)
+	if err == nil {
+		annotations = withoutForeign(existing, annotations)
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
@@ -893,6 +897,35 @@ func metadataApplied(o metav1.Object, labels, annotations map[string]string) boo
 
 // appliedFields returns the fields manager owns through server-side apply,
 // or nil when it owns none (or they cannot be read).
+// withoutForeign leaves out of the wanted annotations those that o holds
+// with another value set by someone else (not in the agent's applied
+// fields): an operator's topology-mode on a derived Service stays, rather
+// than the agent forcing its own back after each change and a GitOps tool
+// putting the operator's back.
+func withoutForeign(o metav1.Object, annotations map[string]string) map[string]string {
+	var owned *fieldpath.Set
+	out, cloned := annotations, false
+	for k, v := range annotations {
+		have, ok := o.GetAnnotations()[k]
+		if !ok || have == v {
+			continue
+		}
+		if owned == nil {
+			if owned = appliedFields(o, keys.FieldManagerAgent); owned == nil {
+				owned = &fieldpath.Set{}
+			}
+		}
+		if owned.Has(fieldpath.MakePathOrDie("metadata", "annotations", k)) {
+			continue // ours, changed since: applied again
+		}
+		if !cloned {
+			out, cloned = maps.Clone(annotations), true
+		}
+		delete(out, k)
+	}
+	return out
+}
+
 func appliedFields(o metav1.Object, manager string) *fieldpath.Set {
 	for _, mf := range o.GetManagedFields() {
 		if mf.Manager != manager || mf.Operation != metav1.ManagedFieldsOperationApply || mf.FieldsV1 == nil || mf.Subresource != "" {
