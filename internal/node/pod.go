@@ -187,7 +187,8 @@ func (p *pod) run(ctx context.Context) {
 }
 
 // superviseSidecar keeps a sidecar running until ctx ends, whatever the
-// pod's restart policy, and closes its startedCh once it first started.
+// pod's restart policy; its runs close startedCh once it first counts as
+// started (markStartedLocked).
 func (p *pod) superviseSidecar(ctx context.Context, c *containerRun) {
 	backoff := newBackoff(p.node.cfg.RestartBackoff)
 	for {
@@ -205,8 +206,8 @@ func (p *pod) superviseSidecar(ctx context.Context, c *containerRun) {
 	}
 }
 
-// markStarted records that the container counts as started, and lets the
-// init sequence go on past a sidecar. Called with p.mu held.
+// markStartedLocked records that the container counts as started, and lets
+// the init sequence go on past a sidecar. Called with p.mu held.
 func (c *containerRun) markStartedLocked() {
 	c.started = true
 	if c.startedCh != nil {
