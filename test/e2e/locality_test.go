@@ -77,6 +77,11 @@ func TestClusterSetIPLocality(t *testing.T) {
 	requests := func(ctx context.Context, d time.Duration) ([]answer, error) {
 		script := fmt.Sprintf(`end=$(($(date +%%s) + %d)); while [ $(date +%%s) -lt $end ]; do
   r=$(curl -sS --max-time 1 %s 2>/dev/null | tr -d '\n'); echo "$(date +%%s%%3N) $r"; sleep 0.05; done`, int(d.Seconds()), url)
+		// Bounded by the script's own time, well inside execIn's 30 s: an
+		// exec that stalls (seen once under load) is retried by the
+		// callers' polling rather than eating their whole minute.
+		ctx, cancel := context.WithTimeout(ctx, d+8*time.Second)
+		defer cancel()
 		out, errOut, err := execIn(ctx, t, "hub", ns, "client", "client", false, "sh", "-c", script)
 		if err != nil {
 			return nil, fmt.Errorf("curl in the client pod: %w: %s", err, errOut)
