@@ -136,7 +136,7 @@ func healthyEdge() *EdgeFacts {
 		}},
 		Edges: []EdgeMetrics{{URL: "http://127.0.0.1:17407/metrics",
 			Backend:       map[string]EndpointHealth{"east": {Healthy: 2}, "west": {Healthy: 1}},
-			LoadBalancers: map[string]map[string]EndpointHealth{"demo/echo-lb": {"east": {Healthy: 2}, "west": {Healthy: 1}}},
+			LoadBalancers: map[string]map[string]map[string]EndpointHealth{"demo/echo-lb": {"5432/TCP": {"east": {Healthy: 2}, "west": {Healthy: 1}}}},
 		}},
 	}
 }
@@ -382,6 +382,15 @@ func TestDiagnose(t *testing.T) {
 				f.Edge.Edges[0].Backend = map[string]EndpointHealth{"east": {Ejected: 2}, "west": {Ejected: 1}}
 			},
 			fails: map[string]string{"edge 127.0.0.1:17407, backend": "health check"},
+		},
+		{
+			// One port dark while another serves: judged per port, not
+			// summed into "healthy".
+			name: "a load balancer port with every endpoint ejected",
+			breakIt: func(f *Facts) {
+				f.Edge.Edges[0].LoadBalancers["demo/echo-lb"]["53/UDP"] = map[string]EndpointHealth{"east": {Ejected: 2}, "west": {Ejected: 1}}
+			},
+			fails: map[string]string{"edge 127.0.0.1:17407, load balancer demo/echo-lb port 53/UDP": "health checks eject every endpoint"},
 		},
 		{
 			name: "edge without the backend in its model",

@@ -72,9 +72,10 @@ type EdgeMetrics struct {
 	// no such backend.
 	Backend map[string]EndpointHealth
 	// LoadBalancers is the health of each load balancer's endpoints
-	// ("namespace/name") per cluster, its ports summed
-	// (fleetnet_edge_l4_endpoints).
-	LoadBalancers map[string]map[string]EndpointHealth
+	// ("namespace/name") per port ("5432/TCP") and cluster
+	// (fleetnet_edge_l4_endpoints): each port is judged on its own, as one
+	// can be dark while another serves.
+	LoadBalancers map[string]map[string]map[string]EndpointHealth
 }
 
 // EndpointHealth counts a cluster's endpoints by the edge's health checks.
@@ -233,12 +234,16 @@ func readEdgeMetrics(ctx context.Context, t Target, metricsURL string, hc *http.
 			continue
 		}
 		if m.LoadBalancers == nil {
-			m.LoadBalancers = map[string]map[string]EndpointHealth{}
+			m.LoadBalancers = map[string]map[string]map[string]EndpointHealth{}
 		}
 		if m.LoadBalancers[lb] == nil {
-			m.LoadBalancers[lb] = map[string]EndpointHealth{}
+			m.LoadBalancers[lb] = map[string]map[string]EndpointHealth{}
 		}
-		m.LoadBalancers[lb][l["cluster"]] = addHealth(m.LoadBalancers[lb][l["cluster"]], l["health"], s)
+		port := l["port"]
+		if m.LoadBalancers[lb][port] == nil {
+			m.LoadBalancers[lb][port] = map[string]EndpointHealth{}
+		}
+		m.LoadBalancers[lb][port][l["cluster"]] = addHealth(m.LoadBalancers[lb][port][l["cluster"]], l["health"], s)
 	}
 	return m
 }
@@ -470,19 +475,31 @@ func edgeHealth(f *Facts, m EdgeMetrics) []Step {
 		// The load balancers are unknown: those the edge serves in the
 		// target's namespace.
 		for _, key := range slices.Sorted(maps.Keys(m.LoadBalancers)) {
-			steps = append(steps, healthStep(name+", load balancer "+key, m.LoadBalancers[key]))
+			steps = append(steps, portSteps(name+", load balancer "+key, m.LoadBalancers[key])...)
 		}
 	}
 	for _, lb := range e.LoadBalancers {
 		key := lb.Namespace + "/" + lb.Name
-		s := healthStep(name+", load balancer "+key, m.LoadBalancers[key])
-		if byEdge := lb.Spec.Class == "" || lb.Spec.Class == networkingv1alpha1.LoadBalancerClassEdge; m.LoadBalancers[key] == nil && byEdge {
-			s.Status, s.Detail = Fail, "the edge serves no endpoint of load balancer "+key
-			s.Fix = "see the load balancer's step, and whether the edge is connected to fleetnet-gateway"
-		} else if m.LoadBalancers[key] == nil {
-			continue // another provider serves it
+		ports := m.LoadBalancers[key]
+		switch byEdge := lb.Spec.Class == "" || lb.Spec.Class == networkingv1alpha1.LoadBalancerClassEdge; {
+		case ports == nil && byEdge:
+			steps = append(steps, Step{Name: name + ", load balancer " + key, Status: Fail,
+				Detail: "the edge serves no endpoint of load balancer " + key,
+				Fix:    "see the load balancer's step, and whether the edge is connected to fleetnet-gateway"})
+		case ports != nil:
+			steps = append(steps, portSteps(name+", load balancer "+key, ports)...)
 		}
-		steps = append(steps, s)
+		// else another provider serves it
+	}
+	return steps
+}
+
+// portSteps judges a load balancer's ports one by one: one port whose
+// endpoints are all ejected breaks it even while another serves.
+func portSteps(name string, ports map[string]map[string]EndpointHealth) []Step {
+	var steps []Step
+	for _, port := range slices.Sorted(maps.Keys(ports)) {
+		steps = append(steps, healthStep(name+" port "+port, ports[port]))
 	}
 	return steps
 }

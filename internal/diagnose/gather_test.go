@@ -322,7 +322,7 @@ func closedUDPAddr(t *testing.T) string {
 }
 
 // TestReadEdgeMetrics: an edge's page gives the target backend's health
-// per cluster and its namespace's load balancers', ports summed; other
+// per cluster and its namespace's load balancers' per port; other
 // backends are left out; a page without TYPE lines reads the same.
 func TestReadEdgeMetrics(t *testing.T) {
 	page := `fleetnet_edge_backend_endpoints{backend="ServiceImport/demo/echo",cluster="east",health="healthy"} 2
@@ -341,7 +341,7 @@ fleetnet_edge_l4_endpoints{load_balancer="web/other",port="80/TCP",cluster="east
 	if want := map[string]EndpointHealth{"east": {Healthy: 2}, "west": {Ejected: 1}}; fmt.Sprint(m.Backend) != fmt.Sprint(want) {
 		t.Errorf("backend health %v, want %v", m.Backend, want)
 	}
-	if want := map[string]map[string]EndpointHealth{"demo/echo-lb": {"east": {Healthy: 2}}}; fmt.Sprint(m.LoadBalancers) != fmt.Sprint(want) {
+	if want := map[string]map[string]map[string]EndpointHealth{"demo/echo-lb": {"5432/TCP": {"east": {Healthy: 1}}, "53/UDP": {"east": {Healthy: 1}}}}; fmt.Sprint(m.LoadBalancers) != fmt.Sprint(want) {
 		t.Errorf("load balancers' health %v, want %v", m.LoadBalancers, want)
 	}
 }
