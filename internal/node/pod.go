@@ -158,7 +158,9 @@ func (p *pod) run(ctx context.Context) {
 			ended := make(chan struct{})
 			go func() {
 				defer close(ended)
-				p.superviseSidecar(sctx, c)
+				// Restarted whenever it ends, whatever the pod's policy;
+				// its runs close startedCh (markStartedLocked).
+				p.supervise(sctx, c, corev1.RestartPolicyAlways)
 			}()
 			sidecars = append(sidecars, func() { cancel(); <-ended })
 			select {
@@ -181,29 +183,9 @@ func (p *pod) run(ctx context.Context) {
 		if c.finished {
 			continue
 		}
-		wg.Go(func() { p.supervise(ctx, c) })
+		wg.Go(func() { p.supervise(ctx, c, p.obj.Spec.RestartPolicy) })
 	}
 	wg.Wait()
-}
-
-// superviseSidecar keeps a sidecar running until ctx ends, whatever the
-// pod's restart policy; its runs close startedCh once it first counts as
-// started (markStartedLocked).
-func (p *pod) superviseSidecar(ctx context.Context, c *containerRun) {
-	backoff := newBackoff(p.node.cfg.RestartBackoff)
-	for {
-		began := time.Now()
-		p.runOnce(ctx, c, p.probes)
-		if ctx.Err() != nil {
-			return
-		}
-		if time.Since(began) > 10*time.Minute {
-			backoff.reset()
-		}
-		if !p.wait(ctx, c, backoff.next()) {
-			return
-		}
-	}
 }
 
 // markStartedLocked records that the container counts as started, and lets
@@ -267,7 +249,7 @@ func (p *pod) runInit(ctx context.Context, c *containerRun) bool {
 }
 
 // supervise keeps a container running as its restart policy says.
-func (p *pod) supervise(ctx context.Context, c *containerRun) {
+func (p *pod) supervise(ctx context.Context, c *containerRun, policy corev1.RestartPolicy) {
 	backoff := newBackoff(p.node.cfg.RestartBackoff)
 	for {
 		began := time.Now()
@@ -278,7 +260,7 @@ func (p *pod) supervise(ctx context.Context, c *containerRun) {
 		if time.Since(began) > 10*time.Minute {
 			backoff.reset()
 		}
-		switch p.obj.Spec.RestartPolicy {
+		switch policy {
 		case corev1.RestartPolicyNever:
 			if ok {
 				return

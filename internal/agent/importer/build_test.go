@@ -115,12 +115,6 @@ func TestWithLocality(t *testing.T) {
 // by someone else, so that it never fights another manager over it.
 func TestMetadataApplied(t *testing.T) {
 	mode := map[string]string{keys.AnnotationTopologyMode: keys.TopologyModeAuto}
-	applied := func(manager string) []metav1.ManagedFieldsEntry {
-		return []metav1.ManagedFieldsEntry{{
-			Manager: manager, Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1",
-			FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:annotations":{"f:service.kubernetes.io/topology-mode":{}}}}`),
-		}}
-	}
 	for _, tc := range []struct {
 		name        string
 		annotations map[string]string
@@ -128,10 +122,10 @@ func TestMetadataApplied(t *testing.T) {
 		want        map[string]string
 		matches     bool
 	}{
-		{"wanted and there", mode, applied(keys.FieldManagerAgent), mode, true},
+		{"wanted and there", mode, appliedTopologyMode(keys.FieldManagerAgent), mode, true},
 		{"wanted, missing", nil, nil, mode, false},
-		{"the agent's, no longer wanted", mode, applied(keys.FieldManagerAgent), nil, false},
-		{"someone else's, not wanted", mode, applied("kubectl"), nil, true},
+		{"the agent's, no longer wanted", mode, appliedTopologyMode(keys.FieldManagerAgent), nil, false},
+		{"someone else's, not wanted", mode, appliedTopologyMode("kubectl"), nil, true},
 	} {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Annotations: tc.annotations, ManagedFields: tc.managed}}
 		if got := metadataApplied(svc, nil, tc.want); got != tc.matches {
@@ -146,12 +140,6 @@ func TestMetadataApplied(t *testing.T) {
 func TestWithoutForeign(t *testing.T) {
 	mode := map[string]string{keys.AnnotationTopologyMode: keys.TopologyModeAuto}
 	disabled := map[string]string{keys.AnnotationTopologyMode: "Disabled"}
-	applied := func(manager string) []metav1.ManagedFieldsEntry {
-		return []metav1.ManagedFieldsEntry{{
-			Manager: manager, Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1",
-			FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:annotations":{"f:service.kubernetes.io/topology-mode":{}}}}`),
-		}}
-	}
 	for _, tc := range []struct {
 		name     string
 		existing map[string]string
@@ -159,9 +147,9 @@ func TestWithoutForeign(t *testing.T) {
 		want     map[string]string
 	}{
 		{"missing", nil, nil, mode},
-		{"equal", mode, applied("kubectl"), mode},
-		{"the agent's, changed since", disabled, applied(keys.FieldManagerAgent), mode},
-		{"someone else's value", disabled, applied("kubectl"), map[string]string{}},
+		{"equal", mode, appliedTopologyMode("kubectl"), mode},
+		{"the agent's, changed since", disabled, appliedTopologyMode(keys.FieldManagerAgent), mode},
+		{"someone else's value", disabled, appliedTopologyMode("kubectl"), map[string]string{}},
 		{"someone else's value, no managed fields", disabled, nil, map[string]string{}},
 	} {
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Annotations: tc.existing, ManagedFields: tc.managed}}
@@ -173,4 +161,13 @@ func TestWithoutForeign(t *testing.T) {
 			t.Errorf("%s: the wanted map was changed: %v", tc.name, wanted)
 		}
 	}
+}
+
+// appliedTopologyMode is the managed fields of an object whose
+// topology-mode annotation manager applied.
+func appliedTopologyMode(manager string) []metav1.ManagedFieldsEntry {
+	return []metav1.ManagedFieldsEntry{{
+		Manager: manager, Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1",
+		FieldsV1: metav1.NewFieldsV1(`{"f:metadata":{"f:annotations":{"f:service.kubernetes.io/topology-mode":{}}}}`),
+	}}
 }
