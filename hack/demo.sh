@@ -108,14 +108,19 @@ by_cluster() {
 }
 
 # wait_for SECONDS DESCRIPTION COMMAND...: polls COMMAND every 100 ms and
-# sets WAITED_MS to how long it took.
+# sets WAITED_MS to how long it took; on a timeout it shows what the last
+# try printed.
 wait_for() {
-	local limit=$1 what=$2 start
+	local limit=$1 what=$2 start out
 	shift 2
 	start=$(now_ms)
-	until "$@" >/dev/null 2>&1; do
+	until out=$("$@" 2>&1); do
 		if (($(now_ms) - start > limit * 1000)); then
 			echo "demo: timed out after ${limit}s waiting for: $what" >&2
+			if [[ -n $out ]]; then
+				echo "demo: the last try printed:" >&2
+				printf '%s\n' "$out" | tail -n 20 | sed 's/^/   /' >&2
+			fi
 			echo "demo: look at the agents' logs with: $FLEETNETCTL dev logs CLUSTER/agent --dir $DIR" >&2
 			exit 1
 		fi
@@ -275,7 +280,12 @@ spec:
   failover: {order: [{cluster: east}]}
 EOF
 locality_is() { [[ $("$KUBECTL" --context hub get serviceimport "$SVC" -n "$NS" -o jsonpath='{.status.conditions[?(@.type=="Locality")].reason}') == "$1" ]]; }
-only_from() { [[ $(by_name 10 | awk '{print $2}' | xargs) == "$*" ]]; }
+only_from() { # CLUSTERS...: 10 requests by name answered by exactly these clusters
+	local got t0
+	t0=$(now_ms)
+	got=$(by_name 10)
+	[[ $(awk '{print $2}' <<<"$got" | xargs) == "$*" ]] || { echo "$got (in $(($(now_ms) - t0)) ms)"; return 1; }
+}
 wait_for 30 "hub's import sends hub's clients to east" locality_is Nearest
 show "$KUBECTL" --context hub get serviceimport "$SVC" -n "$NS" -o jsonpath='{.status.conditions[?(@.type=="Locality")].message}{"\n"}'
 show "$KUBECTL" --context hub get endpointslices -n "$NS" -l "multicluster.kubernetes.io/service-name=$SVC" \
