@@ -236,9 +236,13 @@ func TestWatch(t *testing.T) {
 	put(east, chunk("east", "echo-b", "echo-7c9d-eeeee"))
 	waitPool("east(region-east): echo-7c9d-eeeee; west(region-west): echo-5f4e-ccccc, echo-5f4e-ddddd")
 
-	// Both exports withdrawn: the pool goes.
+	// Both exports withdrawn: the pool goes. West's client has not
+	// called since the registry came back: its connection may still be
+	// backing off from the refusals, so the call waits for it.
+	dctx, dcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer dcancel()
 	for id, c := range map[string]registryv1.RegistryClient{"east": east, "west": west} {
-		if _, err := c.DeleteExport(ctx, &registryv1.DeleteExportRequest{Key: &registryv1.ExportKey{Namespace: "demo", Name: "echo", ClusterId: id}}); err != nil {
+		if _, err := c.DeleteExport(dctx, &registryv1.DeleteExportRequest{Key: &registryv1.ExportKey{Namespace: "demo", Name: "echo", ClusterId: id}}, grpc.WaitForReady(true)); err != nil {
 			t.Fatal(err)
 		}
 	}
