@@ -121,6 +121,8 @@ wait_for() {
 				echo "demo: the last try printed:" >&2
 				printf '%s\n' "$out" | tail -n 20 | sed 's/^/   /' >&2
 			fi
+			# A step may say more of what it waited on (explain_timeout).
+			if declare -F explain_timeout >/dev/null; then explain_timeout >&2; fi
 			echo "demo: look at the agents' logs with: $FLEETNETCTL dev logs CLUSTER/agent --dir $DIR" >&2
 			exit 1
 		fi
@@ -290,7 +292,16 @@ wait_for 30 "hub's import sends hub's clients to east" locality_is Nearest
 show "$KUBECTL" --context hub get serviceimport "$SVC" -n "$NS" -o jsonpath='{.status.conditions[?(@.type=="Locality")].message}{"\n"}'
 show "$KUBECTL" --context hub get endpointslices -n "$NS" -l "multicluster.kubernetes.io/service-name=$SVC" \
 	-o custom-columns='NAME:.metadata.name,SOURCE-CLUSTER:.metadata.labels.multicluster\.kubernetes\.io/source-cluster,ZONE-HINTS:.endpoints[0].hints.forZones[*].name'
+explain_timeout() {
+	echo "demo: hub's imported EndpointSlices of echo, endpoint by endpoint (address ready zone-hints):"
+	"$KUBECTL" --context hub get endpointslices -n "$NS" -l "multicluster.kubernetes.io/service-name=$SVC" \
+		-o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{range .endpoints[*]}{"   "}{.addresses[0]} {.conditions.ready} {.hints.forZones[*].name}{"\n"}{end}{end}'
+	echo "demo: hub's node: $("$KUBECTL" --context hub get nodes -o jsonpath='{range .items[*]}{.metadata.name} zone={.metadata.labels.topology\.kubernetes\.io/zone} {end}')"
+	echo "demo: the end of hub's kube-proxy log:"
+	"$FLEETNETCTL" dev logs hub/kube-proxy --dir "$DIR" 2>&1 | tail -n 15
+}
 wait_for 30 "hub's kube-proxy sends echo's requests to east only" only_from east
+unset -f explain_timeout
 echo "   50 requests by name with the policy:"
 by_name 50
 show "$KUBECTL" --context hub delete backendtrafficpolicy east-first -n "$NS"
