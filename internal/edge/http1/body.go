@@ -35,35 +35,29 @@ func CopyChunkedTrailers(dst *bufio.Writer, src *bufio.Reader, progress func(), 
 		if progress != nil {
 			progress()
 		}
-		line, err := readLine(src)
+		size, err := readChunkSize(src)
 		if err != nil {
 			return total, err
 		}
-		if i := bytes.IndexByte(line, ';'); i >= 0 {
-			line = line[:i]
-		}
-		for len(line) > 0 && (line[len(line)-1] == ' ' || line[len(line)-1] == '\t') {
-			line = line[:len(line)-1]
-		}
-		if len(line) == 0 || len(line) > 15 {
-			return total, ErrChunked
-		}
-		var size int64
-		for _, c := range line {
-			switch {
-			case '0' <= c && c <= '9':
-				c -= '0'
-			case 'a' <= c && c <= 'f':
-				c -= 'a' - 10
-			case 'A' <= c && c <= 'F':
-				c -= 'A' - 10
-			default:
-				return total, ErrChunked
-			}
-			size = size<<4 | int64(c)
-		}
 		if size == 0 {
-			return total, copyTrailers(dst, src, keep)
+			if _, err := dst.WriteString("0\r\n"); err != nil {
+				return total, err
+			}
+			err := readTrailers(src, func(line []byte, colon int) error {
+				if keep != nil && !keep(line[:colon]) {
+					return nil
+				}
+				if _, err := dst.Write(line); err != nil {
+					return err
+				}
+				_, err := dst.WriteString("\r\n")
+				return err
+			})
+			if err != nil {
+				return total, err
+			}
+			_, err = dst.WriteString("\r\n")
+			return total, err
 		}
 		if _, err := dst.WriteString(strconv.FormatInt(size, 16)); err != nil {
 			return total, err
@@ -71,13 +65,10 @@ func CopyChunkedTrailers(dst *bufio.Writer, src *bufio.Reader, progress func(), 
 		if _, err := dst.WriteString("\r\n"); err != nil {
 			return total, err
 		}
-		n, err := io.CopyN(dst, src, size)
+		n, err := copyChunkData(dst, src, size)
 		total += n
 		if err != nil {
-			return total, unexpected(err)
-		}
-		if crlf, err := readLine(src); err != nil || len(crlf) != 0 {
-			return total, ErrChunked
+			return total, err
 		}
 		if _, err := dst.WriteString("\r\n"); err != nil {
 			return total, err
@@ -85,10 +76,88 @@ func CopyChunkedTrailers(dst *bufio.Writer, src *bufio.Reader, progress func(), 
 	}
 }
 
-func copyTrailers(dst *bufio.Writer, src *bufio.Reader, keep func([]byte) bool) error {
-	if _, err := dst.WriteString("0\r\n"); err != nil {
-		return err
+// DecodeChunked copies a chunked body's data from src to dst, without
+// its framing: sizes checked, chunk extensions dropped, each trailer
+// field checked as a header field and handed to trailer (its name and
+// value valid only during the call). chunkDone, when set, is called after
+// each chunk (to pass on what arrived while the next one may take long).
+// It returns the bytes of data copied.
+func DecodeChunked(dst io.Writer, src *bufio.Reader, chunkDone func() error, trailer func(name, value []byte)) (int64, error) {
+	var total int64
+	for {
+		size, err := readChunkSize(src)
+		if err != nil {
+			return total, err
+		}
+		if size == 0 {
+			return total, readTrailers(src, func(line []byte, colon int) error {
+				if trailer != nil {
+					trailer(line[:colon], bytes.TrimSpace(line[colon+1:]))
+				}
+				return nil
+			})
+		}
+		n, err := copyChunkData(dst, src, size)
+		total += n
+		if err != nil {
+			return total, err
+		}
+		if chunkDone != nil {
+			if err := chunkDone(); err != nil {
+				return total, err
+			}
+		}
 	}
+}
+
+// readChunkSize reads a chunk's size line, extensions dropped.
+func readChunkSize(src *bufio.Reader) (int64, error) {
+	line, err := readLine(src)
+	if err != nil {
+		return 0, err
+	}
+	if i := bytes.IndexByte(line, ';'); i >= 0 {
+		line = line[:i]
+	}
+	for len(line) > 0 && (line[len(line)-1] == ' ' || line[len(line)-1] == '\t') {
+		line = line[:len(line)-1]
+	}
+	if len(line) == 0 || len(line) > 15 {
+		return 0, ErrChunked
+	}
+	var size int64
+	for _, c := range line {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, ErrChunked
+		}
+		size = size<<4 | int64(c)
+	}
+	return size, nil
+}
+
+// copyChunkData copies a chunk's data and reads the CRLF after it.
+func copyChunkData(dst io.Writer, src *bufio.Reader, size int64) (int64, error) {
+	n, err := io.CopyN(dst, src, size)
+	if err != nil {
+		return n, unexpected(err)
+	}
+	if crlf, err := readLine(src); err != nil || len(crlf) != 0 {
+		return n, ErrChunked
+	}
+	return n, nil
+}
+
+// readTrailers reads the trailer section up to its empty line, handing
+// each field line, checked as a header field, to field with the index of
+// its colon.
+func readTrailers(src *bufio.Reader, field func(line []byte, colon int) error) error {
 	seen := 0
 	for {
 		line, err := readLine(src)
@@ -96,8 +165,7 @@ func copyTrailers(dst *bufio.Writer, src *bufio.Reader, keep func([]byte) bool) 
 			return err
 		}
 		if len(line) == 0 {
-			_, err := dst.WriteString("\r\n")
-			return err
+			return nil
 		}
 		seen += len(line)
 		colon := bytes.IndexByte(line, ':')
@@ -109,13 +177,7 @@ func copyTrailers(dst *bufio.Writer, src *bufio.Reader, keep func([]byte) bool) 
 				return ErrChunked
 			}
 		}
-		if keep != nil && !keep(line[:colon]) {
-			continue
-		}
-		if _, err := dst.Write(line); err != nil {
-			return err
-		}
-		if _, err := dst.WriteString("\r\n"); err != nil {
+		if err := field(line, colon); err != nil {
 			return err
 		}
 	}

@@ -542,6 +542,55 @@ func TestCopyChunked(t *testing.T) {
 				t.Errorf("net/http reads %q as %q, %v", out.String(), body, err)
 			}
 		})
+		// DecodeChunked reads the same bodies, refuses the same ones, and
+		// hands over the data and the trailers CopyChunked relays.
+		t.Run(tt.name+"/decoded", func(t *testing.T) {
+			const next = "GET /next HTTP/1.1\r\n"
+			in := tt.in
+			if !errors.Is(tt.err, io.ErrUnexpectedEOF) {
+				in += next
+			}
+			src := bufio.NewReader(strings.NewReader(in))
+			var data bytes.Buffer
+			var trailers []string
+			chunks := 0
+			n, err := http1.DecodeChunked(&data, src, func() error { chunks++; return nil }, func(name, value []byte) {
+				trailers = append(trailers, string(name)+": "+string(value))
+			})
+			switch {
+			case tt.err == nil && err != nil:
+				t.Fatalf("DecodeChunked(%q): %v", tt.in, err)
+			case tt.err != nil && !errors.Is(err, tt.err):
+				t.Fatalf("DecodeChunked(%q): %v, want %v", tt.in, err, tt.err)
+			}
+			if n != tt.n || int64(data.Len()) != n {
+				t.Errorf("DecodeChunked(%q) = %d bytes, wrote %d, want %d", tt.in, n, data.Len(), tt.n)
+			}
+			if tt.err != nil {
+				return
+			}
+			want, _ := io.ReadAll(httputil.NewChunkedReader(strings.NewReader(tt.out)))
+			if data.String() != string(want) {
+				t.Errorf("DecodeChunked(%q) wrote %q, want %q", tt.in, data.String(), want)
+			}
+			// Each chunk's size and data end in CRLF, so do the last
+			// chunk, each trailer and the body.
+			if crlfs := strings.Count(tt.out, "\r\n") - len(trailers) - strings.Count(data.String(), "\r\n"); 2*chunks+2 != crlfs {
+				t.Errorf("DecodeChunked(%q) reported %d chunks done", tt.in, chunks)
+			}
+			var wantTrailers []string
+			for _, line := range strings.Split(tt.out[strings.LastIndex(tt.out, "0\r\n")+3:], "\r\n") {
+				if name, value, ok := strings.Cut(line, ":"); ok {
+					wantTrailers = append(wantTrailers, name+": "+strings.TrimSpace(value))
+				}
+			}
+			if strings.Join(trailers, "|") != strings.Join(wantTrailers, "|") {
+				t.Errorf("DecodeChunked(%q) trailers %q, want %q", tt.in, trailers, wantTrailers)
+			}
+			if rest, _ := io.ReadAll(src); string(rest) != next {
+				t.Errorf("DecodeChunked(%q) left %q, want %q", tt.in, rest, next)
+			}
+		})
 	}
 }
 

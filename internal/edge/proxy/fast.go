@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -135,6 +134,12 @@ type conn struct {
 	remote  string // client IP, for X-Forwarded-For
 	req     fastRequest
 	scratch []byte
+	// The exchange under way: the length of its request head, whether
+	// the head was consumed (its views may then be overwritten by reads
+	// of the body), whether the connection may serve another request.
+	headLen  int
+	headSent bool
+	keep     bool
 }
 
 func (s *fastServer) serveConn(fc *fastConn) {
@@ -298,13 +303,16 @@ func (cn *conn) exchange() (next bool, handOff string) {
 	}
 	// Routed here: the head is consumed once it is written upstream.
 	pk := &picked{route: rt, backend: b, cluster: c, endpoint: ep}
-	x := exchangeState{cn: cn, pk: pk, headLen: headLen, start: start, method: r.method()}
+	cn.headLen, cn.headSent, cn.keep = headLen, false, false
+	x := exchangeState{p: p, client: cn, pk: pk, start: start, method: r.method(),
+		bodiless: m.Framing == http1.NoBody || (m.Framing == http1.Length && m.ContentLength == 0)}
 	if ms := rt.Timeouts.RequestMillis; ms > 0 {
 		x.deadline = start.Add(time.Duration(ms) * time.Millisecond)
 	}
+	p.metrics.viaFast.Inc()
 	code := x.forward()
 	p.observe(x.method, hostport, r.decoded, code, pk, start)
-	return x.keep && !m.Close && !cn.s.isClosing(), ""
+	return cn.keep && !m.Close && !cn.s.isClosing(), ""
 }
 
 // refuse answers a request the fast path cannot parse and closes.
@@ -331,133 +339,10 @@ func (cn *conn) writeError(code int, msg string, closeAfter bool) {
 	cn.scratch = b
 }
 
-// exchangeState is one request's forwarding.
-type exchangeState struct {
-	cn      *conn
-	pk      *picked
-	headLen int
-	start   time.Time
-	// deadline is the route's request timeout; zero when none.
-	deadline time.Time
-	// keep: the client connection may serve another request.
-	keep bool
-	// headSent: the request head was consumed from the client reader;
-	// its views may be overwritten by reads of the body.
-	headSent bool
-	// method of the request, kept apart from the head's views.
-	method string
-	// respHeadLen is the length of the response head read last.
-	respHeadLen int
-}
-
-// forward sends the request to its endpoint, retrying as the backend's
-// policy says, and relays the answer; it returns the status sent.
-func (x *exchangeState) forward() int {
-	cn, pk := x.cn, x.pk
-	m := &cn.req.head
-	b := pk.backend
-	bodiless := m.Framing == http1.NoBody || (m.Framing == http1.Length && m.ContentLength == 0)
-	retries := 0
-	if bodiless && idempotentMethod(x.method) {
-		retries = b.policy.attempts
-	}
-	tried := pk.cluster.bit
-	var up *upConn
-	var err error
-	for {
-		up, err = x.attempt(bodiless)
-		x.passive(up, err)
-		if retries == 0 || x.expired() || (err == nil && !b.policy.retriesOn(up.head.Status)) {
-			break
-		}
-		c, ep := b.pick(tried, pk.endpoint)
-		if c == nil {
-			break
-		}
-		if up != nil {
-			x.discard(up)
-		}
-		pk.cluster, pk.endpoint = c, ep
-		tried |= c.bit
-		retries--
-		cn.s.p.metrics.retries.WithLabelValues(pk.route.name, b.name).Inc()
-	}
-	if err != nil {
-		code := http.StatusBadGateway
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
-			code = http.StatusGatewayTimeout
-		}
-		cn.s.p.log.Info("backend request failed", "route", pk.route.name, "backend", b.name, "err", err)
-		// A body not sent whole leaves the client's stream where no
-		// request starts: the connection ends.
-		x.keep = bodiless
-		if !x.headSent {
-			_, _ = cn.br.Discard(x.headLen)
-		}
-		cn.writeError(code, "backend request failed", !x.keep || m.Close)
-		_ = cn.bw.Flush()
-		return code
-	}
-	return x.relay(up)
-}
-
-func (x *exchangeState) expired() bool {
-	return !x.deadline.IsZero() && !time.Now().Before(x.deadline)
-}
-
-// attempt sends the request to the picked endpoint and reads the answer's
-// head, on a pooled connection when one is idle. A pooled connection the
-// endpoint closed meanwhile fails before any answer: a request that can be
-// sent again is, once, on a new connection.
-func (x *exchangeState) attempt(bodiless bool) (*upConn, error) {
-	pk := x.pk
-	timeout := millis(pk.route.Timeouts.BackendRequestMillis)
-	if timeout <= 0 {
-		timeout = pk.backend.policy.backendRequest
-	}
-	deadline := x.deadline
-	if timeout > 0 {
-		if d := time.Now().Add(timeout); deadline.IsZero() || d.Before(deadline) {
-			deadline = d
-		}
-	}
-	ups := x.cn.s.p.upstreams
-	for fresh := false; ; fresh = true {
-		up, reused, err := ups.get(pk.endpoint.hostport, fresh, pk.backend.policy.connect, deadline)
-		if err != nil {
-			return nil, err
-		}
-		replayable := bodiless && idempotentMethod(x.method)
-		if reused && !replayable && !up.alive() {
-			// Checked first: a request that cannot be sent again must
-			// not go to a connection the endpoint has closed: a new one.
-			_ = up.conn.Close()
-			continue
-		}
-		if !deadline.IsZero() {
-			up.deadline = true
-			_ = up.conn.SetDeadline(deadline)
-		}
-		err = x.send(up)
-		if err == nil {
-			err = x.readHead(up)
-		}
-		if err == nil {
-			return up, nil
-		}
-		_ = up.conn.Close()
-		var he *http1.Error
-		if reused && replayable && !errors.As(err, &he) && !errors.Is(err, os.ErrDeadlineExceeded) {
-			continue
-		}
-		return nil, err
-	}
-}
-
-// send writes the request head, as net/http's reverse proxy rewrites it
-// (hop-by-hop fields dropped, X-Forwarded-* set), and the body.
-func (x *exchangeState) send(up *upConn) error {
-	cn := x.cn
+// sendRequest writes the request head, as net/http's reverse proxy
+// rewrites it (hop-by-hop fields dropped, X-Forwarded-* set), and the
+// body.
+func (cn *conn) sendRequest(_ *exchangeState, up *upConn) error {
 	m := &cn.req.head
 	w := up.bw
 	_, _ = w.Write(m.Method)
@@ -519,9 +404,9 @@ func (x *exchangeState) send(up *upConn) error {
 		_, _ = w.WriteString("\r\nX-Forwarded-Proto: http\r\n\r\n")
 	}
 	// The head's views are no longer needed; the body follows it.
-	if !x.headSent {
-		_, _ = cn.br.Discard(x.headLen)
-		x.headSent = true
+	if !cn.headSent {
+		_, _ = cn.br.Discard(cn.headLen)
+		cn.headSent = true
 	}
 	var err error
 	switch m.Framing {
@@ -594,121 +479,11 @@ func (t *timedReader) Read(b []byte) (int, error) {
 	return t.r.Read(b)
 }
 
-// readHead reads the endpoint's response head, passing informational
-// (1xx) answers on to the client.
-func (x *exchangeState) readHead(up *upConn) error {
-	var method []byte
-	if x.method == http.MethodHead {
-		method = []byte(http.MethodHead)
-	}
-	for {
-		var n int
-		for {
-			buf, _ := up.br.Peek(up.br.Buffered())
-			var err error
-			n, err = http1.ParseResponse(buf, method, &up.head, http1.Limits{MaxFields: 256})
-			if err == nil {
-				break
-			}
-			if err != http1.ErrIncomplete {
-				return err
-			}
-			if up.br.Buffered() == up.br.Size() {
-				return &http1.Error{Status: http.StatusBadGateway, Reason: "response head too large"}
-			}
-			if _, err := up.br.Peek(up.br.Buffered() + 1); err != nil {
-				return err
-			}
-		}
-		st := up.head.Status
-		if st >= 200 {
-			x.respHeadLen = n
-			return nil
-		}
-		if st == http.StatusSwitchingProtocols {
-			return &http1.Error{Status: http.StatusBadGateway, Reason: "101 to a request without Upgrade"}
-		}
-		x.writeHead(up, true)
-		_, _ = up.br.Discard(n)
-		if err := x.cn.bw.Flush(); err != nil {
-			return &clientError{err}
-		}
-	}
-}
-
-// passive feeds an attempt's outcome to its endpoint's passive check, as
-// the net/http path does (feedPassive).
-func (x *exchangeState) passive(up *upConn, err error) {
-	status := 0
-	if up != nil {
-		status = up.head.Status
-	}
-	var ce *clientError
-	feedPassive(x.pk, status, err, errors.As(err, &ce) || x.expired())
-}
-
-// discard ends an answer that is retried: a short body is read so that
-// the connection can be reused.
-func (x *exchangeState) discard(up *upConn) {
-	_, _ = up.br.Discard(x.respHeadLen)
-	h := &up.head
-	if h.Framing == http1.Length && h.ContentLength <= 4<<10 && !h.Close {
-		if _, err := up.br.Discard(int(h.ContentLength)); err == nil {
-			x.cn.s.p.upstreams.put(up)
-			return
-		}
-	}
-	if h.Framing == http1.NoBody && !h.Close {
-		x.cn.s.p.upstreams.put(up)
-		return
-	}
-	_ = up.conn.Close()
-}
-
-// relay writes the answer to the client and returns its status.
-func (x *exchangeState) relay(up *upConn) int {
-	cn := x.cn
-	h := &up.head
-	x.writeHead(up, false)
-	_, _ = up.br.Discard(x.respHeadLen)
-	var err error
-	switch h.Framing {
-	case http1.Length:
-		_, err = io.CopyN(cn.bw, up.br, h.ContentLength)
-	case http1.Chunked:
-		_, err = http1.CopyChunked(cn.bw, up.br, nil)
-	case http1.UntilClose:
-		buf := bufferPool{}.Get()
-		_, err = http1.CopyAsChunks(cn.bw, up.br, buf)
-		bufferPool{}.Put(buf)
-	}
-	if ferr := cn.bw.Flush(); err == nil {
-		err = ferr
-	}
-	status := h.Status
-	switch {
-	case err != nil:
-		// The endpoint or the client went away mid-answer.
-		_ = up.conn.Close()
-		cn.s.p.log.Info("relaying the response failed", "route", x.pk.route.name, "backend", x.pk.backend.name, "err", err)
-		x.keep = false
-	case h.Close || h.Framing == http1.UntilClose:
-		_ = up.conn.Close()
-		x.keep = true
-	default:
-		x.keep = true
-		// Last: once pooled, another request may take it, and its head.
-		cn.s.p.upstreams.put(up)
-	}
-	return status
-}
-
 // writeHead writes the answer's head to the client, as net/http's reverse
 // proxy does: hop-by-hop fields dropped, the status text net/http's, a
 // Date when the endpoint sent none, chunked framing for a body of unknown
 // length.
-func (x *exchangeState) writeHead(up *upConn, informational bool) {
-	cn := x.cn
+func (cn *conn) writeHead(up *upConn, informational bool) {
 	h := &up.head
 	w := cn.bw
 	_, _ = w.Write(appendStatusLine(cn.scratch[:0], h.Status))
@@ -743,6 +518,48 @@ func (x *exchangeState) writeHead(up *upConn, informational bool) {
 		}
 	}
 	_, _ = w.WriteString("\r\n")
+}
+
+// informational passes an interim answer on at once.
+func (cn *conn) informational(_ *exchangeState, up *upConn) error {
+	cn.writeHead(up, true)
+	return cn.bw.Flush()
+}
+
+// writeAnswer relays the answer; a body of unknown length goes on in the
+// chunked coding, so that the connection stays open.
+func (cn *conn) writeAnswer(x *exchangeState, up *upConn) error {
+	h := &up.head
+	cn.writeHead(up, false)
+	_, _ = up.br.Discard(x.respHeadLen)
+	var err error
+	switch h.Framing {
+	case http1.Length:
+		_, err = io.CopyN(cn.bw, up.br, h.ContentLength)
+	case http1.Chunked:
+		_, err = http1.CopyChunked(cn.bw, up.br, nil)
+	case http1.UntilClose:
+		buf := bufferPool{}.Get()
+		_, err = http1.CopyAsChunks(cn.bw, up.br, buf)
+		bufferPool{}.Put(buf)
+	}
+	if ferr := cn.bw.Flush(); err == nil {
+		err = ferr
+	}
+	cn.keep = err == nil
+	return err
+}
+
+// fail answers a request no endpoint answered. A body not sent whole
+// leaves the client's stream where no request starts: the connection
+// ends.
+func (cn *conn) fail(x *exchangeState, code int) {
+	cn.keep = x.bodiless
+	if !cn.headSent {
+		_, _ = cn.br.Discard(cn.headLen)
+	}
+	cn.writeError(code, "backend request failed", !cn.keep || cn.req.head.Close)
+	_ = cn.bw.Flush()
 }
 
 // appendStatusLine appends net/http's status line for code.

@@ -15,6 +15,9 @@ type metrics struct {
 	duration *prometheus.HistogramVec
 	retries  *prometheus.CounterVec
 	handoffs *prometheus.CounterVec
+	// forwarded counts requests by the path that forwarded them.
+	forwardedVec                        *prometheus.CounterVec
+	viaFast, viaStream, viaReverseProxy prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, served func() *table) *metrics {
@@ -36,9 +39,16 @@ func newMetrics(reg prometheus.Registerer, served func() *table) *metrics {
 			Name: "fleetnet_edge_http_handoffs_total",
 			Help: "Client connections the HTTP/1.1 fast path handed to net/http, by reason (h2, version, upgrade, expect, target, head-size, route).",
 		}, []string{"reason"}),
+		forwardedVec: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleetnet_edge_forwarded_requests_total",
+			Help: "Requests forwarded to an endpoint, by the edge's forwarder: fast-path (HTTP/1.1), http2-stream (HTTP/2 over the fast path's upstream pools), reverse-proxy (net/http).",
+		}, []string{"forwarder"}),
 	}
+	m.viaFast = m.forwardedVec.WithLabelValues("fast-path")
+	m.viaStream = m.forwardedVec.WithLabelValues("http2-stream")
+	m.viaReverseProxy = m.forwardedVec.WithLabelValues("reverse-proxy")
 	if reg != nil {
-		reg.MustRegister(m.requests, m.duration, m.retries, m.handoffs, endpointsCollector{served: served})
+		reg.MustRegister(m.requests, m.duration, m.retries, m.handoffs, m.forwardedVec, endpointsCollector{served: served})
 	}
 	return m
 }

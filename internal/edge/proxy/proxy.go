@@ -399,6 +399,10 @@ func (p *Proxy) serve(at socket, w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	pk.cluster, pk.endpoint = c, ep
+	if !p.opts.NetHTTPOnly && streamForwardable(r, rt, b) {
+		p.forwardStream(rec, r, pk, start)
+		return
+	}
 	ctx := context.WithValue(r.Context(), pickedKey{}, pk)
 	if ms := rt.Timeouts.RequestMillis; ms > 0 {
 		var cancel context.CancelFunc
@@ -406,6 +410,7 @@ func (p *Proxy) serve(at socket, w http.ResponseWriter, r *http.Request) {
 		defer cancel()
 	}
 	pk.rewrite, pk.respMods = rewrite, respMods
+	p.metrics.viaReverseProxy.Inc()
 	p.forward.ServeHTTP(rec, r.WithContext(ctx))
 }
 
