@@ -330,6 +330,11 @@ func (d *diffProxy) run(t *testing.T, c *diffCase, methods []string, timeout tim
 
 // diffHandoffs returns the fast path's hand-overs so far, by reason.
 func diffHandoffs(t *testing.T, g prometheus.Gatherer) map[string]float64 {
+	return counterBy(t, g, "fleetnet_edge_http_handoffs_total", "reason")
+}
+
+// counterBy returns a counter's values so far, summed by one label.
+func counterBy(t *testing.T, g prometheus.Gatherer, name, label string) map[string]float64 {
 	t.Helper()
 	mfs, err := g.Gather()
 	if err != nil {
@@ -337,12 +342,12 @@ func diffHandoffs(t *testing.T, g prometheus.Gatherer) map[string]float64 {
 	}
 	out := map[string]float64{}
 	for _, mf := range mfs {
-		if mf.GetName() != "fleetnet_edge_http_handoffs_total" {
+		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "reason" {
+				if l.GetName() == label {
 					out[l.GetValue()] += m.GetCounter().GetValue()
 				}
 			}

@@ -148,21 +148,7 @@ func runStream(t *testing.T, d *diffProxy, c *diffCase, tc streamCase) *diffResu
 
 // forwarded returns the proxy's requests by forwarder so far.
 func forwarded(t *testing.T, g prometheus.Gatherer) map[string]float64 {
-	t.Helper()
-	mfs, err := g.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != "fleetnet_edge_forwarded_requests_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			out[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
-		}
-	}
-	return out
+	return counterBy(t, g, "fleetnet_edge_forwarded_requests_total", "forwarder")
 }
 
 // TestStreamCanceledByClient: a client that resets its stream while the
