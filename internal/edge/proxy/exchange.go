@@ -36,7 +36,6 @@ type exchangeState struct {
 	p      *Proxy
 	client exchangeClient
 	pk     *picked
-	start  time.Time
 	// deadline is the route's request timeout; zero when none.
 	deadline time.Time
 	// ctx, when set, ends the exchange when it is done (the client reset
@@ -51,6 +50,16 @@ type exchangeState struct {
 	bodiless bool
 	// respHeadLen is the length of the response head read last.
 	respHeadLen int
+}
+
+// newExchange is the exchange of a request that arrived at start, whose
+// route's request timeout counts from then.
+func newExchange(p *Proxy, client exchangeClient, pk *picked, start time.Time, method string, bodiless bool) exchangeState {
+	x := exchangeState{p: p, client: client, pk: pk, method: method, bodiless: bodiless}
+	if ms := pk.route.Timeouts.RequestMillis; ms > 0 {
+		x.deadline = start.Add(time.Duration(ms) * time.Millisecond)
+	}
+	return x
 }
 
 // forward sends the request to its endpoint, retrying as the backend's
@@ -160,12 +169,13 @@ func (x *exchangeState) attempt() (*upConn, error) {
 	}
 }
 
-// watch ends up's reads and writes once x.ctx ends.
+// watch ends up's reads and writes once x.ctx ends. The connection is
+// pooled only when the watch stopped before that (stopWatching), so the
+// deadline it moves never reaches another request.
 func (x *exchangeState) watch(up *upConn) {
 	if x.ctx == nil {
 		return
 	}
-	up.deadline = true
 	x.unwatch = context.AfterFunc(x.ctx, func() { _ = up.conn.SetDeadline(time.Unix(1, 0)) })
 }
 

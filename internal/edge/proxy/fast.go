@@ -304,11 +304,7 @@ func (cn *conn) exchange() (next bool, handOff string) {
 	// Routed here: the head is consumed once it is written upstream.
 	pk := &picked{route: rt, backend: b, cluster: c, endpoint: ep}
 	cn.headLen, cn.headSent, cn.keep = headLen, false, false
-	x := exchangeState{p: p, client: cn, pk: pk, start: start, method: r.method(),
-		bodiless: m.Framing == http1.NoBody || (m.Framing == http1.Length && m.ContentLength == 0)}
-	if ms := rt.Timeouts.RequestMillis; ms > 0 {
-		x.deadline = start.Add(time.Duration(ms) * time.Millisecond)
-	}
+	x := newExchange(p, cn, pk, start, r.method(), m.Framing == http1.NoBody || (m.Framing == http1.Length && m.ContentLength == 0))
 	p.metrics.viaFast.Inc()
 	code := x.forward()
 	p.observe(x.method, hostport, r.decoded, code, pk, start)

@@ -2,10 +2,10 @@ package proxy
 
 import (
 	"io"
+	"net"
 	"net/http"
 	"net/http/httputil"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/fleetnet/fleetnet/internal/edge/http1"
@@ -27,7 +27,7 @@ import (
 func streamForwardable(r *http.Request, rt *route, b *backend) bool {
 	return r.ProtoMajor == 2 && r.Method != http.MethodConnect && r.Host != "" &&
 		len(rt.Filters) == 0 && len(rt.mirrors) == 0 && len(b.Filters) == 0 && !b.h2c &&
-		len(r.Trailer) == 0 && r.Header["Upgrade"] == nil &&
+		len(r.Trailer) == 0 &&
 		// A target net/http would write upstream otherwise than it came
 		// (characters it escapes) keeps net/http's form.
 		len(r.RequestURI) > 0 && r.RequestURI[0] == '/' && r.URL.RequestURI() == r.RequestURI
@@ -45,11 +45,8 @@ type streamClient struct {
 // forwardStream forwards the HTTP/2 request r, routed and picked in pk,
 // and answers it on w.
 func (p *Proxy) forwardStream(w http.ResponseWriter, r *http.Request, pk *picked, start time.Time) {
-	c := &streamClient{w: w, r: r, https: r.TLS != nil}
-	x := exchangeState{p: p, client: c, pk: pk, start: start, ctx: r.Context(), method: r.Method, bodiless: r.ContentLength == 0}
-	if ms := pk.route.Timeouts.RequestMillis; ms > 0 {
-		x.deadline = start.Add(time.Duration(ms) * time.Millisecond)
-	}
+	x := newExchange(p, &streamClient{w: w, r: r, https: r.TLS != nil}, pk, start, r.Method, r.ContentLength == 0)
+	x.ctx = r.Context()
 	p.metrics.viaStream.Inc()
 	x.forward()
 }
@@ -62,19 +59,13 @@ func (c *streamClient) sendRequest(_ *exchangeState, up *upConn) error {
 	_, _ = w.WriteString(" HTTP/1.1\r\nHost: ")
 	_, _ = w.WriteString(r.Host)
 	_, _ = w.WriteString("\r\n")
-	// HTTP/2 has no connection-specific fields (the server refuses
-	// them); the rest is dropped as net/http's reverse proxy drops it.
-	teTrailers := false
+	// net/http's HTTP/2 server refuses connection-specific fields and a
+	// TE other than "trailers"; the rest is dropped as its reverse proxy
+	// drops it.
 	for name, values := range r.Header {
 		switch name {
-		case "Te":
-			for _, v := range values {
-				teTrailers = teTrailers || hasToken([]byte(v), "trailers")
-			}
-			continue
-		case "Host", "Content-Length", "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto",
-			"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade", "Trailer",
-			"Proxy-Authenticate", "Proxy-Authorization":
+		case "Te", "Host", "Content-Length", "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto",
+			"Trailer", "Proxy-Authenticate", "Proxy-Authorization":
 			continue
 		}
 		for _, v := range values {
@@ -94,7 +85,7 @@ func (c *streamClient) sendRequest(_ *exchangeState, up *upConn) error {
 	case bodyMethod([]byte(r.Method)):
 		_, _ = w.WriteString("Content-Length: 0\r\n")
 	}
-	if teTrailers {
+	if te := r.Header["Te"]; len(te) > 0 && te[0] == "trailers" {
 		_, _ = w.WriteString("Te: trailers\r\n")
 	}
 	_, _ = w.WriteString("X-Forwarded-For: ")
@@ -102,7 +93,9 @@ func (c *streamClient) sendRequest(_ *exchangeState, up *upConn) error {
 		_, _ = w.WriteString(v)
 		_, _ = w.WriteString(", ")
 	}
-	_, _ = w.WriteString(remoteIP(r.RemoteAddr))
+	if ip, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		_, _ = w.WriteString(ip)
+	}
 	_, _ = w.WriteString("\r\nX-Forwarded-Host: ")
 	_, _ = w.WriteString(r.Host)
 	if c.https {
@@ -134,15 +127,6 @@ func (c *streamClient) sendRequest(_ *exchangeState, up *upConn) error {
 	return w.Flush()
 }
 
-// remoteIP is the address part of a RemoteAddr, as the reverse proxy's
-// X-Forwarded-For takes it.
-func remoteIP(addr string) string {
-	if i := strings.LastIndexByte(addr, ':'); i > 0 {
-		addr = addr[:i]
-	}
-	return strings.TrimSuffix(strings.TrimPrefix(addr, "["), "]")
-}
-
 // copyHead sets h's fields into the response's header, hop-by-hop ones
 // dropped as net/http's reverse proxy drops them; net/http's server
 // writes them as it writes the reverse proxy's.
@@ -172,8 +156,13 @@ func (c *streamClient) writeAnswer(x *exchangeState, up *upConn) error {
 	c.copyHead(h)
 	c.w.WriteHeader(h.Status)
 	_, _ = up.br.Discard(x.respHeadLen)
-	rc := http.NewResponseController(c.w)
+	// A body of unknown length is passed on as it arrives, as the reverse
+	// proxy flushes it.
+	var rc *http.ResponseController
 	flush := func() error {
+		if rc == nil {
+			rc = http.NewResponseController(c.w)
+		}
 		if err := rc.Flush(); err != nil {
 			return &clientError{err}
 		}
@@ -186,8 +175,6 @@ func (c *streamClient) writeAnswer(x *exchangeState, up *upConn) error {
 			_, err = io.CopyN(c.w, up.br, h.ContentLength)
 		}
 	case http1.Chunked:
-		// A body of unknown length is passed on as it arrives, as the
-		// reverse proxy flushes it; its trailers follow it.
 		_, err = http1.DecodeChunked(c.w, up.br, flush, func(name, value []byte) {
 			k := http.TrailerPrefix + http.CanonicalHeaderKey(string(name))
 			c.w.Header()[k] = append(c.w.Header()[k], string(value))
