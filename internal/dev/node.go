@@ -202,7 +202,7 @@ func (u *upper) nodes(ctx context.Context) error {
 	if !u.s.Nodes {
 		return nil
 	}
-	created, err := ensureBridge()
+	created, err := ensureBridge(slices.ContainsFunc(u.s.Clusters, func(c ClusterState) bool { return c.DualStack }))
 	if err != nil {
 		return err
 	}

@@ -82,7 +82,7 @@ func claimPod(dir, cluster, namespace, name, uid string) (pod PodState, s *State
 		}
 		delete(s.Pods, key)
 	}
-	if _, err := ensureBridge(); err != nil {
+	if _, err := ensureBridge(c.DualStack); err != nil {
 		return PodState{}, nil, ClusterState{}, false, err
 	}
 	addr, err := s.freePodAddress(c)
@@ -273,18 +273,21 @@ func (s *State) freePodAddress(c ClusterState) (netip.Addr, error) {
 }
 
 // ensureBridge creates the bridge unless it exists, and says whether it
-// did. A bridge of an earlier version gets its IPv6 address.
-func ensureBridge() (bool, error) {
-	v6 := []string{"addr", "replace", bridgeAddressV6, "dev", BridgeName, "nodad"}
-	if err := exec.Command("ip", "link", "show", BridgeName).Run(); err == nil {
-		return false, ipAll(v6)
+// did. With dualStack the bridge gets its IPv6 address too (a bridge made
+// for single-stack clusters, or by an earlier version, gets it then); a
+// single-stack fleet asks nothing of the host's IPv6, which may be off.
+func ensureBridge(dualStack bool) (bool, error) {
+	var v6 [][]string
+	if dualStack {
+		v6 = append(v6, []string{"addr", "replace", bridgeAddressV6, "dev", BridgeName, "nodad"})
 	}
-	return true, ipAll(
-		[]string{"link", "add", BridgeName, "type", "bridge"},
-		[]string{"addr", "add", bridgeAddress, "dev", BridgeName},
-		v6,
-		[]string{"link", "set", BridgeName, "up"},
-	)
+	if err := exec.Command("ip", "link", "show", BridgeName).Run(); err == nil {
+		return false, ipAll(v6...)
+	}
+	return true, ipAll(append(append([][]string{
+		{"link", "add", BridgeName, "type", "bridge"},
+		{"addr", "add", bridgeAddress, "dev", BridgeName},
+	}, v6...), []string{"link", "set", BridgeName, "up"})...)
 }
 func removeBridge() error {
 	if err := exec.Command("ip", "link", "show", BridgeName).Run(); err != nil {

@@ -446,9 +446,6 @@ func (r *Reconciler) applyDerivedService(ctx context.Context, si *mcsv1beta1.Ser
 	labels := map[string]string{keys.LabelManagedBy: keys.ManagedByAgent, mcsv1beta1.LabelServiceName: key.Name}
 	existing := &corev1.Service{}
 	err := r.Client.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: name}, existing)
-	if err == nil {
-		annotations = withoutForeign(existing, annotations)
-	}
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
@@ -479,6 +476,11 @@ func (r *Reconciler) applyDerivedService(ctx context.Context, si *mcsv1beta1.Ser
 		}
 		r.Log.Info("replaced the derived Service's ports", "import", key.String(), "service", name)
 		existing = fixed
+	}
+	if existing.UID != "" {
+		// Against the Service that stays: a re-created one has no
+		// operator's annotations yet.
+		annotations = withoutForeign(existing, annotations)
 	}
 	if existing.UID != "" && existing.DeletionTimestamp.IsZero() && serviceMatches(existing, key.Name, spec) && metadataApplied(existing, labels, annotations) {
 		return existing, nil
@@ -895,8 +897,6 @@ func metadataApplied(o metav1.Object, labels, annotations map[string]string) boo
 	return true
 }
 
-// appliedFields returns the fields manager owns through server-side apply,
-// or nil when it owns none (or they cannot be read).
 // withoutForeign leaves out of the wanted annotations those that o holds
 // with another value set by someone else (not in the agent's applied
 // fields): an operator's topology-mode on a derived Service stays, rather
@@ -926,6 +926,8 @@ func withoutForeign(o metav1.Object, annotations map[string]string) map[string]s
 	return out
 }
 
+// appliedFields returns the fields manager owns through server-side apply,
+// or nil when it owns none (or they cannot be read).
 func appliedFields(o metav1.Object, manager string) *fieldpath.Set {
 	for _, mf := range o.GetManagedFields() {
 		if mf.Manager != manager || mf.Operation != metav1.ManagedFieldsOperationApply || mf.FieldsV1 == nil || mf.Subresource != "" {
