@@ -89,6 +89,7 @@ func main() {
 	flag.IntVar(&o.openConnections, "open-connections", 32, "the open-loop generator's connections")
 	flag.IntVar(&o.backends, "backends", 4, "echo backends behind both proxies")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of this process (the edge) over the whole run to `file`")
+	flag.StringVar(&o.only, "only", "", "run only the runs whose progress label matches this `regexp` (e.g. 'off +edge plain +wrk'), to profile one of them with -cpuprofile; nginx plain's saturated run is kept when an open-loop run needs its rate; no summary")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := bench(ctx, o, os.Stdout)
@@ -105,6 +106,7 @@ type options struct {
 	connections, threads, streams, openConnections int
 	backends                                       int
 	cpuprofile                                     string
+	only                                           string
 }
 
 // harness is what the rounds run against.
@@ -254,7 +256,10 @@ func bench(ctx context.Context, o options, out io.Writer) error {
 		defer pprof.StopCPUProfile()
 	}
 
-	runs := plan()
+	runs, err := selectRuns(plan(), o.only)
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(out, "edgebench: %d CPUs, %s, the edge's GOMAXPROCS %d, %s with worker_processes %d, %d echo backends, %d interleaved rounds of %d runs\n",
 		runtime.NumCPU(), runtime.Version(), workers, nginxVersion(nginxBin), workers, o.backends, o.rounds, len(runs))
 	fmt.Fprintf(out, "  both proxies: HTTP/1.1 keep-alive to the backends (nginx: keepalive 256 per worker; the edge: its transport's pool), no limit of requests per connection;\n")
@@ -279,6 +284,10 @@ func bench(ctx context.Context, o options, out io.Writer) error {
 			fmt.Fprintf(out, "round %d/%d  %s\n", i+1, o.rounds, progress(r, m))
 		}
 		rounds = append(rounds, got)
+	}
+	if o.only != "" {
+		fmt.Fprintf(out, "only the runs matching %q: no summary\n", o.only)
+		return nil
 	}
 	report(out, runs, rounds)
 	return nil

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"regexp"
 	"time"
 )
 
@@ -68,6 +69,33 @@ func plan() []run {
 		}
 	}
 	return p
+}
+
+// selectRuns keeps the runs whose label matches only (all of them when
+// it is empty), and nginx plain's saturated run when a kept open-loop run
+// takes its rate from it.
+func selectRuns(runs []run, only string) ([]run, error) {
+	if only == "" {
+		return runs, nil
+	}
+	re, err := regexp.Compile(only)
+	if err != nil {
+		return nil, fmt.Errorf("-only %q: %w", only, err)
+	}
+	needBase := false
+	for _, r := range runs {
+		needBase = needBase || (r.tool == toolOpen && re.MatchString(r.label()))
+	}
+	var kept []run
+	for _, r := range runs {
+		if re.MatchString(r.label()) || (needBase && r == nginxPlain) {
+			kept = append(kept, r)
+		}
+	}
+	if len(kept) == 0 {
+		return nil, fmt.Errorf("-only %q matches no run; labels look like %q", only, runs[0].label())
+	}
+	return kept, nil
 }
 
 // key identifies a run within a round.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -116,5 +117,32 @@ func TestNginxConfig(t *testing.T) {
 		if n := strings.Count(string(conf), "keepalive_requests 1000000;"); n != 2 {
 			t.Errorf("%s: keepalive_requests raised %d times, want for clients and upstreams", version, n)
 		}
+	}
+}
+
+func TestSelectRuns(t *testing.T) {
+	for _, tc := range []struct {
+		only    string
+		want    []string // labels
+		wantErr bool
+	}{
+		{only: "off +edge plain +wrk", want: []string{"logs off  edge plain   wrk     "}},
+		{only: "on +edge plain +open 50", want: []string{"logs off  nginx plain  wrk     ", "logs on   edge plain   open 50%"}},
+		{only: "no such run", wantErr: true},
+		{only: "(", wantErr: true},
+	} {
+		t.Run(tc.only, func(t *testing.T) {
+			got, err := selectRuns(plan(), tc.only)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("selectRuns(%q) error %v, want error %v", tc.only, err, tc.wantErr)
+			}
+			var labels []string
+			for _, r := range got {
+				labels = append(labels, r.label())
+			}
+			if !slices.Equal(labels, tc.want) {
+				t.Errorf("selectRuns(%q) = %q, want %q", tc.only, labels, tc.want)
+			}
+		})
 	}
 }

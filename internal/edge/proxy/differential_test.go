@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +23,7 @@ import (
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/edge/proxy"
+	"github.com/fleetnet/fleetnet/internal/pki"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -264,22 +267,53 @@ type diffProxy struct {
 	backend *diffBackend
 	// reg has the proxy's metrics (the fast path's).
 	reg *prometheus.Registry
+	// tls is the client's configuration for an HTTPS listener; nil for
+	// an HTTP one.
+	tls *tls.Config
 }
 
 func startDiffProxy(t *testing.T, name string, netHTTPOnly bool) *diffProxy {
+	return startDiffProxyOn(t, name, netHTTPOnly, false)
+}
+
+// startDiffProxyOn starts a proxy with one route to a diffBackend, on an
+// HTTPS listener (a certificate of diff.test) when useTLS.
+func startDiffProxyOn(t *testing.T, name string, netHTTPOnly, useTLS bool) *diffProxy {
 	t.Helper()
 	be := newDiffBackend(t)
 	port := freePort(t)
 	reg := prometheus.NewRegistry()
 	p := proxy.New(proxy.Options{ListenHost: "127.0.0.1", NetHTTPOnly: netHTTPOnly, Log: slog.New(slog.DiscardHandler), Registerer: reg})
-	m := oneListener(port, edgev1.ProtocolHTTP, edgev1.VirtualHost{Hostname: "*", Routes: []edgev1.Route{
+	protocol, certs := edgev1.ProtocolHTTP, map[string]*tls.Certificate(nil)
+	var clientTLS *tls.Config
+	if useTLS {
+		ca, err := pki.NewCA("diff")
+		if err != nil {
+			t.Fatal(err)
+		}
+		kp, err := ca.ServingCert("diff", []string{"diff.test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert, err := kp.TLSCertificate()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(ca.CertPEM)
+		protocol, certs, clientTLS = edgev1.ProtocolHTTPS, map[string]*tls.Certificate{"d": &cert}, &tls.Config{RootCAs: pool, ServerName: "diff.test"}
+	}
+	m := oneListener(port, protocol, edgev1.VirtualHost{Hostname: "*", Routes: []edgev1.Route{
 		{RouteName: "r", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/"}, Backends: []edgev1.Backend{backend("raw", 1, inCluster("east", 1, be.endpoint()))}},
 	}})
-	if err := p.Apply(m, nil); err != nil {
+	if useTLS {
+		m.Gateways[0].Listeners[0].Certificates = []edgev1.ListenerCertificate{{Name: "diff", Digest: "d"}}
+	}
+	if err := p.Apply(m, certs); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close(context.Background()) })
-	return &diffProxy{name: name, addr: fmt.Sprintf("127.0.0.1:%d", port), backend: be, reg: reg}
+	return &diffProxy{name: name, addr: fmt.Sprintf("127.0.0.1:%d", port), backend: be, reg: reg, tls: clientTLS}
 }
 
 // run sends c's bytes to the proxy on a new connection and reads the

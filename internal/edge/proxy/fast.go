@@ -32,10 +32,14 @@ import (
 
 // fastServer serves one port's connections.
 type fastServer struct {
-	p      *Proxy
-	at     socket
-	ln     net.Listener
-	hand   *handoff
+	p    *Proxy
+	at   socket
+	ln   net.Listener
+	hand *handoff
+	// h2 takes the port's HTTP/2 connections (ALPN h2) to a net/http
+	// server of HTTP/2 only, their writes coalesced (coalesce.go); nil
+	// on a port without TLS.
+	h2     *handoff
 	tlsCfg *tls.Config
 
 	mu      sync.Mutex
@@ -65,6 +69,9 @@ var (
 
 func (s *fastServer) acceptLoop() {
 	defer s.hand.Close()
+	if s.h2 != nil {
+		defer s.h2.Close()
+	}
 	for {
 		c, err := s.ln.Accept()
 		if err != nil {
@@ -171,7 +178,11 @@ func (s *fastServer) serveConn(fc *fastConn) {
 			_ = fc.SetReadDeadline(time.Time{})
 			handedOff = true
 			s.p.metrics.handoffs.WithLabelValues("h2").Inc()
-			s.hand.push(tc)
+			if s.h2 != nil && h2CipherAdequate(st) {
+				s.h2.push(&prefixConn{Conn: newCoalescedConn(tc), tls: tc})
+			} else {
+				s.hand.push(tc)
+			}
 			return
 		}
 		cn.c, cn.tls, cn.sni = tc, tc, st.ServerName

@@ -95,10 +95,13 @@ type Proxy struct {
 }
 
 type listener struct {
-	srv  *http.Server
-	ln   net.Listener
-	addr net.Addr
-	tls  bool
+	srv *http.Server
+	// h2srv serves the HTTP/2 connections the fast path hands over on a
+	// TLS port (see coalescedConn); nil otherwise.
+	h2srv *http.Server
+	ln    net.Listener
+	addr  net.Addr
+	tls   bool
 	// fast serves the port's HTTP/1.1 requests; nil with NetHTTPOnly.
 	fast *fastServer
 }
@@ -268,6 +271,17 @@ func (p *Proxy) listen(at socket, useTLS bool) (*listener, error) {
 		// TLS connections already past their handshake.
 		hand := newHandoff(addr)
 		l.fast = &fastServer{p: p, at: at, ln: ln, hand: hand, tlsCfg: tlsConfig, conns: map[*fastConn]struct{}{}}
+		if useTLS {
+			// HTTP/2 connections come past their handshake, as a
+			// coalescedConn that net/http cannot see the TLS of: served
+			// as prior-knowledge HTTP/2 by a server of HTTP/2 only (the
+			// TLS state reaches requests through connContext).
+			l.h2srv = &http.Server{Handler: srv.Handler, ErrorLog: srv.ErrorLog, Protocols: new(http.Protocols), ConnContext: connContext}
+			p.limits.Apply(l.h2srv)
+			l.h2srv.Protocols.SetUnencryptedHTTP2(true)
+			l.fast.h2 = newHandoff(addr)
+			go func() { p.served(at, l.h2srv.Serve(l.fast.h2)) }()
+		}
 		go l.fast.acceptLoop()
 		go func() { p.served(at, srv.Serve(hand)) }()
 	}
@@ -283,11 +297,22 @@ func (p *Proxy) served(at socket, err error) {
 // shutdown ends a listener's connections, letting requests in flight
 // finish within ctx.
 func (l *listener) shutdown(ctx context.Context) error {
-	var errs []error
+	// At once on every server: each tells its clients (GOAWAY, Connection:
+	// close) as soon as the shutdown starts.
+	stops := []func(context.Context) error{l.srv.Shutdown}
 	if l.fast != nil {
-		errs = append(errs, l.fast.shutdown(ctx))
+		stops = append(stops, l.fast.shutdown)
 	}
-	return errors.Join(append(errs, l.srv.Shutdown(ctx))...)
+	if l.h2srv != nil {
+		stops = append(stops, l.h2srv.Shutdown)
+	}
+	errs := make([]error, len(stops))
+	var wg sync.WaitGroup
+	for i, stop := range stops {
+		wg.Go(func() { errs[i] = stop(ctx) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // stop closes a port's listener; requests in flight finish in the

@@ -37,11 +37,13 @@ type streamCase struct {
 }
 
 // TestStreamForwarding sends the same HTTP/2 requests (h2c, prior
-// knowledge) to two proxies, the default one, whose stream handler
-// forwards them over the upstream pools, and NetHTTPOnly, whose reverse
-// proxy and transport forward them, and compares what each backend read
-// and what each client got back (normalized as the differential test
-// does). The default proxy must have forwarded each over the pools.
+// knowledge, and over TLS by ALPN, where the fast path hands the
+// connection over with its writes coalesced) to two proxies, the default
+// one, whose stream handler forwards them over the upstream pools, and
+// NetHTTPOnly, whose reverse proxy and transport forward them, and
+// compares what each backend read and what each client got back
+// (normalized as the differential test does). The default proxy must
+// have forwarded each over the pools.
 func TestStreamForwarding(t *testing.T) {
 	chunkedWithTrailers := "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTrailer: X-Sum\r\nTransfer-Encoding: chunked\r\n\r\n" +
 		diffChunk("hello, ") + diffChunk("world") + "0\r\nX-Sum: abc\r\n\r\n"
@@ -66,8 +68,18 @@ func TestStreamForwarding(t *testing.T) {
 			resp: "HTTP/1.1 200 OK\r\nConnection: X-Private\r\nX-Private: 1\r\nKeep-Alive: timeout=5\r\nProxy-Authenticate: Basic\r\nX-Kept: 2\r\nContent-Length: 2\r\n\r\nok"},
 		{name: "server error", method: "GET", target: "/", resp: "HTTP/1.1 503 Service Unavailable\r\nContent-Length: 4\r\nRetry-After: 1\r\n\r\nbusy"},
 	}
-	fast := startDiffProxy(t, "fast", false)
-	std := startDiffProxy(t, "net/http", true)
+	for _, useTLS := range []bool{false, true} {
+		name := "h2c"
+		if useTLS {
+			name = "TLS"
+		}
+		t.Run(name, func(t *testing.T) { testStreamForwarding(t, cases, useTLS) })
+	}
+}
+
+func testStreamForwarding(t *testing.T, cases []streamCase, useTLS bool) {
+	fast := startDiffProxyOn(t, "fast", false, useTLS)
+	std := startDiffProxyOn(t, "net/http", true, useTLS)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dc := &diffCase{name: tc.name, closeAfter: tc.closeAfter}
@@ -96,11 +108,17 @@ func TestStreamForwarding(t *testing.T) {
 func runStream(t *testing.T, d *diffProxy, c *diffCase, tc streamCase) *diffResult {
 	t.Helper()
 	d.backend.begin(c)
-	tr := &http.Transport{Protocols: new(http.Protocols), DisableCompression: true,
-		DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+	tr := &http.Transport{Protocols: new(http.Protocols), DisableCompression: true, TLSClientConfig: d.tls}
+	scheme := "https"
+	if d.tls != nil {
+		tr.Protocols.SetHTTP2(true)
+	} else {
+		scheme = "http"
+		tr.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			return nil, fmt.Errorf("no TLS here: %s", addr)
-		}}
-	tr.Protocols.SetUnencryptedHTTP2(true)
+		}
+		tr.Protocols.SetUnencryptedHTTP2(true)
+	}
 	t.Cleanup(tr.CloseIdleConnections)
 	var body io.Reader
 	if tc.body != "" {
@@ -116,7 +134,7 @@ func runStream(t *testing.T, d *diffProxy, c *diffCase, tc streamCase) *diffResu
 		informational = append(informational, fmt.Sprintf("%d %s", code, diffFlatHeader(http.Header(h))))
 		return nil
 	}})
-	req, err := http.NewRequestWithContext(ctx, tc.method, "http://stream.test"+tc.target, body)
+	req, err := http.NewRequestWithContext(ctx, tc.method, scheme+"://stream.test"+tc.target, body)
 	if err != nil {
 		t.Fatal(err)
 	}
