@@ -3,12 +3,15 @@ package proxy_test
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/http/httptrace"
 	"net/textproto"
 	"slices"
@@ -18,6 +21,7 @@ import (
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/edge/proxy"
+	"github.com/fleetnet/fleetnet/internal/pki"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -237,5 +241,89 @@ func TestStreamCanceledByClient(t *testing.T) {
 	}
 	if f := forwarded(t, reg); f["http2-stream"] != 1 {
 		t.Errorf("forwarded by %v, want http2-stream", f)
+	}
+}
+
+// TestHTTP2ShutdownOverTLS: closing the proxy while an HTTP/2 request over
+// TLS is in flight (on a connection the fast path handed over) waits for
+// it, and it finishes with its answer whole.
+func TestHTTP2ShutdownOverTLS(t *testing.T) {
+	release := make(chan struct{})
+	arrived := make(chan struct{}, 1)
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-release
+		fmt.Fprint(w, "finished")
+	}))
+	t.Cleanup(slow.Close)
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+	a := slow.Listener.Addr().(*net.TCPAddr)
+	port := freePort(t)
+	ca, err := pki.NewCA("shutdown")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := ca.ServingCert("shop", []string{"shop.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := kp.TLSCertificate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.CertPEM)
+	m := oneListener(port, edgev1.ProtocolHTTPS, edgev1.VirtualHost{Hostname: "*", Routes: []edgev1.Route{
+		{RouteName: "r", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/"}, Backends: []edgev1.Backend{
+			backend("slow", 1, inCluster("east", 1, edgev1.Endpoint{Address: a.IP.String(), Port: int32(a.Port), Ready: true, Serving: true}))}},
+	}})
+	m.Gateways[0].Listeners[0].Certificates = []edgev1.ListenerCertificate{{Name: "shop", Digest: "d"}}
+	p := start(t, m, map[string]*tls.Certificate{"d": &cert})
+
+	tr := &http.Transport{Protocols: new(http.Protocols), TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "shop.example.com"}}
+	tr.Protocols.SetHTTP2(true)
+	t.Cleanup(tr.CloseIdleConnections)
+	client := &http.Client{Transport: tr, Timeout: 20 * time.Second}
+	url := fmt.Sprintf("https://127.0.0.1:%d/", port)
+	type answer struct {
+		proto, body string
+		err         error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		resp, err := client.Get(url)
+		if err != nil {
+			got <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		got <- answer{proto: resp.Proto, body: string(b), err: err}
+	}()
+	<-arrived
+	closed := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		defer cancel()
+		closed <- p.Close(ctx)
+	}()
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while a request was in flight", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(release)
+	a1 := <-got
+	if a1.err != nil || a1.proto != "HTTP/2.0" || a1.body != "finished" {
+		t.Fatalf("the request in flight: %s %q, %v; want HTTP/2.0 %q", a1.proto, a1.body, a1.err, "finished")
+	}
+	if err := <-closed; err != nil {
+		t.Errorf("Close: %v", err)
 	}
 }
