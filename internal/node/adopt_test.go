@@ -33,8 +33,11 @@ func TestAdopt(t *testing.T) {
 		{name: "on failure restarts a running one", policy: corev1.RestartPolicyOnFailure, main: running},
 		{name: "never keeps a failure", policy: corev1.RestartPolicyNever, main: exited(2), kept: []string{"main"}, code: 2},
 		{name: "never ends a running one as unknown", policy: corev1.RestartPolicyNever, main: running, kept: []string{"main"}, code: 137},
-		{name: "a sidecar always runs again", policy: corev1.RestartPolicyNever, side: ptr.To(exited(0)), main: running, kept: []string{"main"}, code: 137},
+		{name: "never: main lost, so the pod ended, its sidecar too", policy: corev1.RestartPolicyNever, side: ptr.To(exited(0)), main: running, kept: []string{"proxy", "main"}, code: 137},
 		{name: "not started yet", policy: corev1.RestartPolicyNever, main: corev1.ContainerState{}},
+		{name: "a completed pod's sidecar stays ended", policy: corev1.RestartPolicyNever, side: ptr.To(exited(0)), main: exited(0), kept: []string{"proxy", "main"}, code: 0},
+		{name: "a completed pod's sidecar caught running ends as unknown", policy: corev1.RestartPolicyOnFailure, side: &running, main: exited(0), kept: []string{"proxy", "main"}, code: 0},
+		{name: "a sidecar runs again while main does", policy: corev1.RestartPolicyOnFailure, side: ptr.To(exited(0)), main: exited(1)},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -103,6 +103,13 @@ func (p *pod) run(ctx context.Context) {
 		}
 		log.Info("Pod finished; its network is released")
 	}()
+	if podCompleted(p.containers) {
+		// It ended before the node restarted (adopt): nothing runs
+		// again, sidecars included, and it needs no network.
+		p.update(func() { p.initDone = true })
+		log.Info("Pod had finished before the node restarted; nothing to start")
+		return
+	}
 	net, err := dev.AttachPod(p.node.cfg.Dir, p.node.cfg.Cluster, p.obj.Namespace, p.obj.Name, string(p.obj.UID))
 	for err != nil {
 		log.Error(err, "Pod network")

@@ -176,14 +176,49 @@ func adopt(obj *corev1.Pod, inits, containers []*containerRun) {
 		case t != nil && (policy == corev1.RestartPolicyNever || policy == corev1.RestartPolicyOnFailure && t.ExitCode == 0):
 			keep(c, t)
 		case cs.State.Running != nil && policy == corev1.RestartPolicyNever:
-			keep(c, &corev1.ContainerStateTerminated{
-				ExitCode: 137, Reason: "ContainerStatusUnknown",
-				Message:    "The container could not be located when the node restarted",
-				StartedAt:  cs.State.Running.StartedAt,
-				FinishedAt: metav1.Now(),
-			})
+			keep(c, lost(cs.State.Running))
 		}
 	}
+	// A Pod whose containers all ended is over: its sidecars ended with
+	// it and do not start again either (one the node's death caught
+	// still running is ended as unknown, as a container under Never).
+	if !podCompleted(containers) {
+		return
+	}
+	for _, c := range inits {
+		cs, ok := statuses[c.spec.Name]
+		if !ok || !c.sidecar() {
+			continue
+		}
+		switch {
+		case cs.State.Terminated != nil:
+			keep(c, cs.State.Terminated)
+		case cs.State.Running != nil:
+			keep(c, lost(cs.State.Running))
+		}
+	}
+}
+
+// lost is the state of a container that was running when the node died,
+// as the kubelet reports one its runtime no longer knows.
+func lost(r *corev1.ContainerStateRunning) *corev1.ContainerStateTerminated {
+	return &corev1.ContainerStateTerminated{
+		ExitCode: 137, Reason: "ContainerStatusUnknown",
+		Message:    "The container could not be located when the node restarted",
+		StartedAt:  r.StartedAt,
+		FinishedAt: metav1.Now(),
+	}
+}
+
+// podCompleted reports whether every container of a pod ended before the
+// node restarted and is not to run again.
+func podCompleted(containers []*containerRun) bool {
+	for _, c := range containers {
+		if !c.finished {
+			return false
+		}
+	}
+	return len(containers) > 0
 }
 
 // UpdatePod takes what may change of a running pod (labels, annotations,
