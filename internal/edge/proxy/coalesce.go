@@ -49,6 +49,11 @@ const (
 // for tests.
 var closeFlushWait = 5 * time.Second
 
+// h2PrefaceLine is the request line of the preface that opens every
+// HTTP/2 connection (RFC 9113, section 3.4), all of it that the fast path
+// is sure to have read when it hands a connection over.
+var h2PrefaceLine = []byte("PRI * HTTP/2.0\r\n")
+
 var coalesceBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 16<<10); return &b }}
 
 func newCoalescedConn(c net.Conn) *coalescedConn {

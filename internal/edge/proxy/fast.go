@@ -224,7 +224,13 @@ func (s *fastServer) serveConn(fc *fastConn) {
 			_ = fc.SetDeadline(time.Time{})
 			buffered, _ := cn.br.Peek(cn.br.Buffered())
 			handedOff = true
-			s.hand.push(&prefixConn{Conn: cn.c, prefix: bytes.Clone(buffered), tls: cn.tls})
+			c := cn.c
+			if cn.tls == nil && bytes.HasPrefix(buffered, h2PrefaceLine) {
+				// HTTP/2 with prior knowledge (h2c): its writes coalesced
+				// as on TLS ports.
+				c = newCoalescedConn(c)
+			}
+			s.hand.push(&prefixConn{Conn: c, prefix: bytes.Clone(buffered), tls: cn.tls})
 			return
 		}
 		if !next {
