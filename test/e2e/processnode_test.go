@@ -422,6 +422,29 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 			adoptedBefore = p
 			return nil
 		})
+		// A Pod whose main container ended while its sidecar, which
+		// ignores SIGTERM, was still being stopped: the node dies in that
+		// window. Afterwards the Pod is over; its sidecar ends as lost
+		// and does not start again.
+		always := corev1.ContainerRestartPolicyAlways
+		finishing := shell("finishing", "true", func(p *corev1.Pod) {
+			p.Spec.RestartPolicy = corev1.RestartPolicyNever
+			p.Spec.TerminationGracePeriodSeconds = ptr[int64](120)
+			p.Spec.InitContainers = []corev1.Container{{Name: "proxy", Image: "busybox:1.36", RestartPolicy: &always,
+				Command: []string{"sh", "-c", "trap '' TERM; while :; do sleep 0.2; done"}}}
+		})
+		var sidecarBefore corev1.ContainerStatus
+		waitPod(t, finishing, "main ended, its sidecar still being stopped", func(p *corev1.Pod) error {
+			if len(p.Status.InitContainerStatuses) != 1 || len(p.Status.ContainerStatuses) != 1 {
+				return fmt.Errorf("statuses %+v %+v", p.Status.InitContainerStatuses, p.Status.ContainerStatuses)
+			}
+			side, main := p.Status.InitContainerStatuses[0], p.Status.ContainerStatuses[0]
+			if main.State.Terminated == nil || side.State.Running == nil {
+				return fmt.Errorf("main %+v, sidecar %+v", main.State, side.State)
+			}
+			sidecarBefore = side
+			return nil
+		})
 		// SIGKILL: the node's containers die with it (their parent-death
 		// signal); `dev up` starts the node again.
 		stop(t, "hub/"+dev.PartProcessNode, true)
@@ -481,6 +504,16 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 				if cs.RestartCount != before.RestartCount || cs.State.Terminated == nil || !cs.State.Terminated.FinishedAt.Equal(&before.State.Terminated.FinishedAt) {
 					return fmt.Errorf("%s ran again: restarts %d (was %d), state %+v", cs.Name, cs.RestartCount, before.RestartCount, cs.State)
 				}
+			}
+			return nil
+		})
+		waitPod(t, finishing, "Succeeded, its sidecar ended as lost and not started again", func(p *corev1.Pod) error {
+			if p.Status.Phase != corev1.PodSucceeded || len(p.Status.InitContainerStatuses) != 1 {
+				return fmt.Errorf("phase %s, init containers %+v", p.Status.Phase, p.Status.InitContainerStatuses)
+			}
+			side := p.Status.InitContainerStatuses[0]
+			if t := side.State.Terminated; t == nil || t.Reason != "ContainerStatusUnknown" || side.RestartCount != sidecarBefore.RestartCount {
+				return fmt.Errorf("sidecar restarts %d (was %d), state %+v", side.RestartCount, sidecarBefore.RestartCount, side.State)
 			}
 			return nil
 		})
