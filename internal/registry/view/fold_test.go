@@ -118,7 +118,7 @@ func TestViewEventsFoldToTheSnapshot(t *testing.T) {
 		for step := range 60 {
 			id := clusters[rng.IntN(len(clusters))]
 			var what string
-			switch rng.IntN(6) {
+			switch rng.IntN(7) {
 			case 0, 1:
 				e := exp(id, rng.IntN(3), []string{"http", "web"}[rng.IntN(2)])
 				switch rng.IntN(3) {
@@ -144,6 +144,10 @@ func TestViewEventsFoldToTheSnapshot(t *testing.T) {
 					what = "lease back: " + id
 					apply(l.put(t, keyspace.LiveKey(id), nil))
 				}
+			case 6:
+				c := chunk(id, "c"+fmt.Sprint(rng.IntN(2)), "http")
+				what = "chunk " + c.GetKey().GetChunk() + " of " + id + " deleted"
+				apply(l.del(keyspace.ChunkKey(c.Key)))
 			case 5:
 				env := []string{"prod", "dev"}[rng.IntN(2)]
 				what = "properties of " + id + ": env=" + env
@@ -159,6 +163,11 @@ func TestViewEventsFoldToTheSnapshot(t *testing.T) {
 				want.fold(w, snap)
 				if d := diffStates(states[w], want); d != "" {
 					t.Fatalf("seed %d, step %d (%s): watcher %q: %s", seed, step, what, w, d)
+				}
+				// The exporters' statuses (chunk lists, generations,
+				// conflicts, imported_by) are the loaded view's.
+				if got, want := v.ExportStatuses(w), loaded.ExportStatuses(w); !slices.EqualFunc(got, want, func(a, b *registryv1.ExportStatus) bool { return proto.Equal(a, b) }) {
+					t.Fatalf("seed %d, step %d (%s): ExportStatuses(%q) = %v, want %v", seed, step, what, w, got, want)
 				}
 				// What ImportsFor says is what the watcher holds.
 				var listed []*registryv1.Import

@@ -331,6 +331,9 @@ func plans(ids []string, auds map[string]Audience) []plan {
 // status is the merge its own cluster sees, so that its conflicts never
 // name an export scoped away from it.
 func (v *View) recompute(s svcKey, t *touch) []Event {
+	if old := v.groups[s]; !t.full && len(old) > 0 {
+		return v.recomputeChunks(s, old, t)
+	}
 	key := &registryv1.ImportKey{Namespace: s.namespace, Name: s.name}
 	byCluster := v.exports[s]
 	ids := slices.Sorted(maps.Keys(byCluster))
@@ -471,6 +474,84 @@ func (v *View) recompute(s svcKey, t *touch) []Event {
 	return append(append(head, chunkEvents...), tail...)
 }
 
+// recomputeChunks is recompute for a change of endpoint chunks alone.
+// The merge reads exports and clusters only, so every group keeps its
+// watchers and its import: the touched chunks are made canonical again in
+// each group's map, each group is sent those that changed, and only the
+// touched exporters' statuses, whose chunk lists changed, are counted
+// again. A chunk change so costs its chunk once per group, not a merge
+// per group and a diff of every group with every other (11 ms for a
+// Service of 100 exporters of which 50 are scoped to one cluster each;
+// BenchmarkChunkChange).
+func (v *View) recomputeChunks(s svcKey, groups []*group, t *touch) []Event {
+	byCluster := v.exports[s]
+	var chunks eventSet
+	for _, g := range groups {
+		participating := map[string]bool{}
+		for _, c := range g.imp.GetClusters() {
+			participating[c.GetClusterId()] = true
+		}
+		for id := range t.chunks {
+			have := g.canon[id]
+			rec, ok := v.chunks[s][id]
+			if !ok || !participating[id.cluster] {
+				delete(g.canon, id)
+			} else {
+				want := merge.CanonicalChunk(g.imp, byCluster[id.cluster].export, rec.chunk)
+				if have != nil && registryv1.EqualIgnoringTrace(want, have) {
+					want = have
+				}
+				g.canon[id] = want
+			}
+			if e, ok := chunkEvent(have, g.canon[id], g.aud, false); ok {
+				chunks.add(id, e)
+			}
+		}
+	}
+	var tail []Event
+	oldStatuses := v.statuses[s]
+	statuses := maps.Clone(oldStatuses)
+	touched := map[string]bool{}
+	for id := range t.chunks {
+		touched[id.cluster] = true
+	}
+	for _, c := range slices.Sorted(maps.Keys(touched)) {
+		was := oldStatuses[c]
+		if was == nil {
+			continue // chunks without an export: served to no one
+		}
+		st := proto.Clone(was).(*registryv1.ExportStatus)
+		st.EndpointChunks, st.EndpointsGeneration = nil, 0
+		for id, rec := range v.chunks[s] {
+			if id.cluster == c {
+				st.EndpointChunks = append(st.EndpointChunks, id.chunk)
+				st.EndpointsGeneration = max(st.EndpointsGeneration, rec.rev)
+			}
+		}
+		sort.Strings(st.EndpointChunks)
+		if !proto.Equal(st, was) {
+			statuses[c] = st
+			tail = append(tail, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ExportStatus{ExportStatus: st}}})
+		}
+	}
+	if len(statuses) > 0 {
+		v.statuses[s] = statuses
+	}
+	return append(chunks.events(), tail...)
+}
+
+// chunkEvent is the event that takes a watcher of aud from chunk have to
+// chunk want (nil: none), if they differ.
+func chunkEvent(have, want *registryv1.EndpointChunk, aud Audience, retract bool) (Event, bool) {
+	switch {
+	case want == nil && have != nil:
+		return Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_EndpointsDelete{EndpointsDelete: have.GetKey()}}, Audience: aud, Retract: retract}, true
+	case want != nil && want != have && !registryv1.EqualIgnoringTrace(want, have):
+		return Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_EndpointsUpsert{EndpointsUpsert: want}}, Audience: aud}, true
+	}
+	return Event{}, false
+}
+
 // oldCanon is the chunk the group of the same clusters held before, if
 // any, so that an unchanged chunk keeps its message (and its encoding).
 func oldCanon(base, same *group, id chunkID) *registryv1.EndpointChunk {
@@ -517,11 +598,8 @@ func (v *View) diff(key *registryv1.ImportKey, old, groups []*group, t *touch) (
 			if to != nil {
 				want = to.canon[id]
 			}
-			switch {
-			case want == nil && have != nil:
-				chunks.add(id, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_EndpointsDelete{EndpointsDelete: have.GetKey()}}, Audience: aud, Retract: retract})
-			case want != nil && want != have && !registryv1.EqualIgnoringTrace(want, have):
-				chunks.add(id, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_EndpointsUpsert{EndpointsUpsert: want}}, Audience: aud})
+			if e, ok := chunkEvent(have, want, aud, retract); ok {
+				chunks.add(id, e)
 			}
 		}
 	}

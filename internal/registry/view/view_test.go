@@ -19,7 +19,7 @@ type log struct {
 	data map[string]store.KV
 }
 
-func (l *log) put(t *testing.T, key string, m proto.Message) store.Event {
+func (l *log) put(t testing.TB, key string, m proto.Message) store.Event {
 	t.Helper()
 	var b []byte
 	switch v := m.(type) {
