@@ -9,9 +9,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// minGraceAfterPreStop is what the kubelet leaves a container between its
-// preStop hook and SIGKILL, however long the hook took.
-const minGraceAfterPreStop = 2 * time.Second
+// minGrace is the least the kubelet leaves a container between SIGTERM
+// and SIGKILL, however long its preStop hook took or the containers
+// stopped before it (a sidecar's turn) waited.
+const minGrace = 2 * time.Second
 
 // runHook runs a container's lifecycle handler (postStart or preStop) as
 // the kubelet does: exec in the container, an HTTP GET to the pod, or a
@@ -54,5 +55,5 @@ func (p *pod) preStop(c *containerRun, grace time.Duration) time.Duration {
 		p.node.log.Info("PreStop hook failed", "pod", p.key(), "container", c.spec.Name, "cause", err.Error())
 		p.node.event(p.obj, corev1.EventTypeWarning, "FailedPreStopHook", fmt.Sprintf("PreStopHook failed for container %s: %v", c.spec.Name, err))
 	}
-	return max(grace-time.Since(start), minGraceAfterPreStop)
+	return max(grace-time.Since(start), minGrace)
 }

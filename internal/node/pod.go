@@ -39,9 +39,10 @@ type pod struct {
 	cancel context.CancelFunc
 	// finished closes when run returned: no container process is left.
 	finished chan struct{}
-	// stopping is set once the pod is being deleted; done closes when every
-	// container ended and the network is gone.
-	stopping bool
+	// stopping is set once the pod is being deleted, at stopStarted; done
+	// closes when every container ended and the network is gone.
+	stopping    bool
+	stopStarted time.Time
 	done     chan struct{}
 
 	// seq numbers status snapshots (under mu); notified is the last one
@@ -375,7 +376,7 @@ func (p *pod) runOnce(ctx context.Context, c *containerRun, probes func(context.
 	case <-c.kill:
 		proc.stop(p.preStop(c, p.grace()))
 	case <-ctx.Done():
-		proc.stop(p.preStop(c, p.grace()))
+		proc.stop(p.preStop(c, p.stopGrace()))
 	}
 	stopProbes()
 	logPath, _ := containerlog.Path(filepath.Join(p.dir, "logs"), c.spec.Name, int(c.restarts))
@@ -463,6 +464,22 @@ func (p *pod) grace() time.Duration {
 		return time.Duration(*g) * time.Second
 	}
 	return 30 * time.Second
+}
+
+// stopGrace is the grace a container gets when the pod's containers are
+// stopped: while the pod is being deleted, what is left of its grace
+// period since the deletion began, at least minGrace, as the kubelet
+// counts it for sidecars stopped after the containers; otherwise the whole
+// grace period.
+func (p *pod) stopGrace() time.Duration {
+	grace := p.grace()
+	p.mu.Lock()
+	started := p.stopStarted
+	p.mu.Unlock()
+	if started.IsZero() {
+		return grace
+	}
+	return max(grace-time.Since(started), minGrace)
 }
 
 // update changes the pod's record under its lock and tells the pod
@@ -619,7 +636,7 @@ func (p *pod) stop() {
 		p.mu.Unlock()
 		return
 	}
-	p.stopping = true
+	p.stopping, p.stopStarted = true, time.Now()
 	cancel := p.cancel
 	p.mu.Unlock()
 	go func() {

@@ -834,4 +834,46 @@ func TestProcessNodeSidecars(t *testing.T) {
 		}
 		return nil
 	})
+
+	// Deleted, a Pod whose main container and sidecar both ignore SIGTERM
+	// has no process left within its grace period and the 2 s the kubelet
+	// leaves a sidecar once the containers before it used the period up
+	// (not twice the period: the sidecar gets what is left of it). The
+	// node releases the Pod's address once its last process ended (the API
+	// object may go before).
+	const grace = 10
+	ignoreTerm := "trap '' TERM; while :; do sleep 0.2; done"
+	stubborn := create(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stubborn"},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: ptr[int64](grace),
+			InitContainers: []corev1.Container{{Name: "proxy", Image: "busybox:1.36", RestartPolicy: &always, Command: []string{"sh", "-c", ignoreTerm}}},
+			Containers:     []corev1.Container{{Name: "main", Image: "busybox:1.36", Command: []string{"sh", "-c", ignoreTerm}}},
+		},
+	})
+	waitPod(stubborn, "Running", func(p *corev1.Pod) error {
+		if p.Status.Phase != corev1.PodRunning || status(p, "main").State.Running == nil {
+			return fmt.Errorf("phase %s", p.Status.Phase)
+		}
+		return nil
+	})
+	deleted := time.Now()
+	if err := cl.Delete(ctx, stubborn); err != nil {
+		t.Fatal(err)
+	}
+	// The bound leaves 4 s for the API's and the node's own latency; the
+	// sidecar's whole grace period again would take 10 s more.
+	within := (grace+2+4)*time.Second - time.Since(deleted)
+	testkit.Eventually(t, within, "the stubborn Pod's processes ended within its grace period and the sidecar's 2 s", func(context.Context) error {
+		recorded, err := dev.NodePods(fleetDir, "hub")
+		if err != nil {
+			return err
+		}
+		for _, p := range recorded {
+			if p.Namespace == ns && p.Name == stubborn.Name {
+				return fmt.Errorf("the node still holds its address %s after %s", p.Address, time.Since(deleted).Round(time.Second))
+			}
+		}
+		return nil
+	})
 }
