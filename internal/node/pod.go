@@ -43,7 +43,7 @@ type pod struct {
 	// closes when every container ended and the network is gone.
 	stopping    bool
 	stopStarted time.Time
-	done     chan struct{}
+	done        chan struct{}
 
 	// seq numbers status snapshots (under mu); notified is the last one
 	// handed to the pod controller (under notifyMu), which never gets an

@@ -847,8 +847,8 @@ func TestProcessNodeSidecars(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "stubborn"},
 		Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: ptr[int64](grace),
-			InitContainers: []corev1.Container{{Name: "proxy", Image: "busybox:1.36", RestartPolicy: &always, Command: []string{"sh", "-c", ignoreTerm}}},
-			Containers:     []corev1.Container{{Name: "main", Image: "busybox:1.36", Command: []string{"sh", "-c", ignoreTerm}}},
+			InitContainers:                []corev1.Container{{Name: "proxy", Image: "busybox:1.36", RestartPolicy: &always, Command: []string{"sh", "-c", ignoreTerm}}},
+			Containers:                    []corev1.Container{{Name: "main", Image: "busybox:1.36", Command: []string{"sh", "-c", ignoreTerm}}},
 		},
 	})
 	waitPod(stubborn, "Running", func(p *corev1.Pod) error {
