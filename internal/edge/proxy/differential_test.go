@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -23,7 +22,6 @@ import (
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/edge/proxy"
-	"github.com/fleetnet/fleetnet/internal/pki"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -287,20 +285,7 @@ func startDiffProxyOn(t *testing.T, name string, netHTTPOnly, useTLS bool) *diff
 	protocol, certs := edgev1.ProtocolHTTP, map[string]*tls.Certificate(nil)
 	var clientTLS *tls.Config
 	if useTLS {
-		ca, err := pki.NewCA("diff")
-		if err != nil {
-			t.Fatal(err)
-		}
-		kp, err := ca.ServingCert("diff", []string{"diff.test"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cert, err := kp.TLSCertificate()
-		if err != nil {
-			t.Fatal(err)
-		}
-		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(ca.CertPEM)
+		cert, pool := servingCert(t, "diff.test")
 		protocol, certs, clientTLS = edgev1.ProtocolHTTPS, map[string]*tls.Certificate{"d": &cert}, &tls.Config{RootCAs: pool, ServerName: "diff.test"}
 	}
 	m := oneListener(port, protocol, edgev1.VirtualHost{Hostname: "*", Routes: []edgev1.Route{

@@ -3,7 +3,6 @@ package proxy_test
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/fleetnet/fleetnet/internal/edge/proxy"
 
-	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -396,20 +394,7 @@ func TestConnectTimeoutFromPolicy(t *testing.T) {
 // Clients may speak HTTP/2: negotiated by ALPN on HTTPS listeners, with
 // prior knowledge (h2c) on HTTP ones.
 func TestHTTP2FromClients(t *testing.T) {
-	ca, err := pki.NewCA("test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kp, err := ca.ServingCert("shop", []string{"shop.example.com"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := kp.TLSCertificate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca.CertPEM)
+	cert, pool := servingCert(t, "shop.example.com")
 
 	tests := []struct {
 		name string

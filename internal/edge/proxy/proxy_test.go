@@ -69,6 +69,27 @@ func freePort(t *testing.T) int32 {
 	return int32(testkit.FreePort(t))
 }
 
+// servingCert is a serving certificate for host from a new CA, and a pool
+// of that CA for clients.
+func servingCert(t *testing.T, host string) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	ca, err := pki.NewCA("test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := ca.ServingCert(host, []string{host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := kp.TLSCertificate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.CertPEM)
+	return cert, pool
+}
+
 // backend is a ServiceImport backend with a zero policy, which the edge
 // reads as edgev1.DefaultBackendPolicy, as from an older controller.
 func backend(name string, weight int32, clusters ...edgev1.ClusterEndpoints) edgev1.Backend {

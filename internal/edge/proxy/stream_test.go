@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,7 +20,6 @@ import (
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/edge/proxy"
-	"github.com/fleetnet/fleetnet/internal/pki"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -265,20 +263,7 @@ func TestHTTP2ShutdownOverTLS(t *testing.T) {
 	})
 	a := slow.Listener.Addr().(*net.TCPAddr)
 	port := freePort(t)
-	ca, err := pki.NewCA("shutdown")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kp, err := ca.ServingCert("shop", []string{"shop.example.com"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := kp.TLSCertificate()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca.CertPEM)
+	cert, pool := servingCert(t, "shop.example.com")
 	m := oneListener(port, edgev1.ProtocolHTTPS, edgev1.VirtualHost{Hostname: "*", Routes: []edgev1.Route{
 		{RouteName: "r", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/"}, Backends: []edgev1.Backend{
 			backend("slow", 1, inCluster("east", 1, edgev1.Endpoint{Address: a.IP.String(), Port: int32(a.Port), Ready: true, Serving: true}))}},
