@@ -73,6 +73,15 @@ func TestAdopt(t *testing.T) {
 				if main.restarts != 3 {
 					t.Errorf("main: restarts %d, want the API server's 3", main.restarts)
 				}
+			} else {
+				// Runs again: one restart more when it had run.
+				want := int32(3)
+				if tc.main.Running != nil || tc.main.Terminated != nil {
+					want = 4
+				}
+				if main.restarts != want {
+					t.Errorf("main: restarts %d, want %d", main.restarts, want)
+				}
 			}
 		})
 	}

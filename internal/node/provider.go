@@ -111,25 +111,15 @@ func (pr *Provider) CreatePod(_ context.Context, obj *corev1.Pod) error {
 	if obj.Status.StartTime != nil {
 		p.startedAt = *obj.Status.StartTime
 	}
-	// A node that restarted starts the containers again: their restart
-	// counts go on from what the API server holds.
-	seen := map[string]int32{}
-	for _, cs := range append(obj.Status.InitContainerStatuses, obj.Status.ContainerStatuses...) {
-		if cs.State.Running != nil || cs.State.Terminated != nil {
-			seen[cs.Name] = cs.RestartCount + 1
-		} else {
-			seen[cs.Name] = cs.RestartCount
-		}
-	}
 	for _, c := range obj.Spec.InitContainers {
-		run := &containerRun{spec: c, restarts: seen[c.Name]}
+		run := &containerRun{spec: c}
 		if run.sidecar() {
 			run.startedCh = make(chan struct{})
 		}
 		p.inits = append(p.inits, run)
 	}
 	for _, c := range obj.Spec.Containers {
-		p.containers = append(p.containers, &containerRun{spec: c, restarts: seen[c.Name]})
+		p.containers = append(p.containers, &containerRun{spec: c})
 	}
 	adopt(obj, p.inits, p.containers)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -148,10 +138,19 @@ func (pr *Provider) CreatePod(_ context.Context, obj *corev1.Pod) error {
 // not to run again keeps its state (init containers that succeeded, and
 // containers under Never, or under OnFailure that exited 0); one that was
 // running under Never ends with the kubelet's ContainerStatusUnknown.
+// One that runs again counts a restart when it had run: restart counts go
+// on from what the API server holds.
 func adopt(obj *corev1.Pod, inits, containers []*containerRun) {
 	statuses := map[string]corev1.ContainerStatus{}
 	for _, cs := range append(obj.Status.InitContainerStatuses, obj.Status.ContainerStatuses...) {
 		statuses[cs.Name] = cs
+	}
+	for _, c := range slices.Concat(inits, containers) {
+		cs := statuses[c.spec.Name]
+		c.restarts = cs.RestartCount
+		if cs.State.Running != nil || cs.State.Terminated != nil {
+			c.restarts++
+		}
 	}
 	policy := obj.Spec.RestartPolicy
 	keep := func(c *containerRun, t *corev1.ContainerStateTerminated) {
