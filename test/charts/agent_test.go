@@ -130,13 +130,16 @@ func testAgentRBAC(t *testing.T, h *testkit.Helm, binary string, reg *registryte
 		return fmt.Errorf("no Warning event on ServiceImport echo2 names the missing permission")
 	})
 	// The log says it too (not asserted beyond "forbidden": wording is the
-	// agent's own business).
-	lines := agents["member"].logLines(t, regexp.MustCompile(`(?i)forbidden`))
-	if len(lines) == 0 {
-		t.Errorf("member's agent logged nothing forbidden")
-	} else {
-		t.Logf("member's agent logged %d forbidden lines; the first:\n%s", len(lines), lines[0])
-	}
+	// agent's own business). Polled: controller-runtime logs a reconcile's
+	// error after the reconcile returned, so after its condition and event.
+	var lines []string
+	testkit.Eventually(t, 10*time.Second, "member's agent logging the forbidden write", func(context.Context) error {
+		if lines = agents["member"].logLines(t, regexp.MustCompile(`(?i)forbidden`)); len(lines) == 0 {
+			return fmt.Errorf("member's agent logged nothing forbidden")
+		}
+		return nil
+	})
+	t.Logf("member's agent logged %d forbidden lines; the first:\n%s", len(lines), lines[0])
 }
 
 // agentProcess is fleetnet-agent running as a local process.
