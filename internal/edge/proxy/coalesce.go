@@ -37,12 +37,10 @@ type coalescedConn struct {
 	err      error
 }
 
-const (
-	// coalescedLimit bounds the bytes a connection gathers before Write
-	// waits for the flusher: 64 KiB, the HTTP/2 default window, so that
-	// a connection's worth of DATA frames fits.
-	coalescedLimit = 64 << 10
-)
+// coalescedLimit bounds the bytes a connection gathers before Write waits
+// for the flusher: 64 KiB, the HTTP/2 default window, so that a
+// connection's worth of DATA frames fits.
+const coalescedLimit = 64 << 10
 
 // closeFlushWait bounds how long Close waits for pending bytes to be
 // written: crypto/tls allows its close_notify alert as long. A variable

@@ -510,7 +510,7 @@ func (v *View) recomputeChunks(s svcKey, groups []*group, t *touch) []Event {
 	}
 	var tail []Event
 	oldStatuses := v.statuses[s]
-	statuses := maps.Clone(oldStatuses)
+	var statuses map[string]*registryv1.ExportStatus // a copy once one changes
 	touched := map[string]bool{}
 	for id := range t.chunks {
 		touched[id.cluster] = true
@@ -530,11 +530,14 @@ func (v *View) recomputeChunks(s svcKey, groups []*group, t *touch) []Event {
 		}
 		sort.Strings(st.EndpointChunks)
 		if !proto.Equal(st, was) {
+			if statuses == nil {
+				statuses = maps.Clone(oldStatuses)
+			}
 			statuses[c] = st
 			tail = append(tail, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ExportStatus{ExportStatus: st}}})
 		}
 	}
-	if len(statuses) > 0 {
+	if statuses != nil {
 		v.statuses[s] = statuses
 	}
 	return append(chunks.events(), tail...)
