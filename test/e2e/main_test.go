@@ -103,8 +103,10 @@ func run(m *testing.M) (int, error) {
 			p := state.Processes[c.Name+"/"+dev.PartProcessNode]
 			fmt.Fprintf(os.Stderr, "--- last lines of %s:\n%s\n", p.Log, controlplane.Tail(p.Log, 30))
 		}
-		p := state.Processes[dev.ComponentRegistry]
-		fmt.Fprintf(os.Stderr, "--- last lines of %s:\n%s\n", p.Log, controlplane.Tail(p.Log, 30))
+		for _, c := range []string{dev.ComponentRegistry, dev.ComponentEdge} {
+			p := state.Processes[c]
+			fmt.Fprintf(os.Stderr, "--- last lines of %s:\n%s\n", p.Log, controlplane.Tail(p.Log, 30))
+		}
 	}
 	if err := dev.Down(fleetDir, nil); err != nil {
 		return code, fmt.Errorf("tearing the fleet down: %w", err)
