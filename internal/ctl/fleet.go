@@ -29,7 +29,7 @@ func (f *fleetFlags) bind(cmd *cobra.Command, withValues bool) {
 	fs.StringVar(&f.certsDir, "certs-dir", "certs", "folder of the fleet CA (ca.crt, ca.key) and fleetnetctl's administrator certificate; keep it off the clusters")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "how long the command may take, waiting included")
 	if withValues {
-		fs.StringArrayVar(&f.set, "set", nil, "a chart value, <chart>.<key>=<value> in helm's --set syntax, <chart> one of registry, agent, gateway, edge, dns, discovery (repeatable)")
+		fs.StringArrayVar(&f.set, "set", nil, "a chart value, <chart>.<key>=<value> in helm's --set syntax, <chart> one of registry, agent, gateway, edge, dns, discovery, console (repeatable)")
 		fs.BoolVar(&f.wait, "wait", true, "wait until the workloads are ready and the cluster is registered (join: and its imports are in place), printing progress")
 		fs.BoolVar(&f.wireDNS, "wire-dns", true, "forward the clusterset zone from the cluster's CoreDNS to fleetnet-dns, as \"fleetnetctl dns wire\" does (skipped with a note when the cluster has no kube-system/coredns ConfigMap)")
 	}
@@ -76,8 +76,9 @@ func newFleetCommand() *cobra.Command {
 		Long: `One command per step of a fleet's life, each idempotent:
 
   fleet init   the hub: the fleet CA (or cert-manager), the CRDs, the registry,
-               an agent, fleetnet-gateway, the edges, fleetnet-discovery and
-               fleetnet-dns, through Helm (releases named after the charts)
+               an agent, fleetnet-gateway, the edges, fleetnet-discovery,
+               fleetnet-dns and fleetnet-console, through Helm (releases
+               named after the charts)
   fleet join   a member: its certificate from the fleet CA, the agent and
                fleetnet-dns; waits until it is registered and its imports
                are in place
@@ -96,7 +97,7 @@ func newFleetInitCommand() *cobra.Command {
 	o := fleetsetup.HubOptions{}
 	cmd := &cobra.Command{
 		Use:   "init",
-		Short: "Install the hub: registry, agent, gateway, edges, discovery and clusterset DNS",
+		Short: "Install the hub: registry, agent, gateway, edges, discovery, clusterset DNS and the console",
 		Example: `  fleetnetctl fleet init --context hub --clusterset-id fleet --region eu-west-1 \
     --registry-hosts registry.fleet.example.com --gateway-address edge.fleet.example.com \
     --image-repository registry.example.com/fleetnet --version v0.1.0`,
@@ -140,6 +141,7 @@ func newFleetInitCommand() *cobra.Command {
 	fs.StringVar(&o.Version, "version", "", "the images' tag (default: the charts' appVersion)")
 	fs.StringVar(&o.CertManagerIssuer, "cert-manager-issuer", "", "let cert-manager issue the registry's, gateway's, edges' and discovery's certificates from this issuer (holding the fleet CA) instead of --certs-dir")
 	fs.StringVar(&o.CertManagerIssuerKind, "cert-manager-issuer-kind", "Issuer", "Issuer (in --namespace) or ClusterIssuer")
+	fs.BoolVar(&o.Console, "console", true, "install fleetnet-console, the fleet's read-only web UI, with an administrator's certificate for the registry (false: a console installed before stays)")
 	return cmd
 }
 

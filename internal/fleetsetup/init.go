@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/config/crd"
@@ -56,13 +57,28 @@ type HubOptions struct {
 	// CertManagerIssuerKind) instead of the CA files; agents' client
 	// certificates still come from the CA in CertsDir.
 	CertManagerIssuer, CertManagerIssuerKind string
+	// Console installs fleetnet-console, reading the registry with an
+	// administrator's certificate of the fleet CA.
+	Console bool
 	// Set holds the user's --set values per chart.
 	Set Sets
 }
 
 // hubReleases are the hub's releases, each named after its chart, in the
-// order they are installed.
+// order they are installed; fleetnet-console comes last when installed.
 var hubReleases = []string{"fleetnet-registry", "fleetnet-agent", "fleetnet-gateway", "fleetnet-edge", "fleetnet-discovery", "fleetnet-dns"}
+
+// consoleRelease is fleetnet-console's release (and chart), and the common
+// name of its administrator's certificate.
+const consoleRelease = "fleetnet-console"
+
+// releases are the hub's releases these options install.
+func (o HubOptions) releases() []string {
+	if o.Console {
+		return append(slices.Clone(hubReleases), consoleRelease)
+	}
+	return hubReleases
+}
 
 // Init installs the hub: the CRDs, the namespace, the certificates'
 // Secrets, the charts, and the fleet ConfigMap that Join reads. Run again,
@@ -107,18 +123,24 @@ func Init(ctx context.Context, hub *Cluster, o HubOptions, out io.Writer) error 
 	}
 	gatewayHosts := append(append([]string{}, o.GatewayHosts...), svc("fleetnet-gateway")...)
 	discoveryHosts := append(append([]string{}, o.DiscoveryHosts...), svc("fleetnet-discovery")...)
+	releases := o.releases()
 	values := map[string]map[string]any{}
-	for _, rel := range hubReleases {
+	for _, rel := range releases {
 		values[rel] = map[string]any{"image": imageValues(o.ImageRepository, o.Version, rel)}
 	}
+	inClusterRegistry := net.JoinHostPort("fleetnet-registry."+ns+".svc", strconv.Itoa(RegistryPort))
 	values["fleetnet-registry"]["service"] = map[string]any{"type": o.RegistryServiceType}
 	values["fleetnet-agent"]["identity"] = map[string]any{"clusterID": o.ClusterID, "clustersetID": o.ClustersetID, "region": o.Region}
-	values["fleetnet-agent"]["registry"] = map[string]any{"address": net.JoinHostPort("fleetnet-registry."+ns+".svc", strconv.Itoa(RegistryPort))}
+	values["fleetnet-agent"]["registry"] = map[string]any{"address": inClusterRegistry}
 	values["fleetnet-gateway"]["clusterID"] = o.ClusterID
 	values["fleetnet-gateway"]["region"] = o.Region
 	values["fleetnet-gateway"]["gatewayAddresses"] = toAny(o.GatewayAddresses)
 	values["fleetnet-edge"]["region"] = o.Region
 	values["fleetnet-discovery"]["kubernetes"] = map[string]any{"clusterName": o.ClusterID}
+	if o.Console {
+		// The chart's default Secret, with a certificate made below.
+		values[consoleRelease]["registry"] = map[string]any{"address": inClusterRegistry, "auth": "certificate", "secretName": "fleetnet-console-registry"}
+	}
 	if o.DNSClusterIP != "" {
 		values["fleetnet-dns"]["service"] = map[string]any{"clusterIP": o.DNSClusterIP}
 	}
@@ -132,7 +154,7 @@ func Init(ctx context.Context, hub *Cluster, o HubOptions, out io.Writer) error 
 			values[rel]["tls"] = map[string]any{"certManager": cm}
 		}
 	}
-	for _, rel := range hubReleases {
+	for _, rel := range releases {
 		if values[rel], err = o.Set.values(rel, values[rel]); err != nil {
 			return err
 		}
@@ -143,6 +165,14 @@ func Init(ctx context.Context, hub *Cluster, o HubOptions, out io.Writer) error 
 		issue: func() (*pki.KeyPair, error) { return ca.ClusterCert(o.ClusterID) }}
 	if err := hub.ensureCertSecret(ctx, ns, "fleetnet-agent-registry", ca, []keyPair{agentCert}, out); err != nil {
 		return err
+	}
+	if o.Console {
+		// An administrator's: the console lists every cluster's exports.
+		consoleCert := keyPair{file: "tls", id: pki.Identity{CommonName: consoleRelease, Organization: keys.OrganizationAdmins},
+			issue: func() (*pki.KeyPair, error) { return ca.AdminCert(consoleRelease) }}
+		if err := hub.ensureCertSecret(ctx, ns, "fleetnet-console-registry", ca, []keyPair{consoleCert}, out); err != nil {
+			return err
+		}
 	}
 	if o.CertManagerIssuer == "" {
 		serving := func(name string, hosts []string) []keyPair {
@@ -174,23 +204,42 @@ func Init(ctx context.Context, hub *Cluster, o HubOptions, out io.Writer) error 
 		}
 	}
 
-	for _, rel := range hubReleases {
+	var consoleNotes string
+	for _, rel := range releases {
 		r, err := hub.applyRelease(ctx, ns, rel, rel, values[rel])
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "%s: release %s/%s revision %d (chart %s)\n", hub.Name, ns, rel, r.Version, r.Chart.Metadata.Version)
+		if rel == consoleRelease && r.Info != nil {
+			consoleNotes = r.Info.Notes
+		}
 	}
-	return hub.writeFleetInfo(ctx, ns, FleetInfo{
+	if err := hub.writeFleetInfo(ctx, ns, FleetInfo{
 		ClustersetID: o.ClustersetID, RegistryAddress: o.RegistryAddress,
 		ImageRepository: o.ImageRepository, Version: o.Version,
-	}, out)
+	}, out); err != nil {
+		return err
+	}
+	if consoleNotes != "" {
+		// How to open it, as the chart's values have it (helm prints
+		// the same NOTES).
+		fmt.Fprintf(out, "%s: fleetnet-console's notes:\n", hub.Name)
+		for line := range strings.Lines(strings.TrimSpace(consoleNotes) + "\n") {
+			if line == "\n" {
+				fmt.Fprint(out, line)
+			} else {
+				fmt.Fprint(out, "  "+line)
+			}
+		}
+	}
+	return nil
 }
 
 // WaitHub waits until the hub's workloads are ready and its agent is
 // registered in the registry.
 func WaitHub(ctx context.Context, hub *Cluster, o HubOptions, out io.Writer) error {
-	if err := hub.waitWorkloads(ctx, o.Namespace, hubReleases, out); err != nil {
+	if err := hub.waitWorkloads(ctx, o.Namespace, o.releases(), out); err != nil {
 		return err
 	}
 	info, err := ReadFleetInfo(ctx, hub, o.Namespace)

@@ -111,13 +111,14 @@ var chartNames = map[string]string{
 	"edge":      "fleetnet-edge",
 	"dns":       "fleetnet-dns",
 	"discovery": "fleetnet-discovery",
+	"console":   "fleetnet-console",
 }
 
 // Sets are --set values per chart (its full name), in Helm's --set syntax.
 type Sets map[string][]string
 
 // ParseSets reads --set flags of the form <chart>.<key>=<value>, <chart>
-// one of registry, agent, gateway, edge, dns, discovery.
+// one of registry, agent, gateway, edge, dns, discovery, console.
 func ParseSets(flags []string) (Sets, error) {
 	sets := Sets{}
 	for _, f := range flags {

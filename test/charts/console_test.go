@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/fleetnet/fleetnet/internal/controlplane"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -297,27 +298,7 @@ func TestConsoleChartOnAHub(t *testing.T) {
 	token := before[0].Token
 
 	// fleetnet-console as the chart's Pod would run it.
-	dir := filepath.Join(t.TempDir(), hub.Name)
-	kubeconfig := serviceAccountKubeconfig(t, hub, systemNamespace, "fleetnet-console", dir)
-	secretFiles(t, hub, systemNamespace, "fleetnet-console-registry", filepath.Join(dir, "registry"))
-	secretFiles(t, hub, systemNamespace, "fleetnet-console-tokens", filepath.Join(dir, "tokens"))
-	listen, health := testkit.FreeAddr(t), testkit.FreeAddr(t)
-	args := mapArgs(deploymentArgs(t, hub, systemNamespace, "fleetnet-console"), func(flag, value string) string {
-		switch flag {
-		case "--listen":
-			return listen
-		case "--health-addr":
-			return health
-		case "--metrics-addr":
-			return testkit.FreeAddr(t)
-		case "--registry":
-			return reg.Addr // the chart's names the in-cluster registry
-		}
-		value = strings.Replace(value, "/etc/fleetnet/registry", filepath.Join(dir, "registry"), 1)
-		return strings.Replace(value, "/etc/fleetnet/tokens", filepath.Join(dir, "tokens"), 1)
-	})
-	p := startChartProcess(t, "fleetnet-console", binary(t), append([]string{"--kubeconfig=" + kubeconfig}, args...), dir, "http://"+health+"/readyz")
-	base := "http://" + listen
+	p, base := startConsole(t, binary(t), hub, reg.Addr)
 
 	// The hub feed synced with every kind, then one object of each kind
 	// created: the watches deliver them.
@@ -407,6 +388,35 @@ func waitEntryPoints(t *testing.T, base, token string, want map[string]string) {
 		}
 		return nil
 	})
+}
+
+// startConsole runs fleetnet-console as the Pod of the release
+// fleetnet-console in c's system namespace would, with its ServiceAccount
+// and Secrets, reading the registry at registryAddr (the chart names the
+// in-cluster registry); it returns the process and the web UI's base URL.
+func startConsole(t *testing.T, binary string, c *cluster, registryAddr string) (*controlplane.Process, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), c.Name)
+	kubeconfig := serviceAccountKubeconfig(t, c, systemNamespace, "fleetnet-console", dir)
+	secretFiles(t, c, systemNamespace, "fleetnet-console-registry", filepath.Join(dir, "registry"))
+	secretFiles(t, c, systemNamespace, "fleetnet-console-tokens", filepath.Join(dir, "tokens"))
+	listen, health := testkit.FreeAddr(t), testkit.FreeAddr(t)
+	args := mapArgs(deploymentArgs(t, c, systemNamespace, "fleetnet-console"), func(flag, value string) string {
+		switch flag {
+		case "--listen":
+			return listen
+		case "--health-addr":
+			return health
+		case "--metrics-addr":
+			return testkit.FreeAddr(t)
+		case "--registry":
+			return registryAddr
+		}
+		value = strings.Replace(value, "/etc/fleetnet/registry", filepath.Join(dir, "registry"), 1)
+		return strings.Replace(value, "/etc/fleetnet/tokens", filepath.Join(dir, "tokens"), 1)
+	})
+	p := startChartProcess(t, "fleetnet-console", binary, append([]string{"--kubeconfig=" + kubeconfig}, args...), dir, "http://"+health+"/readyz")
+	return p, "http://" + listen
 }
 
 // consoleGet GETs url with token as a bearer token (none when empty),

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,6 +58,7 @@ const kubeadmCorefile = `.:53 {
 func TestFleetInitJoinLeave(t *testing.T) {
 	agentBinary := buildBinary(t, "fleetnet-agent")
 	registryBinary := buildBinary(t, "fleetnet-registry")
+	consoleBinary := buildBinary(t, "fleetnet-console")
 	h := testkit.NewHelm(t)
 	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{
 		{Name: "hub", ControllerManager: true, Kwok: true},
@@ -76,7 +78,9 @@ func TestFleetInitJoinLeave(t *testing.T) {
 		"--gateway-address", "edge.fleet.example.com", "--certs-dir", certs, "--wait=false")
 	for _, want := range []string{"release fleetnet-system/fleetnet-registry revision 1", "release fleetnet-system/fleetnet-edge revision 1",
 		"Secret fleetnet-system/fleetnet-edge-tls: ca.crt, fleetnet-edge-0.crt, fleetnet-edge-1.crt",
-		"note: reading CoreDNS's ConfigMap kube-system/coredns"} {
+		"note: reading CoreDNS's ConfigMap kube-system/coredns",
+		"release fleetnet-system/fleetnet-console revision 1", "Secret fleetnet-system/fleetnet-console-registry: ca.crt, tls.crt",
+		"kubectl -n fleetnet-system port-forward deployment/fleetnet-console 7490"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("fleet init printed no %q:\n%s", want, out)
 		}
@@ -93,7 +97,7 @@ func TestFleetInitJoinLeave(t *testing.T) {
 	// The releases are Helm's own (the helm command reads them), their
 	// objects pass the API server, and every file their Pods name is in a
 	// Secret init made.
-	for _, rel := range []string{"fleetnet-registry", "fleetnet-agent", "fleetnet-gateway", "fleetnet-edge", "fleetnet-discovery", "fleetnet-dns"} {
+	for _, rel := range []string{"fleetnet-registry", "fleetnet-agent", "fleetnet-gateway", "fleetnet-edge", "fleetnet-discovery", "fleetnet-dns", "fleetnet-console"} {
 		manifest := h.Must(t, "get", "manifest", rel, "--namespace", systemNamespace, "--kubeconfig", hub.KubeconfigPath)
 		for _, p := range hub.waitForWorkloads(t, hub.checkManifest(t, manifest)) {
 			hub.checkSecretFiles(t, p)
@@ -174,6 +178,39 @@ func TestFleetInitJoinLeave(t *testing.T) {
 	if t.Failed() {
 		return
 	}
+
+	// The console init installed reads the registry with the
+	// administrator's certificate init issued: both clusters, live, and
+	// the service they export. Its token is the one the chart made.
+	_, consoleURL := startConsole(t, consoleBinary(t), hub, registryAddr)
+	tokens := secretTokens(t, hub, systemNamespace, "fleetnet-console-tokens")
+	if len(tokens) != 1 {
+		t.Fatalf("the console's tokens Secret holds %d tokens, want the chart's one", len(tokens))
+	}
+	testkit.Eventually(t, 30*time.Second, "the console to show the fleet", func(ctx context.Context) error {
+		var v struct {
+			Services int
+			Regions  []struct {
+				Clusters []struct {
+					ID   string
+					Live bool
+				}
+			}
+		}
+		if code := consoleGet(t, consoleURL+"/api/fleet", tokens[0].Token, &v); code != http.StatusOK {
+			return fmt.Errorf("GET /api/fleet: %d", code)
+		}
+		live := map[string]bool{}
+		for _, r := range v.Regions {
+			for _, c := range r.Clusters {
+				live[c.ID] = c.Live
+			}
+		}
+		if !live["hub"] || !live["member"] || v.Services != 1 {
+			return fmt.Errorf("clusters live %v, %d services; want hub and member live, 1 service", live, v.Services)
+		}
+		return nil
+	})
 
 	// leave: the agent is stopped first (the test stops its process when
 	// the Deployment is scaled to 0, as the kubelet would), then the
