@@ -179,6 +179,7 @@ func (p *Proxy) Apply(m *edgev1.Model, certs map[string]*tls.Certificate) error 
 	}
 	track(p.checks, t)
 	p.table.Store(t)
+	p.upstreams.retain(t.endpoints())
 	for at := range p.servers {
 		if _, ok := t.ports[at]; !ok {
 			p.stop(at)

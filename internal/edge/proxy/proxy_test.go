@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -752,5 +753,87 @@ func TestRequestMirror(t *testing.T) {
 	get(t, port, "", "/all", nil)
 	if got := <-seen; !strings.HasPrefix(got, "GET ") || !strings.Contains(got, "/all") {
 		t.Errorf("a 0%% mirror sent %q", got)
+	}
+}
+
+// A model that stops routing to an endpoint (its pod stopping) closes the
+// fast path's idle connections to it at once, not after the pool's idle
+// timeout; the endpoints still routed to keep theirs. On the net/http path
+// the transport's pool keeps them until its idle timeout, so only the
+// requests are checked there.
+func TestRemovedEndpointsConnectionsClosed(t *testing.T) {
+	// closed counts connections that served a request, then closed
+	// (health checks' connections serve none).
+	type backendConns struct {
+		ep     edgev1.Endpoint
+		mu     sync.Mutex
+		served map[net.Conn]bool
+		closed int
+	}
+	serve := func(name string) *backendConns {
+		b := &backendConns{served: map[net.Conn]bool{}}
+		srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("X-Backend", name)
+		}))
+		srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			switch s {
+			case http.StateActive:
+				b.served[c] = true
+			case http.StateClosed, http.StateHijacked:
+				if b.served[c] {
+					b.closed++
+				}
+				delete(b.served, c)
+			}
+		}
+		srv.Start()
+		t.Cleanup(srv.Close)
+		host, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
+		p, _ := strconv.Atoi(port)
+		b.ep = edgev1.Endpoint{Address: host, Port: int32(p), Ready: true, Serving: true}
+		return b
+	}
+	closed := func(b *backendConns) int {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.closed
+	}
+	east, west := serve("east"), serve("west")
+	port := freePort(t)
+	model := func(clusters ...edgev1.ClusterEndpoints) *edgev1.Model {
+		return oneListener(port, edgev1.ProtocolHTTP, edgev1.VirtualHost{Hostname: "*", Routes: []edgev1.Route{
+			{RouteName: "r", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/"}, Backends: []edgev1.Backend{backend("echo", 1, clusters...)}},
+		}})
+	}
+	p := start(t, model(inCluster("east", 1, east.ep), inCluster("west", 1, west.ep)), nil)
+	seen := map[string]int{}
+	for range 40 {
+		resp := get(t, port, "x", "/", nil)
+		seen[resp.Header.Get("X-Backend")]++
+	}
+	if seen["east"] == 0 || seen["west"] == 0 {
+		t.Fatalf("answers by backend %v, want both", seen)
+	}
+	if err := p.Apply(model(inCluster("east", 1, east.ep)), nil); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		if resp := get(t, port, "x", "/", nil); resp.StatusCode != 200 || resp.Header.Get("X-Backend") != "east" {
+			t.Fatalf("after west left the model: %d from %q", resp.StatusCode, resp.Header.Get("X-Backend"))
+		}
+	}
+	if netHTTPOnly {
+		return
+	}
+	testkit.Eventually(t, 5*time.Second, "west's pooled connections to be closed", func(context.Context) error {
+		if n := closed(west); n == 0 {
+			return errors.New("west's server saw no connection closed")
+		}
+		return nil
+	})
+	if n := closed(east); n != 0 {
+		t.Errorf("east's server saw %d connections closed; it is still routed to", n)
 	}
 }

@@ -225,6 +225,19 @@ func track(s *health.Set, t *table) {
 	})
 }
 
+// endpoints are the addresses (host:port) the table forwards to.
+func (t *table) endpoints() map[string]struct{} {
+	eps := map[string]struct{}{}
+	for b := range t.backends() {
+		for _, c := range b.clusters {
+			for _, e := range c.ready {
+				eps[e.hostport] = struct{}{}
+			}
+		}
+	}
+	return eps
+}
+
 // compile checks and compiles a model for an edge in region. Its errors
 // name what the edge cannot serve; the edge then refuses the model (NACK)
 // and keeps serving the one before.

@@ -183,4 +183,27 @@ func (u *upstreams) closeAll(age time.Duration) {
 	})
 }
 
+// retain closes the idle connections to endpoints keep does not hold and
+// forgets their pools. A model that no longer routes to an endpoint (its
+// pod stopping or gone) would otherwise keep them for upstreamIdleTimeout,
+// and a connection to a pod whose network is gone is found dead only by a
+// request sent on it. A request still in flight to such an endpoint pools
+// its connection again afterwards; the sweep closes it.
+func (u *upstreams) retain(keep map[string]struct{}) {
+	u.pools.Range(func(k, v any) bool {
+		if _, ok := keep[k.(string)]; ok {
+			return true
+		}
+		u.pools.Delete(k)
+		p := v.(*upPool)
+		p.mu.Lock()
+		for _, up := range p.idle {
+			_ = up.conn.Close()
+		}
+		p.idle = nil
+		p.mu.Unlock()
+		return true
+	})
+}
+
 func (u *upstreams) close() { u.once.Do(func() { close(u.done) }) }
