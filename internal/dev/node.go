@@ -144,13 +144,11 @@ func (c ClusterState) NodeAddressV6() netip.Addr {
 	if !c.DualStack {
 		return netip.Addr{}
 	}
-	prefix, err := c.podRangeV6()
+	a, err := c.hostV6(nodeHost)
 	if err != nil {
 		panic(err.Error())
 	}
-	b := prefix.Addr().As16()
-	b[15] = nodeHost
-	return netip.AddrFrom16(b)
+	return a
 }
 
 // KwokNodeName is the name of the cluster's Node object, kwok's.

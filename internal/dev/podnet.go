@@ -227,12 +227,17 @@ func ipBatch(opts []string, cmds ...[]string) error {
 // cluster: the same host number in the cluster's IPv6 pod range, so that
 // the IPv4 allocation alone keeps both unique.
 func podAddressV6(c ClusterState, v4 netip.Addr) (netip.Addr, error) {
+	return c.hostV6(v4.As4()[3])
+}
+
+// hostV6 is host number host of a dual-stack cluster's IPv6 pod range.
+func (c ClusterState) hostV6(host byte) (netip.Addr, error) {
 	prefix, err := c.podRangeV6()
 	if err != nil {
 		return netip.Addr{}, err
 	}
 	b := prefix.Addr().As16()
-	b[15] = v4.As4()[3]
+	b[15] = host
 	return netip.AddrFrom16(b), nil
 }
 

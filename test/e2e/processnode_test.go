@@ -196,19 +196,6 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 		}
 		return p
 	}
-	waitPod := func(t *testing.T, p *corev1.Pod, what string, ok func(*corev1.Pod) error) {
-		t.Helper()
-		testkit.Eventually(t, time.Minute, fmt.Sprintf("pod %s: %s", p.Name, what), func(ctx context.Context) error {
-			got := &corev1.Pod{}
-			if err := cl.Get(ctx, ctrlclient.ObjectKeyFromObject(p), got); err != nil {
-				return err
-			}
-			if err := ok(got); err != nil {
-				return fmt.Errorf("%w (containers: %s)", err, dev.DescribeContainers(*got))
-			}
-			return nil
-		})
-	}
 	running := func(p *corev1.Pod) error {
 		if p.Status.Phase != corev1.PodRunning {
 			return fmt.Errorf("phase %s", p.Status.Phase)
@@ -251,7 +238,7 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 	})
 
 	t.Run("readiness follows the probe", func(t *testing.T) {
-		waitPod(t, probed, "Running, not Ready", func(p *corev1.Pod) error {
+		waitPod(t, cl, probed, "Running, not Ready", func(p *corev1.Pod) error {
 			if err := running(p); err != nil {
 				return err
 			}
@@ -263,7 +250,7 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 		if _, errOut, err := execIn(ctx, t, "hub", ns, probed.Name, "main", false, "touch", "/var/lib/flags/ready"); err != nil {
 			t.Fatalf("exec touch: %v: %s", err, errOut)
 		}
-		waitPod(t, probed, "Ready", func(p *corev1.Pod) error {
+		waitPod(t, cl, probed, "Ready", func(p *corev1.Pod) error {
 			if !podReady(p) {
 				return fmt.Errorf("not ready")
 			}
@@ -296,7 +283,7 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 	})
 
 	t.Run("logs since a time", func(t *testing.T) {
-		waitPod(t, logger, "Running", running)
+		waitPod(t, cl, logger, "Running", running)
 		cs := kubernetes.NewForConfigOrDie(restConfig(t, "hub"))
 		var all string
 		testkit.Eventually(t, time.Minute, "both lines in the log", func(ctx context.Context) error {
@@ -331,7 +318,7 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 	})
 
 	t.Run("unknown image waits with the reason", func(t *testing.T) {
-		waitPod(t, unknown, "Waiting, naming the image", func(p *corev1.Pod) error {
+		waitPod(t, cl, unknown, "Waiting, naming the image", func(p *corev1.Pod) error {
 			if len(p.Status.ContainerStatuses) != 1 {
 				return fmt.Errorf("no container status")
 			}
@@ -347,7 +334,7 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 	})
 
 	t.Run("a command that cannot start fails the pod under Never", func(t *testing.T) {
-		waitPod(t, nocmd, "Failed with StartError", func(p *corev1.Pod) error {
+		waitPod(t, cl, nocmd, "Failed with StartError", func(p *corev1.Pod) error {
 			if p.Status.Phase != corev1.PodFailed {
 				return fmt.Errorf("phase %s", p.Status.Phase)
 			}
@@ -373,7 +360,7 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 	})
 
 	t.Run("grace period ends a process that ignores SIGTERM", func(t *testing.T) {
-		waitPod(t, stubborn, "Running", running)
+		waitPod(t, cl, stubborn, "Running", running)
 		start := time.Now()
 		if err := cl.Delete(ctx, stubborn); err != nil {
 			t.Fatal(err)
@@ -391,7 +378,7 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 	})
 
 	t.Run("node restart keeps addresses", func(t *testing.T) {
-		waitPod(t, probed, "Ready", func(p *corev1.Pod) error {
+		waitPod(t, cl, probed, "Ready", func(p *corev1.Pod) error {
 			if !podReady(p) {
 				return fmt.Errorf("not ready")
 			}
@@ -410,7 +397,7 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 			p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "once", Image: "busybox:1.36", Command: []string{"true"}})
 		})
 		adoptedBefore := &corev1.Pod{}
-		waitPod(t, adopted, "main running, setup and once completed", func(p *corev1.Pod) error {
+		waitPod(t, cl, adopted, "main running, setup and once completed", func(p *corev1.Pod) error {
 			if err := running(p); err != nil {
 				return err
 			}
@@ -434,7 +421,7 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 				Command: []string{"sh", "-c", "trap '' TERM; while :; do sleep 0.2; done"}}}
 		})
 		var sidecarBefore corev1.ContainerStatus
-		waitPod(t, finishing, "main ended, its sidecar still being stopped", func(p *corev1.Pod) error {
+		waitPod(t, cl, finishing, "main ended, its sidecar still being stopped", func(p *corev1.Pod) error {
 			if len(p.Status.InitContainerStatuses) != 1 || len(p.Status.ContainerStatuses) != 1 {
 				return fmt.Errorf("statuses %+v %+v", p.Status.InitContainerStatuses, p.Status.ContainerStatuses)
 			}
@@ -470,7 +457,7 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 			t.Fatalf("%v\nlistening sockets:\n%s", err, out)
 		}
 		state = s
-		waitPod(t, probed, "Running again with its address and one more restart", func(p *corev1.Pod) error {
+		waitPod(t, cl, probed, "Running again with its address and one more restart", func(p *corev1.Pod) error {
 			if err := running(p); err != nil {
 				return err
 			}
@@ -485,7 +472,7 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 			}
 			return nil
 		})
-		waitPod(t, adopted, "main restarted, setup and once not run again", func(p *corev1.Pod) error {
+		waitPod(t, cl, adopted, "main restarted, setup and once not run again", func(p *corev1.Pod) error {
 			if err := running(p); err != nil {
 				return err
 			}
@@ -507,7 +494,7 @@ func TestProcessNodeKubeletAPI(t *testing.T) {
 			}
 			return nil
 		})
-		waitPod(t, finishing, "Succeeded, its sidecar ended as lost and not started again", func(p *corev1.Pod) error {
+		waitPod(t, cl, finishing, "Succeeded, its sidecar ended as lost and not started again", func(p *corev1.Pod) error {
 			if p.Status.Phase != corev1.PodSucceeded || len(p.Status.InitContainerStatuses) != 1 {
 				return fmt.Errorf("phase %s, init containers %+v", p.Status.Phase, p.Status.InitContainerStatuses)
 			}
@@ -707,20 +694,6 @@ func TestProcessNodeSidecars(t *testing.T) {
 		}
 		return p
 	}
-	waitPod := func(p *corev1.Pod, what string, ok func(*corev1.Pod) error) *corev1.Pod {
-		t.Helper()
-		got := &corev1.Pod{}
-		testkit.Eventually(t, time.Minute, fmt.Sprintf("pod %s: %s", p.Name, what), func(ctx context.Context) error {
-			if err := cl.Get(ctx, ctrlclient.ObjectKeyFromObject(p), got); err != nil {
-				return err
-			}
-			if err := ok(got); err != nil {
-				return fmt.Errorf("%w (containers: %s)", err, dev.DescribeContainers(*got))
-			}
-			return nil
-		})
-		return got
-	}
 	status := func(p *corev1.Pod, name string) corev1.ContainerStatus {
 		for _, cs := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {
 			if cs.Name == name {
@@ -753,7 +726,7 @@ func TestProcessNodeSidecars(t *testing.T) {
 			}},
 		},
 	})
-	waitPod(job, "Succeeded, the proxy stopped after main", func(p *corev1.Pod) error {
+	waitPod(t, cl, job, "Succeeded, the proxy stopped after main", func(p *corev1.Pod) error {
 		if p.Status.Phase != corev1.PodSucceeded {
 			return fmt.Errorf("phase %s", p.Status.Phase)
 		}
@@ -792,7 +765,7 @@ func TestProcessNodeSidecars(t *testing.T) {
 			Containers: []corev1.Container{{Name: "main", Image: "busybox:1.36", Command: []string{"sh", "-c", loop}, VolumeMounts: []corev1.VolumeMount{flags}}},
 		},
 	})
-	waitPod(web, "Running and Initialized, not Ready while the sidecar is not", func(p *corev1.Pod) error {
+	waitPod(t, cl, web, "Running and Initialized, not Ready while the sidecar is not", func(p *corev1.Pod) error {
 		if p.Status.Phase != corev1.PodRunning || status(p, "main").State.Running == nil || status(p, "helper").State.Running == nil {
 			return fmt.Errorf("phase %s", p.Status.Phase)
 		}
@@ -812,7 +785,7 @@ func TestProcessNodeSidecars(t *testing.T) {
 	if _, errOut, err := execIn(ctx, t, "hub", ns, "web", "main", false, "touch", "/var/lib/flags/ready"); err != nil {
 		t.Fatalf("touch ready: %v: %s", err, errOut)
 	}
-	waitPod(web, "Ready with its sidecar", func(p *corev1.Pod) error {
+	waitPod(t, cl, web, "Ready with its sidecar", func(p *corev1.Pod) error {
 		if !podReady(p) {
 			return fmt.Errorf("not Ready")
 		}
@@ -821,7 +794,7 @@ func TestProcessNodeSidecars(t *testing.T) {
 	if _, errOut, err := execIn(ctx, t, "hub", ns, "web", "main", false, "touch", "/var/lib/flags/stop"); err != nil {
 		t.Fatalf("touch stop: %v: %s", err, errOut)
 	}
-	waitPod(web, "the sidecar restarted, main untouched", func(p *corev1.Pod) error {
+	waitPod(t, cl, web, "the sidecar restarted, main untouched", func(p *corev1.Pod) error {
 		helper, main := status(p, "helper"), status(p, "main")
 		if helper.RestartCount != 1 || helper.State.Running == nil {
 			return fmt.Errorf("helper: restarts %d, state %+v", helper.RestartCount, helper.State)
@@ -851,7 +824,7 @@ func TestProcessNodeSidecars(t *testing.T) {
 			Containers:                    []corev1.Container{{Name: "main", Image: "busybox:1.36", Command: []string{"sh", "-c", ignoreTerm}}},
 		},
 	})
-	waitPod(stubborn, "Running", func(p *corev1.Pod) error {
+	waitPod(t, cl, stubborn, "Running", func(p *corev1.Pod) error {
 		if p.Status.Phase != corev1.PodRunning || status(p, "main").State.Running == nil {
 			return fmt.Errorf("phase %s", p.Status.Phase)
 		}
@@ -876,4 +849,21 @@ func TestProcessNodeSidecars(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// waitPod waits until ok accepts the pod p as the API server has it, and
+// returns it; what names the state waited for.
+func waitPod(t testing.TB, cl ctrlclient.Client, p *corev1.Pod, what string, ok func(*corev1.Pod) error) *corev1.Pod {
+	t.Helper()
+	got := &corev1.Pod{}
+	testkit.Eventually(t, time.Minute, fmt.Sprintf("pod %s: %s", p.Name, what), func(ctx context.Context) error {
+		if err := cl.Get(ctx, ctrlclient.ObjectKeyFromObject(p), got); err != nil {
+			return err
+		}
+		if err := ok(got); err != nil {
+			return fmt.Errorf("%w (containers: %s)", err, dev.DescribeContainers(*got))
+		}
+		return nil
+	})
+	return got
 }
