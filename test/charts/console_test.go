@@ -396,26 +396,10 @@ func waitEntryPoints(t *testing.T, base, token string, want map[string]string) {
 // in-cluster registry); it returns the process and the web UI's base URL.
 func startConsole(t *testing.T, binary string, c *cluster, registryAddr string) (*controlplane.Process, string) {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), c.Name)
-	kubeconfig := serviceAccountKubeconfig(t, c, systemNamespace, "fleetnet-console", dir)
-	secretFiles(t, c, systemNamespace, "fleetnet-console-registry", filepath.Join(dir, "registry"))
-	secretFiles(t, c, systemNamespace, "fleetnet-console-tokens", filepath.Join(dir, "tokens"))
-	listen, health := testkit.FreeAddr(t), testkit.FreeAddr(t)
-	args := mapArgs(deploymentArgs(t, c, systemNamespace, "fleetnet-console"), func(flag, value string) string {
-		switch flag {
-		case "--listen":
-			return listen
-		case "--health-addr":
-			return health
-		case "--metrics-addr":
-			return testkit.FreeAddr(t)
-		case "--registry":
-			return registryAddr
-		}
-		value = strings.Replace(value, "/etc/fleetnet/registry", filepath.Join(dir, "registry"), 1)
-		return strings.Replace(value, "/etc/fleetnet/tokens", filepath.Join(dir, "tokens"), 1)
-	})
-	p := startChartProcess(t, "fleetnet-console", binary, append([]string{"--kubeconfig=" + kubeconfig}, args...), dir, "http://"+health+"/readyz")
+	kubeconfig := serviceAccountKubeconfig(t, c, systemNamespace, "fleetnet-console", filepath.Join(t.TempDir(), c.Name))
+	p, listen := startDeployment(t, c, systemNamespace, "fleetnet-console", "fleetnet-console", binary, registryAddr,
+		map[string]string{"/etc/fleetnet/registry": "fleetnet-console-registry", "/etc/fleetnet/tokens": "fleetnet-console-tokens"},
+		"--kubeconfig="+kubeconfig)
 	return p, "http://" + listen
 }
 

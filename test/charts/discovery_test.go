@@ -98,26 +98,8 @@ func discoveryArgs(t *testing.T, c *cluster, namespace, name, kubeconfig, dir, l
 // proof use) in place of the in-cluster one. It serves pool demo/echo with
 // the endpoints both clusters exported, read from the registry alone.
 func testDiscoveryRegistry(t *testing.T, binary string, c *cluster, reg *registrytest.Registry) {
-	dir := filepath.Join(t.TempDir(), c.Name)
-	ns := registryDiscoveryNamespace
-	secretFiles(t, c, ns, "fleetnet-discovery-tls", filepath.Join(dir, "tls"))
-	secretFiles(t, c, ns, "fleetnet-discovery-registry", filepath.Join(dir, "registry"))
-	listen, health := testkit.FreeAddr(t), testkit.FreeAddr(t)
-	args := mapArgs(deploymentArgs(t, c, ns, "fleetnet-discovery"), func(flag, value string) string {
-		switch flag {
-		case "--listen":
-			return listen
-		case "--health-addr":
-			return health
-		case "--metrics-addr":
-			return testkit.FreeAddr(t)
-		case "--registry":
-			return reg.Addr // the chart's points at the in-cluster registry
-		}
-		value = strings.Replace(value, "/etc/fleetnet/tls", filepath.Join(dir, "tls"), 1)
-		return strings.Replace(value, "/etc/fleetnet/registry", filepath.Join(dir, "registry"), 1)
-	})
-	startChartProcess(t, "fleetnet-discovery-registry", binary, args, dir, "http://"+health+"/readyz")
+	_, listen := startDeployment(t, c, registryDiscoveryNamespace, "fleetnet-discovery", "fleetnet-discovery-registry", binary, reg.Addr,
+		map[string]string{"/etc/fleetnet/tls": "fleetnet-discovery-tls", "/etc/fleetnet/registry": "fleetnet-discovery-registry"})
 	waitEchoPool(t, c, "https://"+listen)
 }
 

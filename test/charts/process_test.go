@@ -100,6 +100,41 @@ func mapArgs(args []string, mapping func(flag, value string) string) []string {
 	return out
 }
 
+// startDeployment runs binary as the first container of the Deployment
+// namespace/deployment in c would run (named name in the test's log): its
+// arguments, with its Secrets' files written where mounts says (mount path
+// in the container → Secret), the listen, health and metrics addresses on
+// free loopback ports, and the registry at registryAddr in place of the
+// in-cluster one. extra arguments go first. It returns the process and
+// its listen address, once ready.
+func startDeployment(t *testing.T, c *cluster, namespace, deployment, name, binary, registryAddr string, mounts map[string]string, extra ...string) (*controlplane.Process, string) {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), c.Name)
+	local := func(mount string) string { return filepath.Join(dir, filepath.Base(mount)) }
+	for mount, secret := range mounts {
+		secretFiles(t, c, namespace, secret, local(mount))
+	}
+	listen, health := testkit.FreeAddr(t), testkit.FreeAddr(t)
+	args := mapArgs(deploymentArgs(t, c, namespace, deployment), func(flag, value string) string {
+		switch flag {
+		case "--listen":
+			return listen
+		case "--health-addr":
+			return health
+		case "--metrics-addr":
+			return testkit.FreeAddr(t)
+		case "--registry":
+			return registryAddr
+		}
+		for mount := range mounts {
+			value = strings.Replace(value, mount, local(mount), 1)
+		}
+		return value
+	})
+	p := startChartProcess(t, name, binary, append(extra, args...), dir, "http://"+health+"/readyz")
+	return p, listen
+}
+
 // startChartProcess runs binary as a local process until the test ends,
 // and waits until readyURL answers 200, as the chart's readiness probe
 // would; an empty readyURL waits for nothing.
