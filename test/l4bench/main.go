@@ -28,6 +28,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -60,6 +61,7 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds over every target and load, interleaved so that a noisy neighbour hits all alike; the table shows medians")
 	flag.IntVar(&o.threads, "haproxy-threads", 0, "haproxy's nbthread; 0 leaves haproxy's default (one per CPU)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of this process (the edge) over the whole run to `file`")
+	flag.StringVar(&o.loads, "loads", strings.Join(allLoads, ","), "the loads to run, of "+strings.Join(allLoads, ", ")+" (one alone, to profile it with -cpuprofile)")
 	flag.Parse()
 	exitOn("l4bench", run(o, os.Stdout))
 }
@@ -76,7 +78,12 @@ type options struct {
 	streams, connectors, udpClients int
 	backends, threads, rounds       int
 	cpuprofile                      string
+	// loads are the loads to run, comma-separated.
+	loads string
 }
+
+// allLoads are the loads, in the order they run.
+var allLoads = []string{loadStream, loadConnect, loadUDP}
 
 // target is one address the loads run against.
 type target struct {
@@ -86,6 +93,13 @@ type target struct {
 func run(o options, out io.Writer) error {
 	if o.backends < 1 || o.streams < 1 || o.connectors < 1 || o.udpClients < 1 || o.rounds < 1 || o.duration < 100*time.Millisecond {
 		return errors.New("need -backends, -streams, -connectors, -udp-clients and -rounds of at least 1 and -duration of at least 100ms")
+	}
+	selected := map[string]bool{}
+	for _, l := range strings.Split(o.loads, ",") {
+		if !slices.Contains(allLoads, l) {
+			return fmt.Errorf("-loads=%q: %q is none of %s", o.loads, l, strings.Join(allLoads, ", "))
+		}
+		selected[l] = true
 	}
 	haproxyBin, err := haproxyPath()
 	if err != nil {
@@ -167,7 +181,7 @@ func run(o options, out io.Writer) error {
 				{loadUDP, t.udp, o.udpClients},
 			}
 			for _, l := range loads {
-				if l.addr == "" {
+				if l.addr == "" || !selected[l.mode] {
 					continue
 				}
 				res, err := runLoad(load{Mode: l.mode, Addr: l.addr, Conns: l.conns, Warmup: o.warmup, Duration: o.duration})
@@ -202,8 +216,14 @@ func run(o options, out io.Writer) error {
 	}
 	_ = w.Flush()
 	e, h := rows["fleetnet-edge"], rows["haproxy"]
-	fmt.Fprintf(out, "\nedge/haproxy (medians): throughput %.2f, connection rate %.2f. MB are 10^6 bytes; UDP datagrams/s are round trips answered (haproxy does not proxy UDP).\n",
-		perSecond(e.stream, bytesOf)/perSecond(h.stream, bytesOf), perSecond(e.connect, opsOf)/perSecond(h.connect, opsOf))
+	ratio := func(e, h *result, f func(*result) float64) string {
+		if e == nil || h == nil {
+			return "-"
+		}
+		return strconv.FormatFloat(perSecond(e, f)/perSecond(h, f), 'f', 2, 64)
+	}
+	fmt.Fprintf(out, "\nedge/haproxy (medians): throughput %s, connection rate %s. MB are 10^6 bytes; UDP datagrams/s are round trips answered (haproxy does not proxy UDP).\n",
+		ratio(e.stream, h.stream, bytesOf), ratio(e.connect, h.connect, opsOf))
 	return nil
 }
 
