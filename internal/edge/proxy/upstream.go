@@ -36,6 +36,9 @@ const (
 type upPool struct {
 	mu   sync.Mutex
 	idle []*upConn
+	// retired: retain took the pool out of the map; what is put back
+	// into it is closed.
+	retired bool
 }
 
 // upConn is a connection to an endpoint.
@@ -137,7 +140,7 @@ func (u *upstreams) put(up *upConn) {
 	p := v.(*upPool)
 	up.since = time.Now()
 	p.mu.Lock()
-	if len(p.idle) >= maxIdlePerEndpoint {
+	if p.retired || len(p.idle) >= maxIdlePerEndpoint {
 		p.mu.Unlock()
 		_ = up.conn.Close()
 		return
@@ -187,8 +190,9 @@ func (u *upstreams) closeAll(age time.Duration) {
 // forgets their pools. A model that no longer routes to an endpoint (its
 // pod stopping or gone) would otherwise keep them for upstreamIdleTimeout,
 // and a connection to a pod whose network is gone is found dead only by a
-// request sent on it. A request still in flight to such an endpoint pools
-// its connection again afterwards; the sweep closes it.
+// request sent on it. A request in flight to such an endpoint closes its
+// connection when it ends (the pool is retired), or, once the pool is out
+// of the map, pools it in a new one that the sweep empties.
 func (u *upstreams) retain(keep map[string]struct{}) {
 	u.pools.Range(func(k, v any) bool {
 		if _, ok := keep[k.(string)]; ok {
@@ -197,6 +201,7 @@ func (u *upstreams) retain(keep map[string]struct{}) {
 		u.pools.Delete(k)
 		p := v.(*upPool)
 		p.mu.Lock()
+		p.retired = true
 		for _, up := range p.idle {
 			_ = up.conn.Close()
 		}
