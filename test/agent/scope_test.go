@@ -277,7 +277,6 @@ func TestImportNamespaces(t *testing.T) {
 	f := fleet.Start(t, fleet.Options{Clusters: []fleet.ClusterOptions{{Name: "east"}, {Name: "west"}}})
 	east, west := f.Cluster(t, "east"), f.Cluster(t, "west")
 	r := registrytest.Start(t, server.Config{})
-	ctx := context.Background()
 	ec, wc := east.Client(t), west.Client(t)
 	const web = "web"
 	for _, c := range []client.Client{ec, wc} {
@@ -308,9 +307,17 @@ func TestImportNamespaces(t *testing.T) {
 	startAgent(t, west, r, "west", func(o *app.Options) { o.ImportNamespaces = web })
 	testkit.Eventually(t, 30*time.Second, "west's import of demo/echo to go", hasImport(ns, false))
 	testkit.Eventually(t, 20*time.Second, "west to keep web/echo", hasImport(web, true))
-	if ss, _ := importedSlices(ctx, wc, "echo"); len(ss) != 0 {
-		t.Errorf("west keeps %d slices of demo/echo outside its import policy", len(ss))
-	}
+	// The agent deletes the ServiceImport first, then its slices.
+	testkit.Eventually(t, 20*time.Second, "west's slices of demo/echo to go", func(ctx context.Context) error {
+		ss, err := importedSlices(ctx, wc, "echo")
+		if err != nil {
+			return err
+		}
+		if len(ss) != 0 {
+			return fmt.Errorf("west keeps %d slices of demo/echo outside its import policy", len(ss))
+		}
+		return nil
+	})
 }
 
 // exportService creates, as a user would, a Service without selector, its
