@@ -4,10 +4,8 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -48,9 +46,7 @@ func newServer(t *testing.T, name string) (*server, edgev1.Endpoint) {
 		fmt.Fprint(w, name)
 	}))
 	t.Cleanup(srv.Close)
-	host, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	p, _ := strconv.Atoi(port)
-	return s, edgev1.Endpoint{Address: host, Port: int32(p), Ready: true, Serving: true}
+	return s, endpointOf(srv)
 }
 
 func inRegion(c edgev1.ClusterEndpoints, region string) edgev1.ClusterEndpoints {

@@ -54,6 +54,11 @@ func echo(t *testing.T, name string) edgev1.Endpoint {
 		fmt.Fprint(w, name)
 	}))
 	t.Cleanup(srv.Close)
+	return endpointOf(srv)
+}
+
+// endpointOf is a ready endpoint at a test server's address.
+func endpointOf(srv *httptest.Server) edgev1.Endpoint {
 	host, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	p, _ := strconv.Atoi(port)
 	return edgev1.Endpoint{Address: host, Port: int32(p), Ready: true, Serving: true}
@@ -790,9 +795,7 @@ func TestRemovedEndpointsConnectionsClosed(t *testing.T) {
 		}
 		srv.Start()
 		t.Cleanup(srv.Close)
-		host, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-		p, _ := strconv.Atoi(port)
-		b.ep = edgev1.Endpoint{Address: host, Port: int32(p), Ready: true, Serving: true}
+		b.ep = endpointOf(srv)
 		return b
 	}
 	closed := func(b *backendConns) int {
