@@ -15,6 +15,9 @@ GATEWAY_API_VERSION ?= v1.6.3
 # CoreDNS of the process node's coredns image: the version of go.mod and of
 # hack/tools/images/go.mod, where it is built.
 COREDNS_VERSION ?= v1.15.0
+# h2spec, the HTTP/2 conformance suite the edge's HTTP/2 server is tested
+# against (the module proxy serves its v2 as +incompatible).
+H2SPEC_VERSION ?= v2.2.1
 
 BIN := $(CURDIR)/bin
 comma := ,
@@ -57,7 +60,7 @@ build: ## Build every fleetnet binary into bin/.
 	go build -o $(BIN)/ ./cmd/...
 
 .PHONY: tools
-tools: $(KUBE_TOOLS) $(TEST_IMAGE_TOOLS) $(GEN_TOOLS) $(BIN)/helm-$(HELM_VERSION) ## Build the pinned test and generator tools into bin/ (skips what is there).
+tools: $(KUBE_TOOLS) $(TEST_IMAGE_TOOLS) $(GEN_TOOLS) $(BIN)/helm-$(HELM_VERSION) $(BIN)/h2spec-$(H2SPEC_VERSION) ## Build the pinned test and generator tools into bin/ (skips what is there).
 
 $(BIN)/kube-%-$(KUBE_VERSION):
 	cd hack/tools/kube && $(GO_BUILD_TOOL) -o $@.tmp k8s.io/kubernetes/cmd/kube-$*
@@ -87,6 +90,10 @@ $(BIN)/echo-basic-$(GATEWAY_API_VERSION):
 $(BIN)/helm-$(HELM_VERSION):
 	cd hack/tools/helm && $(GO_BUILD_TOOL) -o $@.tmp helm.sh/helm/v3/cmd/helm
 	mv $@.tmp $@ && ln -sf $(notdir $@) $(BIN)/helm
+
+$(BIN)/h2spec-$(H2SPEC_VERSION):
+	cd hack/tools/h2spec && $(GO_BUILD_TOOL) -o $@.tmp github.com/summerwind/h2spec/cmd/h2spec
+	mv $@.tmp $@ && ln -sf $(notdir $@) $(BIN)/h2spec
 
 $(BIN)/kwok-$(KWOK_VERSION):
 	cd hack/tools/kwok && $(GO_BUILD_TOOL) -o $@.tmp sigs.k8s.io/kwok/cmd/kwok
