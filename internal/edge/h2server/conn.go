@@ -59,8 +59,10 @@ type conn struct {
 	recvAvail, recvUnacked int32
 	// goingAway: a GOAWAY was sent; peerGoingAway: one was received.
 	goingAway, peerGoingAway bool
-	closed                   bool
-	idle                     *time.Timer
+	// finishing: the connection went away and has no stream left.
+	finishing bool
+	closed    bool
+	idle      *time.Timer
 }
 
 func (s *Server) newConn(ctx context.Context, nc net.Conn, st *tls.ConnectionState) *conn {
@@ -140,8 +142,13 @@ func (c *conn) serve() {
 			c.goAway(http2.ErrCodeFrameSize, nil)
 			return
 		default:
-			// The client went away, or the idle timeout or a shutdown
-			// closed the connection.
+			c.mu.Lock()
+			finishing := c.finishing
+			c.mu.Unlock()
+			if finishing {
+				c.closeAfterFlush()
+			}
+			// Else the client went away, or Shutdown's time ran out.
 			return
 		}
 	}
@@ -155,10 +162,19 @@ func (c *conn) process(f http2.Frame) error {
 		if f.IsAck() {
 			return nil
 		}
+		// Applied and acknowledged under the write lock: a handler that
+		// the new window lets write sends its frames after the ack.
+		c.wmu.Lock()
+		defer c.wmu.Unlock()
 		if err := f.ForeachSetting(c.setting); err != nil {
 			return err
 		}
-		c.write(c.fr.WriteSettingsAck)
+		if c.werr == nil {
+			if err := c.fr.WriteSettingsAck(); err != nil {
+				c.werr = err
+				_ = c.nc.Close()
+			}
+		}
 	case *http2.PingFrame:
 		if !f.IsAck() {
 			data := f.Data
@@ -188,16 +204,14 @@ func (c *conn) process(f http2.Frame) error {
 	return nil
 }
 
-// setting applies one of the client's settings.
+// setting applies one of the client's settings; callers hold c.wmu.
 func (c *conn) setting(s http2.Setting) error {
 	if err := s.Valid(); err != nil {
 		return err
 	}
 	switch s.ID {
 	case http2.SettingHeaderTableSize:
-		c.wmu.Lock()
 		c.henc.SetMaxDynamicTableSizeLimit(s.Val)
-		c.wmu.Unlock()
 	case http2.SettingMaxFrameSize:
 		c.peerMaxFrame.Store(s.Val)
 	case http2.SettingInitialWindowSize:
@@ -408,7 +422,8 @@ func (c *conn) sendCredit(id uint32, inc credit) {
 }
 
 // write runs fn, which writes frames, under the write lock, unless an
-// earlier write failed.
+// earlier write failed. fn returns errStreamClosed, without writing, for
+// a stream that ended; any other error is the connection's.
 func (c *conn) write(fn func() error) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
@@ -416,6 +431,9 @@ func (c *conn) write(fn func() error) error {
 		return c.werr
 	}
 	if err := fn(); err != nil {
+		if err == errStreamClosed {
+			return err
+		}
 		c.werr = err
 		// The reader ends with the connection.
 		_ = c.nc.Close()
@@ -462,14 +480,15 @@ const (
 	lingerBytes   = 256 << 10
 )
 
-// closeIfDone closes a connection that is going away once no stream is
-// left.
+// closeIfDone ends a connection that is going away once no stream is
+// left: its reader wakes and closes it (closeAfterFlush).
 func (c *conn) closeIfDone() {
 	c.mu.Lock()
 	done := (c.goingAway || c.peerGoingAway) && len(c.streams) == 0
+	c.finishing = c.finishing || done
 	c.mu.Unlock()
 	if done {
-		_ = c.nc.Close()
+		_ = c.nc.SetReadDeadline(time.Now())
 	}
 }
 

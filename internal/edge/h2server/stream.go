@@ -42,6 +42,9 @@ type stream struct {
 	trailer http.Header
 	cancel  context.CancelFunc
 
+	// localClosed: END_STREAM was written.
+	localClosed bool
+
 	// wclosed: END_STREAM or RST_STREAM was written; no frame follows.
 	wclosed bool
 }
@@ -127,6 +130,9 @@ func (c *conn) headers(f *http2.MetaHeadersFrame) error {
 // trailers ends st's request with trailer fields; callers hold c.mu.
 func (c *conn) trailers(st *stream, f *http2.MetaHeadersFrame) error {
 	switch {
+	case st.remoteClosed && st.localClosed:
+		// Closed both ways, though its handler still runs.
+		return http2.ConnectionError(http2.ErrCodeStreamClosed)
 	case st.peerReset, st.remoteClosed:
 		return http2.StreamError{StreamID: st.id, Code: http2.ErrCodeStreamClosed}
 	case st.reset:

@@ -303,7 +303,7 @@ func (c *conn) writeHead(st *stream, status int, h http.Header, extra []hpack.He
 			}
 		}
 		if end {
-			st.wclosed = true
+			c.closeLocal(st)
 		}
 		return nil
 	})
@@ -324,7 +324,7 @@ func (c *conn) writeData(st *stream, p []byte, end bool) error {
 				return errStreamClosed
 			}
 			if last {
-				st.wclosed = true
+				c.closeLocal(st)
 			}
 			return c.fr.WriteData(st.id, last, p[:n])
 		}); err != nil {
@@ -335,6 +335,14 @@ func (c *conn) writeData(st *stream, p []byte, end bool) error {
 			return nil
 		}
 	}
+}
+
+// closeLocal marks st's answer ended; callers hold c.wmu.
+func (c *conn) closeLocal(st *stream) {
+	st.wclosed = true
+	c.mu.Lock()
+	st.localClosed = true
+	c.mu.Unlock()
 }
 
 // takeWindow waits until st may send, and takes up to want bytes of

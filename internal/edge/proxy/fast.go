@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fleetnet/fleetnet/internal/edge/h2server"
 	"github.com/fleetnet/fleetnet/internal/edge/http1"
 )
 
@@ -36,10 +37,10 @@ type fastServer struct {
 	at   socket
 	ln   net.Listener
 	hand *handoff
-	// h2 takes the port's HTTP/2 connections (ALPN h2) to a net/http
-	// server of HTTP/2 only, their writes coalesced (coalesce.go); nil
-	// on a port without TLS.
-	h2     *handoff
+	// h2 serves the port's HTTP/2 connections (ALPN h2, h2c prior
+	// knowledge), their writes coalesced (coalesce.go), on the goroutine
+	// that accepted them.
+	h2     *h2server.Server
 	tlsCfg *tls.Config
 
 	mu      sync.Mutex
@@ -69,9 +70,6 @@ var (
 
 func (s *fastServer) acceptLoop() {
 	defer s.hand.Close()
-	if s.h2 != nil {
-		defer s.h2.Close()
-	}
 	for {
 		c, err := s.ln.Accept()
 		if err != nil {
@@ -176,13 +174,16 @@ func (s *fastServer) serveConn(fc *fastConn) {
 		st := tc.ConnectionState()
 		if st.NegotiatedProtocol == "h2" {
 			_ = fc.SetReadDeadline(time.Time{})
-			handedOff = true
 			s.p.metrics.handoffs.WithLabelValues("h2").Inc()
-			if s.h2 != nil && h2CipherAdequate(st) {
-				s.h2.push(&prefixConn{Conn: newCoalescedConn(tc), tls: tc})
-			} else {
+			if !h2CipherAdequate(st) {
+				handedOff = true
 				s.hand.push(tc)
+				return
 			}
+			// The HTTP/2 server closes it, after sending what the
+			// coalescing connection gathered.
+			handedOff = true
+			s.h2.ServeConn(context.Background(), newCoalescedConn(tc), &st)
 			return
 		}
 		cn.c, cn.tls, cn.sni = tc, tc, st.ServerName
@@ -224,13 +225,13 @@ func (s *fastServer) serveConn(fc *fastConn) {
 			_ = fc.SetDeadline(time.Time{})
 			buffered, _ := cn.br.Peek(cn.br.Buffered())
 			handedOff = true
-			c := cn.c
 			if cn.tls == nil && bytes.HasPrefix(buffered, h2PrefaceLine) {
-				// HTTP/2 with prior knowledge (h2c): its writes coalesced
-				// as on TLS ports.
-				c = newCoalescedConn(c)
+				// HTTP/2 with prior knowledge (h2c), served as on TLS
+				// ports.
+				s.h2.ServeConn(context.Background(), &prefixConn{Conn: newCoalescedConn(cn.c), prefix: bytes.Clone(buffered)}, nil)
+				return
 			}
-			s.hand.push(&prefixConn{Conn: c, prefix: bytes.Clone(buffered), tls: cn.tls})
+			s.hand.push(&prefixConn{Conn: cn.c, prefix: bytes.Clone(buffered), tls: cn.tls})
 			return
 		}
 		if !next {

@@ -37,7 +37,7 @@ func newMetrics(reg prometheus.Registerer, served func() *table) *metrics {
 		}, []string{"route", "backend"}),
 		handoffs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleetnet_edge_http_handoffs_total",
-			Help: "Client connections the HTTP/1.1 fast path handed to net/http, by reason (h2, version, upgrade, expect, target, head-size, route).",
+			Help: "Client connections the HTTP/1.1 fast path handed to the HTTP/2 server or net/http, by reason (h2, version, upgrade, expect, target, head-size, route).",
 		}, []string{"reason"}),
 		forwardedVec: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleetnet_edge_forwarded_requests_total",

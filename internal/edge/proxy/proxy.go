@@ -31,6 +31,7 @@ import (
 	"time"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"github.com/fleetnet/fleetnet/internal/edge/h2server"
 	"github.com/fleetnet/fleetnet/internal/edge/health"
 	"github.com/fleetnet/fleetnet/internal/httplimits"
 	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
@@ -96,12 +97,12 @@ type Proxy struct {
 
 type listener struct {
 	srv *http.Server
-	// h2srv serves the HTTP/2 connections the fast path hands over on a
-	// TLS port (see coalescedConn); nil otherwise.
-	h2srv *http.Server
-	ln    net.Listener
-	addr  net.Addr
-	tls   bool
+	// h2 serves the port's HTTP/2 connections (ALPN h2, or h2c prior
+	// knowledge) when the fast path accepts; nil with NetHTTPOnly.
+	h2   *h2server.Server
+	ln   net.Listener
+	addr net.Addr
+	tls  bool
 	// fast serves the port's HTTP/1.1 requests; nil with NetHTTPOnly.
 	fast *fastServer
 }
@@ -271,18 +272,11 @@ func (p *Proxy) listen(at socket, useTLS bool) (*listener, error) {
 		// The fast path accepts; net/http serves what it hands over,
 		// TLS connections already past their handshake.
 		hand := newHandoff(addr)
-		l.fast = &fastServer{p: p, at: at, ln: ln, hand: hand, tlsCfg: tlsConfig, conns: map[*fastConn]struct{}{}}
-		if useTLS {
-			// HTTP/2 connections come past their handshake, as a
-			// coalescedConn that net/http cannot see the TLS of: served
-			// as prior-knowledge HTTP/2 by a server of HTTP/2 only (the
-			// TLS state reaches requests through connContext).
-			l.h2srv = &http.Server{Handler: srv.Handler, ErrorLog: srv.ErrorLog, Protocols: new(http.Protocols), ConnContext: connContext}
-			p.limits.Apply(l.h2srv)
-			l.h2srv.Protocols.SetUnencryptedHTTP2(true)
-			l.fast.h2 = newHandoff(addr)
-			go func() { p.served(at, l.h2srv.Serve(l.fast.h2)) }()
-		}
+		// HTTP/2 connections, TLS ones past their handshake, are served
+		// by the edge's own HTTP/2 server, their writes coalesced.
+		l.h2 = &h2server.Server{Handler: srv.Handler, Log: p.log, MaxHeaderBytes: p.limits.MaxHeaderBytes,
+			ReadHeaderTimeout: p.limits.ReadHeaderTimeout, IdleTimeout: p.limits.IdleTimeout}
+		l.fast = &fastServer{p: p, at: at, ln: ln, hand: hand, h2: l.h2, tlsCfg: tlsConfig, conns: map[*fastConn]struct{}{}}
 		go l.fast.acceptLoop()
 		go func() { p.served(at, srv.Serve(hand)) }()
 	}
@@ -304,8 +298,8 @@ func (l *listener) shutdown(ctx context.Context) error {
 	if l.fast != nil {
 		stops = append(stops, l.fast.shutdown)
 	}
-	if l.h2srv != nil {
-		stops = append(stops, l.h2srv.Shutdown)
+	if l.h2 != nil {
+		stops = append(stops, l.h2.Shutdown)
 	}
 	errs := make([]error, len(stops))
 	var wg sync.WaitGroup

@@ -11,10 +11,10 @@ import (
 	"github.com/fleetnet/fleetnet/internal/edge/http1"
 )
 
-// HTTP/2 requests are served by net/http's HTTP/2 server (the fast path
-// speaks HTTP/1.1 only). Those the fast path would take if they came over
-// HTTP/1.1 (a route without filters or mirrors, to a backend of HTTP/1
-// endpoints) skip net/http's reverse proxy and transport: the stream's
+// HTTP/2 requests are served by the edge's HTTP/2 server
+// (internal/edge/h2server; net/http's with NetHTTPOnly). Those the fast
+// path would take if they came over HTTP/1.1 (a route without filters or
+// mirrors, to a backend of HTTP/1 endpoints) skip net/http's reverse proxy and transport: the stream's
 // handler forwards them itself over the fast path's upstream pools
 // (exchange.go). The transport would pass each request and answer
 // through two goroutines of its own (writeLoop, readLoop) and clone the
@@ -59,8 +59,8 @@ func (c *streamClient) sendRequest(_ *exchangeState, up *upConn) error {
 	_, _ = w.WriteString(" HTTP/1.1\r\nHost: ")
 	_, _ = w.WriteString(r.Host)
 	_, _ = w.WriteString("\r\n")
-	// net/http's HTTP/2 server refuses connection-specific fields and a
-	// TE other than "trailers"; the rest is dropped as its reverse proxy
+	// Both HTTP/2 servers refuse connection-specific fields and a TE
+	// other than "trailers"; the rest is dropped as its reverse proxy
 	// drops it.
 	for name, values := range r.Header {
 		switch name {

@@ -52,7 +52,9 @@ type upConn struct {
 	since time.Time
 	// deadline: a deadline was set on conn, to clear before reuse.
 	deadline bool
-	key      string
+	// pool is its endpoint's pool when it was taken or dialed: one
+	// that retain retired meanwhile closes it instead of keeping it.
+	pool *upPool
 }
 
 func newUpstreams() *upstreams {
@@ -64,24 +66,26 @@ func newUpstreams() *upstreams {
 // get returns an idle connection to hostport, or dials one within
 // timeout (and before deadline, when set); reused tells which.
 func (u *upstreams) get(hostport string, fresh bool, timeout time.Duration, deadline time.Time) (up *upConn, reused bool, err error) {
+	v, ok := u.pools.Load(hostport)
+	if !ok {
+		v, _ = u.pools.LoadOrStore(hostport, &upPool{})
+	}
+	p := v.(*upPool)
 	if !fresh {
-		if v, ok := u.pools.Load(hostport); ok {
-			p := v.(*upPool)
-			now := time.Now()
-			p.mu.Lock()
-			for len(p.idle) > 0 {
-				up = p.idle[len(p.idle)-1]
-				p.idle = p.idle[:len(p.idle)-1]
-				if now.Sub(up.since) < upstreamIdleTimeout {
-					break
-				}
-				_ = up.conn.Close()
-				up = nil
+		now := time.Now()
+		p.mu.Lock()
+		for len(p.idle) > 0 {
+			up = p.idle[len(p.idle)-1]
+			p.idle = p.idle[:len(p.idle)-1]
+			if now.Sub(up.since) < upstreamIdleTimeout {
+				break
 			}
-			p.mu.Unlock()
-			if up != nil {
-				return up, true, nil
-			}
+			_ = up.conn.Close()
+			up = nil
+		}
+		p.mu.Unlock()
+		if up != nil {
+			return up, true, nil
 		}
 	}
 	d := net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second, Deadline: deadline}
@@ -89,7 +93,7 @@ func (u *upstreams) get(hostport string, fresh bool, timeout time.Duration, dead
 	if err != nil {
 		return nil, false, err
 	}
-	return &upConn{conn: c, br: bufio.NewReaderSize(c, upstreamReadBuffer), bw: bufio.NewWriterSize(c, upstreamWriteBuffer), key: hostport}, false, nil
+	return &upConn{conn: c, br: bufio.NewReaderSize(c, upstreamReadBuffer), bw: bufio.NewWriterSize(c, upstreamWriteBuffer), pool: p}, false, nil
 }
 
 // alive reports whether a pooled connection is still open (see
@@ -133,11 +137,7 @@ func (u *upstreams) put(up *upConn) {
 		}
 		up.deadline = false
 	}
-	v, ok := u.pools.Load(up.key)
-	if !ok {
-		v, _ = u.pools.LoadOrStore(up.key, &upPool{})
-	}
-	p := v.(*upPool)
+	p := up.pool
 	up.since = time.Now()
 	p.mu.Lock()
 	if p.retired || len(p.idle) >= maxIdlePerEndpoint {
@@ -191,8 +191,7 @@ func (u *upstreams) closeAll(age time.Duration) {
 // pod stopping or gone) would otherwise keep them for upstreamIdleTimeout,
 // and a connection to a pod whose network is gone is found dead only by a
 // request sent on it. A request in flight to such an endpoint closes its
-// connection when it ends (the pool is retired), or, once the pool is out
-// of the map, pools it in a new one that the sweep empties.
+// connection when it ends: the connection's pool is retired.
 func (u *upstreams) retain(keep map[string]struct{}) {
 	u.pools.Range(func(k, v any) bool {
 		if _, ok := keep[k.(string)]; ok {

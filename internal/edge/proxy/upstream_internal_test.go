@@ -52,4 +52,18 @@ func TestRetain(t *testing.T) {
 	if _, reused, err := u.get(kept, false, time.Second, time.Time{}); err != nil || !reused {
 		t.Errorf("after retain kept %s: reused %v, err %v; want its idle connection", kept, reused, err)
 	}
+
+	// A connection in use while its endpoint is dropped is closed when
+	// it is put back, not pooled anew.
+	inUse, _, err := u.get(dropped, true, time.Second, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer = <-droppedConns
+	u.retain(map[string]struct{}{kept: {}})
+	u.put(inUse)
+	_ = peer.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := peer.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("the dropped endpoint read %v on a connection put back after retain, want EOF (closed by the edge)", err)
+	}
 }
