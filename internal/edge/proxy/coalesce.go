@@ -3,6 +3,7 @@ package proxy
 import (
 	"crypto/tls"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"time"
@@ -11,8 +12,8 @@ import (
 // coalescedConn is an HTTP/2 client connection whose writes are gathered
 // and written by one goroutine, several at a time.
 //
-// net/http's HTTP/2 server writes one frame at a time from its connection
-// goroutine and flushes as soon as its queue is empty: with many streams
+// An HTTP/2 server writes frame by frame (net/http's from its connection
+// goroutine, h2server's from each stream's handler): with many streams
 // answering at about the same moment, each answer went out in its own TLS
 // record and write(2), which was the largest share of the edge's CPU per
 // HTTP/2 request. Here Write only appends to a buffer and returns; a
@@ -83,6 +84,12 @@ func (c *coalescedConn) Write(p []byte) (int, error) {
 
 // flush writes what is pending, batch after batch, until nothing is.
 func (c *coalescedConn) flush() {
+	// Let the goroutines that are ready to run (other streams' handlers
+	// answering) append theirs first: with the HTTP/2 server's handlers
+	// writing directly, the flusher otherwise ran as soon as the first
+	// frame came and took one stream's answer at a time. It waits for
+	// nothing that is not already runnable.
+	runtime.Gosched()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for c.pending != nil {
