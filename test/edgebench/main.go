@@ -191,7 +191,7 @@ func bench(ctx context.Context, o options, out io.Writer) error {
 			// defaults: lines collected and written by another goroutine.
 			w := accesslog.New(edgeLog, accesslog.Options{Buffer: 64 << 10, Flush: time.Second})
 			defer w.Close()
-			opts.AccessLog = w.Logger()
+			opts.AccessLog = w
 		}
 		edge := proxy.New(opts)
 		if err := edge.Apply(benchModel(be.addrs, plain, secure), map[string]*tls.Certificate{"edgebench": &cert}); err != nil {

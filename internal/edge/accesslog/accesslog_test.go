@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -116,4 +118,57 @@ func TestWriterDropsWhenBehind(t *testing.T) {
 	}
 	close(out.block)
 	_ = w.Close()
+}
+
+// Log writes the line slog's JSON handler writes for the same request,
+// byte for byte, escapes included.
+func TestLogMatchesSlog(t *testing.T) {
+	at := time.Date(2026, 12, 3, 19, 28, 47, 174_000_000, time.UTC)
+	entries := []accesslog.Entry{
+		{Time: at, Method: "GET", Host: "echo.example", Path: "/", Code: 200, Route: "demo/echo/0", Backend: "demo/echo", Cluster: "east", Duration: 1234567},
+		{Time: at.Add(999 * time.Microsecond), Method: "POST", Host: "x:8080", Path: "/a b/\"q\"\\", Code: 503, Duration: 0},
+		{Time: at.Add(time.Nanosecond), Path: "/ctl\x00\x01\x1f\t\r\n<&>\x7f", Host: "\u2028\u2029é😀", Route: "bad\xff\xfeutf8", Code: 404},
+		{Time: at.In(time.FixedZone("x", 5*3600+1800)), Method: "HEAD", Path: strings.Repeat("/long", 100), Code: 304, Duration: -1},
+	}
+	for i, e := range entries {
+		var want bytes.Buffer
+		rec := slog.NewRecord(e.Time, slog.LevelInfo, "request", 0)
+		rec.AddAttrs(slog.String("method", e.Method), slog.String("host", e.Host), slog.String("path", e.Path), slog.Int("code", e.Code),
+			slog.String("route", e.Route), slog.String("backend", e.Backend), slog.String("cluster", e.Cluster), slog.Duration("duration", e.Duration))
+		if err := slog.NewJSONHandler(&want, nil).Handle(context.Background(), rec); err != nil {
+			t.Fatal(err)
+		}
+		for _, opts := range []accesslog.Options{{}, {Buffer: 4096}} {
+			out := &sink{}
+			w := accesslog.New(out, opts)
+			w.Log(&e)
+			_ = w.Close()
+			if got := out.buf.String(); got != want.String() {
+				t.Errorf("entry %d (buffer %d):\n got %s\nwant %s", i, opts.Buffer, got, want.String())
+			}
+		}
+	}
+}
+
+// BenchmarkLog compares a request's line through Log with the same line
+// through slog onto the same Writer.
+func BenchmarkLog(b *testing.B) {
+	w := accesslog.New(io.Discard, accesslog.Options{Buffer: 64 << 10, Flush: time.Second})
+	b.Cleanup(func() { _ = w.Close() })
+	e := accesslog.Entry{Time: time.Now(), Method: "GET", Host: "echo.example:8080", Path: "/some/path", Code: 200,
+		Route: "demo/echo/0", Backend: "demo/echo", Cluster: "east", Duration: 1234567}
+	b.Run("Log", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			w.Log(&e)
+		}
+	})
+	b.Run("slog", func(b *testing.B) {
+		log := w.Logger()
+		b.ReportAllocs()
+		for b.Loop() {
+			log.Info("request", "method", e.Method, "host", e.Host, "path", e.Path, "code", e.Code,
+				"route", e.Route, "backend", e.Backend, "cluster", e.Cluster, "duration", e.Duration)
+		}
+	})
 }

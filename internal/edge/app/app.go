@@ -126,12 +126,11 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), certfiles.Expiry)
 	checker := health.New()
 	defer checker.Close()
-	var accessLog *slog.Logger
+	var accessLog *accesslog.Writer
 	if o.AccessLog {
-		w := accesslog.New(os.Stdout, accesslog.Options{Buffer: o.AccessLogBuffer, Flush: o.AccessLogFlush})
-		defer w.Close()
+		accessLog = accesslog.New(os.Stdout, accesslog.Options{Buffer: o.AccessLogBuffer, Flush: o.AccessLogFlush})
+		defer accessLog.Close()
 		reg.MustRegister(accesslog.Dropped)
-		accessLog = w.Logger()
 	}
 	planes := &dataPlanes{
 		http: proxy.New(proxy.Options{ListenHost: o.ListenHost, Region: o.Region, Log: log, Registerer: reg, AccessLog: accessLog, Health: checker,

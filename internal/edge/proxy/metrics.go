@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fleetnet/fleetnet/internal/edge/accesslog"
 	"github.com/fleetnet/fleetnet/internal/edge/health"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -115,7 +116,8 @@ func (p *Proxy) observe(method, host, path string, code int, pk *picked, start t
 	if pk.cluster != nil {
 		cluster = pk.cluster.Cluster
 	}
-	elapsed := time.Since(start)
+	now := time.Now()
+	elapsed := now.Sub(start)
 	if c := pk.cluster; c != nil {
 		// The common case: children held by the cluster (one per route
 		// and backend), looked up by their labels once.
@@ -141,7 +143,7 @@ func (p *Proxy) observe(method, host, path string, code int, pk *picked, start t
 		p.metrics.duration.WithLabelValues(route, cluster).Observe(elapsed.Seconds())
 	}
 	if p.opts.AccessLog != nil {
-		p.opts.AccessLog.Info("request", "method", method, "host", host, "path", path, "code", code,
-			"route", route, "backend", backend, "cluster", cluster, "duration", elapsed)
+		p.opts.AccessLog.Log(&accesslog.Entry{Time: now, Method: method, Host: host, Path: path, Code: code,
+			Route: route, Backend: backend, Cluster: cluster, Duration: elapsed})
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"time"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"github.com/fleetnet/fleetnet/internal/edge/accesslog"
 	"github.com/fleetnet/fleetnet/internal/edge/h2server"
 	"github.com/fleetnet/fleetnet/internal/edge/health"
 	"github.com/fleetnet/fleetnet/internal/httplimits"
@@ -51,10 +52,9 @@ type Options struct {
 	Log    *slog.Logger
 	// Registerer receives the proxy's metrics; none when nil.
 	Registerer prometheus.Registerer
-	// AccessLog, when set, gets a line per request at info level
-	// (method, host, path, code, route, backend, cluster, duration); see
-	// internal/edge/accesslog for one that does not make requests wait.
-	AccessLog *slog.Logger
+	// AccessLog, when set, gets a JSON line per request (method, host,
+	// path, code, route, backend, cluster, duration).
+	AccessLog *accesslog.Writer
 	// Health checks the endpoints; a checker shared with the edge's
 	// other data planes (an endpoint checked alike by both is probed
 	// once). The proxy runs its own when nil.

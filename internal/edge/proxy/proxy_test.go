@@ -1,9 +1,11 @@
 package proxy_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +22,7 @@ import (
 	"time"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"github.com/fleetnet/fleetnet/internal/edge/accesslog"
 	"github.com/fleetnet/fleetnet/internal/edge/proxy"
 	"github.com/fleetnet/fleetnet/internal/testkit"
 
@@ -838,5 +842,66 @@ func TestRemovedEndpointsConnectionsClosed(t *testing.T) {
 	})
 	if n := closed(east); n != 0 {
 		t.Errorf("east's server saw %d connections closed; it is still routed to", n)
+	}
+}
+
+// lockedBuffer is an access log's output.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// Every request gets its access log line, with the route, backend and
+// cluster that served it, whichever path served it.
+func TestAccessLog(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	t.Cleanup(srv.Close)
+	out := &lockedBuffer{}
+	w := accesslog.New(out, accesslog.Options{})
+	port := freePort(t)
+	startWith(t, proxy.Options{AccessLog: w}, oneListener(port, edgev1.ProtocolHTTP, edgev1.VirtualHost{Hostname: "*", Routes: []edgev1.Route{
+		{RouteName: "r", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/"}, Backends: []edgev1.Backend{backend("echo", 1, inCluster("east", 1, endpointOf(srv)))}},
+	}}), nil)
+	get(t, port, "a.example", "/x%20y", nil)
+	get(t, port, "b.example", "/none", http.Header{"Expect": {"100-continue"}}) // net/http's path on both
+	h2c := &http.Transport{Protocols: new(http.Protocols)}
+	h2c.Protocols.SetUnencryptedHTTP2(true)
+	t.Cleanup(h2c.CloseIdleConnections)
+	res, err := (&http.Client{Transport: h2c, Timeout: 10 * time.Second}).Get(fmt.Sprintf("http://127.0.0.1:%d/h2", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = res.Body.Close()
+	_ = w.Close()
+	type line struct {
+		Msg, Method, Host, Path, Route, Backend, Cluster string
+		Code                                             int
+		Duration                                         int64
+	}
+	var got []line
+	for _, l := range strings.Split(strings.TrimSpace(out.buf.String()), "\n") {
+		var v line
+		if err := json.Unmarshal([]byte(l), &v); err != nil {
+			t.Fatalf("access log line %q: %v", l, err)
+		}
+		if v.Duration <= 0 {
+			t.Errorf("line %q: no duration", l)
+		}
+		v.Duration = 0
+		got = append(got, v)
+	}
+	want := []line{
+		{Msg: "request", Method: "GET", Host: "a.example", Path: "/x y", Route: "/r/0", Backend: "ServiceImport/demo/echo", Cluster: "east", Code: 200},
+		{Msg: "request", Method: "GET", Host: "b.example", Path: "/none", Route: "/r/0", Backend: "ServiceImport/demo/echo", Cluster: "east", Code: 200},
+		{Msg: "request", Method: "GET", Host: fmt.Sprintf("127.0.0.1:%d", port), Path: "/h2", Route: "/r/0", Backend: "ServiceImport/demo/echo", Cluster: "east", Code: 200},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("access log:\n got %+v\nwant %+v", got, want)
 	}
 }
