@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -172,30 +171,12 @@ func TestDiscoveryErrors(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // watch runs `fleetnetctl discovery watch args...` until stop is called,
 // which returns its error.
-func (e *discoveryEnv) watch(t *testing.T, args ...string) (*syncBuffer, func() error) {
+func (e *discoveryEnv) watch(t *testing.T, args ...string) (*testkit.SyncBuffer, func() error) {
 	t.Helper()
 	cmd := ctl.NewRootCommand()
-	out, errOut := &syncBuffer{}, &syncBuffer{}
+	out, errOut := &testkit.SyncBuffer{}, &testkit.SyncBuffer{}
 	cmd.SetOut(out)
 	cmd.SetErr(errOut)
 	cmd.SetArgs(append(append([]string{"discovery", "watch"}, args...), e.flags...))
@@ -221,7 +202,7 @@ func (e *discoveryEnv) watch(t *testing.T, args ...string) (*syncBuffer, func() 
 }
 
 // waitLines waits until out has n lines and returns them.
-func waitLines(t *testing.T, out *syncBuffer, n int) []string {
+func waitLines(t *testing.T, out *testkit.SyncBuffer, n int) []string {
 	t.Helper()
 	var lines []string
 	testkit.Eventually(t, 10*time.Second, fmt.Sprintf("%d lines", n), func(context.Context) error {

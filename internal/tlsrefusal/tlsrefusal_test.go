@@ -1,7 +1,6 @@
 package tlsrefusal_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -27,24 +25,6 @@ import (
 	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
 )
-
-// syncBuffer is a log sink the test reads while servers write.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 type fleet struct {
 	ca, other *pki.KeyPair
@@ -82,7 +62,7 @@ func TestGRPCRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	o := &tlsrefusal.Observer{Server: "test-grpc", Log: slog.New(slog.NewTextHandler(&logs, nil))}
 	srv := grpc.NewServer(grpc.Creds(o.Credentials(credentials.NewTLS(cfg))))
 	registryv1.RegisterRegistryServer(srv, registryv1.UnimplementedRegistryServer{})
@@ -166,7 +146,7 @@ func TestHTTPRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	o := &tlsrefusal.Observer{Server: "test-http", Log: slog.New(slog.NewTextHandler(&logs, nil))}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	srv.TLS, srv.Config.ErrorLog = cfg, o.ErrorLog()

@@ -22,7 +22,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -409,7 +408,7 @@ func TestBinary(t *testing.T) {
 	ready := addr()
 	cmd := exec.Command(bin, "--kubeconfig", hub.KubeconfigPath, "--context", hub.Name, "--listen", srv.dns,
 		"--metrics-addr", addr(), "--health-addr", addr(), "--ready-addr", ready)
-	stderr := &syncBuffer{}
+	stderr := &testkit.SyncBuffer{}
 	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -455,25 +454,6 @@ func TestBinary(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatalf("still running 15s after SIGTERM\n%s", stderr.String())
 	}
-}
-
-// syncBuffer is a buffer that the command's output goroutine writes while
-// the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func exitCode(err error) int {

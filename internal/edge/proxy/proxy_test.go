@@ -1,7 +1,6 @@
 package proxy_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -845,24 +844,12 @@ func TestRemovedEndpointsConnectionsClosed(t *testing.T) {
 	}
 }
 
-// lockedBuffer is an access log's output.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
 // Every request gets its access log line, with the route, backend and
 // cluster that served it, whichever path served it.
 func TestAccessLog(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	t.Cleanup(srv.Close)
-	out := &lockedBuffer{}
+	out := &testkit.SyncBuffer{}
 	w := accesslog.New(out, accesslog.Options{})
 	port := freePort(t)
 	startWith(t, proxy.Options{AccessLog: w}, oneListener(port, edgev1.ProtocolHTTP, edgev1.VirtualHost{Hostname: "*", Routes: []edgev1.Route{
@@ -885,7 +872,7 @@ func TestAccessLog(t *testing.T) {
 		Duration                                         int64
 	}
 	var got []line
-	for _, l := range strings.Split(strings.TrimSpace(out.buf.String()), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
 		var v line
 		if err := json.Unmarshal([]byte(l), &v); err != nil {
 			t.Fatalf("access log line %q: %v", l, err)

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fleetnet/fleetnet/internal/testkit"
 )
 
 // fixture has a stdout line in two pieces with a stderr line between them,
@@ -221,7 +223,7 @@ func TestFollow(t *testing.T) {
 
 	var running atomic.Bool
 	running.Store(true)
-	out := &syncBuffer{}
+	out := &testkit.SyncBuffer{}
 	done := make(chan error, 1)
 	r := Reader{PollInterval: time.Millisecond}
 	go func() {
@@ -265,7 +267,7 @@ func TestFollowWaitsForWholeRecord(t *testing.T) {
 
 	var running atomic.Bool
 	running.Store(true)
-	out := &syncBuffer{}
+	out := &testkit.SyncBuffer{}
 	done := make(chan error, 1)
 	r := Reader{PollInterval: time.Millisecond}
 	go func() { done <- r.Read(t.Context(), path, Options{Follow: true}, out, running.Load) }()
@@ -297,7 +299,7 @@ func TestFollowWaitsForWholeRecord(t *testing.T) {
 func TestFollowEndsWithContext(t *testing.T) {
 	path := writeFile(t, lines(ts(0)+" stdout F a"))
 	ctx, cancel := context.WithCancel(t.Context())
-	out := &syncBuffer{}
+	out := &testkit.SyncBuffer{}
 	done := make(chan error, 1)
 	r := Reader{PollInterval: time.Millisecond}
 	go func() { done <- r.Read(ctx, path, Options{Follow: true}, out, func() bool { return true }) }()
