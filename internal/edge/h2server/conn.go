@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,8 +58,12 @@ type conn struct {
 	// recvAvail is what the client may still send on the connection;
 	// recvUnacked what handlers read and no WINDOW_UPDATE returned yet.
 	recvAvail, recvUnacked int32
-	// goingAway: a GOAWAY was sent; peerGoingAway: one was received.
+	// goingAway: a GOAWAY was sent, naming lastServed the last stream
+	// served; peerGoingAway: one was received.
 	goingAway, peerGoingAway bool
+	lastServed               uint32
+	// settingsSent: the server's preface went out, so a GOAWAY may.
+	settingsSent bool
 	// finishing: the connection went away and has no stream left.
 	finishing bool
 	closed    bool
@@ -68,7 +73,7 @@ type conn struct {
 func (s *Server) newConn(ctx context.Context, nc net.Conn, st *tls.ConnectionState) *conn {
 	c := &conn{srv: s, nc: nc, tls: st, streams: map[uint32]*stream{},
 		sendWindow: 65535, peerInitialWindow: 65535, recvAvail: 65535}
-	c.ctx, c.cancel = context.WithCancel(ctx)
+	c.ctx, c.cancel = context.WithCancel(context.WithValue(ctx, http.LocalAddrContextKey, nc.LocalAddr()))
 	c.window.L = &c.mu
 	if a := nc.RemoteAddr(); a != nil {
 		c.remoteAddr = a.String()
@@ -91,6 +96,9 @@ func (c *conn) serve() {
 	}
 	preface := make([]byte, len(http2.ClientPreface))
 	if _, err := io.ReadFull(c.nc, preface); err != nil || string(preface) != http2.ClientPreface {
+		c.mu.Lock()
+		c.settingsSent = true
+		c.mu.Unlock()
 		c.goAway(http2.ErrCodeProtocol, []byte("invalid connection preface"))
 		return
 	}
@@ -107,8 +115,16 @@ func (c *conn) serve() {
 	})
 	c.mu.Lock()
 	c.recvAvail = connWindow
+	c.settingsSent = true
+	early := c.goingAway
 	c.startIdle()
 	c.mu.Unlock()
+	if early {
+		// Shutdown came during the preface: its GOAWAY waited for our
+		// SETTINGS, which a connection must start with.
+		c.write(func() error { return c.fr.WriteGoAway(0, http2.ErrCodeNo, nil) })
+		c.closeIfDone()
+	}
 	first := true
 	for {
 		f, err := c.fr.ReadFrame()
@@ -119,7 +135,12 @@ func (c *conn) serve() {
 					return
 				}
 				first = false
-				_ = c.nc.SetReadDeadline(time.Time{})
+				c.mu.Lock()
+				if !c.finishing {
+					// Else closeIfDone's deadline stands.
+					_ = c.nc.SetReadDeadline(time.Time{})
+				}
+				c.mu.Unlock()
 			}
 			err = c.process(f)
 		}
@@ -330,6 +351,14 @@ func (c *conn) data(f *http2.DataFrame) error {
 		return http2.ConnectionError(http2.ErrCodeFlowControl)
 	}
 	c.recvAvail -= n
+	if st == nil && c.goingAway && id > c.lastServed {
+		// A stream the GOAWAY ignored: its data counts against the
+		// connection's window only (RFC 9113, section 6.8).
+		inc := c.creditLocked(nil, n)
+		c.mu.Unlock()
+		c.sendCredit(id, inc)
+		return nil
+	}
 	if st == nil || st.remoteClosed || st.reset || st.body == nil || st.body.closed {
 		// Nobody reads it: the connection's window is returned at once.
 		inc := c.creditLocked(nil, n)
@@ -446,10 +475,18 @@ func (c *conn) write(fn func() error) error {
 // code, the connection then ends.
 func (c *conn) goAway(code http2.ErrCode, detail []byte) {
 	c.mu.Lock()
-	last := c.maxClientID
 	already := c.goingAway
+	if !already {
+		c.lastServed = c.maxClientID
+	}
+	last := c.lastServed
 	c.goingAway = true
+	ready := c.settingsSent
 	c.mu.Unlock()
+	if !ready {
+		// serve sends it after the SETTINGS it is writing.
+		return
+	}
 	if !already || code != http2.ErrCodeNo {
 		c.write(func() error { return c.fr.WriteGoAway(last, code, detail) })
 	}

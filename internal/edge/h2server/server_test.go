@@ -66,10 +66,17 @@ func TestAnswers(t *testing.T) {
 			_, _ = io.Copy(w, r.Body)
 		case "/trailers":
 			w.Header().Set("Trailer", "X-Sum")
+			// Read before the trailers arrive: they reach r.Trailer on
+			// this goroutine, at the body's end (go test -race).
+			if r.Trailer.Get("X-In") != "" {
+				panic("trailers before the body's end")
+			}
 			_, _ = io.Copy(io.Discard, r.Body)
 			_, _ = io.WriteString(w, "body")
 			w.Header().Set("X-Sum", r.Trailer.Get("X-In"))
 			w.Header().Set(http.TrailerPrefix+"X-Late", "late")
+		case "/flushonly":
+			w.(http.Flusher).Flush()
 		case "/flush":
 			_, _ = io.WriteString(w, "first")
 			w.(http.Flusher).Flush()
@@ -91,6 +98,10 @@ func TestAnswers(t *testing.T) {
 		status:  200,
 		body:    []byte("<html><body>hi</body></html>"),
 		headers: map[string]string{"Content-Type": "text/html; charset=utf-8", "Content-Length": "28"},
+	}, {
+		name:   "flushed, then nothing",
+		req:    func() *http.Request { r, _ := http.NewRequest("GET", base+"/flushonly", nil); return r },
+		status: 200,
 	}, {
 		name:   "no content",
 		req:    func() *http.Request { r, _ := http.NewRequest("GET", base+"/empty", nil); return r },

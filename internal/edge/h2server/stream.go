@@ -38,15 +38,22 @@ type stream struct {
 	// recvUnacked what the handler read and no WINDOW_UPDATE returned.
 	recvAvail, recvUnacked int32
 	// body is nil for a request that ended with its headers.
-	body    *requestBody
-	trailer http.Header
-	cancel  context.CancelFunc
+	body *requestBody
+	// declaredTrailers are the trailer names the request announced;
+	// trailers gathers their values until the handler reads the end of
+	// the body, when they are copied into the request's Trailer (which
+	// is the handler's, not the connection goroutine's, to write).
+	declaredTrailers map[string]bool
+	trailers         http.Header
+	trailer          http.Header
+	cancel           context.CancelFunc
 
 	// localClosed: END_STREAM was written.
 	localClosed bool
 
 	// wclosed: END_STREAM or RST_STREAM was written; no frame follows.
-	wclosed bool
+	// finalSent: the final head was written. Both guarded by c.wmu.
+	wclosed, finalSent bool
 }
 
 // resetLocked ends the stream's request: body reads and waits for window
@@ -87,43 +94,56 @@ func (c *conn) headers(f *http2.MetaHeadersFrame) error {
 		defer c.mu.Unlock()
 		return c.trailers(st, f)
 	}
+	if c.goingAway && id > c.lastServed {
+		// Past the last stream the GOAWAY promised: ignored, its
+		// trailers too.
+		c.maxClientID = max(c.maxClientID, id)
+		c.mu.Unlock()
+		return nil
+	}
 	if id <= c.maxClientID {
 		c.mu.Unlock()
 		return http2.ConnectionError(http2.ErrCodeProtocol)
 	}
 	c.maxClientID = id
-	if c.goingAway {
-		// Past the last stream the GOAWAY promised: ignored.
+	if f.HasPriority() && f.Priority.StreamDep == id {
 		c.mu.Unlock()
-		return nil
+		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
 	}
-	max := int(c.srv.maxStreams())
+	limit := int(c.srv.maxStreams())
 	// Reset streams whose handlers still run count too, up to twice the
 	// limit: a client that opens and resets streams at once cannot start
 	// handlers without bound.
-	refuse := c.active >= max || len(c.streams) >= 2*max
-	c.mu.Unlock()
-	if f.HasPriority() && f.Priority.StreamDep == id {
-		return http2.StreamError{StreamID: id, Code: http2.ErrCodeProtocol}
-	}
-	if refuse {
+	if c.active >= limit || len(c.streams) >= 2*limit {
+		c.mu.Unlock()
 		return http2.StreamError{StreamID: id, Code: http2.ErrCodeRefusedStream}
 	}
-	st := &stream{c: c, id: id, recvAvail: streamWindow}
-	r, handler, err := c.newRequest(st, f)
-	if err != nil {
-		return err
-	}
-	w := newResponseWriter(st, r)
-	c.mu.Lock()
-	st.sendWindow = c.peerInitialWindow
+	// The stream counts from now on: a GOAWAY or the idle timeout that
+	// comes while its request is built does not close the connection
+	// under it.
+	st := &stream{c: c, id: id, recvAvail: streamWindow, sendWindow: c.peerInitialWindow}
 	c.streams[id] = st
 	c.active++
 	if c.idle != nil {
 		c.idle.Stop()
 	}
 	c.mu.Unlock()
-	go c.runHandler(st, w, r, handler)
+	r, handler, err := c.newRequest(st, f)
+	if err != nil {
+		c.mu.Lock()
+		delete(c.streams, id)
+		c.active--
+		none := len(c.streams) == 0
+		if none {
+			c.startIdle()
+		}
+		c.mu.Unlock()
+		if none {
+			c.closeIfDone()
+		}
+		return err
+	}
+	go c.runHandler(st, newResponseWriter(st, r), r, handler)
 	return nil
 }
 
@@ -148,12 +168,13 @@ func (c *conn) trailers(st *stream, f *http2.MetaHeadersFrame) error {
 		if !httpguts.ValidTrailerHeader(key) {
 			return http2.StreamError{StreamID: st.id, Code: http2.ErrCodeProtocol}
 		}
-		if st.trailer != nil {
-			// Only what the request declared reaches the handler, as
-			// with net/http.
-			if _, ok := st.trailer[key]; ok {
-				st.trailer[key] = append(st.trailer[key], hf.Value)
+		// Only what the request declared reaches the handler, as with
+		// net/http.
+		if st.declaredTrailers[key] {
+			if st.trailers == nil {
+				st.trailers = http.Header{}
 			}
+			st.trailers[key] = append(st.trailers[key], hf.Value)
 		}
 	}
 	st.remoteEnded()
@@ -181,7 +202,12 @@ func (c *conn) newRequest(st *stream, f *http2.MetaHeadersFrame) (*http.Request,
 		if path != "" || scheme != "" || authority == "" {
 			return nil, nil, malformed
 		}
-	} else if method == "" || path == "" || (scheme != "https" && scheme != "http") {
+	} else if path == "" || (scheme != "https" && scheme != "http") {
+		return nil, nil, malformed
+	}
+	if !httpguts.ValidHeaderFieldName(method) {
+		// Not a token: a proxy would forward it into an HTTP/1 request
+		// line.
 		return nil, nil, malformed
 	}
 	regular := f.RegularFields()
@@ -222,9 +248,9 @@ func (c *conn) newRequest(st *stream, f *http2.MetaHeadersFrame) (*http.Request,
 			case "Transfer-Encoding", "Trailer", "Content-Length", "":
 			default:
 				if st.trailer == nil {
-					st.trailer = http.Header{}
+					st.trailer, st.declaredTrailers = http.Header{}, map[string]bool{}
 				}
-				st.trailer[key] = nil
+				st.trailer[key], st.declaredTrailers[key] = nil, true
 			}
 		}
 	}
@@ -320,12 +346,20 @@ func (c *conn) endStream(st *stream, code http2.ErrCode) {
 	if !st.reset {
 		st.resetLocked(errStreamDone)
 	}
+	var inc credit
+	if b := st.body; b != nil && len(b.buf) > 0 {
+		// What arrived and was never read goes back to the connection's
+		// window.
+		inc = c.creditLocked(nil, int32(len(b.buf)))
+		b.buf = nil
+	}
 	delete(c.streams, st.id)
 	none := len(c.streams) == 0
 	if none {
 		c.startIdle()
 	}
 	c.mu.Unlock()
+	c.sendCredit(st.id, inc)
 	if rst {
 		c.write(func() error {
 			if st.wclosed {
@@ -379,6 +413,7 @@ func (b *requestBody) Read(p []byte) (int, error) {
 		c.mu.Lock()
 	}
 	var timer *time.Timer
+	var armed time.Time
 	for len(b.buf) == 0 && b.err == nil && !b.closed {
 		if !b.deadline.IsZero() {
 			d := time.Until(b.deadline)
@@ -389,13 +424,18 @@ func (b *requestBody) Read(p []byte) (int, error) {
 				}
 				return 0, os.ErrDeadlineExceeded
 			}
-			if timer == nil {
+			switch {
+			case timer == nil:
 				timer = time.AfterFunc(d, func() {
 					c.mu.Lock()
 					b.cond.Broadcast()
 					c.mu.Unlock()
 				})
+			case !armed.Equal(b.deadline):
+				// SetReadDeadline moved it while the read waited.
+				timer.Reset(d)
 			}
+			armed = b.deadline
 		}
 		b.cond.Wait()
 	}
@@ -408,6 +448,12 @@ func (b *requestBody) Read(p []byte) (int, error) {
 	}
 	if len(b.buf) == 0 {
 		err := b.err
+		if st := b.st; err == io.EOF && st.trailers != nil {
+			for k, vv := range st.trailers {
+				st.trailer[k] = vv
+			}
+			st.trailers = nil
+		}
 		c.mu.Unlock()
 		return 0, err
 	}

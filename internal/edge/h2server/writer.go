@@ -175,7 +175,9 @@ func (w *responseWriter) flush(end bool) error {
 			w.err = err
 			return err
 		}
-		*w.buf = body[:0]
+		if w.buf != nil {
+			*w.buf = body[:0]
+		}
 	}
 	if trailers != nil {
 		if err := c.writeHead(w.st, 0, trailers, nil, true); err != nil {
@@ -263,6 +265,13 @@ func (c *conn) writeHead(st *stream, status int, h http.Header, extra []hpack.He
 		if st.wclosed {
 			return errStreamClosed
 		}
+		if status >= 200 {
+			st.finalSent = true
+		} else if status > 0 && st.finalSent {
+			// An interim answer (a late 100-continue) after the final
+			// head has no place.
+			return nil
+		}
 		c.hbuf.Reset()
 		if status > 0 {
 			_ = c.henc.WriteField(hpack.HeaderField{Name: ":status", Value: statusText(status)})
@@ -328,6 +337,14 @@ func (c *conn) writeData(st *stream, p []byte, end bool) error {
 			}
 			return c.fr.WriteData(st.id, last, p[:n])
 		}); err != nil {
+			if err == errStreamClosed {
+				// The stream was reset meanwhile: the connection's window
+				// taken for it goes back to the other streams.
+				c.mu.Lock()
+				c.sendWindow += int64(n)
+				c.window.Broadcast()
+				c.mu.Unlock()
+			}
 			return err
 		}
 		p = p[n:]
