@@ -309,7 +309,8 @@ func (p *Proxy) bind(k sockKey) (socket, error) {
 		}
 		return newUDPSocket(p, k, pc.(*net.UDPConn)), nil
 	}
-	ln, err := net.Listen("tcp", addr)
+	lc := tcpListenConfig()
+	ln, err := lc.Listen(context.Background(), "tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("listening on port %s: %w", k, err)
 	}
