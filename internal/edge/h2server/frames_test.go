@@ -153,13 +153,8 @@ func TestUnreadBodiesReturnTheirWindow(t *testing.T) {
 // the last one served is ignored, its data and trailers too, and the
 // served one completes.
 func TestGoAwayIgnoresLaterStreams(t *testing.T) {
-	release := make(chan struct{})
-	started := make(chan struct{})
-	s := &h2server.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		close(started)
-		<-release
-		_, _ = io.WriteString(w, "served")
-	})}
+	h, started, release := heldHandler("served")
+	s := &h2server.Server{Handler: h}
 	_, base := serve(t, s)
 	c := dialRaw(t, base)
 	c.headers(1, true, ":method", "GET", ":scheme", "http", ":authority", "example.com", ":path", "/")
@@ -250,4 +245,15 @@ func TestMalformedRequests(t *testing.T) {
 			return ok
 		})
 	}
+}
+
+// heldHandler answers body once release is closed, after closing started
+// (it serves one request).
+func heldHandler(body string) (h http.Handler, started, release chan struct{}) {
+	started, release = make(chan struct{}), make(chan struct{})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(started)
+		<-release
+		_, _ = io.WriteString(w, body)
+	}), started, release
 }

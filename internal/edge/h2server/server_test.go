@@ -335,13 +335,8 @@ func TestLimits(t *testing.T) {
 }
 
 func TestShutdownLetsStreamsFinish(t *testing.T) {
-	started := make(chan struct{})
-	release := make(chan struct{})
-	s := &h2server.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		close(started)
-		<-release
-		_, _ = io.WriteString(w, "done")
-	})}
+	h, started, release := heldHandler("done")
+	s := &h2server.Server{Handler: h}
 	client, base := serve(t, s)
 	got := make(chan string, 1)
 	go func() {
