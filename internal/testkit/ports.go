@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -74,9 +75,30 @@ func PickFreePorts(n int) ([]int, error) {
 			continue // taken for UDP: try another
 		}
 		held = append(held, u)
+		if !handOut(port) {
+			continue // handed out before, maybe not bound yet: another
+		}
 		ports = append(ports, port)
 	}
 	return ports, nil
+}
+
+// handedOut are the ports this process's picks returned: a test that picks
+// a port, then another, and binds them later must not get one twice.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// handOut records port as handed out; false when it was already.
+func handOut(port int) bool {
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.ports[port] {
+		return false
+	}
+	handedOut.ports[port] = true
+	return true
 }
 
 // portRange is the range above the kernel's ephemeral ports, when it holds
