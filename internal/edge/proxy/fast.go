@@ -452,7 +452,7 @@ func (cn *conn) sendRequest(_ *exchangeState, up *upConn) error {
 	if err != nil {
 		return err
 	}
-	return w.Flush()
+	return up.flushRequest()
 }
 
 // clientErr marks a failure to read the client's body, which says nothing

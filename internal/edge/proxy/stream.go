@@ -124,7 +124,7 @@ func (c *streamClient) sendRequest(_ *exchangeState, up *upConn) error {
 	if err != nil {
 		return clientErr(err)
 	}
-	return w.Flush()
+	return up.flushRequest()
 }
 
 // copyHead sets h's fields into the response's header, hop-by-hop ones

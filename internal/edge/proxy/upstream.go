@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fleetnet/fleetnet/internal/edge/holdconn"
 	"github.com/fleetnet/fleetnet/internal/edge/http1"
 )
 
@@ -43,7 +44,7 @@ type upPool struct {
 
 // upConn is a connection to an endpoint.
 type upConn struct {
-	conn net.Conn
+	conn *holdconn.Conn
 	br   *bufio.Reader
 	bw   *bufio.Writer
 	// head is the response head read last.
@@ -93,7 +94,20 @@ func (u *upstreams) get(hostport string, fresh bool, timeout time.Duration, dead
 	if err != nil {
 		return nil, false, err
 	}
-	return &upConn{conn: c, br: bufio.NewReaderSize(c, upstreamReadBuffer), bw: bufio.NewWriterSize(c, upstreamWriteBuffer), pool: p}, false, nil
+	hc, err := holdconn.New(c.(*net.TCPConn))
+	if err != nil {
+		_ = c.Close()
+		return nil, false, err
+	}
+	return &upConn{conn: hc, br: bufio.NewReaderSize(hc, upstreamReadBuffer), bw: bufio.NewWriterSize(hc, upstreamWriteBuffer), pool: p}, false, nil
+}
+
+// flushRequest sends what is left of a request in bw. A request sent in
+// this one write is held until the read of its answer (holdconn), which
+// then waits for it instead of first trying a read that finds nothing.
+func (up *upConn) flushRequest() error {
+	up.conn.Hold()
+	return up.bw.Flush()
 }
 
 // alive reports whether a pooled connection is still open (see
