@@ -17,7 +17,10 @@
 //
 // The wait needs the peer to answer the held write, and nothing else to
 // be pending: the caller holds only a request sent whole, whose answer
-// is the next thing to read.
+// is the next thing to read. A peer that closed the connection is woken
+// on by the reset its kernel answers the request with; one that closed
+// only its writing half and still reads would never answer, so a caller
+// does not hold a request on a connection idle long enough for that.
 package holdconn
 
 import (

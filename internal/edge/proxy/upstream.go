@@ -30,6 +30,9 @@ const (
 	maxIdlePerEndpoint = 256
 	// upstreamIdleTimeout closes connections unused this long.
 	upstreamIdleTimeout = 90 * time.Second
+	// holdIdleMax: a request on a connection idle longer is not held
+	// (flushRequest): the endpoint may have half-closed it meanwhile.
+	holdIdleMax         = time.Second
 	upstreamReadBuffer  = 16 << 10
 	upstreamWriteBuffer = 8 << 10
 )
@@ -51,6 +54,9 @@ type upConn struct {
 	head http1.Message
 	// since: put back in the pool at.
 	since time.Time
+	// hold: the next request may be held until the read of its answer
+	// (flushRequest).
+	hold bool
 	// deadline: a deadline was set on conn, to clear before reuse.
 	deadline bool
 	// pool is its endpoint's pool when it was taken or dialed: one
@@ -78,7 +84,8 @@ func (u *upstreams) get(hostport string, fresh bool, timeout time.Duration, dead
 		for len(p.idle) > 0 {
 			up = p.idle[len(p.idle)-1]
 			p.idle = p.idle[:len(p.idle)-1]
-			if now.Sub(up.since) < upstreamIdleTimeout {
+			if idle := now.Sub(up.since); idle < upstreamIdleTimeout {
+				up.hold = idle < holdIdleMax
 				break
 			}
 			_ = up.conn.Close()
@@ -99,14 +106,20 @@ func (u *upstreams) get(hostport string, fresh bool, timeout time.Duration, dead
 		_ = c.Close()
 		return nil, false, err
 	}
-	return &upConn{conn: hc, br: bufio.NewReaderSize(hc, upstreamReadBuffer), bw: bufio.NewWriterSize(hc, upstreamWriteBuffer), pool: p}, false, nil
+	return &upConn{conn: hc, br: bufio.NewReaderSize(hc, upstreamReadBuffer), bw: bufio.NewWriterSize(hc, upstreamWriteBuffer), pool: p, hold: true}, false, nil
 }
 
 // flushRequest sends what is left of a request in bw. A request sent in
 // this one write is held until the read of its answer (holdconn), which
 // then waits for it instead of first trying a read that finds nothing.
+// Not on a connection that was idle for long: an endpoint that closed
+// only its writing half meanwhile (a lingering close) would take the
+// request and never answer, and the wait would last until its close; a
+// read that tries first sees the end at once.
 func (up *upConn) flushRequest() error {
-	up.conn.Hold()
+	if up.hold {
+		up.conn.Hold()
+	}
 	return up.bw.Flush()
 }
 
