@@ -11,9 +11,12 @@ import (
 
 	"github.com/fleetnet/fleetnet/api/keys"
 	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
+	"github.com/fleetnet/fleetnet/internal/controlplane"
 	"github.com/fleetnet/fleetnet/internal/dev"
 	"github.com/fleetnet/fleetnet/internal/testkit"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrlclient "sigs.k8s.io/controller-runtime/pkg/client"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
@@ -118,7 +121,7 @@ func TestClusterSetIPLocality(t *testing.T) {
 			}
 			for c := range seen {
 				if !strings.Contains(" "+strings.Join(want, " ")+" ", " "+c+" ") {
-					return fmt.Errorf("answers by cluster (\"\": failed) %v, want only %v", seen, want)
+					return fmt.Errorf("answers by cluster (\"\": failed) %v, want only %v; %s", seen, want, explainLocality(ctx, hub, ns))
 				}
 			}
 			if len(answers) < 5 {
@@ -192,4 +195,39 @@ func scaleEcho(t *testing.T, ns string, replicas int32) {
 		}
 		return nil
 	})
+}
+
+// explainLocality describes what hub's kube-proxy routes by, for a failed
+// wait: hub's imported slices endpoint by endpoint (cluster, address,
+// ready, zone hints), its nodes' zones, and the end of its kube-proxy's
+// log.
+func explainLocality(ctx context.Context, hub ctrlclient.Client, ns string) string {
+	var b strings.Builder
+	var slices discoveryv1.EndpointSliceList
+	if err := hub.List(ctx, &slices, ctrlclient.InNamespace(ns), ctrlclient.MatchingLabels{mcsv1beta1.LabelServiceName: "echo"}); err != nil {
+		fmt.Fprintf(&b, "listing hub's imported slices: %v", err)
+	}
+	b.WriteString("hub's imported slices:")
+	for _, sl := range slices.Items {
+		for _, ep := range sl.Endpoints {
+			var zones []string
+			if ep.Hints != nil {
+				for _, z := range ep.Hints.ForZones {
+					zones = append(zones, z.Name)
+				}
+			}
+			fmt.Fprintf(&b, " [%s %v ready=%v zones=%v]", sl.Labels[mcsv1beta1.LabelSourceCluster], ep.Addresses, ep.Conditions.Ready != nil && *ep.Conditions.Ready, zones)
+		}
+	}
+	var nodes corev1.NodeList
+	if err := hub.List(ctx, &nodes); err == nil {
+		b.WriteString("; hub's nodes:")
+		for _, n := range nodes.Items {
+			fmt.Fprintf(&b, " %s zone=%s", n.Name, n.Labels[corev1.LabelTopologyZone])
+		}
+	}
+	if p, ok := state.Processes["hub/"+dev.PartKubeProxy]; ok {
+		fmt.Fprintf(&b, "; hub's kube-proxy log ends:\n%s", controlplane.Tail(p.Log, 15))
+	}
+	return b.String()
 }
