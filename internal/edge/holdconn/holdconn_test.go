@@ -7,6 +7,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -201,6 +204,44 @@ func TestReadErrors(t *testing.T) {
 			t.Fatalf("the peer got %q, want the held write before the timeout", got)
 		}
 	})
+	t.Run("deadline moved to the past by another goroutine", func(t *testing.T) {
+		hc, _ := pair(t)
+		hc.Hold()
+		_, _ = hc.Write([]byte("ping"))
+		_ = hc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		stop := time.AfterFunc(10*time.Millisecond, func() { _ = hc.SetDeadline(time.Unix(1, 0)) })
+		t.Cleanup(func() { stop.Stop() })
+		if _, err := hc.Read(make([]byte, 10)); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("got %v, want a timeout", err)
+		}
+	})
+	t.Run("deadline after the guard", func(t *testing.T) {
+		// The guard gives way to the caller's deadline, which still
+		// ends the read.
+		hc, _ := pair(t)
+		hc.Hold()
+		_, _ = hc.Write([]byte("ping"))
+		_ = hc.SetReadDeadline(time.Now().Add(holdconn.Guard + 200*time.Millisecond))
+		if _, err := hc.Read(make([]byte, 10)); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("got %v, want a timeout", err)
+		}
+	})
+	t.Run("peer half-closed before the request", func(t *testing.T) {
+		// A lingering close: the peer's FIN came before the wait began
+		// (and is forgotten by it), the peer reads on and never
+		// answers. The guard ends the wait and the read sees the end,
+		// long before the caller's deadline.
+		hc, peer := pair(t)
+		_ = peer.CloseWrite()
+		go func() { _, _ = io.Copy(io.Discard, peer) }()
+		time.Sleep(20 * time.Millisecond) // the FIN reaches hc's socket
+		hc.Hold()
+		_, _ = hc.Write([]byte("ping"))
+		_ = hc.SetReadDeadline(time.Now().Add(time.Minute))
+		if _, err := hc.Read(make([]byte, 10)); err != io.EOF {
+			t.Fatalf("got %v, want EOF", err)
+		}
+	})
 	t.Run("peer closes after the request", func(t *testing.T) {
 		hc, peer := pair(t)
 		go func() {
@@ -237,4 +278,137 @@ func TestReadErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An answer slower than the guard is read as usual, under the caller's
+// deadline, which the guard left as it was.
+func TestAnswerSlowerThanTheGuard(t *testing.T) {
+	hc, peer := pair(t)
+	got := make(chan []byte, 1)
+	go func() {
+		buf := make([]byte, 4)
+		_, _ = io.ReadFull(peer, buf)
+		time.Sleep(holdconn.Guard + 100*time.Millisecond)
+		_, _ = peer.Write([]byte("pong"))
+		got <- buf
+	}()
+	hc.Hold()
+	_, _ = hc.Write([]byte("ping"))
+	_ = hc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(hc, buf); err != nil || string(buf) != "pong" {
+		t.Fatalf("read %q, %v", buf, err)
+	}
+	if string(<-got) != "ping" {
+		t.Fatal("the peer did not get the request")
+	}
+}
+
+// io.Copy's paths (bufio's ReadFrom and WriteTo) send the held bytes
+// first.
+func TestCopiesSendHeldBytesFirst(t *testing.T) {
+	t.Run("ReadFrom", func(t *testing.T) {
+		hc, peer := pair(t)
+		hc.Hold()
+		_, _ = hc.Write([]byte("HEAD"))
+		// A reader without WriteTo, so that io.Copy takes hc.ReadFrom.
+		if _, err := io.Copy(hc, struct{ io.Reader }{strings.NewReader("BODY")}); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 8)
+		_ = peer.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.ReadFull(peer, buf); err != nil || string(buf) != "HEADBODY" {
+			t.Fatalf("the peer got %q, %v; want HEADBODY", buf, err)
+		}
+	})
+	t.Run("WriteTo", func(t *testing.T) {
+		hc, peer := pair(t)
+		go func() {
+			buf := make([]byte, 4)
+			_, _ = io.ReadFull(peer, buf)
+			_, _ = peer.Write(bytes.ToUpper(buf))
+			_ = peer.Close()
+		}()
+		hc.Hold()
+		_, _ = hc.Write([]byte("ping"))
+		_ = hc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		var out bytes.Buffer
+		if _, err := io.Copy(&out, hc); err != nil || out.String() != "PING" {
+			t.Fatalf("copied %q, %v; want PING", out.String(), err)
+		}
+	})
+}
+
+// The point of a held read: it reads once, where a read that tries
+// first would read twice (EAGAIN, then the answer). The thread's read
+// system calls are counted by the kernel (/proc/thread-self/io); the
+// goroutine is locked to its thread meanwhile.
+func TestHeldReadReadsOnce(t *testing.T) {
+	if _, err := os.ReadFile("/proc/thread-self/io"); err != nil {
+		t.Fatalf("counting read system calls needs /proc/thread-self/io (Linux with task I/O accounting): %v", err)
+	}
+	tests := []struct {
+		name  string
+		hold  bool
+		reads int
+	}{
+		{name: "held", hold: true, reads: 1},
+		{name: "not held", hold: false, reads: 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hc, peer := pair(t)
+			go func() {
+				buf := make([]byte, 4)
+				for {
+					if _, err := io.ReadFull(peer, buf); err != nil {
+						return
+					}
+					// The answer comes after the edge's first read
+					// would have tried.
+					time.Sleep(20 * time.Millisecond)
+					_, _ = peer.Write(buf)
+				}
+			}()
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			buf := make([]byte, 4)
+			const exchanges = 5
+			before := readCalls(t)
+			overhead := readCalls(t) - before // what reading the count costs
+			before = readCalls(t)
+			for range exchanges {
+				if tt.hold {
+					hc.Hold()
+				}
+				_, _ = hc.Write([]byte("ping"))
+				if _, err := io.ReadFull(hc, buf); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := readCalls(t) - before - overhead; got != tt.reads*exchanges {
+				t.Errorf("%d read system calls for %d exchanges, want %d", got, exchanges, tt.reads*exchanges)
+			}
+		})
+	}
+}
+
+// readCalls is the calling thread's count of read system calls.
+func readCalls(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/thread-self/io")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "syscr: "); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no syscr in /proc/thread-self/io: %s", b)
+	return 0
 }

@@ -76,14 +76,23 @@ func TestHoldOnlyOnRecentConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = ln.Close() })
+	var accepted []net.Conn
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		_ = ln.Close()
+		<-done
+		for _, c := range accepted {
+			_ = c.Close()
+		}
+	})
 	go func() {
+		defer close(done)
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			t.Cleanup(func() { _ = c.Close() })
+			accepted = append(accepted, c)
 		}
 	}()
 	addr := ln.Addr().String()
