@@ -112,10 +112,10 @@ func (u *upstreams) get(hostport string, fresh bool, timeout time.Duration, dead
 // flushRequest sends what is left of a request in bw. A request sent in
 // this one write is held until the read of its answer (holdconn), which
 // then waits for it instead of first trying a read that finds nothing.
-// Not on a connection that was idle for long: an endpoint that closed
-// only its writing half meanwhile (a lingering close) would take the
-// request and never answer, and the wait would last until its close; a
-// read that tries first sees the end at once.
+// Not on a connection that was idle for long: an endpoint may have
+// closed only its writing half meanwhile (a lingering close), would take
+// the request and never answer, and the held read would wait out its
+// guard (holdconn.Guard); a read that tries first sees the end at once.
 func (up *upConn) flushRequest() error {
 	if up.hold {
 		up.conn.Hold()
