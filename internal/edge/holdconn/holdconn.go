@@ -125,6 +125,11 @@ func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
 // beforeWrite sends what is held ahead of a write that is not held.
 func (c *Conn) beforeWrite() error {
 	c.hold, c.wrote = false, true
+	return c.sendHeld()
+}
+
+// sendHeld writes the held bytes, if any, the usual way.
+func (c *Conn) sendHeld() error {
 	if len(c.held) == 0 {
 		return nil
 	}
@@ -139,10 +144,10 @@ func (c *Conn) beforeWrite() error {
 
 // WriteTo is Read's, for io.Copy (bufio.Reader's WriteTo calls it).
 func (c *Conn) WriteTo(w io.Writer) (int64, error) {
-	if err := c.beforeWrite(); err != nil {
+	c.hold, c.wrote = false, false
+	if err := c.sendHeld(); err != nil {
 		return 0, err
 	}
-	c.wrote = false
 	return c.TCPConn.WriteTo(w)
 }
 
@@ -168,10 +173,9 @@ func (c *Conn) SetReadDeadline(t time.Time) error {
 func (c *Conn) Read(b []byte) (int, error) {
 	c.hold, c.wrote = false, false
 	if len(c.held) == 0 || len(b) == 0 {
-		if err := c.beforeWrite(); err != nil {
+		if err := c.sendHeld(); err != nil {
 			return 0, err
 		}
-		c.wrote = false
 		return c.TCPConn.Read(b)
 	}
 	c.sent, c.buf, c.n, c.werr, c.rerr = 0, b, 0, nil, nil

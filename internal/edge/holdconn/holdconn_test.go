@@ -58,6 +58,21 @@ func received(t *testing.T, peer net.Conn, d time.Duration) []byte {
 	}
 }
 
+// echo makes the peer answer each 4 bytes it reads with them in upper
+// case, after delay, until the connection ends.
+func echo(peer net.Conn, delay time.Duration) {
+	go func() {
+		buf := make([]byte, 4)
+		for {
+			if _, err := io.ReadFull(peer, buf); err != nil {
+				return
+			}
+			time.Sleep(delay)
+			_, _ = peer.Write(bytes.ToUpper(buf))
+		}
+	}()
+}
+
 // answer makes the peer read want bytes and then write reply.
 func answer(t *testing.T, peer net.Conn, want int, reply string) <-chan []byte {
 	t.Helper()
@@ -123,15 +138,7 @@ func TestHeldWriteIsSentByTheRead(t *testing.T) {
 // answered, and a read with nothing held reads as usual.
 func TestExchanges(t *testing.T) {
 	hc, peer := pair(t)
-	go func() {
-		buf := make([]byte, 4)
-		for {
-			if _, err := io.ReadFull(peer, buf); err != nil {
-				return
-			}
-			_, _ = peer.Write(bytes.ToUpper(buf))
-		}
-	}()
+	echo(peer, 0)
 	buf := make([]byte, 4)
 	for i := range 200 {
 		hc.Hold()
@@ -358,18 +365,9 @@ func TestHeldReadReadsOnce(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			hc, peer := pair(t)
-			go func() {
-				buf := make([]byte, 4)
-				for {
-					if _, err := io.ReadFull(peer, buf); err != nil {
-						return
-					}
-					// The answer comes after the edge's first read
-					// would have tried.
-					time.Sleep(20 * time.Millisecond)
-					_, _ = peer.Write(buf)
-				}
-			}()
+			// The answer comes after a read that tries first would
+			// have tried.
+			echo(peer, 20*time.Millisecond)
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
 			buf := make([]byte, 4)
@@ -382,8 +380,8 @@ func TestHeldReadReadsOnce(t *testing.T) {
 					hc.Hold()
 				}
 				_, _ = hc.Write([]byte("ping"))
-				if _, err := io.ReadFull(hc, buf); err != nil {
-					t.Fatal(err)
+				if _, err := io.ReadFull(hc, buf); err != nil || string(buf) != "PING" {
+					t.Fatalf("read %q, %v", buf, err)
 				}
 			}
 			if got := readCalls(t) - before - overhead; got != tt.reads*exchanges {
