@@ -12,8 +12,10 @@ import (
 )
 
 // Down stops every process of the fleet in dir, removes the pods' and the
-// nodes' network namespaces and the bridge, and deletes the folder. A folder with
-// no fleet is not an error.
+// nodes' network namespaces (ending what still runs inside them) and the
+// bridge, and deletes the folder. It returns nil only when nothing of the
+// fleet is left on the machine; otherwise its error names what is. A
+// folder with no fleet is not an error.
 func Down(dir string, progress io.Writer) error {
 	if progress == nil {
 		progress = io.Discard
@@ -64,7 +66,14 @@ func Down(dir string, progress io.Writer) error {
 		}
 	}
 	if len(s.Pods) > 0 || s.Nodes {
-		if err := removeBridge(); err != nil {
+		// Whatever of this fleet is still there (a pod whose network was
+		// being made while its node stopped), and the bridge.
+		err := sweepLeftovers(runningClaims(dir), func(l leftover) {
+			fmt.Fprintf(progress, "removing %s\n", l)
+		})
+		if err != nil {
+			errs = append(errs, err)
+		} else if err := removeBridge(); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -513,7 +513,8 @@ func sysctlIn(ns string, settings ...string) error {
 
 // removeNodeNetwork deletes the node's namespace and veth when this fleet
 // (dir) made them; what is already gone is not an error. Deleting the
-// namespace deletes kube-proxy's rules with it.
+// namespace (after whatever still runs inside it) deletes kube-proxy's
+// rules with it.
 func removeNodeNetwork(dir string, c ClusterState) error {
 	if owner := nodeOwner(c.NodeNetNS()); owner != "" && owner != dir {
 		return nil // another fleet's
@@ -522,9 +523,7 @@ func removeNodeNetwork(dir string, c ClusterState) error {
 	if exec.Command("ip", "link", "show", c.nodeVeth()).Run() == nil {
 		errs = append(errs, ipAll([]string{"link", "del", c.nodeVeth()}))
 	}
-	if _, err := os.Stat(filepath.Join(netns.Dir, c.NodeNetNS())); err == nil {
-		errs = append(errs, ipAll([]string{"netns", "del", c.NodeNetNS()}))
-	}
+	errs = append(errs, deleteNetNS(c.NodeNetNS()))
 	if err := os.Remove(filepath.Join(nodeOwners, c.NodeNetNS())); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)
 	}

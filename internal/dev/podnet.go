@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/fleetnet/fleetnet/api/keys"
-	"github.com/fleetnet/fleetnet/internal/netns"
 )
 
 // A pod of the local fleet is a network namespace on the bridge with an
@@ -308,9 +307,7 @@ func removePodNetwork(pod PodState) error {
 	if exec.Command("ip", "link", "show", pod.HostVeth).Run() == nil {
 		errs = append(errs, ipAll([]string{"link", "del", pod.HostVeth}))
 	}
-	if _, err := os.Stat(filepath.Join(netns.Dir, pod.NetNS)); err == nil {
-		errs = append(errs, ipAll([]string{"netns", "del", pod.NetNS}))
-	}
+	errs = append(errs, deleteNetNS(pod.NetNS))
 	if err := os.RemoveAll(filepath.Join(netnsEtc, pod.NetNS)); err != nil {
 		errs = append(errs, err)
 	}

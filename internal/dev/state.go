@@ -572,7 +572,9 @@ func procStat(pid int) (uint64, string, error) {
 }
 
 // stopProcess ends a recorded process: SIGTERM (or sig), then SIGKILL after
-// grace. It returns once the process is gone.
+// grace. It returns once the process is gone. The fleet starts each
+// process in a group of its own (controlplane.Start), so what it started
+// and left behind (a child that ignored its parent's death) ends with it.
 func stopProcess(p ProcessState, sig syscall.Signal, grace time.Duration) {
 	if !p.Alive() {
 		return
@@ -586,4 +588,5 @@ func stopProcess(p ProcessState, sig syscall.Signal, grace time.Duration) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
 }

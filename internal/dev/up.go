@@ -284,6 +284,21 @@ func (u *upper) run(ctx context.Context, fresh bool) error {
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
+	if s.Nodes {
+		// What no running fleet claims was left by one that ended
+		// without `dev down` finishing: a namespace with a process inside,
+		// a veth, a bridge with the old fleet's neighbours. This fleet's own
+		// are kept when it already runs.
+		keep := runningClaims(s.Dir)
+		if !fresh {
+			keep.claim(s)
+		}
+		if err := sweepLeftovers(keep, func(l leftover) {
+			fmt.Fprintf(o.Progress, "removing %s, left by an earlier fleet\n", l)
+		}); err != nil {
+			return err
+		}
+	}
 	if err := writeCerts(s); err != nil {
 		return err
 	}
