@@ -186,7 +186,9 @@ const (
 	// ConditionLocality on a ServiceImport targeted by a
 	// BackendTrafficPolicy with locality LocalFirst says which clusters
 	// take its ClusterSetIP traffic from this cluster; True while the
-	// EndpointSlices' zone hints express the policy.
+	// EndpointSlices' zone hints express the policy. The agent sees the
+	// hints it wrote, not the data plane: its messages say "zone hints
+	// written" where traffic depends on kube-proxy following them.
 	ConditionLocality = "Locality"
 	// ReasonLocalCluster: this cluster's own endpoints take the traffic.
 	ReasonLocalCluster = "LocalCluster"
@@ -206,6 +208,10 @@ const (
 	// ReasonTooManyZones: the cluster's nodes are in more zones than an
 	// endpoint's hints may name (Locality=False).
 	ReasonTooManyZones = "TooManyZones"
+	// ReasonHintsNotWritten: the decision's zone hints are not on the
+	// EndpointSlices because a step of the import failed (Locality=Unknown;
+	// the message names the step).
+	ReasonHintsNotWritten = "HintsNotWritten"
 	// ZoneHintElsewhere is the zone hint of endpoints that are not to
 	// take this cluster's traffic: a zone no node has, so that every
 	// ready endpoint carries a hint and kube-proxy honours them.

@@ -142,7 +142,7 @@ func TestLocality(t *testing.T) {
 		return derived().Annotations[corev1.AnnotationTopologyMode] == "Auto"
 	})
 	underPolicy := derived().ResourceVersion
-	expectEvent(t, c, "echo", keys.ReasonLocalCluster, "traffic stays in this cluster (at least 2 ready endpoints)")
+	expectEvent(t, c, "echo", keys.ReasonLocalCluster, "zone hints written for traffic that stays in this cluster (at least 2 ready endpoints)")
 
 	setReady := func(ready ...bool) {
 		t.Helper()
@@ -159,7 +159,7 @@ func TestLocality(t *testing.T) {
 	}
 	setReady(true, false)
 	expect("one ready endpoint left in hub: the region takes the traffic", map[string]string{"hub": "eu-a,eu-b", "east": "eu-a,eu-b", "west": away}, keys.ReasonFailedOver)
-	expectEvent(t, c, "echo", keys.ReasonFailedOver, "traffic fails over to region eu (clusters east, hub); this cluster (hub): fewer than 2 ready endpoints")
+	expectEvent(t, c, "echo", keys.ReasonFailedOver, "zone hints written for traffic that fails over to region eu (clusters east, hub); this cluster (hub): fewer than 2 ready endpoints")
 	setReady(false, false)
 	expect("none in hub: us as well, every cluster", none, keys.ReasonFailedOver)
 	setReady(true, true)

@@ -721,7 +721,7 @@ func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImpo
 	st.Conditions = append([]metav1.Condition(nil), si.Status.Conditions...)
 	meta.SetStatusCondition(&st.Conditions, cond)
 	meta.SetStatusCondition(&st.Conditions, conflictCondition(imp, si.Generation))
-	r.setLocality(si, &st.Conditions, loc)
+	r.setLocality(si, &st.Conditions, loc, failure)
 	if equality.Semantic.DeepEqual(st, si.Status) {
 		return nil
 	}

@@ -2,6 +2,7 @@ package importer
 
 import (
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/fleetnet/fleetnet/api/keys"
@@ -115,7 +116,11 @@ func (r *Reconciler) topology(ctx context.Context) (locality.Topology, error) {
 // in an event and a log line: once per change, not per reconcile (the
 // message names clusters, not ready counts, so it changes only with the
 // decision).
-func (r *Reconciler) setLocality(si *mcsv1beta1.ServiceImport, conditions *[]metav1.Condition, d *locality.Decision) {
+//
+// A decision whose slices were not written (failure) is not in force: the
+// condition is Unknown with the cause, never True on hints that no
+// EndpointSlice carries.
+func (r *Reconciler) setLocality(si *mcsv1beta1.ServiceImport, conditions *[]metav1.Condition, d *locality.Decision, failure error) {
 	if d == nil {
 		meta.RemoveStatusCondition(conditions, keys.ConditionLocality)
 		return
@@ -124,13 +129,17 @@ func (r *Reconciler) setLocality(si *mcsv1beta1.ServiceImport, conditions *[]met
 	if !d.Applied {
 		cond.Status = metav1.ConditionFalse
 	}
+	if failure != nil {
+		cond.Status, cond.Reason = metav1.ConditionUnknown, keys.ReasonHintsNotWritten
+		cond.Message = fmt.Sprintf("%s; not in force: %v", d.Message, failure)
+	}
 	if old := meta.FindStatusCondition(si.Status.Conditions, keys.ConditionLocality); old == nil || old.Reason != cond.Reason || old.Message != cond.Message {
 		typ := corev1.EventTypeNormal
-		if !d.Applied {
+		if cond.Status != metav1.ConditionTrue {
 			typ = corev1.EventTypeWarning
 		}
-		r.Recorder.Eventf(si, nil, typ, d.Reason, "Locality", "%s", d.Message)
-		r.Log.Info("import locality", "import", si.Namespace+"/"+si.Name, "reason", d.Reason, "preferred", d.Preferred, "message", d.Message)
+		r.Recorder.Eventf(si, nil, typ, cond.Reason, "Locality", "%s", cond.Message)
+		r.Log.Info("import locality", "import", si.Namespace+"/"+si.Name, "reason", cond.Reason, "preferred", d.Preferred, "message", cond.Message)
 	}
 	meta.SetStatusCondition(conditions, cond)
 }

@@ -159,19 +159,27 @@ func Decide(p Policy, t Topology, sources []Source) Decision {
 		if clusters := strings.Join(d.Preferred, ", "); to != "cluster "+clusters {
 			to += " (clusters " + clusters + ")"
 		}
+		// what completes "traffic ...".
+		var what string
 		switch {
 		case i == 0:
 			d.Reason = keys.ReasonLocalCluster
-			d.Message = fmt.Sprintf("policy %s: traffic stays in this cluster (at least %d ready endpoints)", p.Name, p.MinReady)
+			what = fmt.Sprintf("stays in this cluster (at least %d ready endpoints)", p.MinReady)
 		case exportsCloser:
 			d.Reason = keys.ReasonFailedOver
-			d.Message = fmt.Sprintf("policy %s: traffic fails over to %s; %s", p.Name, to, shortOf(steps[:i], p.MinReady))
+			what = fmt.Sprintf("fails over to %s; %s", to, shortOf(steps[:i], p.MinReady))
 		default:
 			d.Reason = keys.ReasonNearest
-			d.Message = fmt.Sprintf("policy %s: traffic goes to %s: no closer cluster exports the service", p.Name, to)
+			what = fmt.Sprintf("goes to %s: no closer cluster exports the service", to)
 		}
+		d.Message = fmt.Sprintf("policy %s: traffic %s", p.Name, what)
 		if len(d.Preferred) == len(sources) {
 			d.Hints = nil // every cluster takes traffic: hints would change nothing
+		} else {
+			// The agent writes hints; whether the data plane follows them
+			// (kube-proxy, once it has synced them, on nodes with a zone
+			// label) is not something it can see, so it says what it did.
+			d.Message = fmt.Sprintf("policy %s: zone hints written for traffic that %s", p.Name, what)
 		}
 		if t.Unzoned > 0 {
 			d.Message += fmt.Sprintf("; %d nodes without a %s label use every cluster", t.Unzoned, zoneLabel)
