@@ -154,6 +154,18 @@ conformance-mcs: deps ## Run the mcs-api conformance suite's specs, encoded as e
 	$(MAKE) --no-print-directory tools build
 	go test -count=1 -tags mcsconformance -run '^TestMCSConformance' -v -timeout 40m ./test/e2e
 
+STRESS_RUNS ?= 20
+
+.PHONY: stress-locality
+stress-locality: deps ## Run TestClusterSetIPLocality STRESS_RUNS times (default 20), each on a fleet brought up right after the previous one was taken down; stops at the first failure, its log in _output/ (needs root; about 2 minutes a run; outside CI).
+	$(MAKE) --no-print-directory tools build
+	@mkdir -p _output; pass=0; for i in $$(seq 1 $(STRESS_RUNS)); do \
+		log=_output/stress-locality-$$i.log; echo "==> run $$i of $(STRESS_RUNS) ($$log)"; \
+		if ! go test -count=1 -run '^TestClusterSetIPLocality$$' -v -timeout 15m ./test/e2e >$$log 2>&1; then \
+			tail -n 80 $$log; echo "stress-locality: run $$i failed after $$pass passed in a row"; exit 1; \
+		fi; pass=$$((pass + 1)); grep -h 'scaled to 0' $$log | sed 's/^ */   /'; \
+	done; echo "stress-locality: $$pass of $(STRESS_RUNS) runs passed in a row"
+
 CHAOS_DURATION ?= 10m
 CHAOS_SEED ?= 0
 

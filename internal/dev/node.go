@@ -238,8 +238,11 @@ func (u *upper) node(ctx context.Context, c ClusterState) error {
 		if err := os.WriteFile(config, []byte(kubeProxyConfig(s, c)), 0o644); err != nil {
 			return nil, err
 		}
-		// /healthz answers 200 once the first rules are written.
-		return u.startInNode(ctx, c, PartKubeProxy, fmt.Sprintf("http://%s:%d/healthz", node, kubeProxyHealth), bin, "--config="+config)
+		// /healthz answers 200 once the first rules are written. At
+		// verbosity 2 kube-proxy says when and why it ignores a Service's
+		// topology hints (no zone label on its node, no hint for its
+		// zone), which is what a locality policy depends on.
+		return u.startInNode(ctx, c, PartKubeProxy, fmt.Sprintf("http://%s:%d/healthz", node, kubeProxyHealth), bin, "--config="+config, "--v=2")
 	}); err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -226,8 +227,32 @@ func explainLocality(ctx context.Context, hub ctrlclient.Client, ns string) stri
 			fmt.Fprintf(&b, " %s zone=%s", n.Name, n.Labels[corev1.LabelTopologyZone])
 		}
 	}
+	if cs, err := state.Cluster("hub"); err == nil {
+		// What kube-proxy made of it: its rules for the namespace (the
+		// service chain's numgen vmap lists the endpoints it uses) and
+		// its sync counters.
+		out, err := exec.CommandContext(ctx, "ip", "netns", "exec", cs.NodeNetNS(), "nft", "list", "ruleset").CombinedOutput()
+		fmt.Fprintf(&b, "; hub's kube-proxy rules naming %s (%v):\n", ns, err)
+		for line := range strings.Lines(string(out)) {
+			if strings.Contains(line, ns) {
+				b.WriteString(line)
+			}
+		}
+		out, err = exec.CommandContext(ctx, "ip", "netns", "exec", cs.NodeNetNS(), "curl", "-sS", "--max-time", "2", "http://127.0.0.1:10249/metrics").CombinedOutput()
+		fmt.Fprintf(&b, "hub's kube-proxy syncs (%v):\n", err)
+		for line := range strings.Lines(string(out)) {
+			if strings.HasPrefix(line, "kubeproxy_sync_proxy_rules_last_timestamp_seconds") || strings.HasPrefix(line, "kubeproxy_sync_full_proxy_rules_duration_seconds_count") ||
+				strings.HasPrefix(line, "kubeproxy_sync_partial_proxy_rules_duration_seconds_count") || strings.HasPrefix(line, "kubeproxy_sync_proxy_rules_nftables_") {
+				b.WriteString(line)
+			}
+		}
+	}
+	// Anything of an earlier fleet would show here beside this fleet's.
+	if out, err := exec.CommandContext(ctx, "ip", "netns", "list").CombinedOutput(); err == nil {
+		fmt.Fprintf(&b, "network namespaces on the machine: %s\n", strings.Join(strings.Fields(string(out)), " "))
+	}
 	if p, ok := state.Processes["hub/"+dev.PartKubeProxy]; ok {
-		fmt.Fprintf(&b, "; hub's kube-proxy log ends:\n%s", controlplane.Tail(p.Log, 15))
+		fmt.Fprintf(&b, "hub's kube-proxy log ends:\n%s", controlplane.Tail(p.Log, 30))
 	}
 	return b.String()
 }
