@@ -8,11 +8,13 @@ import (
 	"io"
 	"maps"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -23,6 +25,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/netns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // A cluster's node is a network namespace on the bridge with the address
@@ -51,6 +54,9 @@ const (
 	// address: the pods' nameserver.
 	ClusterDNSPort  = 53
 	kubeProxyHealth = 10256 // kube-proxy's default healthz port
+	// kubeProxyMetrics is where kube-proxy serves its metrics: its
+	// default, on the node's loopback.
+	kubeProxyMetrics = "127.0.0.1:10249"
 	dnsHealthPort   = 8080
 	dnsReadyPort    = 8181
 	dnsMetricsPort  = 9153
@@ -173,6 +179,130 @@ func (c ClusterState) TopologyLabels() map[string]string {
 	return l
 }
 
+// kwokNodeLabels are the labels the kwok node is made with. In a fleet
+// with nodes its kube-proxy runs as the kwok node, and the zone label is
+// set only once that kube-proxy is up (zoneAfterKubeProxy).
+func (c ClusterState) kwokNodeLabels(nodes bool) map[string]string {
+	l := c.TopologyLabels()
+	if nodes {
+		delete(l, corev1.LabelTopologyZone)
+	}
+	return l
+}
+
+// zoneAfterKubeProxy works around a race in kube-proxy (v1.37,
+// cmd/kube-proxy/app/server.go): its node informer is started and synced
+// in NewNodeManager, and NewNodeTopologyConfig adds its event handler to
+// that running informer before the proxier is registered as the handler's
+// listener. When the informer replays the node (an add) before the
+// registration, NodeTopologyConfig records the zone and tells no one; every
+// later event carries the same zone and is dropped as no change. That
+// kube-proxy never learns its node's zone and ignores every Service's zone
+// hints for its whole life ("Ignoring same-zone topology hints ... node is
+// missing label" at -v=2): a LocalFirst import's traffic goes to every
+// cluster (issue 52). A zone label that appears after kube-proxy is up is
+// a change, delivered to the registered proxier. So the zone is taken off
+// before kube-proxy starts and put back once it answers /healthz (its first
+// sync, which comes after the registration). docs/architecture.md,
+// "kube-proxy and a node's zone", has the upstream issue.
+func (c ClusterState) zoneAfterKubeProxy(ctx context.Context, s *State, present bool) error {
+	cs, err := s.Clientset(c.Name)
+	if err != nil {
+		return err
+	}
+	var patch string
+	if present {
+		patch = fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, corev1.LabelTopologyZone, c.Zone())
+	} else {
+		patch = fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, corev1.LabelTopologyZone)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := cs.CoreV1().Nodes().Patch(ctx, c.KwokNodeName(), types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		return fmt.Errorf("node %s's zone label: %w", c.KwokNodeName(), err)
+	}
+	return nil
+}
+
+// zoneFollowedByKubeProxy puts the zone label on the kwok node and waits
+// until the node's kube-proxy has made a full sync of every IP family
+// after it, which a topology change always asks for (nftables proxier's
+// OnTopologyChange) and nothing else does but a failed sync or the hourly
+// full sync. A change that it did not take is made again, twice at most.
+func (c ClusterState) zoneFollowedByKubeProxy(ctx context.Context, s *State) error {
+	for range 3 {
+		before, err := c.kubeProxyFullSyncs(ctx)
+		if err != nil {
+			return err
+		}
+		if err := c.zoneAfterKubeProxy(ctx, s, true); err != nil {
+			return err
+		}
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			after, err := c.kubeProxyFullSyncs(ctx)
+			if err != nil {
+				return err
+			}
+			if tookIt(before, after) {
+				return nil
+			}
+		}
+		if err := c.zoneAfterKubeProxy(ctx, s, false); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("kube-proxy of %s did not take its node %s's zone label %s (no full sync after it, three times): its Service's zone hints would be ignored", c.Name, c.KwokNodeName(), c.Zone())
+}
+
+// tookIt: every family's full syncs went up.
+func tookIt(before, after map[string]float64) bool {
+	for series, n := range before {
+		if after[series] <= n {
+			return false
+		}
+	}
+	return true
+}
+
+// kubeProxyFullSyncs reads how many full syncs the node's kube-proxy made,
+// by IP family, from its metrics (on the node's loopback).
+func (c ClusterState) kubeProxyFullSyncs(ctx context.Context) (map[string]float64, error) {
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: netns.Dialer(c.NodeNetNS())}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+kubeProxyMetrics+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("kube-proxy of %s: %w", c.Name, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("kube-proxy of %s: %w", c.Name, err)
+	}
+	const name = "kubeproxy_sync_full_proxy_rules_duration_seconds_count"
+	out := map[string]float64{}
+	for line := range strings.Lines(string(body)) {
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		series, value, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			return nil, fmt.Errorf("kube-proxy of %s: %q: %w", c.Name, line, err)
+		}
+		out[series] = n
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("kube-proxy of %s: no %s in its metrics", c.Name, name)
+	}
+	return out, nil
+}
+
 // NodeNetNS is the name of the node's network namespace.
 func (c ClusterState) NodeNetNS() string { return "fleetnet-node-" + c.Name }
 
@@ -238,11 +368,22 @@ func (u *upper) node(ctx context.Context, c ClusterState) error {
 		if err := os.WriteFile(config, []byte(kubeProxyConfig(s, c)), 0o644); err != nil {
 			return nil, err
 		}
+		if err := c.zoneAfterKubeProxy(ctx, s, false); err != nil {
+			return nil, err
+		}
 		// /healthz answers 200 once the first rules are written. At
 		// verbosity 2 kube-proxy says when and why it ignores a Service's
 		// topology hints (no zone label on its node, no hint for its
 		// zone), which is what a locality policy depends on.
-		return u.startInNode(ctx, c, PartKubeProxy, fmt.Sprintf("http://%s:%d/healthz", node, kubeProxyHealth), bin, "--config="+config, "--v=2")
+		p, err := u.startInNode(ctx, c, PartKubeProxy, fmt.Sprintf("http://%s:%d/healthz", node, kubeProxyHealth), bin, "--config="+config, "--v=2")
+		if err != nil {
+			return nil, err
+		}
+		if err := c.zoneFollowedByKubeProxy(ctx, s); err != nil {
+			p.Kill()
+			return nil, err
+		}
+		return p, nil
 	}); err != nil {
 		return err
 	}
@@ -338,7 +479,7 @@ clusterCIDR: %q
 nftables:
   masqueradeAll: true
 healthzBindAddress: "%s:%d"
-metricsBindAddress: "127.0.0.1:10249"
+metricsBindAddress: "%s"
 nodePortAddresses: [%s]
 conntrack:
   maxPerCore: 0
@@ -346,7 +487,7 @@ conntrack:
   tcpEstablishedTimeout: 0s
   tcpCloseWaitTimeout: 0s
 `, s.KubeconfigPath(c.Name), c.KwokNodeName(), c.NodeAddress(), strings.Join(c.PodCIDRs, ","),
-		c.NodeAddress(), kubeProxyHealth, nodePortAddresses(c))
+		c.NodeAddress(), kubeProxyHealth, kubeProxyMetrics, nodePortAddresses(c))
 }
 
 // nodePortAddresses is kube-proxy's nodePortAddresses: the node's

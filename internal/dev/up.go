@@ -517,7 +517,7 @@ func (u *upper) cluster(ctx context.Context, c ClusterState, crds []*apiextensio
 		}},
 		{PartKwok, func() (*controlplane.Process, error) {
 			return controlplane.StartKwok(ctx, o.Tools, api, dir, controlplane.KwokConfig{
-				NodeName: c.KwokNodeName(), PodCIDRs: c.PodCIDRs, Port: s.clusterPort(c, offsetKwok), Taints: taints, Labels: c.TopologyLabels(),
+				NodeName: c.KwokNodeName(), PodCIDRs: c.PodCIDRs, Port: s.clusterPort(c, offsetKwok), Taints: taints, Labels: c.kwokNodeLabels(s.Nodes),
 			}, u.startOptions())
 		}},
 	}
