@@ -230,11 +230,19 @@ func (c ClusterState) zoneAfterKubeProxy(ctx context.Context, s *State, present 
 // OnTopologyChange) and nothing else does but a failed sync or the hourly
 // full sync. A change that it did not take is made again, twice at most.
 func (c ClusterState) zoneFollowedByKubeProxy(ctx context.Context, s *State) error {
-	for range 3 {
-		before, err := c.kubeProxyFullSyncs(ctx)
-		if err != nil {
-			return err
+	// /healthz answers before the first sync; the full-sync series appear
+	// with it, which comes after the proxier's registration.
+	var before map[string]float64
+	var err error
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if before, err = c.kubeProxyFullSyncs(ctx); err == nil {
+			break
 		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("waiting for the first sync: %w", err)
+		}
+	}
+	for range 3 {
 		if err := c.zoneAfterKubeProxy(ctx, s, true); err != nil {
 			return err
 		}
@@ -247,7 +255,13 @@ func (c ClusterState) zoneFollowedByKubeProxy(ctx context.Context, s *State) err
 				return nil
 			}
 		}
+		// Taken off and put on again: the full sync that taking it off
+		// may cause (kube-proxy at least 1 s apart) comes before the count.
 		if err := c.zoneAfterKubeProxy(ctx, s, false); err != nil {
+			return err
+		}
+		time.Sleep(2 * time.Second)
+		if before, err = c.kubeProxyFullSyncs(ctx); err != nil {
 			return err
 		}
 	}
@@ -371,7 +385,7 @@ func (u *upper) node(ctx context.Context, c ClusterState) error {
 		if err := c.zoneAfterKubeProxy(ctx, s, false); err != nil {
 			return nil, err
 		}
-		// /healthz answers 200 once the first rules are written. At
+		// /healthz answers 200 once kube-proxy serves. At
 		// verbosity 2 kube-proxy says when and why it ignores a Service's
 		// topology hints (no zone label on its node, no hint for its
 		// zone), which is what a locality policy depends on.
