@@ -26,6 +26,10 @@ const (
 	// OrganizationEdges marks a fleetnet-edge's certificate; the common
 	// name is the edge's name.
 	OrganizationEdges = "fleetnet:edges"
+	// OrganizationConsole marks a certificate that may look at
+	// fleetnet-console (read-only; so may an administrator's); the common
+	// name is who looks.
+	OrganizationConsole = "fleetnet:console"
 )
 
 // Agent keys.

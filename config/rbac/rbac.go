@@ -60,3 +60,17 @@ func AgentClusterRole() (*rbacv1.ClusterRole, error) {
 	}
 	return role, nil
 }
+
+// GatewayStateRules are the rules of fleetnet-gateway's Role in its own
+// namespace (--state-namespace): the Secrets that keep every Gateway's
+// and MultiClusterLoadBalancer's last accepted spec. They are not
+// markers: controller-gen's Role would be in a namespace fixed at build
+// time, and a ClusterRole would let the gateway write every Secret.
+// charts/fleetnet-gateway/templates/role.yaml renders the same rules.
+func GatewayStateRules() []rbacv1.PolicyRule {
+	return []rbacv1.PolicyRule{{
+		APIGroups: []string{""},
+		Resources: []string{"secrets"},
+		Verbs:     []string{"create", "delete", "get", "list", "patch"},
+	}}
+}

@@ -3,11 +3,12 @@
 // (cert-manager renewing a mounted Secret, which the kubelet swaps in
 // place) needs no restart, and it exports when each certificate expires.
 //
-// Servers take ServerConfig and clients ClientConfig: both consult the
-// Source at every handshake, so established connections keep what they
-// negotiated and new ones get the current files. A change that does not
-// load (a half-written pair, a bundle without a certificate) is logged and
-// the last good files stay in use.
+// Servers take ServerConfig and clients ClientConfig, or gRPC clients
+// ClientCredentials, which verify the server against the host dialled. All
+// consult the Source at every handshake, so established connections keep
+// what they negotiated and new ones get the current files. A change that
+// does not load (a half-written pair, a bundle without a certificate) is
+// logged and the last good files stay in use.
 package certfiles
 
 import (
@@ -19,11 +20,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc/credentials"
 )
 
 // Expiry is when each certificate in use expires, as a Unix time, by
@@ -207,29 +211,34 @@ func (s *Source) ServerConfig(requireClientCert bool) *tls.Config {
 	}}
 }
 
-// ClientConfig is a client configuration on the current files: their key
-// pair (when the Files name one), and their bundle for the server's
-// certificate, which crypto/tls cannot take per handshake: it is verified
-// in VerifyConnection instead, as crypto/tls would (the server name
-// included).
-func (s *Source) ClientConfig() *tls.Config {
+// ClientConfig is a client configuration on the current files for a
+// connection to serverName, the host the client dials (a DNS name or an IP
+// literal, without the port): their key pair (when the Files name one), and
+// their bundle for the server's certificate, which must be valid for
+// serverName (for an IP, in its IP addresses). crypto/tls cannot take a
+// bundle per handshake, so the certificate is verified in VerifyConnection
+// instead, against the name kept here: crypto/tls reports no server name
+// for an IP literal, and verifying against the one it reports would accept
+// any serving certificate of the CA. An empty serverName is an error.
+//
+// A configuration is for one server: a clone that dials another DNS name
+// is refused. gRPC connections take ClientCredentials, which make one per
+// connection.
+func (s *Source) ClientConfig(serverName string) (*tls.Config, error) {
+	if serverName == "" {
+		return nil, errors.New("no server name to verify the server's certificate against")
+	}
+	if _, _, err := net.SplitHostPort(serverName); err == nil {
+		return nil, fmt.Errorf("server name %q: give the host without the port", serverName)
+	}
 	cfg := &tls.Config{
 		MinVersion: tls.VersionTLS12,
+		// Sent as SNI for a DNS name; crypto/tls sends none for an IP.
+		ServerName: serverName,
 		// Verified below, against the current bundle.
 		InsecureSkipVerify: true, //nolint:gosec
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			_, pool := s.current()
-			if len(cs.PeerCertificates) == 0 {
-				return errors.New("the server sent no certificate")
-			}
-			opts := x509.VerifyOptions{Roots: pool, DNSName: cs.ServerName, Intermediates: x509.NewCertPool()}
-			for _, c := range cs.PeerCertificates[1:] {
-				opts.Intermediates.AddCert(c)
-			}
-			if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
-				return &tls.CertificateVerificationError{UnverifiedCertificates: cs.PeerCertificates, Err: err}
-			}
-			return nil
+			return s.verifyServer(cs, serverName)
 		},
 	}
 	if s.files.CertFile != "" {
@@ -238,5 +247,70 @@ func (s *Source) ClientConfig() *tls.Config {
 			return cert, nil
 		}
 	}
-	return cfg
+	return cfg, nil
+}
+
+// verifyServer verifies the server's certificate as crypto/tls would, for
+// serverName and against the current bundle.
+func (s *Source) verifyServer(cs tls.ConnectionState, serverName string) error {
+	// A clone whose ServerName was changed to another DNS name (sent as
+	// SNI, without its trailing dots) would be verified against a name
+	// other than the one dialled.
+	if cs.ServerName != "" && !strings.EqualFold(cs.ServerName, strings.TrimRight(serverName, ".")) {
+		return fmt.Errorf("a client configuration for %q dialled %q", serverName, cs.ServerName)
+	}
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("the server sent no certificate")
+	}
+	_, pool := s.current()
+	opts := x509.VerifyOptions{Roots: pool, DNSName: serverName, Intermediates: x509.NewCertPool()}
+	for _, c := range cs.PeerCertificates[1:] {
+		opts.Intermediates.AddCert(c)
+	}
+	if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
+		return &tls.CertificateVerificationError{UnverifiedCertificates: cs.PeerCertificates, Err: err}
+	}
+	return nil
+}
+
+// ClientCredentials are gRPC transport credentials on the current files:
+// each connection gets a ClientConfig for the host it was dialled as (the
+// authority gRPC hands the handshake: the target's host, or the resolver
+// address's ServerName), so that a connection to several replicas verifies
+// each against its own address.
+func (s *Source) ClientCredentials() credentials.TransportCredentials {
+	return clientCredentials{s: s}
+}
+
+type clientCredentials struct{ s *Source }
+
+var _ credentials.TransportCredentials = clientCredentials{}
+
+func (c clientCredentials) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	host := authority
+	if h, _, err := net.SplitHostPort(authority); err == nil {
+		host = h
+	}
+	cfg, err := c.s.ClientConfig(host)
+	if err != nil {
+		return nil, nil, fmt.Errorf("authority %q: %w", authority, err)
+	}
+	// credentials.NewTLS sets the configuration's ServerName to the same
+	// host, and requires HTTP/2 by ALPN.
+	return credentials.NewTLS(cfg).ClientHandshake(ctx, authority, conn)
+}
+
+func (clientCredentials) ServerHandshake(net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	return nil, nil, errors.New("certfiles: client credentials cannot serve")
+}
+
+func (clientCredentials) Info() credentials.ProtocolInfo {
+	return credentials.ProtocolInfo{SecurityProtocol: "tls"}
+}
+
+func (c clientCredentials) Clone() credentials.TransportCredentials { return c }
+
+// OverrideServerName is refused: the name verified is the one dialled.
+func (clientCredentials) OverrideServerName(string) error {
+	return errors.New("certfiles: the server name is the host dialled")
 }

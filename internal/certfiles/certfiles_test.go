@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/certfiles"
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/fleetnet/fleetnet/internal/testkit"
+	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
 )
 
 // write puts the pair and bundle where the Files point, as a Secret's
@@ -95,8 +97,10 @@ func TestRotation(t *testing.T) {
 	// dial makes a round trip and returns the connection and the serial
 	// of the server's certificate.
 	dial := func() (*tls.Conn, string, error) {
-		cfg := cli.ClientConfig()
-		cfg.ServerName = "127.0.0.1"
+		cfg, err := cli.ClientConfig("127.0.0.1")
+		if err != nil {
+			return nil, "", err
+		}
 		c, err := tls.Dial("tcp", ln.Addr().String(), cfg)
 		if err != nil {
 			return nil, "", err
@@ -174,8 +178,10 @@ func TestRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := stale.ClientConfig()
-	cfg.ServerName = "127.0.0.1"
+	cfg, err := stale.ClientConfig("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
 	testkit.Until(t, 10*time.Second, "a client of the retired CA refused", func() bool {
 		c, err := tls.Dial("tcp", ln.Addr().String(), cfg)
 		if err != nil {
@@ -188,4 +194,143 @@ func TestRotation(t *testing.T) {
 		_, err = io.ReadFull(c, make([]byte, 1))
 		return err != nil
 	})
+}
+
+// serve serves a certificate of ca for hosts on 127.0.0.1, with HTTP/2 by
+// ALPN as gRPC requires, and returns its address.
+func serve(t *testing.T, ca *pki.KeyPair, hosts ...string) string {
+	t.Helper()
+	kp, err := ca.ServingCert("server", hosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := kp.TLSCertificate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2"}, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); io.Copy(io.Discard, c) }()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// A client verifies the server's certificate against the host it dialled,
+// an IP literal included (crypto/tls reports no server name for one), by
+// ClientConfig and by gRPC's ClientCredentials: a serving certificate of
+// the fleet CA for another address or name is refused as a name mismatch.
+func TestClientVerifiesTheHostDialled(t *testing.T) {
+	ca, err := pki.NewCA("fleet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	kp, err := ca.ClusterCert("east")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "client", kp, ca)
+	cli, err := certfiles.Load(files(dir, "client", "client"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each server listens on 127.0.0.1; dialAs is the host the client
+	// dialled (for a DNS name, as if it resolved to 127.0.0.1).
+	tests := []struct {
+		name    string
+		certFor []string
+		dialAs  string
+		want    string // "" accepted, else the tlsrefusal reason
+	}{
+		{"a certificate for the IP dialled", []string{"127.0.0.1"}, "127.0.0.1", ""},
+		{"a certificate for another IP", []string{"127.0.0.2"}, "127.0.0.1", "name_mismatch"},
+		{"a certificate for a DNS name only, dialled as an IP", []string{"registry.example"}, "127.0.0.1", "name_mismatch"},
+		{"a certificate for the DNS name dialled", []string{"registry.example"}, "registry.example", ""},
+		{"a certificate for another DNS name", []string{"registry.example"}, "other.example", "name_mismatch"},
+	}
+	for _, tt := range tests {
+		addr := serve(t, ca, tt.certFor...)
+		_, port, _ := net.SplitHostPort(addr)
+		check := func(t *testing.T, err error) {
+			t.Helper()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tt.want != "" && err == nil:
+				t.Fatalf("a certificate for %v accepted as %s", tt.certFor, tt.dialAs)
+			case tt.want != "" && tlsrefusal.Reason(err) != tt.want:
+				t.Fatalf("reason %s (%v), want %s", tlsrefusal.Reason(err), err, tt.want)
+			}
+		}
+		t.Run(tt.name+"/ClientConfig", func(t *testing.T) {
+			cfg, err := cli.ClientConfig(tt.dialAs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			conn, err := tls.Dial("tcp", addr, cfg)
+			if err == nil {
+				conn.Close()
+			}
+			check(t, err)
+		})
+		t.Run(tt.name+"/ClientCredentials", func(t *testing.T) {
+			raw, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { raw.Close() })
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			t.Cleanup(cancel)
+			// The authority gRPC hands the handshake: the target's
+			// host:port, or a resolver address's ServerName.
+			conn, _, err := cli.ClientCredentials().ClientHandshake(ctx, net.JoinHostPort(tt.dialAs, port), raw)
+			if err == nil {
+				conn.Close()
+			}
+			check(t, err)
+		})
+	}
+}
+
+// Without a host there is nothing to verify the server against: an error,
+// not a configuration that accepts any certificate of the CA.
+func TestClientNeedsAHost(t *testing.T) {
+	ca, err := pki.NewCA("fleet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	kp, err := ca.ClusterCert("east")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, "client", kp, ca)
+	cli, err := certfiles.Load(files(dir, "client", "client"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"", "127.0.0.1:7443"} {
+		if _, err := cli.ClientConfig(name); err == nil {
+			t.Errorf("ClientConfig(%q): no error, want one", name)
+		}
+	}
+	addr := serve(t, ca, "127.0.0.1")
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	if _, _, err := cli.ClientCredentials().ClientHandshake(context.Background(), ":7443", raw); err == nil {
+		t.Error("a handshake for authority \":7443\" succeeded, want an error")
+	}
 }

@@ -582,6 +582,8 @@ func (u *upper) startGateway(ctx context.Context) (*controlplane.Process, error)
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", s.BasePort+offsetGatewayMetrics),
 		"--health-probe-bind-address=" + health,
 		"--leader-elect=false",
+		// The edge's own ports: a Gateway listener there is refused.
+		fmt.Sprintf("--edge-reserved-ports=%d,%d", s.BasePort+offsetEdgeMetrics, s.BasePort+offsetEdgeHealth),
 	}
 	if s.GatewayAddressPool != "" {
 		args = append(args, "--gateway-address-pool="+s.GatewayAddressPool)

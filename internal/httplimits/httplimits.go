@@ -1,9 +1,9 @@
 // Package httplimits bounds what HTTP clients may take from fleetnet's
 // servers that face them (fleetnet-edge's listeners, fleetnet-discovery's
 // API): time to send a request head and each part of a body, keep-alive
-// idle time, head size and fields, and connections. Slow clients
-// (slowloris) are closed on time, and one client cannot hold the others'
-// connections.
+// idle time, head size and fields, connections, and time to take each
+// part of an answer. Slow clients (slowloris) and clients that stop reading
+// are closed on time, and one client cannot hold the others' connections.
 package httplimits
 
 import (
@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -25,6 +26,11 @@ type Limits struct {
 	ReadHeaderTimeout time.Duration
 	// BodyReadTimeout bounds each wait for more of a request body.
 	BodyReadTimeout time.Duration
+	// SendTimeout bounds each wait for the client to take more of an
+	// answer: a write to its connection that makes no progress for this
+	// long fails, and the connection ends (Listener), as does an HTTP/2
+	// stream that has had no flow-control window for as long.
+	SendTimeout time.Duration
 	// IdleTimeout closes a keep-alive connection without a request.
 	IdleTimeout time.Duration
 	// MaxHeaderBytes bounds a request head.
@@ -40,11 +46,14 @@ type Limits struct {
 // Default are nginx's defaults where it has one (client_body_timeout
 // 60 s, keepalive_timeout 75 s, large_client_header_buffers 4 × 8 KiB),
 // with a shorter header timeout than its 60 s: a client that takes more
-// than 10 s to send a head is a slowloris.
+// than 10 s to send a head is a slowloris; and half its send_timeout: a
+// client that takes nothing for 30 s holds a handler and an upstream
+// connection for nothing.
 func Default() Limits {
 	return Limits{
 		ReadHeaderTimeout: 10 * time.Second,
 		BodyReadTimeout:   60 * time.Second,
+		SendTimeout:       30 * time.Second,
 		IdleTimeout:       75 * time.Second,
 		MaxHeaderBytes:    32 << 10,
 		MaxHeaderFields:   100,
@@ -57,6 +66,7 @@ func (l Limits) WithDefaults() Limits {
 	d := Default()
 	for _, f := range []struct{ v, def *time.Duration }{
 		{&l.ReadHeaderTimeout, &d.ReadHeaderTimeout}, {&l.BodyReadTimeout, &d.BodyReadTimeout}, {&l.IdleTimeout, &d.IdleTimeout},
+		{&l.SendTimeout, &d.SendTimeout},
 	} {
 		if *f.v <= 0 {
 			*f.v = *f.def
@@ -77,6 +87,7 @@ func (l *Limits) BindFlags(fs *pflag.FlagSet) {
 	d := Default()
 	fs.DurationVar(&l.ReadHeaderTimeout, "client-header-timeout", d.ReadHeaderTimeout, "time a client has to send a request head (and finish a TLS handshake)")
 	fs.DurationVar(&l.BodyReadTimeout, "client-body-timeout", d.BodyReadTimeout, "longest wait for more of a request body")
+	fs.DurationVar(&l.SendTimeout, "client-send-timeout", d.SendTimeout, "longest wait for a client to take more of an answer (a write, an HTTP/2 stream's flow-control window); the connection or stream then ends")
 	fs.DurationVar(&l.IdleTimeout, "client-idle-timeout", d.IdleTimeout, "keep-alive connections without a request are closed after this")
 	fs.IntVar(&l.MaxHeaderBytes, "max-header-bytes", d.MaxHeaderBytes, "largest request head")
 	fs.IntVar(&l.MaxHeaderFields, "max-header-fields", d.MaxHeaderFields, "most fields in a request head")
@@ -90,7 +101,8 @@ func (l Limits) Validate() error {
 	for _, f := range []struct {
 		name  string
 		value time.Duration
-	}{{"--client-header-timeout", l.ReadHeaderTimeout}, {"--client-body-timeout", l.BodyReadTimeout}, {"--client-idle-timeout", l.IdleTimeout}} {
+	}{{"--client-header-timeout", l.ReadHeaderTimeout}, {"--client-body-timeout", l.BodyReadTimeout}, {"--client-idle-timeout", l.IdleTimeout},
+		{"--client-send-timeout", l.SendTimeout}} {
 		if f.value < 0 {
 			errs = append(errs, fmt.Errorf("%s=%s: must not be negative (0 takes the default)", f.name, f.value))
 		}
@@ -114,9 +126,64 @@ func (l Limits) Apply(srv *http.Server) {
 	srv.ReadHeaderTimeout, srv.IdleTimeout, srv.MaxHeaderBytes = l.ReadHeaderTimeout, l.IdleTimeout, l.MaxHeaderBytes
 }
 
-// Listener caps ln's open connections.
+// Listener caps ln's open connections, and bounds each write to one by
+// the send timeout (sendTimeoutConn).
 func (l Limits) Listener(ln net.Listener) net.Listener {
-	return netutil.LimitListener(ln, l.WithDefaults().MaxConnections)
+	l = l.WithDefaults()
+	return sendTimeoutListener{Listener: netutil.LimitListener(ln, l.MaxConnections), timeout: l.SendTimeout}
+}
+
+type sendTimeoutListener struct {
+	net.Listener
+	timeout time.Duration
+}
+
+func (ln sendTimeoutListener) Accept() (net.Conn, error) {
+	c, err := ln.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &sendTimeoutConn{Conn: c, timeout: ln.timeout}, nil
+}
+
+// sendTimeoutConn is a client connection each of whose writes fails once
+// it made no progress for the send timeout: the servers clear write
+// deadlines (net/http's without WriteTimeout, the edge's fast path after a
+// TLS handshake), so a client that stops reading would otherwise hold the
+// writer, its handler and the upstream connection it relays for as long as
+// it keeps the socket open. A sooner deadline its user set (a handshake's,
+// a close's flush) stands.
+type sendTimeoutConn struct {
+	net.Conn
+	timeout time.Duration
+	// set is the write deadline the user set, in Unix nanoseconds; 0 for
+	// none.
+	set atomic.Int64
+}
+
+func (c *sendTimeoutConn) Write(p []byte) (int, error) {
+	d := time.Now().Add(c.timeout)
+	if set := c.set.Load(); set == 0 || d.UnixNano() < set {
+		_ = c.Conn.SetWriteDeadline(d)
+	}
+	return c.Conn.Write(p)
+}
+
+func (c *sendTimeoutConn) SetDeadline(t time.Time) error {
+	c.set.Store(unixNano(t))
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *sendTimeoutConn) SetWriteDeadline(t time.Time) error {
+	c.set.Store(unixNano(t))
+	return c.Conn.SetWriteDeadline(t)
+}
+
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
 }
 
 // Handler bounds each wait for more of a request body.

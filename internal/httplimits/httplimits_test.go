@@ -1,6 +1,7 @@
 package httplimits_test
 
 import (
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -59,5 +60,38 @@ func TestWithDefaults(t *testing.T) {
 	want.IdleTimeout = time.Second
 	if got != want {
 		t.Fatalf("WithDefaults() = %+v, want %+v", got, want)
+	}
+}
+
+// A client that stops reading an answer fails the server's write once
+// the send timeout passed without progress; the handler ends.
+func TestSendTimeout(t *testing.T) {
+	ended := make(chan error, 1)
+	url := serve(t, httplimits.Limits{SendTimeout: 200 * time.Millisecond}, func(w http.ResponseWriter, r *http.Request) {
+		chunk := make([]byte, 32<<10)
+		for {
+			if _, err := w.Write(chunk); err != nil {
+				ended <- err
+				return
+			}
+		}
+	})
+	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.(*net.TCPConn).SetReadBuffer(4 << 10)
+	if _, err := io.WriteString(c, "GET / HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-ended:
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			t.Errorf("the handler's write failed with %v, want a timeout", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler still writes to a client that reads nothing, 10 s on (send timeout 200 ms)")
 	}
 }

@@ -100,6 +100,11 @@ func (ca *KeyPair) EdgeCert(name string) (*KeyPair, error) {
 	return ca.clientCert(name, keys.OrganizationEdges)
 }
 
+// ConsoleCert issues a certificate that may look at fleetnet-console.
+func (ca *KeyPair) ConsoleCert(name string) (*KeyPair, error) {
+	return ca.clientCert(name, keys.OrganizationConsole)
+}
+
 func (ca *KeyPair) clientCert(name, org string) (*KeyPair, error) {
 	tmpl := &x509.Certificate{
 		Subject:     pkix.Name{CommonName: name, Organization: []string{org}},
@@ -145,15 +150,44 @@ func create(tmpl *x509.Certificate, parent *KeyPair, validity time.Duration) (*K
 	}, nil
 }
 
-// Write stores the pair as <dir>/<name>.crt and <dir>/<name>.key.
+// Write stores the pair as <dir>/<name>.crt (mode 0644) and
+// <dir>/<name>.key (mode 0600), replacing files that were there, whatever
+// their mode.
 func (kp *KeyPair) Write(dir, name string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, name+".crt"), kp.CertPEM, 0o644); err != nil {
+	if err := writeFile(filepath.Join(dir, name+".crt"), kp.CertPEM, 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, name+".key"), kp.KeyPEM, 0o600)
+	return writeFile(filepath.Join(dir, name+".key"), kp.KeyPEM, 0o600)
+}
+
+// writeFile replaces path with data in mode perm. os.WriteFile would keep
+// an existing file's mode (a key file once 0644 would stay readable by
+// all); a temporary file (created 0600) renamed over path also leaves no
+// reader a half-written file.
+func writeFile(path string, data []byte, perm os.FileMode) (err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if err := f.Chmod(perm); err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }
 
 // TLSCertificate returns the pair for crypto/tls.

@@ -14,12 +14,18 @@
 // the registry client's interceptors turn a refusal it finds into
 // Unauthenticated naming the certificate problem and the flags to check,
 // which callers treat as a configuration error rather than an outage.
+//
+// A gRPC client of ours (the edge, the registry client) counts and logs its
+// failed handshakes the same way, under the name of the server it dials
+// (Credentials): its refusal of a server certificate that is not valid for
+// the host dialled, even one of the fleet CA, is a name_mismatch.
 package tlsrefusal
 
 import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log"
@@ -39,7 +45,7 @@ import (
 // HandshakeErrors counts refused handshakes by server and Reason.
 var HandshakeErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "fleetnet_tls_handshake_errors_total",
-	Help: "TLS handshakes a server refused or that failed, by server and reason (no_certificate, unknown_authority, expired, bad_certificate, protocol, not_tls, closed, other).",
+	Help: "TLS handshakes a server refused or that failed, by server and reason (no_certificate, unknown_authority, expired, name_mismatch, bad_certificate, protocol, not_tls, closed, other).",
 }, []string{"server", "reason"})
 
 // Register registers HandshakeErrors on reg; registering it twice is no
@@ -54,7 +60,9 @@ func Register(reg prometheus.Registerer) error {
 	return nil
 }
 
-// Reason names why a server's handshake failed, from its error.
+// Reason names why a handshake failed, from its error: a server's, or a
+// client's (name_mismatch: the server's certificate is not valid for the
+// host the client dialled).
 func Reason(err error) string {
 	s := err.Error()
 	switch {
@@ -64,6 +72,8 @@ func Reason(err error) string {
 		return "unknown_authority"
 	case strings.Contains(s, "expired or is not yet valid"):
 		return "expired"
+	case isNameMismatch(err):
+		return "name_mismatch"
 	case strings.Contains(s, "bad certificate"), strings.Contains(s, "x509:"), strings.Contains(s, "certificate"):
 		return "bad_certificate"
 	case strings.Contains(s, "does not look like a TLS handshake"):
@@ -74,6 +84,21 @@ func Reason(err error) string {
 		return "closed"
 	}
 	return "other"
+}
+
+// isNameMismatch says whether err is x509's refusal of a certificate not
+// valid for the host verified, or reads like one (a logged line).
+func isNameMismatch(err error) bool {
+	if errors.As(err, new(x509.HostnameError)) {
+		return true
+	}
+	s := err.Error()
+	for _, m := range []string{"x509: certificate is valid for ", "x509: certificate is not valid for any names", "doesn't contain any IP SANs", "x509: certificate relies on legacy Common Name field"} {
+		if strings.Contains(s, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // LogEvery is how often an Observer logs refusals of one reason.
@@ -106,12 +131,15 @@ func (o *Observer) Refused(remote string, err error) {
 	left := o.suppressed[reason]
 	o.last[reason], o.suppressed[reason] = now, 0
 	o.mu.Unlock()
-	// A client's mistake, not this server's failure: a warning.
+	// The peer's mistake (or its configuration's), not this side's
+	// failure: a warning.
 	o.Log.Warn("TLS handshake refused", "server", o.Server, "peer", remote, "reason", reason, "err", err, "leftOutSinceLast", left)
 }
 
-// Credentials wraps a gRPC server's transport credentials so that its
-// failed handshakes are recorded.
+// Credentials wraps a gRPC server's or client's transport credentials so
+// that its failed handshakes are recorded. A client's Observer is named
+// after the server it dials; a handshake its connection attempt abandoned
+// (a cancelled or expired context) is no refusal and is not recorded.
 func (o *Observer) Credentials(inner credentials.TransportCredentials) credentials.TransportCredentials {
 	return &observed{TransportCredentials: inner, o: o}
 }
@@ -124,6 +152,14 @@ type observed struct {
 func (c *observed) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	out, info, err := c.TransportCredentials.ServerHandshake(conn)
 	if err != nil {
+		c.o.Refused(conn.RemoteAddr().String(), err)
+	}
+	return out, info, err
+}
+
+func (c *observed) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	out, info, err := c.TransportCredentials.ClientHandshake(ctx, authority, conn)
+	if err != nil && ctx.Err() == nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 		c.o.Refused(conn.RemoteAddr().String(), err)
 	}
 	return out, info, err
@@ -169,10 +205,11 @@ func (e *CertificateRefused) Unwrap() error { return e.Cause }
 
 // Probe connects to addr with cfg and reads, so that a refusal of the
 // client's certificate (an alert the server sends once it checked it)
-// arrives: it returns a *CertificateRefused for one, a *tls.CertificateVerificationError
-// wrapped for a server certificate the client does not trust, and nil when
-// the server accepted the handshake or could not be reached (an outage,
-// not a refusal).
+// arrives: it returns a *CertificateRefused for one, a
+// *tls.CertificateVerificationError wrapped for a server certificate the
+// client does not trust (its CA, its validity, or names that are not the
+// one dialled), and nil when the server accepted the handshake or could
+// not be reached (an outage, not a refusal).
 func Probe(ctx context.Context, addr string, cfg *tls.Config) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -186,6 +223,8 @@ func Probe(ctx context.Context, addr string, cfg *tls.Config) error {
 	if err != nil {
 		var verify *tls.CertificateVerificationError
 		switch {
+		case errors.As(err, &verify) && isNameMismatch(err):
+			return fmt.Errorf("%s presents a certificate for other names than the one dialled (check the address against the certificate's names): %w", addr, err)
 		case errors.As(err, &verify):
 			return fmt.Errorf("%s presents a certificate this client does not trust (check --ca-file): %w", addr, err)
 		case isAlert(err):
@@ -213,8 +252,10 @@ func isAlert(err error) bool {
 // Prober probes a client's servers when its calls fail as Unavailable, at
 // most once per ProbeEvery, and keeps the finding meanwhile.
 type Prober struct {
-	Addrs  []string
-	Config *tls.Config
+	Addrs []string
+	// Config is the client's configuration for a connection to addr (one
+	// of Addrs), which verifies the server as that address.
+	Config func(addr string) (*tls.Config, error)
 
 	mu  sync.Mutex
 	at  time.Time
@@ -234,7 +275,11 @@ func (p *Prober) Check(ctx context.Context) error {
 	}
 	p.at, p.err = time.Now(), nil
 	for _, a := range p.Addrs {
-		if err := Probe(ctx, a, p.Config); err != nil {
+		cfg, err := p.Config(a)
+		if err == nil {
+			err = Probe(ctx, a, cfg)
+		}
+		if err != nil {
 			p.err = err
 			break
 		}

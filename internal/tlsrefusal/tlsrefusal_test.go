@@ -3,7 +3,10 @@ package tlsrefusal_test
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"io"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -182,6 +185,10 @@ func TestReason(t *testing.T) {
 		"tls: client didn't provide a certificate":                                                           "no_certificate",
 		"tls: failed to verify certificate: x509: certificate signed by unknown authority":                   "unknown_authority",
 		"tls: failed to verify certificate: x509: certificate has expired or is not yet valid: current time": "expired",
+		"tls: failed to verify certificate: x509: certificate is valid for 127.0.0.2, not 127.0.0.1":         "name_mismatch",
+		"tls: failed to verify certificate: x509: certificate is valid for a.example, not b.example":         "name_mismatch",
+		"x509: cannot validate certificate for 127.0.0.1 because it doesn't contain any IP SANs":             "name_mismatch",
+		"remote error: tls: bad certificate":                                                                 "bad_certificate",
 		"tls: first record does not look like a TLS handshake":                                               "not_tls",
 		"tls: client offered only unsupported versions: [302]":                                               "protocol",
 		"EOF": "closed",
@@ -191,5 +198,49 @@ func TestReason(t *testing.T) {
 		if got := tlsrefusal.Reason(fmt.Errorf("%s", err)); got != want {
 			t.Errorf("Reason(%q) = %s, want %s", err, got, want)
 		}
+	}
+	// x509's own error, whatever its wording.
+	err := &tls.CertificateVerificationError{Err: x509.HostnameError{Certificate: &x509.Certificate{}, Host: "127.0.0.1"}}
+	if got := tlsrefusal.Reason(fmt.Errorf("dial: %w", err)); got != "name_mismatch" {
+		t.Errorf("Reason(%v) = %s, want name_mismatch", err, got)
+	}
+}
+
+// Probe names a server certificate that is not valid for the address
+// dialled apart from one of an unknown CA.
+func TestProbeNamesANameMismatch(t *testing.T) {
+	f := newFleet(t)
+	for _, tt := range []struct {
+		name, host, want string
+	}{
+		{"another address", "127.0.0.2", "for other names than the one dialled"},
+		{"the address dialled", "127.0.0.1", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			kp, err := f.ca.ServingCert("registry", []string{tt.host})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cert, err := kp.TLSCertificate()
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+			srv.TLS = &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2"}}
+			srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+			srv.StartTLS()
+			t.Cleanup(srv.Close)
+			cfg, err := pki.ClientTLS(f.ca.CertPEM, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = tlsrefusal.Probe(context.Background(), srv.Listener.Addr().String(), cfg)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("Probe: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("Probe: %v, want an error saying %q", err, tt.want)
+			}
+		})
 	}
 }

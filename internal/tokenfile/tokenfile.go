@@ -31,7 +31,8 @@ type Entry struct {
 
 // Load reads path. Every role must be one of roles; a token shorter than
 // MinLength, or given twice, is refused rather than one entry silently
-// winning over the other.
+// winning over the other, and so is an entry without a name: every
+// identity has one, and none is what a server would read as "anyone".
 func Load(path string, roles ...string) ([]Entry, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -64,6 +65,8 @@ func Parse(r io.Reader, roles ...string) ([]Entry, error) {
 		line, _ := cr.FieldPos(0)
 		e := Entry{Token: row[0], Name: row[1], Role: row[2], Line: line}
 		switch {
+		case strings.TrimSpace(e.Name) == "":
+			return nil, fmt.Errorf("line %d: the name is empty: every token names who holds it", line)
 		case !slices.Contains(roles, e.Role):
 			return nil, fmt.Errorf("line %d (%s): role %q is not one of %s", line, e.Name, e.Role, strings.Join(roles, ", "))
 		case len(e.Token) < MinLength:

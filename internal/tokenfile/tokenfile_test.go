@@ -31,6 +31,8 @@ func TestParse(t *testing.T) {
 		{"short token", "# c\nshort,east,cluster\n", nil, "line 2 (east): the token is shorter than 16 characters"},
 		{"the same token twice", a + ",east,cluster\n# c\n" + a + ",west,cluster\n", nil, "line 3 (west): the token of line 1 is given again"},
 		{"a field missing", "# c\n" + a + ",east\n", nil, "line 2"},
+		{"an empty name", "# c\n" + a + ",,admin\n", nil, "line 2: the name is empty"},
+		{"a name of blanks", a + ", ,cluster\n", nil, "line 1: the name is empty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -54,6 +56,26 @@ func TestParse(t *testing.T) {
 	}
 }
 
+// TestLoadRefusesEmptyNames: a line whose name is empty is refused at
+// load, whatever its role; the servers never see a nameless identity.
+func TestLoadRefusesEmptyNames(t *testing.T) {
+	for _, tt := range []struct{ name, line string }{
+		{"admin", "aaaaaaaaaaaaaaaa,,admin"},
+		{"cluster", "aaaaaaaaaaaaaaaa,,cluster"},
+		{"blank", "aaaaaaaaaaaaaaaa,  ,admin"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "tokens.csv")
+			if err := os.WriteFile(path, []byte("bbbbbbbbbbbbbbbb,east,cluster\n"+tt.line+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := Load(path, "cluster", "admin"); err == nil || !strings.Contains(err.Error(), path+": line 2: the name is empty") {
+				t.Errorf("Load = %v, %v; want the empty name refused", got, err)
+			}
+		})
+	}
+}
+
 func TestLoadNamesTheFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tokens.csv")
 	if err := os.WriteFile(path, []byte("x,east,cluster\n"), 0o600); err != nil {
@@ -71,9 +93,15 @@ func TestLoadNamesTheFile(t *testing.T) {
 // content does not load, and reloads again once it does.
 func TestWatch(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "tokens.csv")
+	// Each content replaces the file whole, as a Secret's volume does: a
+	// truncated file seen at two looks of a loaded machine would load as
+	// no tokens (what Watch's "held still" guard is for, not this test).
 	write := func(s string) {
 		t.Helper()
-		if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+		if err := os.WriteFile(path+".new", []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(path+".new", path); err != nil {
 			t.Fatal(err)
 		}
 	}

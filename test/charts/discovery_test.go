@@ -13,6 +13,7 @@ import (
 	discoveryv1 "github.com/fleetnet/fleetnet/api/discovery/v1"
 	"github.com/fleetnet/fleetnet/internal/controlplane"
 	"github.com/fleetnet/fleetnet/internal/discovery/client"
+	"github.com/fleetnet/fleetnet/internal/discovery/discoverytest"
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/internal/testkit"
@@ -106,11 +107,12 @@ func testDiscoveryRegistry(t *testing.T, binary string, c *cluster, reg *registr
 // waitEchoPool waits until the fleetnet-discovery at baseURL serves the
 // pool demo/echo with the endpoint of each cluster of echoAddrs, to a
 // router with a client certificate of the fleet CA (organization
-// fleetnet:clusters, which may read).
+// fleetnet:discovery-read: a reader of every pool, which a member
+// cluster's certificate is not).
 func waitEchoPool(t *testing.T, c *cluster, baseURL string) {
 	t.Helper()
 	ca := keyPair(t)(fleetCA())
-	router, err := keyPair(t)(ca.ClusterCert("router")).TLSCertificate()
+	router, err := discoverytest.ClientCert(t, ca, "router", discoveryv1.OrganizationRead).TLSCertificate()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -230,9 +230,10 @@ func readmeSecrets(t *testing.T, c *cluster, r release, reg *registrytest.Regist
 	case "fleetnet-discovery":
 		tlsSecret("fleetnet-discovery-tls", keyPair(t)(ca.ServingCert("fleetnet-discovery", []string{"discovery.fleet.example.com", "fleetnet-discovery.fleetnet-system.svc"})))
 		if slices.Contains(r.set, "poolSource=registry") {
-			// The test registry's CA and a client certificate of a
-			// cluster, which may watch.
-			o := reg.ClientOptions("discovery", false)
+			// The test registry's CA and an administrator's client
+			// certificate: the registry source reads every export's
+			// status.
+			o := reg.ClientOptions("discovery", true)
 			c.secret(t, r.namespace, "fleetnet-discovery-registry", map[string][]byte{"ca.crt": read(t, o.CAFile), "tls.crt": read(t, o.CertFile), "tls.key": read(t, o.KeyFile)})
 		}
 	default:

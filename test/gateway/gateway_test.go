@@ -33,6 +33,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -235,6 +236,15 @@ func TestGatewayProgramsTheEdge(t *testing.T) {
 // gateway, and edge for an edge "edge-eu") and the stream's address.
 func startGateway(t testing.TB, cfg *rest.Config, o gatewayapp.Options, log *slog.Logger) (certs, stream string) {
 	t.Helper()
+	o, dir := gatewayOptions(t, o)
+	run(t, "gateway", func(ctx context.Context) error { return gatewayapp.Run(ctx, cfg, o, log) })
+	return dir, o.EdgeListen
+}
+
+// gatewayOptions are o as startGateway completes them, and the
+// certificates' folder.
+func gatewayOptions(t testing.TB, o gatewayapp.Options) (gatewayapp.Options, string) {
+	t.Helper()
 	dir := t.TempDir()
 	ca, _ := pki.NewCA("fleet")
 	serving, _ := ca.ServingCert("gateway", []string{"127.0.0.1"})
@@ -247,8 +257,7 @@ func startGateway(t testing.TB, cfg *rest.Config, o gatewayapp.Options, log *slo
 	o.ClusterID, o.EdgeListen = "hub", testkit.FreeAddr(t)
 	o.TLSCertFile, o.TLSKeyFile, o.ClientCAFile = filepath.Join(dir, "gateway.crt"), filepath.Join(dir, "gateway.key"), filepath.Join(dir, "ca.crt")
 	o.MetricsAddr, o.HealthAddr = "0", "0"
-	run(t, "gateway", func(ctx context.Context) error { return gatewayapp.Run(ctx, cfg, o, log) })
-	return dir, o.EdgeListen
+	return o, dir
 }
 
 // startGatewayAndEdge runs fleetnet-gateway against hub as a ServiceAccount
@@ -257,16 +266,34 @@ func startGateway(t testing.TB, cfg *rest.Config, o gatewayapp.Options, log *slo
 // and one fleetnet-edge. It returns a free port for a Gateway listener.
 func startGatewayAndEdge(t testing.TB, hub *fleet.Cluster) int32 {
 	t.Helper()
+	listen, _ := startGatewayAndEdgeReserving(t, hub)
+	return listen
+}
+
+// startGatewayAndEdgeReserving is startGatewayAndEdge, and it returns the
+// edge's metrics port too, which the gateway reserves
+// (--edge-reserved-ports) with the edge's health port.
+func startGatewayAndEdgeReserving(t testing.TB, hub *fleet.Cluster) (listen, edgeMetrics int32) {
+	t.Helper()
 	role, err := rbac.GatewayClusterRole()
 	if err != nil {
 		t.Fatal(err)
 	}
 	asGateway := hub.AsServiceAccount(t, "fleetnet-system", "fleetnet-gateway", role)
+	// The Role the chart gives it in its own namespace (last accepted specs).
+	create(t, hub.Client(t),
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "fleetnet-system", Name: "fleetnet-gateway"}, Rules: rbac.GatewayStateRules()},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "fleetnet-system", Name: "fleetnet-gateway"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "fleetnet-gateway"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "fleetnet-system", Name: "fleetnet-gateway"}}})
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	metrics, health := testkit.FreeAddr(t), testkit.FreeAddr(t)
+	_, metricsPort, _ := net.SplitHostPort(metrics)
+	_, healthPort, _ := net.SplitHostPort(health)
 	dir, stream := startGateway(t, asGateway, gatewayapp.Options{
 		Region: "eu", Addresses: "127.0.0.1", LeaderElect: true, LeaderElectionNS: "fleetnet-system",
+		StateNamespace: "fleetnet-system", EdgeReservedPorts: metricsPort + "," + healthPort,
 	}, log)
-	metrics, health := testkit.FreeAddr(t), testkit.FreeAddr(t)
 	run(t, "edge", func(ctx context.Context) error {
 		return edgeapp.Run(ctx, edgeapp.Options{
 			Gateway: stream, CAFile: filepath.Join(dir, "ca.crt"), CertFile: filepath.Join(dir, "edge.crt"), KeyFile: filepath.Join(dir, "edge.key"),
@@ -274,8 +301,8 @@ func startGatewayAndEdge(t testing.TB, hub *fleet.Cluster) int32 {
 			MetricsAddr: metrics, HealthAddr: health,
 		}, log)
 	})
-
-	return int32(testkit.FreePort(t))
+	m, _ := strconv.Atoi(metricsPort)
+	return int32(testkit.FreePort(t)), int32(m)
 }
 
 // echoGateway is Gateway demo/edge of class fleetnet with an HTTP listener

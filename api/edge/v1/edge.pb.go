@@ -123,7 +123,10 @@ type Hello struct {
 	ServingVersion int64 `protobuf:"varint,2,opt,name=serving_version,json=servingVersion,proto3" json:"serving_version,omitempty"`
 	// serving_hash identifies that model's content; a server that restarted
 	// numbers versions anew, so the version alone could mislead.
-	ServingHash   string `protobuf:"bytes,3,opt,name=serving_hash,json=servingHash,proto3" json:"serving_hash,omitempty"`
+	ServingHash string `protobuf:"bytes,3,opt,name=serving_hash,json=servingHash,proto3" json:"serving_hash,omitempty"`
+	// refused are the parts of that model the edge serves without (see
+	// Ack.refused).
+	Refused       []*Refusal `protobuf:"bytes,4,rep,name=refused,proto3" json:"refused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -179,13 +182,25 @@ func (x *Hello) GetServingHash() string {
 	return ""
 }
 
+func (x *Hello) GetRefused() []*Refusal {
+	if x != nil {
+		return x.Refused
+	}
+	return nil
+}
+
 // Ack reports the outcome of one update: ok, or a NACK with the reason.
 // After a NACK the edge keeps serving the version it served before.
 type Ack struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Version       int64                  `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
-	Ok            bool                   `protobuf:"varint,2,opt,name=ok,proto3" json:"ok,omitempty"`
-	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Version int64                  `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	Ok      bool                   `protobuf:"varint,2,opt,name=ok,proto3" json:"ok,omitempty"`
+	Error   string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// refused, with ok, are the parts of the model the edge could not serve
+	// alone (a listener or port it cannot bind): it serves the rest, and
+	// tries them again with the next model. An edge older than the field
+	// refuses such a model whole instead.
+	Refused       []*Refusal `protobuf:"bytes,4,rep,name=refused,proto3" json:"refused,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -241,6 +256,111 @@ func (x *Ack) GetError() string {
 	return ""
 }
 
+func (x *Ack) GetRefused() []*Refusal {
+	if x != nil {
+		return x.Refused
+	}
+	return nil
+}
+
+// Refusal is one part of a model an edge serves without: a Gateway's
+// listener or a load balancer's port.
+type Refusal struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kind is "Gateway" or "MultiClusterLoadBalancer" (RefusalKind*).
+	Kind      string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name      string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// listener is the Gateway listener's name; "" for a load balancer.
+	Listener string `protobuf:"bytes,4,opt,name=listener,proto3" json:"listener,omitempty"`
+	Port     int32  `protobuf:"varint,5,opt,name=port,proto3" json:"port,omitempty"`
+	// protocol is the load balancer port's (TCP, UDP); "" for a listener.
+	Protocol string `protobuf:"bytes,6,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	// reason says why, e.g. "listening on port 9090: address already in use".
+	Reason        string `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Refusal) Reset() {
+	*x = Refusal{}
+	mi := &file_edge_v1_edge_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Refusal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Refusal) ProtoMessage() {}
+
+func (x *Refusal) ProtoReflect() protoreflect.Message {
+	mi := &file_edge_v1_edge_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Refusal.ProtoReflect.Descriptor instead.
+func (*Refusal) Descriptor() ([]byte, []int) {
+	return file_edge_v1_edge_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Refusal) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Refusal) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *Refusal) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Refusal) GetListener() string {
+	if x != nil {
+		return x.Listener
+	}
+	return ""
+}
+
+func (x *Refusal) GetPort() int32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *Refusal) GetProtocol() string {
+	if x != nil {
+		return x.Protocol
+	}
+	return ""
+}
+
+func (x *Refusal) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 type ModelUpdate struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Version int64                  `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
@@ -258,7 +378,7 @@ type ModelUpdate struct {
 
 func (x *ModelUpdate) Reset() {
 	*x = ModelUpdate{}
-	mi := &file_edge_v1_edge_proto_msgTypes[3]
+	mi := &file_edge_v1_edge_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -270,7 +390,7 @@ func (x *ModelUpdate) String() string {
 func (*ModelUpdate) ProtoMessage() {}
 
 func (x *ModelUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_edge_v1_edge_proto_msgTypes[3]
+	mi := &file_edge_v1_edge_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -283,7 +403,7 @@ func (x *ModelUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelUpdate.ProtoReflect.Descriptor instead.
 func (*ModelUpdate) Descriptor() ([]byte, []int) {
-	return file_edge_v1_edge_proto_rawDescGZIP(), []int{3}
+	return file_edge_v1_edge_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ModelUpdate) GetVersion() int64 {
@@ -332,7 +452,7 @@ type Certificate struct {
 
 func (x *Certificate) Reset() {
 	*x = Certificate{}
-	mi := &file_edge_v1_edge_proto_msgTypes[4]
+	mi := &file_edge_v1_edge_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -344,7 +464,7 @@ func (x *Certificate) String() string {
 func (*Certificate) ProtoMessage() {}
 
 func (x *Certificate) ProtoReflect() protoreflect.Message {
-	mi := &file_edge_v1_edge_proto_msgTypes[4]
+	mi := &file_edge_v1_edge_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -357,7 +477,7 @@ func (x *Certificate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Certificate.ProtoReflect.Descriptor instead.
 func (*Certificate) Descriptor() ([]byte, []int) {
-	return file_edge_v1_edge_proto_rawDescGZIP(), []int{4}
+	return file_edge_v1_edge_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Certificate) GetDigest() string {
@@ -389,15 +509,25 @@ const file_edge_v1_edge_proto_rawDesc = "" +
 	"\vEdgeMessage\x12/\n" +
 	"\x05hello\x18\x01 \x01(\v2\x17.fleetnet.edge.v1.HelloH\x00R\x05hello\x12)\n" +
 	"\x03ack\x18\x02 \x01(\v2\x15.fleetnet.edge.v1.AckH\x00R\x03ackB\t\n" +
-	"\amessage\"k\n" +
+	"\amessage\"\xa0\x01\n" +
 	"\x05Hello\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12'\n" +
 	"\x0fserving_version\x18\x02 \x01(\x03R\x0eservingVersion\x12!\n" +
-	"\fserving_hash\x18\x03 \x01(\tR\vservingHash\"E\n" +
+	"\fserving_hash\x18\x03 \x01(\tR\vservingHash\x123\n" +
+	"\arefused\x18\x04 \x03(\v2\x19.fleetnet.edge.v1.RefusalR\arefused\"z\n" +
 	"\x03Ack\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x0e\n" +
 	"\x02ok\x18\x02 \x01(\bR\x02ok\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"\xb7\x01\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x123\n" +
+	"\arefused\x18\x04 \x03(\v2\x19.fleetnet.edge.v1.RefusalR\arefused\"\xb3\x01\n" +
+	"\aRefusal\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x1a\n" +
+	"\blistener\x18\x04 \x01(\tR\blistener\x12\x12\n" +
+	"\x04port\x18\x05 \x01(\x05R\x04port\x12\x1a\n" +
+	"\bprotocol\x18\x06 \x01(\tR\bprotocol\x12\x16\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\"\xb7\x01\n" +
 	"\vModelUpdate\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x12\n" +
 	"\x04hash\x18\x02 \x01(\tR\x04hash\x12!\n" +
@@ -423,25 +553,28 @@ func file_edge_v1_edge_proto_rawDescGZIP() []byte {
 	return file_edge_v1_edge_proto_rawDescData
 }
 
-var file_edge_v1_edge_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_edge_v1_edge_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_edge_v1_edge_proto_goTypes = []any{
 	(*EdgeMessage)(nil), // 0: fleetnet.edge.v1.EdgeMessage
 	(*Hello)(nil),       // 1: fleetnet.edge.v1.Hello
 	(*Ack)(nil),         // 2: fleetnet.edge.v1.Ack
-	(*ModelUpdate)(nil), // 3: fleetnet.edge.v1.ModelUpdate
-	(*Certificate)(nil), // 4: fleetnet.edge.v1.Certificate
+	(*Refusal)(nil),     // 3: fleetnet.edge.v1.Refusal
+	(*ModelUpdate)(nil), // 4: fleetnet.edge.v1.ModelUpdate
+	(*Certificate)(nil), // 5: fleetnet.edge.v1.Certificate
 }
 var file_edge_v1_edge_proto_depIdxs = []int32{
 	1, // 0: fleetnet.edge.v1.EdgeMessage.hello:type_name -> fleetnet.edge.v1.Hello
 	2, // 1: fleetnet.edge.v1.EdgeMessage.ack:type_name -> fleetnet.edge.v1.Ack
-	4, // 2: fleetnet.edge.v1.ModelUpdate.certificates:type_name -> fleetnet.edge.v1.Certificate
-	0, // 3: fleetnet.edge.v1.ModelDistribution.Stream:input_type -> fleetnet.edge.v1.EdgeMessage
-	3, // 4: fleetnet.edge.v1.ModelDistribution.Stream:output_type -> fleetnet.edge.v1.ModelUpdate
-	4, // [4:5] is the sub-list for method output_type
-	3, // [3:4] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	3, // 2: fleetnet.edge.v1.Hello.refused:type_name -> fleetnet.edge.v1.Refusal
+	3, // 3: fleetnet.edge.v1.Ack.refused:type_name -> fleetnet.edge.v1.Refusal
+	5, // 4: fleetnet.edge.v1.ModelUpdate.certificates:type_name -> fleetnet.edge.v1.Certificate
+	0, // 5: fleetnet.edge.v1.ModelDistribution.Stream:input_type -> fleetnet.edge.v1.EdgeMessage
+	4, // 6: fleetnet.edge.v1.ModelDistribution.Stream:output_type -> fleetnet.edge.v1.ModelUpdate
+	6, // [6:7] is the sub-list for method output_type
+	5, // [5:6] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_edge_v1_edge_proto_init() }
@@ -459,7 +592,7 @@ func file_edge_v1_edge_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_edge_v1_edge_proto_rawDesc), len(file_edge_v1_edge_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

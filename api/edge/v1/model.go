@@ -88,7 +88,9 @@ type Gateway struct {
 	// fleetnet-gateway's address pool (--gateway-address-pool): the edges
 	// bind its listeners there, so that Gateways with addresses of their
 	// own may use the same port numbers. Empty: the edges' listen host,
-	// shared by every Gateway without one.
+	// shared by every Gateway without one; fleetnet-gateway then gives
+	// each shared port's protocol, and each hostname on it, to one
+	// Gateway only (the oldest).
 	Address string `json:"address,omitempty"`
 	// Annotations are the Gateway's fleetnet.dev/azure-* annotations
 	// (keys.AzureAnnotationPrefix) but the controller's own, which tune a

@@ -57,3 +57,9 @@ func DecodeModel(u *ModelUpdate) (*Model, map[string]*tls.Certificate, error) {
 	}
 	return m, certs, nil
 }
+
+// Kinds of a Refusal: the object whose part an edge serves without.
+const (
+	RefusalKindGateway      = "Gateway"
+	RefusalKindLoadBalancer = "MultiClusterLoadBalancer"
+)

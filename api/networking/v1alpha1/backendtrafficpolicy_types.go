@@ -81,7 +81,12 @@ type BackendTrafficPolicySpec struct {
 	// (kube-proxy's PreferSameZone): traffic stays in the cluster while it
 	// has minReadyEndpoints ready endpoints, then goes to the other
 	// clusters of its region, then to each entry of order in turn, and to
-	// every cluster when none has enough. At the edge, traffic leaves the
+	// every cluster when none has enough. kube-proxy follows zone hints
+	// only on nodes whose zone label it knows: kube-proxy v1.37 can miss
+	// it at start (docs/architecture.md, "kube-proxy and a node's zone"),
+	// which a restart of that node's kube-proxy clears; the
+	// ServiceImport's Locality condition says which hints the agent
+	// wrote, not what each node's kube-proxy does. At the edge, traffic leaves the
 	// edge's region for each entry of order in turn while one has a
 	// healthy endpoint, then goes to every cluster by weight.
 	//

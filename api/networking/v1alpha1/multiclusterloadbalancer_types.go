@@ -231,9 +231,13 @@ const (
 	// LoadBalancerReasonUnsupportedClass: no provider of the class runs.
 	LoadBalancerReasonUnsupportedClass = "UnsupportedClass"
 	// LoadBalancerReasonPortConflict: an older load balancer or a Gateway
-	// listener of the same provider has the port.
+	// listener of the same provider has the port, or the edges reserve it
+	// for themselves.
 	LoadBalancerReasonPortConflict = "PortConflict"
-	LoadBalancerReasonResolvedRefs = "ResolvedRefs"
+	// LoadBalancerReasonPortUnavailable (Programmed=False): an edge
+	// cannot bind a port (in use there); the other ports are served.
+	LoadBalancerReasonPortUnavailable = "PortUnavailable"
+	LoadBalancerReasonResolvedRefs    = "ResolvedRefs"
 	// LoadBalancerReasonBackendNotFound: the ServiceImport, or a port of
 	// it, does not exist.
 	LoadBalancerReasonBackendNotFound = "BackendNotFound"

@@ -555,9 +555,17 @@ type ExportStatus struct {
 	// the live registered clusters in its scope but the exporting one,
 	// sorted, which the registry sends it to; empty for an export to every
 	// cluster.
-	ImportedBy    []string `protobuf:"bytes,6,rep,name=imported_by,json=importedBy,proto3" json:"imported_by,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ImportedBy []string `protobuf:"bytes,6,rep,name=imported_by,json=importedBy,proto3" json:"imported_by,omitempty"`
+	// to_every_cluster is true for an export with neither export_to nor
+	// export_to_selector: every cluster may import it. False, the export
+	// goes to its own cluster and those of imported_by alone, so that a
+	// reader re-serving the export to its own callers (fleetnet-discovery)
+	// applies the registry's scope without a rule of its own; a registry
+	// older than this field leaves it false, and such a reader withholds
+	// rather than leaks.
+	ToEveryCluster bool `protobuf:"varint,7,opt,name=to_every_cluster,json=toEveryCluster,proto3" json:"to_every_cluster,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ExportStatus) Reset() {
@@ -630,6 +638,13 @@ func (x *ExportStatus) GetImportedBy() []string {
 		return x.ImportedBy
 	}
 	return nil
+}
+
+func (x *ExportStatus) GetToEveryCluster() bool {
+	if x != nil {
+		return x.ToEveryCluster
+	}
+	return false
 }
 
 type EndpointConditions struct {
@@ -2717,7 +2732,7 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"<\n" +
 	"\bConflict\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\xa2\x02\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xcc\x02\n" +
 	"\fExportStatus\x121\n" +
 	"\x03key\x18\x01 \x01(\v2\x1f.fleetnet.registry.v1.ExportKeyR\x03key\x12$\n" +
 	"\rparticipating\x18\x02 \x01(\bR\rparticipating\x12<\n" +
@@ -2725,7 +2740,8 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\x14endpoints_generation\x18\x04 \x01(\x03R\x13endpointsGeneration\x12'\n" +
 	"\x0fendpoint_chunks\x18\x05 \x03(\tR\x0eendpointChunks\x12\x1f\n" +
 	"\vimported_by\x18\x06 \x03(\tR\n" +
-	"importedBy\"f\n" +
+	"importedBy\x12(\n" +
+	"\x10to_every_cluster\x18\a \x01(\bR\x0etoEveryCluster\"f\n" +
 	"\x12EndpointConditions\x12\x14\n" +
 	"\x05ready\x18\x01 \x01(\bR\x05ready\x12\x18\n" +
 	"\aserving\x18\x02 \x01(\bR\aserving\x12 \n" +

@@ -93,6 +93,9 @@ at fault.
 {{- if and (eq .Values.etcd.mode "external") (not .Values.etcd.external.endpoints) }}
 {{- $problems = append $problems "etcd.external.endpoints is required with etcd.mode=external: the etcd cluster's client URLs" }}
 {{- end }}
+{{- if gt (int64 .Values.watches.perIdentity) (int64 .Values.watches.total) }}
+{{- $problems = append $problems (printf "watches.perIdentity=%d exceeds watches.total=%d" (int64 .Values.watches.perIdentity) (int64 .Values.watches.total)) }}
+{{- end }}
 {{- if and .Values.tls.certManager.enabled (not .Values.tls.certManager.issuerRef.name) }}
 {{- $problems = append $problems "tls.certManager.issuerRef.name is required with tls.certManager.enabled: the cert-manager issuer of the serving certificate" }}
 {{- end }}
@@ -173,6 +176,9 @@ spec:
         {{- end }}
         - --lease-ttl={{ .Values.leaseTTL }}
         - --grace-period={{ .Values.gracePeriod }}
+        - --max-watches-per-identity={{ .Values.watches.perIdentity | int64 }}
+        - --max-watches={{ .Values.watches.total | int64 }}
+        - --watcher-buffer-bytes={{ .Values.watches.bufferBytes | int64 }}
         {{- if .Values.tracing.otlpEndpoint }}
         - --otlp-endpoint={{ .Values.tracing.otlpEndpoint }}
         - --otlp-insecure={{ .Values.tracing.insecure }}

@@ -86,7 +86,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TokensFile, "tokens-file", "", "CSV of token,name,read: bearer tokens, and login tokens for a browser (URL ?token=), exchanged for a session cookie")
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", "", "serving certificate; empty serves plain HTTP (loopback only)")
 	fs.StringVar(&o.TLSKeyFile, "tls-key-file", "", "serving key")
-	fs.StringVar(&o.ClientCAFile, "client-ca-file", "", "the fleet CA: client certificates it signed may look (needs --tls-cert-file)")
+	fs.StringVar(&o.ClientCAFile, "client-ca-file", "", "the fleet CA: client certificates it signed of organization fleetnet:console or fleetnet:admins may look; a member cluster's or an edge's is refused (needs --tls-cert-file)")
 	fs.DurationVar(&o.SessionTTL, "session-ttl", server.DefaultSessionTTL, "how long a browser's session lasts after its login")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", ":9090", "address of /metrics; empty disables")
 	fs.StringVar(&o.HealthAddr, "health-addr", ":9091", "address of /healthz and /readyz (ready once the registry's snapshot is in); empty disables")

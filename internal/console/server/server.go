@@ -39,10 +39,16 @@ type Config struct {
 	// before a comment keeps it open; zero is 15s.
 	Coalesce, Heartbeat time.Duration
 	// MaxStreams bounds the open event streams; zero is 256.
-	MaxStreams int
+	// MaxStreamsPerSession bounds those of one session (or token, or
+	// certificate); zero is DefaultMaxStreamsPerSession.
+	MaxStreams, MaxStreamsPerSession int
 	// Registerer receives the server's metrics; nil registers none.
 	Registerer prometheus.Registerer
 }
+
+// DefaultMaxStreamsPerSession is how many pages of one session may update
+// live at once: tabs of one browser.
+const DefaultMaxStreamsPerSession = 16
 
 // Server serves the console.
 type Server struct {
@@ -53,9 +59,12 @@ type Server struct {
 
 	mu      sync.Mutex
 	streams int
+	// held counts the open streams by holder (Identity.holder).
+	held map[string]int
 
-	streamsGauge prometheus.Gauge
-	requests     *prometheus.CounterVec
+	streamsGauge   prometheus.Gauge
+	streamsRefused *prometheus.CounterVec
+	requests       *prometheus.CounterVec
 }
 
 // New returns a server.
@@ -72,15 +81,20 @@ func New(cfg Config) *Server {
 	if cfg.MaxStreams <= 0 {
 		cfg.MaxStreams = 256
 	}
+	if cfg.MaxStreamsPerSession <= 0 {
+		cfg.MaxStreamsPerSession = DefaultMaxStreamsPerSession
+	}
 	assets, _ := fs.Sub(web.Assets, "assets")
 	s := &Server{
-		cfg: cfg, static: http.FileServerFS(assets), stop: make(chan struct{}),
+		cfg: cfg, static: http.FileServerFS(assets), stop: make(chan struct{}), held: map[string]int{},
 		streamsGauge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetnet_console_event_streams", Help: "Open event streams (pages that update live)."}),
+		streamsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetnet_console_event_streams_refused_total", Help: "Event streams refused because their session, or the console, held as many as it may."},
+			[]string{"limit"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetnet_console_api_requests_total", Help: "API requests by view and HTTP status code."},
 			[]string{"view", "code"}),
 	}
 	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(s.streamsGauge, s.requests)
+		cfg.Registerer.MustRegister(s.streamsGauge, s.streamsRefused, s.requests)
 	}
 	return s
 }
@@ -126,14 +140,19 @@ func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		http.SetCookie(w, &http.Cookie{
-			Name: SessionCookie, Value: s.cfg.Auth.login(name), Path: "/", HttpOnly: true,
+			Name: SessionCookie, Value: s.cfg.Auth.login(name, t), Path: "/", HttpOnly: true,
 			Secure: s.cfg.SecureCookies, SameSite: http.SameSiteStrictMode, MaxAge: int(s.cfg.Auth.ttl.Seconds()),
 		})
 		s.cfg.Log.Info("console login", "name", name, "remote", r.RemoteAddr)
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
 	}
-	if _, _, ok := s.cfg.Auth.Identify(r); !ok {
+	if _, refused := s.cfg.Auth.Identify(r); refused != nil {
+		if refused.Code == http.StatusForbidden {
+			s.cfg.Log.Info("console refused", "reason", refused.Reason, "remote", r.RemoteAddr)
+			http.Error(w, refused.Reason, refused.Code)
+			return
+		}
 		s.page(w, http.StatusUnauthorized, "unauthorized.html")
 		return
 	}
@@ -165,8 +184,11 @@ func (s *Server) api(view string, get func(*http.Request) (any, error)) http.Han
 	return func(w http.ResponseWriter, r *http.Request) {
 		code := http.StatusOK
 		var body any
-		if _, _, ok := s.cfg.Auth.Identify(r); !ok {
-			code, body = http.StatusUnauthorized, apiError{"not logged in: open the console's URL with its login token (fleetnetctl dev status prints it), or send Authorization: Bearer <token>"}
+		if _, refused := s.cfg.Auth.Identify(r); refused != nil {
+			code, body = refused.Code, apiError{refused.Reason}
+			if refused.Code == http.StatusUnauthorized {
+				body = apiError{refused.Reason + ": open the console's URL with its login token (fleetnetctl dev status prints it), or send Authorization: Bearer <token>"}
+			}
 		} else if v, err := get(r); err != nil {
 			code, body = http.StatusInternalServerError, apiError{err.Error()}
 			if errors.As(err, new(badRequest)) {
@@ -219,10 +241,14 @@ func (s *Server) service(r *http.Request) (any, error) {
 }
 
 // events streams "change" events carrying the model's revision: one at
-// once, then one after each change, at most one per Coalesce.
+// once, then one after each change, at most one per Coalesce. A stream
+// ends when its caller may no longer look (a session whose token left the
+// tokens file). Streams are capped per session (or token, or certificate)
+// and in all; a refusal is counted by the limit that refused it.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	if _, _, ok := s.cfg.Auth.Identify(r); !ok {
-		http.Error(w, "not logged in", http.StatusUnauthorized)
+	id, refused := s.cfg.Auth.Identify(r)
+	if refused != nil {
+		http.Error(w, refused.Reason, refused.Code)
 		return
 	}
 	flusher, ok := w.(http.Flusher)
@@ -231,18 +257,30 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	if s.streams >= s.cfg.MaxStreams {
+	switch {
+	case s.held[id.holder] >= s.cfg.MaxStreamsPerSession:
 		s.mu.Unlock()
+		s.streamsRefused.WithLabelValues("session").Inc()
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, "too many open pages of this session ("+strconv.Itoa(s.cfg.MaxStreamsPerSession)+"); close some", http.StatusTooManyRequests)
+		return
+	case s.streams >= s.cfg.MaxStreams:
+		s.mu.Unlock()
+		s.streamsRefused.WithLabelValues("total").Inc()
 		w.Header().Set("Retry-After", "5")
 		http.Error(w, "too many open pages; try again", http.StatusServiceUnavailable)
 		return
 	}
 	s.streams++
+	s.held[id.holder]++
 	s.streamsGauge.Inc()
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		s.streams--
+		if s.held[id.holder]--; s.held[id.holder] <= 0 {
+			delete(s.held, id.holder)
+		}
 		s.streamsGauge.Dec()
 		s.mu.Unlock()
 	}()
@@ -258,6 +296,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	var sent uint64
 	first := true
 	for {
+		tokens := s.cfg.Auth.tokensChanged()
+		if _, refused := s.cfg.Auth.Identify(r); refused != nil {
+			return
+		}
 		rev, wake := s.cfg.Model.Revision()
 		if first || rev != sent {
 			if _, err := w.Write([]byte("event: change\ndata: " + strconv.FormatUint(rev, 10) + "\n\n")); err != nil {
@@ -276,6 +318,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		}
 		select {
 		case <-wake:
+		case <-tokens:
 		case <-heartbeat.C:
 			if _, err := w.Write([]byte(": keepalive\n\n")); err != nil {
 				return

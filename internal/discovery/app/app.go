@@ -39,7 +39,9 @@ type Options struct {
 
 	LeaseTTL          time.Duration
 	RegistrationGrace time.Duration
-	Routers           []string
+	// MaxRegistrations caps the live registrations of one identity.
+	MaxRegistrations int
+	Routers          []string
 
 	// Kubeconfig and Context select the cluster of the kubernetes source;
 	// an empty Kubeconfig means in-cluster, then $KUBECONFIG.
@@ -75,6 +77,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PoolSource, "pool-source", "memory", "where pools come from: "+strings.Join(sourceNames(), ", ")+" (memory: leased registrations through the API)")
 	fs.DurationVar(&o.LeaseTTL, "lease-ttl", 30*time.Second, "memory: how long a registration lives without a renewal, unless it names its own ttlSeconds")
 	fs.DurationVar(&o.RegistrationGrace, "registration-grace", 30*time.Second, "memory: after a start, how long readiness (and watches) wait for a first registration before serving an empty set; keep it at least --lease-ttl so that registrants are back")
+	fs.IntVar(&o.MaxRegistrations, "max-registrations-per-identity", memory.DefaultMaxPerOwner, "memory: the most live registrations one identity (a token, a certificate) may hold; more are refused with 429 and counted in fleetnet_discovery_registrations_refused_total")
 	fs.StringSliceVar(&o.Routers, "routers", nil, "memory, registry: the router replicas, each INSTANCE=ADDRESS:PORT[?cluster=C&region=R&zone=Z&port-name=N&protocol=P] (port name default http, protocol TCP)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubernetes: kubeconfig of the cluster whose imported EndpointSlices are served; empty means in-cluster, then $KUBECONFIG")
 	fs.StringVar(&o.Context, "context", "", "kubernetes: kubeconfig context; empty means its current context")
@@ -84,9 +87,9 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ClusterName, "cluster-name", "", "kubernetes: the name of the cluster read, given to the router replicas")
 	fs.StringVar(&o.Registry.Address, "registry", "", "registry: the fleet registry's address host:port, or several replicas' host:port,host:port")
 	fs.StringVar(&o.Registry.CAFile, "registry-ca-file", "", "registry: CA bundle that signed the registry's certificate")
-	fs.StringVar(&o.Registry.CertFile, "registry-cert-file", "", "registry: client certificate (organization fleetnet:admins or fleetnet:clusters: either may watch)")
+	fs.StringVar(&o.Registry.CertFile, "registry-cert-file", "", "registry: an administrator's client certificate (organization fleetnet:admins): the source reads every export's status to apply its scope to each caller")
 	fs.StringVar(&o.Registry.KeyFile, "registry-key-file", "", "registry: client key")
-	fs.StringVar(&o.Registry.TokenFile, "registry-token-file", "", "registry: file holding a bearer token, instead of a client certificate; read at each call, so a rotated token is used at once")
+	fs.StringVar(&o.Registry.TokenFile, "registry-token-file", "", "registry: file holding an administrator's bearer token, instead of a client certificate; read at each call, so a rotated token is used at once")
 	fs.IntVar(&o.History, "history", store.DefaultHistory, "how many changes, at least, are kept for watches to resume from; an older revision gets a fresh snapshot")
 	fs.IntVar(&o.WatchBuffer, "watch-buffer", store.DefaultBuffer, "how many changes a watcher may lag behind before it is disconnected (it then resumes from its last revision)")
 	fs.DurationVar(&o.BookmarkInterval, "watch-bookmark-interval", 30*time.Second, "how long a watch stays silent before it gets a bookmark (a keepalive carrying the revision)")
@@ -116,6 +119,9 @@ func (o *Options) Validate() error {
 	}
 	if o.LeaseTTL < time.Second || o.LeaseTTL > memory.MaxTTL {
 		errs = append(errs, fmt.Errorf("--lease-ttl=%s: must be from 1s to %s", o.LeaseTTL, memory.MaxTTL))
+	}
+	if o.MaxRegistrations < 1 {
+		errs = append(errs, fmt.Errorf("--max-registrations-per-identity=%d: must be at least 1", o.MaxRegistrations))
 	}
 	if o.RegistrationGrace < 0 {
 		errs = append(errs, fmt.Errorf("--registration-grace=%s: must not be negative", o.RegistrationGrace))

@@ -85,6 +85,7 @@ func TestValidate(t *testing.T) {
 		{"bad metrics address", func(o *app.Options) { o.MetricsAddr = "9090" }, `--metrics-addr="9090"`},
 		{"probes disabled", func(o *app.Options) { o.HealthAddr, o.MetricsAddr = "", "" }, ""},
 		{"lease too short", func(o *app.Options) { o.LeaseTTL = time.Millisecond }, "--lease-ttl=1ms: must be from 1s to 1h0m0s"},
+		{"no registration per identity", func(o *app.Options) { o.MaxRegistrations = 0 }, "--max-registrations-per-identity=0: must be at least 1"},
 		{"negative grace", func(o *app.Options) { o.RegistrationGrace = -time.Second }, "--registration-grace=-1s: must not be negative"},
 		{"no history", func(o *app.Options) { o.History = 0 }, "--history=0: must be at least 1"},
 		{"tiny watch buffer", func(o *app.Options) { o.WatchBuffer = 2 }, "--watch-buffer=2: must be at least 16"},

@@ -61,7 +61,7 @@ var sources = map[string]func(SourceEnv) (Source, error){
 	"memory": func(env SourceEnv) (Source, error) {
 		return memory.New(memory.Config{
 			Store: env.Store, TTL: env.Options.LeaseTTL, Grace: env.Options.RegistrationGrace,
-			Routers: env.Routers, Registerer: env.Registerer,
+			Routers: env.Routers, MaxPerOwner: env.Options.MaxRegistrations, Registerer: env.Registerer,
 		}), nil
 	},
 	"registry": func(env SourceEnv) (Source, error) {
@@ -119,6 +119,9 @@ var (
 	_ Source           = (*kubesource.Source)(nil)
 	_ Source           = (*memory.Memory)(nil)
 	_ server.Registrar = (*memory.Memory)(nil)
+	// The kubernetes source serves one cluster's imports, which carry no
+	// export's scope: callers that are clusters are refused.
+	_ server.ScopeBlind = (*kubesource.Source)(nil)
 )
 
 // ParseRouters parses --routers entries:

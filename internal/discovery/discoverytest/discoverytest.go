@@ -1,7 +1,8 @@
 // Package discoverytest runs a real fleetnet-discovery API server on
-// loopback for tests: the memory pool source on a fake clock, TLS with a
-// fleet CA, bearer tokens for both roles, and HTTP clients that validate
-// every response against the OpenAPI document the server serves.
+// loopback for tests: the memory pool source on a fake clock (or a source
+// the test gives), TLS with a fleet CA, bearer tokens for both roles, and
+// HTTP clients that validate every response against the OpenAPI document
+// the server serves.
 package discoverytest
 
 import (
@@ -52,6 +53,13 @@ type Options struct {
 	BookmarkInterval time.Duration
 	// NoRegistrar serves as a source that takes no registrations would.
 	NoRegistrar bool
+	// MaxRegistrations is the memory source's cap per identity; zero is
+	// its default.
+	MaxRegistrations int
+	// Source, when set, serves instead of the memory source (which is then
+	// not made, and no registrations are taken): it is built on the
+	// server's store and metrics, and the test runs it.
+	Source func(*store.Store, prometheus.Registerer) server.Backend
 }
 
 // Env is a running test server.
@@ -95,9 +103,18 @@ func Start(t testing.TB, o Options) *Env {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
 	st := store.New(store.Options{History: o.History, Buffer: o.Buffer, Base: 1000})
 	reg := prometheus.NewRegistry()
-	mem := memory.New(memory.Config{Store: st, TTL: o.TTL, Grace: o.Grace, Routers: o.Routers, Clock: clk, Registerer: reg})
+	var (
+		mem     *memory.Memory
+		backend server.Backend
+	)
+	if o.Source != nil {
+		backend = o.Source(st, reg)
+	} else {
+		mem = memory.New(memory.Config{Store: st, TTL: o.TTL, Grace: o.Grace, Routers: o.Routers, Clock: clk, MaxPerOwner: o.MaxRegistrations, Registerer: reg})
+		backend = mem
+	}
 	cfg := server.Config{
-		Store: st, Backend: mem, Registrar: mem, SourceName: "memory",
+		Store: st, Backend: backend, Registrar: mem, SourceName: "memory",
 		Auth: &server.Authenticator{Tokens: map[string]server.Identity{
 			ReadToken:     {Name: "reader", Role: server.RoleRead, Via: "token"},
 			RegisterToken: {Name: "registrar", Role: server.RoleRegister, Via: "token"},
@@ -105,7 +122,10 @@ func Start(t testing.TB, o Options) *Env {
 		Log:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Registerer: reg, BookmarkInterval: o.BookmarkInterval,
 	}
-	if o.NoRegistrar {
+	switch {
+	case o.Source != nil:
+		cfg.Registrar, cfg.SourceName = nil, "test"
+	case o.NoRegistrar:
 		cfg.Registrar, cfg.SourceName = nil, "kubernetes"
 	}
 	srv := server.New(cfg)

@@ -6,6 +6,12 @@
 // Karmada's (see Selection). Router replicas come from the EndpointSlices
 // of a named Service of the same cluster.
 //
+// The imports of one cluster carry no export's scope (fleetnet.dev/export-to
+// and its selector decide what that cluster was sent, not what another may
+// see): the pools go to callers that see every pool (administrators, and
+// discovery's read and register identities), and the server refuses
+// callers that are clusters (ClusterRefusal).
+//
 // The source is level-based: every change of a slice recomputes its pool
 // from the informer's cache and hands it whole to the store. The store is
 // first written once the caches have synced; a broken watch keeps the
@@ -25,6 +31,7 @@ import (
 
 	discoveryv1 "github.com/fleetnet/fleetnet/api/discovery/v1"
 	"github.com/fleetnet/fleetnet/internal/discovery/store"
+	"github.com/fleetnet/fleetnet/internal/registry/view"
 	"github.com/prometheus/client_golang/prometheus"
 	k8sdiscoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -352,7 +359,11 @@ func (s *Source) Run(ctx context.Context) error {
 	s.routersDirty = false
 	s.mu.Unlock()
 	pools := s.allPools()
-	rev := s.cfg.Store.ReplaceSource(SourceName, pools)
+	scoped := make([]store.Scoped, len(pools))
+	for i, p := range pools {
+		scoped[i] = store.Scoped{Pool: p, Audience: noCluster}
+	}
+	rev := s.cfg.Store.ReplaceSourceScoped(SourceName, scoped)
 	s.updateRouters()
 	s.mu.Lock()
 	for _, p := range pools {
@@ -403,7 +414,7 @@ func (s *Source) flush() {
 		}
 		s.mu.Unlock()
 		if ok {
-			rev = s.cfg.Store.Replace(SourceName, p)
+			rev = s.cfg.Store.ReplaceScoped(SourceName, p, noCluster)
 		} else {
 			rev = s.cfg.Store.Delete(SourceName, k)
 		}
@@ -485,6 +496,21 @@ func (s *Source) updateRouters() {
 	if changed {
 		s.cfg.Log.Info("router replicas changed", "service", s.cfg.RoutersService.String(), "routers", len(r))
 	}
+}
+
+// noCluster is the audience of every pool of the source: no caller that is
+// a cluster (see ClusterRefusal).
+var noCluster = view.Only()
+
+// ClusterRefusal says why callers that are clusters are refused: the
+// imports read here are what one cluster was sent, and an export's scope
+// is not among them, so what another cluster may see cannot be told.
+func (s *Source) ClusterRefusal() string {
+	in := "the cluster it reads"
+	if s.cfg.Cluster != "" {
+		in = "cluster " + s.cfg.Cluster
+	}
+	return fmt.Sprintf("this server's pools are the imports of %s (--pool-source=kubernetes), which carry no export's scope (fleetnet.dev/export-to), so what another cluster may see cannot be told; a cluster reads a server with --pool-source=registry, or its own imports", in)
 }
 
 // Routers returns the router replicas, sorted by instance id.

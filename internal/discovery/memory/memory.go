@@ -21,6 +21,7 @@ import (
 	"time"
 
 	discoveryv1 "github.com/fleetnet/fleetnet/api/discovery/v1"
+	"github.com/fleetnet/fleetnet/internal/discovery/server"
 	"github.com/fleetnet/fleetnet/internal/discovery/store"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -37,6 +38,13 @@ const (
 	MaxTTL       = time.Hour
 )
 
+// DefaultMaxPerOwner is how many live registrations one identity may hold
+// unless Config says otherwise: a registrant holds one per pool and
+// cluster it serves (or one per instance, when each registers itself with
+// a shared identity), and one that registers without end is stopped here
+// rather than fill the server's memory.
+const DefaultMaxPerOwner = 1000
+
 // Config configures a Memory.
 type Config struct {
 	Store *store.Store
@@ -50,6 +58,9 @@ type Config struct {
 	Tick time.Duration
 	// Routers is the static list of router replicas.
 	Routers []discoveryv1.Router
+	// MaxPerOwner caps the live registrations of one owner (the identity
+	// that registered them); zero is DefaultMaxPerOwner.
+	MaxPerOwner int
 	// Clock is injected by tests; nil is the real clock.
 	Clock clock.WithTicker
 	// Registerer receives the source's metrics; nil registers none.
@@ -66,16 +77,19 @@ type Memory struct {
 	mu     sync.Mutex
 	leases map[string]*lease
 	byPool map[store.Key]map[string]*lease
-	seq    int64
-	synced chan struct{}
+	// byOwner counts each owner's live registrations.
+	byOwner map[string]int
+	seq     int64
+	synced  chan struct{}
 
-	expired prometheus.Counter
+	expired, refused prometheus.Counter
 }
 
 type lease struct {
-	id  string
-	seq int64 // registration order: the oldest wins a label or an instance id
-	reg discoveryv1.Registration
+	id    string
+	owner string
+	seq   int64 // registration order: the oldest wins a label or an instance id
+	reg   discoveryv1.Registration
 	// endpoints are reg's, defaulted.
 	endpoints []discoveryv1.Endpoint
 	ttl       time.Duration
@@ -90,16 +104,20 @@ func New(cfg Config) *Memory {
 	if cfg.Tick <= 0 {
 		cfg.Tick = max(cfg.TTL/10, 100*time.Millisecond)
 	}
+	if cfg.MaxPerOwner <= 0 {
+		cfg.MaxPerOwner = DefaultMaxPerOwner
+	}
 	m := &Memory{
 		cfg: cfg, started: cfg.Clock.Now(), routers: sortRouters(cfg.Routers),
-		leases: map[string]*lease{}, byPool: map[store.Key]map[string]*lease{}, synced: make(chan struct{}),
+		leases: map[string]*lease{}, byPool: map[store.Key]map[string]*lease{}, byOwner: map[string]int{}, synced: make(chan struct{}),
 		expired: prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetnet_discovery_registrations_expired_total", Help: "Registrations removed because their lease expired."}),
+		refused: prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetnet_discovery_registrations_refused_total", Help: "Registrations refused because their identity held as many live ones as one may (--max-registrations-per-identity)."}),
 	}
 	if cfg.Grace <= 0 {
 		close(m.synced)
 	}
 	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(m.expired, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fleetnet_discovery_registrations", Help: "Live registrations."}, func() float64 {
+		cfg.Registerer.MustRegister(m.expired, m.refused, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fleetnet_discovery_registrations", Help: "Live registrations."}, func() float64 {
 			m.mu.Lock()
 			defer m.mu.Unlock()
 			return float64(len(m.leases))
@@ -158,9 +176,12 @@ func (m *Memory) markSyncedLocked() {
 	}
 }
 
-// Register adds a registration and returns its lease. An invalid
-// registration gives a *discoveryv1.Error naming the field.
-func (m *Memory) Register(_ context.Context, reg discoveryv1.Registration) (discoveryv1.Lease, error) {
+// Register adds a registration of owner (the identity that registers)
+// and returns its lease. An invalid registration gives a
+// *discoveryv1.Error naming the field; one beyond the owner's
+// Config.MaxPerOwner live registrations an error wrapping
+// server.ErrTooManyRegistrations, counted.
+func (m *Memory) Register(_ context.Context, owner string, reg discoveryv1.Registration) (discoveryv1.Lease, error) {
 	l, err := m.prepare(reg)
 	if err != nil {
 		return discoveryv1.Lease{}, err
@@ -168,8 +189,18 @@ func (m *Memory) Register(_ context.Context, reg discoveryv1.Registration) (disc
 	if l.id, err = newID(); err != nil {
 		return discoveryv1.Lease{}, err
 	}
+	l.owner = owner
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.byOwner[owner] >= m.cfg.MaxPerOwner {
+		// Leases that ran out but were not collected yet do not count.
+		m.expireLocked(m.cfg.Clock.Now())
+	}
+	if n := m.byOwner[owner]; n >= m.cfg.MaxPerOwner {
+		m.refused.Inc()
+		return discoveryv1.Lease{}, fmt.Errorf("%w: %s holds %d live registrations, the most one identity may (--max-registrations-per-identity); renew or deregister them, or register with another identity", server.ErrTooManyRegistrations, owner, n)
+	}
+	m.byOwner[owner]++
 	m.seq++
 	l.seq = m.seq
 	l.expires = m.cfg.Clock.Now().Add(l.ttl)
@@ -246,6 +277,9 @@ func (m *Memory) liveLocked(id string) (*lease, error) {
 
 func (m *Memory) removeLocked(l *lease) {
 	k := store.Key{Namespace: l.reg.Namespace, Name: l.reg.Name}
+	if m.byOwner[l.owner]--; m.byOwner[l.owner] <= 0 {
+		delete(m.byOwner, l.owner)
+	}
 	delete(m.leases, l.id)
 	delete(m.byPool[k], l.id)
 	if len(m.byPool[k]) == 0 {
@@ -259,6 +293,15 @@ func (m *Memory) Expire() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.cfg.Clock.Now()
+	m.expireLocked(now)
+	// After the expiries are in the store, as in Register.
+	if !now.Before(m.started.Add(m.cfg.Grace)) {
+		m.markSyncedLocked()
+	}
+}
+
+// expireLocked removes the registrations whose lease ran out by now.
+func (m *Memory) expireLocked(now time.Time) {
 	touched := map[store.Key]bool{}
 	for _, l := range m.leases {
 		if !now.Before(l.expires) {
@@ -273,10 +316,6 @@ func (m *Memory) Expire() {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	}) {
 		m.applyLocked(k)
-	}
-	// After the expiries are in the store, as in Register.
-	if !now.Before(m.started.Add(m.cfg.Grace)) {
-		m.markSyncedLocked()
 	}
 }
 

@@ -127,7 +127,7 @@ func TestLifecycle(t *testing.T) {
 	east := registration("east", "p1", "p2")
 	east.Labels = map[string]string{"app": "echo"}
 	east.Endpoints[1].Ready = ptr(false)
-	l1, err := m.Register(ctx, east)
+	l1, err := m.Register(ctx, "test", east)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,13 +143,13 @@ func TestLifecycle(t *testing.T) {
 	// oldest registration wins the label and instance p2.
 	other := registration("east", "p2", "p3")
 	other.Labels = map[string]string{"app": "other", "tier": "web"}
-	l2, err := m.Register(ctx, other)
+	l2, err := m.Register(ctx, "test", other)
 	if err != nil {
 		t.Fatal(err)
 	}
 	west := registration("west", "w1")
 	west.Region = "us-east-1"
-	l3, err := m.Register(ctx, west)
+	l3, err := m.Register(ctx, "test", west)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,13 +210,13 @@ func TestExpiry(t *testing.T) {
 	st := store.New(store.Options{})
 	m := New(Config{Store: st, TTL: 10 * time.Second, Clock: clk, Registerer: reg})
 	ctx := context.Background()
-	short, err := m.Register(ctx, registration("east", "p1"))
+	short, err := m.Register(ctx, "test", registration("east", "p1"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	longReg := registration("west", "w1")
 	longReg.TTLSeconds = 60
-	long, err := m.Register(ctx, longReg)
+	long, err := m.Register(ctx, "test", longReg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -269,7 +269,7 @@ func TestRunExpires(t *testing.T) {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	if _, err := m.Register(ctx, registration("east", "p1")); err != nil {
+	if _, err := m.Register(ctx, "test", registration("east", "p1")); err != nil {
 		t.Fatal(err)
 	}
 	// Step until the ticker has fired past the lease.
@@ -288,7 +288,7 @@ func TestReadinessAfterRestart(t *testing.T) {
 		if isClosed(m.Synced()) || !strings.Contains(m.Status(), "no registrations yet") {
 			t.Fatalf("a fresh source is synced: %q", m.Status())
 		}
-		if _, err := m.Register(context.Background(), registration("east", "p1")); err != nil {
+		if _, err := m.Register(context.Background(), "test", registration("east", "p1")); err != nil {
 			t.Fatal(err)
 		}
 		if !isClosed(m.Synced()) || m.Status() != "1 registrations" {

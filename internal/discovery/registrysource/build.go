@@ -83,7 +83,53 @@ func canonicalAddress(a string) string {
 	return a
 }
 
-// apply applies one watch delta to m and returns the import it touched.
+// apply applies one import or endpoints delta to m and returns the import
+// it touched; false for other events.
 func apply(m map[store.Key]*Import, ev *registryv1.WatchEvent) (store.Key, bool) {
 	return importstate.Apply(m, ev, func(ns, name string) store.Key { return store.Key{Namespace: ns, Name: name} })
+}
+
+// applyStatus applies one export status delta to m (by service, then
+// exporting cluster) and returns the service it touched; false for other
+// events.
+func applyStatus(m map[store.Key]map[string]*registryv1.ExportStatus, ev *registryv1.WatchEvent) (store.Key, bool) {
+	var ek *registryv1.ExportKey
+	st := ev.GetExportStatus()
+	switch {
+	case st != nil:
+		ek = st.GetKey()
+	case ev.GetExportStatusDelete() != nil:
+		ek = ev.GetExportStatusDelete()
+	default:
+		return store.Key{}, false
+	}
+	k := store.Key{Namespace: ek.GetNamespace(), Name: ek.GetName()}
+	if st == nil {
+		delete(m[k], ek.GetClusterId())
+		if len(m[k]) == 0 {
+			delete(m, k)
+		}
+		return k, true
+	}
+	if m[k] == nil {
+		m[k] = map[string]*registryv1.ExportStatus{}
+	}
+	m[k][ek.GetClusterId()] = st
+	return k, true
+}
+
+// snapshot is a registry snapshot being received: imports and statuses.
+type snapshot struct {
+	imports  map[store.Key]*Import
+	statuses map[store.Key]map[string]*registryv1.ExportStatus
+}
+
+func newSnapshot() *snapshot {
+	return &snapshot{imports: map[store.Key]*Import{}, statuses: map[store.Key]map[string]*registryv1.ExportStatus{}}
+}
+
+func (sn *snapshot) apply(ev *registryv1.WatchEvent) {
+	if _, ok := apply(sn.imports, ev); !ok {
+		applyStatus(sn.statuses, ev)
+	}
 }

@@ -3,6 +3,16 @@
 // one pool per import with its endpoints by source cluster. The exporting
 // Pod's name, which the agent sends with each endpoint, is the instance id.
 //
+// The watch is an administrator's: it holds every import as administrators
+// see it, the merge of every export, and every export's status. Each pool
+// goes to the clusters the registry sends that same import
+// (registry/view.SameImport over the statuses, the registry's own rule):
+// a cluster that some participating export is scoped away from
+// (fleetnet.dev/export-to, export-to-selector) is sent another merge, or
+// nothing, and does not see the pool here. The registry sends a
+// revision's statuses before its imports, so a scope that narrows takes
+// effect before the content written with it.
+//
 // The watch starts with a snapshot, which is staged and handed to the
 // store whole at its synced mark; deltas follow one import at a time. A
 // broken watch keeps everything served as it is (fail static) and resumes
@@ -22,6 +32,7 @@ import (
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/discovery/store"
 	"github.com/fleetnet/fleetnet/internal/registry/client"
+	"github.com/fleetnet/fleetnet/internal/registry/view"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -52,6 +63,9 @@ type Source struct {
 
 	mu      sync.Mutex
 	imports map[store.Key]*Import
+	// statuses holds every export's status, by service, then exporting
+	// cluster: they say who each export goes to.
+	statuses map[store.Key]map[string]*registryv1.ExportStatus
 	// rev is the registry revision to resume from: the last synced mark or
 	// delta applied.
 	rev int64
@@ -74,7 +88,7 @@ func New(cfg Config) *Source {
 		cfg.MaxBackoff = 10 * time.Second
 	}
 	s := &Source{
-		cfg: cfg, syncedCh: make(chan struct{}), imports: map[store.Key]*Import{},
+		cfg: cfg, syncedCh: make(chan struct{}), imports: map[store.Key]*Import{}, statuses: map[store.Key]map[string]*registryv1.ExportStatus{},
 		connected: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetnet_discovery_registry_watch_synced", Help: "1 while the registry watch is open and past its snapshot."}),
 	}
 	if cfg.Registerer != nil {
@@ -95,8 +109,10 @@ func (s *Source) Run(ctx context.Context) error {
 			return nil
 		}
 		switch status.Code(err) {
-		case codes.Unauthenticated, codes.PermissionDenied:
+		case codes.Unauthenticated:
 			return fmt.Errorf("registry watch refused: %w", err)
+		case codes.PermissionDenied:
+			return fmt.Errorf("registry watch refused (the source reads every export's status, to apply each export's scope to the callers: it needs an administrator's identity, organization fleetnet:admins): %w", err)
 		}
 		if got {
 			backoff = s.cfg.MinBackoff
@@ -126,14 +142,14 @@ func (s *Source) watch(ctx context.Context) (bool, error) {
 	s.mu.Lock()
 	resume := s.rev
 	s.mu.Unlock()
-	w, err := s.cfg.Client.Watch(ctx, &registryv1.WatchRequest{ResumeRevision: resume}, client.WaitForConnection())
+	w, err := s.cfg.Client.Watch(ctx, &registryv1.WatchRequest{ResumeRevision: resume, ExportStatusClusterId: "*"}, client.WaitForConnection())
 	if err != nil {
 		return false, err
 	}
 	// A snapshot being received; from zero the whole stream starts as one.
-	var staged map[store.Key]*Import
+	var staged *snapshot
 	if resume == 0 {
-		staged = map[store.Key]*Import{}
+		staged = newSnapshot()
 	}
 	got := false
 	for {
@@ -144,22 +160,26 @@ func (s *Source) watch(ctx context.Context) (bool, error) {
 		got = true
 		switch ev.GetEvent().(type) {
 		case *registryv1.WatchEvent_Reset_:
-			staged = map[store.Key]*Import{}
+			staged = newSnapshot()
 		case *registryv1.WatchEvent_Synced:
 			s.synced(ev.GetRevision(), staged)
 			staged = nil
 		default:
 			if staged != nil {
-				apply(staged, ev)
+				staged.apply(ev)
 				continue
 			}
 			s.mu.Lock()
 			k, ok := apply(s.imports, ev)
+			if !ok {
+				k, ok = applyStatus(s.statuses, ev)
+			}
 			s.rev = max(s.rev, ev.GetRevision())
 			var p discoveryv1.Pool
+			var aud store.Audience
 			d := s.imports[k]
 			if ok && d != nil && d.Import != nil {
-				p = BuildPool(k, d)
+				p, aud = BuildPool(k, d), view.SameImport(d.Import, s.statuses[k])
 			}
 			s.mu.Unlock()
 			if !ok {
@@ -168,14 +188,14 @@ func (s *Source) watch(ctx context.Context) (bool, error) {
 			before := s.cfg.Store.Revision()
 			var rev int64
 			if d != nil && d.Import != nil {
-				rev = s.cfg.Store.Replace(SourceName, p)
+				rev = s.cfg.Store.ReplaceScoped(SourceName, p, aud)
 			} else {
 				rev = s.cfg.Store.Delete(SourceName, k)
 			}
 			switch {
 			case rev == before:
 			case d != nil && d.Import != nil:
-				s.cfg.Log.Info("pool changed", "pool", k.String(), "clusters", len(p.Clusters), "registryRevision", ev.GetRevision(), "revision", rev)
+				s.cfg.Log.Info("pool changed", "pool", k.String(), "clusters", len(p.Clusters), "audience", aud.String(), "registryRevision", ev.GetRevision(), "revision", rev)
 			default:
 				s.cfg.Log.Info("pool removed", "pool", k.String(), "registryRevision", ev.GetRevision(), "revision", rev)
 			}
@@ -185,22 +205,22 @@ func (s *Source) watch(ctx context.Context) (bool, error) {
 
 // synced ends a snapshot (staged, nil after a resume that needed none):
 // the source's whole state is replaced by it.
-func (s *Source) synced(rev int64, staged map[store.Key]*Import) {
+func (s *Source) synced(rev int64, staged *snapshot) {
 	s.mu.Lock()
 	s.rev = rev
 	s.brokenSince, s.lastErr = time.Time{}, nil
-	var pools []discoveryv1.Pool
+	var pools []store.Scoped
 	if staged != nil {
-		s.imports = staged
-		for k, d := range staged {
+		s.imports, s.statuses = staged.imports, staged.statuses
+		for k, d := range staged.imports {
 			if d.Import != nil {
-				pools = append(pools, BuildPool(k, d))
+				pools = append(pools, store.Scoped{Pool: BuildPool(k, d), Audience: view.SameImport(d.Import, staged.statuses[k])})
 			}
 		}
 	}
 	s.mu.Unlock()
 	if staged != nil {
-		storeRev := s.cfg.Store.ReplaceSource(SourceName, pools)
+		storeRev := s.cfg.Store.ReplaceSourceScoped(SourceName, pools)
 		s.cfg.Log.Info("registry snapshot applied", "pools", len(pools), "registryRevision", rev, "revision", storeRev)
 	} else {
 		s.cfg.Log.Info("registry watch resumed", "registryRevision", rev)

@@ -10,6 +10,7 @@ import (
 
 	discoveryv1 "github.com/fleetnet/fleetnet/api/discovery/v1"
 	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/internal/discovery/store"
 	"github.com/fleetnet/fleetnet/internal/tokenfile"
 )
 
@@ -37,15 +38,38 @@ func (r Role) String() string {
 	return "none"
 }
 
-// Identity is an authenticated caller.
+// Identity is an authenticated caller; its name is never empty.
 type Identity struct {
 	Name string
 	Role Role
 	// Via says how the caller authenticated: "token" or "certificate".
 	Via string
+	// Cluster is set for a member cluster's certificate
+	// (keys.OrganizationClusters without keys.OrganizationAdmins): the
+	// cluster it names, which sees the pools the registry would send it
+	// and no other (store.ClusterViewer). Every other identity sees every
+	// pool its role may read.
+	Cluster string
 }
 
-func (i Identity) String() string { return fmt.Sprintf("%s %q (role %s)", i.Via, i.Name, i.Role) }
+func (i Identity) String() string {
+	if i.Cluster != "" {
+		return fmt.Sprintf("%s of cluster %q (role %s)", i.Via, i.Cluster, i.Role)
+	}
+	return fmt.Sprintf("%s %q (role %s)", i.Via, i.Name, i.Role)
+}
+
+// viewer is who the caller is to the store.
+func (i Identity) viewer() store.Viewer {
+	if i.Cluster != "" {
+		return store.ClusterViewer(i.Cluster)
+	}
+	return store.EveryPool()
+}
+
+// owner names the caller as the holder of registrations (one identity's
+// are capped): a token and a certificate of one name are two holders.
+func (i Identity) owner() string { return i.Via + ":" + i.Name }
 
 // Authenticator finds who is calling: a bearer token of Tokens, or else a
 // client certificate that the TLS handshake verified against the fleet CA
@@ -77,6 +101,11 @@ func (a *Authenticator) Authenticate(r *http.Request) (Identity, *discoveryv1.Er
 		}
 		for known, id := range tokens {
 			if subtle.ConstantTimeCompare([]byte(known), []byte(token)) == 1 {
+				if id.Name == "" {
+					// LoadTokens refuses such a line; a map set by hand
+					// may hold one. No identity is nameless.
+					return Identity{}, &discoveryv1.Error{Field: "Authorization", Message: "bearer token has no name"}
+				}
 				return id, nil
 			}
 		}
@@ -84,7 +113,15 @@ func (a *Authenticator) Authenticate(r *http.Request) (Identity, *discoveryv1.Er
 	}
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
 		cert := r.TLS.VerifiedChains[0][0]
-		return Identity{Name: cert.Subject.CommonName, Role: roleOf(cert.Subject.Organization), Via: "certificate"}, nil
+		name, orgs := cert.Subject.CommonName, cert.Subject.Organization
+		if name == "" {
+			return Identity{}, &discoveryv1.Error{Message: fmt.Sprintf("client certificate of organization %v has an empty common name: an identity needs a name", orgs)}
+		}
+		id := Identity{Name: name, Role: roleOf(orgs), Via: "certificate"}
+		if slices.Contains(orgs, keys.OrganizationClusters) && !slices.Contains(orgs, keys.OrganizationAdmins) {
+			id.Cluster = name
+		}
+		return id, nil
 	}
 	return Identity{}, &discoveryv1.Error{Message: "a bearer token, or a client certificate signed by the fleet CA, is required"}
 }
@@ -103,7 +140,7 @@ func roleOf(orgs []string) Role {
 // LoadTokens reads a tokens file (internal/tokenfile: CSV lines of
 // token,name,role, # comments) whose roles are "read" or "register" (which
 // includes read). The format is the registry's --token-file's, with these
-// roles.
+// roles. A token's identity sees every pool (it is no cluster's).
 func LoadTokens(path string) (map[string]Identity, error) {
 	entries, err := tokenfile.Load(path, discoveryv1.RoleRead, discoveryv1.RoleRegister)
 	if err != nil {

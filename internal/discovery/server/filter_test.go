@@ -5,6 +5,7 @@ import (
 
 	discoveryv1 "github.com/fleetnet/fleetnet/api/discovery/v1"
 	"github.com/fleetnet/fleetnet/internal/discovery/store"
+	"github.com/fleetnet/fleetnet/internal/registry/view"
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/labels"
 )
@@ -45,7 +46,7 @@ func TestWatchFilterApply(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := newWatchFilter("demo", sel, tt.resumed)
+			f := newWatchFilter(store.EveryPool(), "demo", sel, tt.resumed)
 			var got []string
 			for _, e := range tt.events {
 				out := f.apply(e)
@@ -60,7 +61,53 @@ func TestWatchFilterApply(t *testing.T) {
 			}
 		})
 	}
-	if newWatchFilter("", labels.Everything(), true) != nil {
+	if newWatchFilter(store.EveryPool(), "", labels.Everything(), true) != nil {
 		t.Error("no filter should be nil (everything passes)")
+	}
+}
+
+// TestWatchFilterFollowsTheAudience: a cluster's watch is sent the pools
+// whose audience includes it; a pool that enters its audience is an
+// upsert, one that leaves it a delete, and one it never saw is never
+// named, not even by a delete.
+func TestWatchFilterFollowsTheAudience(t *testing.T) {
+	ev := func(typ discoveryv1.EventType, name string, aud store.Audience) *store.Event {
+		return &store.Event{Event: discoveryv1.Event{Type: typ, Pool: &discoveryv1.Pool{Namespace: "demo", Name: name}}, Audience: aud}
+	}
+	show := func(e *store.Event) string {
+		if e == nil {
+			return "-"
+		}
+		return string(e.Type) + " " + e.Pool.Name
+	}
+	hub, everyone := view.Only("a", "hub"), view.Everyone()
+	tests := []struct {
+		name   string
+		viewer store.Viewer
+		events []*store.Event
+		want   []string
+	}{
+		{"b: a pool scoped away is never named", store.ClusterViewer("b"), []*store.Event{
+			ev("snapshot", "s", hub), ev("snapshot", "o", everyone), ev("upsert", "s", hub), ev("delete", "s", view.Everyone()),
+		}, []string{"-", "snapshot o", "-", "-"}},
+		{"b: a pool entering and leaving the scope", store.ClusterViewer("b"), []*store.Event{
+			ev("upsert", "s", hub), ev("upsert", "s", view.Only("a", "hub", "b")), ev("upsert", "s", hub), ev("upsert", "s", hub),
+		}, []string{"-", "upsert s", "delete s", "-"}},
+		{"hub sees it", store.ClusterViewer("hub"), []*store.Event{ev("snapshot", "s", hub), ev("upsert", "s", hub)}, []string{"snapshot s", "upsert s"}},
+		{"a viewer of every pool sees it", store.EveryPool(), []*store.Event{ev("snapshot", "s", hub)}, []string{"snapshot s"}},
+		{"a cluster without a name sees nothing", store.ClusterViewer(""), []*store.Event{ev("snapshot", "o", everyone)}, []string{"-"}},
+		{"the zero viewer sees nothing", store.Viewer{}, []*store.Event{ev("snapshot", "o", everyone)}, []string{"-"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newWatchFilter(tt.viewer, "", labels.Everything(), false)
+			var got []string
+			for _, e := range tt.events {
+				got = append(got, show(f.apply(e)))
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -21,7 +21,7 @@ import (
 // says. Watches are read for a moment only.
 func FuzzRequests(f *testing.F) {
 	env := discoverytest.Start(f, discoverytest.Options{})
-	if _, err := env.Memory.Register(context.Background(), discoverytest.Registration("demo", "model", "east", "eu-west-1", "a", "b")); err != nil {
+	if _, err := env.Memory.Register(context.Background(), "fuzz", discoverytest.Registration("demo", "model", "east", "eu-west-1", "a", "b")); err != nil {
 		f.Fatal(err)
 	}
 	cfg, err := pki.ClientTLS(env.CA.CertPEM, nil)

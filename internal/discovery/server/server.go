@@ -40,11 +40,27 @@ type Backend interface {
 	Status() string
 }
 
+// ScopeBlind is implemented by pool sources that cannot tell which
+// clusters may see a pool (the kubernetes source: one cluster's imports
+// carry no export's scope). The server refuses callers that are clusters
+// with 403 and ClusterRefusal's reason, rather than show them what another
+// cluster was sent.
+type ScopeBlind interface {
+	ClusterRefusal() string
+}
+
+// ErrTooManyRegistrations is what a Registrar's error wraps when the
+// caller already holds as many live registrations as one identity may
+// (429).
+var ErrTooManyRegistrations = errors.New("too many registrations")
+
 // Registrar is implemented by pool sources that take registrations (the
 // memory source). Invalid input gives a *discoveryv1.Error; an unknown or
-// expired registration an error wrapping fs.ErrNotExist.
+// expired registration an error wrapping fs.ErrNotExist; a registration
+// beyond what one owner (the caller's identity) may hold an error wrapping
+// ErrTooManyRegistrations.
 type Registrar interface {
-	Register(ctx context.Context, reg discoveryv1.Registration) (discoveryv1.Lease, error)
+	Register(ctx context.Context, owner string, reg discoveryv1.Registration) (discoveryv1.Lease, error)
 	Renew(ctx context.Context, id string, reg *discoveryv1.Registration) (discoveryv1.Lease, error)
 	Deregister(ctx context.Context, id string) error
 }
@@ -76,6 +92,9 @@ type Server struct {
 	mux      *http.ServeMux
 	metrics  *metrics
 	stopping chan struct{}
+	// refuseClusters, when set, is why callers that are clusters are
+	// refused (see ScopeBlind).
+	refuseClusters string
 }
 
 // maxBody bounds a registration's body: MaxEndpoints endpoints with room.
@@ -97,6 +116,9 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), stopping: make(chan struct{})}
 	s.metrics = newMetrics(cfg.Registerer, cfg.Store)
+	if sb, ok := cfg.Backend.(ScopeBlind); ok {
+		s.refuseClusters = sb.ClusterRefusal()
+	}
 	s.mux.HandleFunc("GET /v1/openapi.yaml", s.openAPI)
 	s.mux.HandleFunc("GET /v1/pools", s.authorized(RoleRead, s.listPools))
 	s.mux.HandleFunc("GET /v1/pools/{namespace}/{name}", s.authorized(RoleRead, s.getPool))
@@ -146,8 +168,9 @@ func isClosed(c <-chan struct{}) bool {
 	}
 }
 
-// authorized authenticates the caller and requires role.
-func (s *Server) authorized(role Role, h http.HandlerFunc) http.HandlerFunc {
+// authorized authenticates the caller, requires role, and hands the
+// handler the caller's identity.
+func (s *Server) authorized(role Role, h func(http.ResponseWriter, *http.Request, Identity)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		id, err := s.cfg.Auth.Authenticate(r)
 		if err != nil {
@@ -159,7 +182,11 @@ func (s *Server) authorized(role Role, h http.HandlerFunc) http.HandlerFunc {
 			writeJSON(w, http.StatusForbidden, &discoveryv1.Error{Message: fmt.Sprintf("%s may not %s %s: the role %s is needed", id, r.Method, r.URL.Path, role)})
 			return
 		}
-		h(w, r)
+		if id.Cluster != "" && s.refuseClusters != "" {
+			writeJSON(w, http.StatusForbidden, &discoveryv1.Error{Message: fmt.Sprintf("%s may not %s %s: %s", id, r.Method, r.URL.Path, s.refuseClusters)})
+			return
+		}
+		h(w, r, id)
 	}
 }
 
@@ -244,7 +271,7 @@ func inRegion(p *discoveryv1.Pool, region string) *discoveryv1.Pool {
 	return &cp
 }
 
-func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {
+func (s *Server) listPools(w http.ResponseWriter, r *http.Request, id Identity) {
 	q, qerr := query(r, "namespace", "labelSelector", "region")
 	if qerr != nil {
 		writeJSON(w, http.StatusBadRequest, qerr)
@@ -255,7 +282,7 @@ func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, ferr)
 		return
 	}
-	rev, pools := s.cfg.Store.List(func(p *discoveryv1.Pool) bool {
+	rev, pools := s.cfg.Store.ListFor(id.viewer(), func(p *discoveryv1.Pool) bool {
 		return (f.namespace == "" || p.Namespace == f.namespace) && f.selector.Matches(labels.Set(p.Labels))
 	})
 	out := discoveryv1.PoolList{Revision: rev, Synced: isClosed(s.cfg.Backend.Synced()), Pools: make([]discoveryv1.Pool, 0, len(pools))}
@@ -267,7 +294,7 @@ func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-func (s *Server) getPool(w http.ResponseWriter, r *http.Request) {
+func (s *Server) getPool(w http.ResponseWriter, r *http.Request, id Identity) {
 	q, qerr := query(r, "region")
 	if qerr != nil {
 		writeJSON(w, http.StatusBadRequest, qerr)
@@ -279,7 +306,9 @@ func (s *Server) getPool(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	k := store.Key{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
-	p, ok := s.cfg.Store.Get(k)
+	// A pool the caller may not see is not found, as one that does not
+	// exist: its name is not confirmed either.
+	p, ok := s.cfg.Store.GetFor(id.viewer(), k)
 	if ok {
 		if p = inRegion(p, f.region); p == nil {
 			writeJSON(w, http.StatusNotFound, &discoveryv1.Error{Field: "region", Value: f.region, Message: fmt.Sprintf("pool %s has no cluster in this region", k)})
@@ -293,7 +322,7 @@ func (s *Server) getPool(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, p)
 }
 
-func (s *Server) listRouters(w http.ResponseWriter, _ *http.Request) {
+func (s *Server) listRouters(w http.ResponseWriter, _ *http.Request, _ Identity) {
 	routers := s.cfg.Backend.Routers()
 	if routers == nil {
 		routers = []discoveryv1.Router{}
@@ -356,6 +385,8 @@ func (s *Server) registrationError(w http.ResponseWriter, r *http.Request, err e
 	switch {
 	case errors.As(err, &fe):
 		writeJSON(w, http.StatusBadRequest, fe)
+	case errors.Is(err, ErrTooManyRegistrations):
+		writeJSON(w, http.StatusTooManyRequests, &discoveryv1.Error{Message: err.Error()})
 	case errors.Is(err, fs.ErrNotExist):
 		writeJSON(w, http.StatusNotFound, &discoveryv1.Error{Field: "id", Value: r.PathValue("id"), Message: "no such registration: it expired or was deregistered; register again"})
 	default:
@@ -364,7 +395,7 @@ func (s *Server) registrationError(w http.ResponseWriter, r *http.Request, err e
 	}
 }
 
-func (s *Server) register(w http.ResponseWriter, r *http.Request) {
+func (s *Server) register(w http.ResponseWriter, r *http.Request, id Identity) {
 	reg := s.registrar(w)
 	if reg == nil {
 		return
@@ -374,7 +405,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, derr)
 		return
 	}
-	lease, err := reg.Register(r.Context(), *body)
+	lease, err := reg.Register(r.Context(), id.owner(), *body)
 	if err != nil {
 		s.registrationError(w, r, err)
 		return
@@ -383,7 +414,7 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, lease)
 }
 
-func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
+func (s *Server) renew(w http.ResponseWriter, r *http.Request, _ Identity) {
 	reg := s.registrar(w)
 	if reg == nil {
 		return
@@ -401,7 +432,7 @@ func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, lease)
 }
 
-func (s *Server) deregister(w http.ResponseWriter, r *http.Request) {
+func (s *Server) deregister(w http.ResponseWriter, r *http.Request, _ Identity) {
 	reg := s.registrar(w)
 	if reg == nil {
 		return

@@ -16,8 +16,12 @@ import (
 	discoveryv1 "github.com/fleetnet/fleetnet/api/discovery/v1"
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/discovery/discoverytest"
+	"github.com/fleetnet/fleetnet/internal/discovery/memory"
+	"github.com/fleetnet/fleetnet/internal/discovery/server"
+	"github.com/fleetnet/fleetnet/internal/discovery/store"
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
@@ -328,6 +332,8 @@ func TestAuth(t *testing.T) {
 		{"administrator's certificate (" + keys.OrganizationAdmins + ")", "", admin, 200, 201},
 		{"member cluster's certificate (" + keys.OrganizationClusters + ")", "", cluster, 200, 403},
 		{"edge's certificate: authenticated, no role", "", edge, 403, 403},
+		{"member cluster's certificate without a name", "", discoverytest.ClientCert(t, env.CA, "", keys.OrganizationClusters), 401, 401},
+		{"administrator's certificate without a name", "", discoverytest.ClientCert(t, env.CA, "", keys.OrganizationAdmins), 401, 401},
 		{"a token wins over a certificate", discoverytest.ReadToken, registrar, 200, 403},
 	}
 	for _, tt := range tests {
@@ -415,4 +421,108 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	if diff := cmp.Diff(served, documented); diff != "" {
 		t.Errorf("documented routes (-served +documented):\n%s", diff)
 	}
+}
+
+// scopeBlind is a pool source that cannot tell an export's scope, as the
+// kubernetes source.
+type scopeBlind struct{ server.Backend }
+
+func (scopeBlind) ClusterRefusal() string { return "this source cannot tell what a cluster may see" }
+
+// TestClustersRefusedWhereScopesAreUnknown: with a source that cannot tell
+// an export's scope (the kubernetes source), a cluster's certificate is
+// refused with 403 naming why, on every read; administrators and read
+// tokens read as before.
+func TestClustersRefusedWhereScopesAreUnknown(t *testing.T) {
+	var mem *memory.Memory
+	env := discoverytest.Start(t, discoverytest.Options{Source: func(st *store.Store, _ prometheus.Registerer) server.Backend {
+		mem = memory.New(memory.Config{Store: st, TTL: time.Minute})
+		return scopeBlind{mem}
+	}})
+	if _, err := mem.Register(t.Context(), "test", discoverytest.Registration("demo", "echo", "east", "", "e1")); err != nil {
+		t.Fatal(err)
+	}
+	cluster, _ := env.CA.ClusterCert("east")
+	admin, _ := env.CA.AdminCert("ops")
+	tests := []struct {
+		name  string
+		token string
+		cert  *pki.KeyPair
+		want  int
+	}{
+		{"member cluster's certificate", "", cluster, http.StatusForbidden},
+		{"administrator's certificate", "", admin, http.StatusOK},
+		{"read token", discoverytest.ReadToken, nil, http.StatusOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hc := env.HTTPClient(t, tt.cert)
+			for _, path := range []string{"/v1/pools", "/v1/pools/demo/echo", "/v1/routers", "/v1/watch"} {
+				req, _ := http.NewRequestWithContext(t.Context(), "GET", env.URL+path, nil)
+				if tt.token != "" {
+					req.Header.Set("Authorization", "Bearer "+tt.token)
+				}
+				resp, err := hc.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if resp.StatusCode != tt.want {
+					t.Errorf("GET %s: %s, want %d", path, resp.Status, tt.want)
+				}
+				if resp.StatusCode == http.StatusForbidden {
+					b, _ := io.ReadAll(resp.Body)
+					if e := decode[discoveryv1.Error](t, b); !strings.Contains(e.Message, `cluster "east"`) || !strings.Contains(e.Message, "cannot tell what a cluster may see") {
+						t.Errorf("GET %s: the refusal does not say why: %s", path, b)
+					}
+				}
+				resp.Body.Close()
+			}
+		})
+	}
+}
+
+// TestRegistrationCap: one identity holds at most --max-registrations-per-identity
+// live registrations; one more is refused with 429 and counted, another
+// identity is not held back, and a deregistration makes room.
+func TestRegistrationCap(t *testing.T) {
+	env := discoverytest.Start(t, discoverytest.Options{MaxRegistrations: 2})
+	registrar := env.HTTPClient(t, discoverytest.ClientCert(t, env.CA, "model-server", discoveryv1.OrganizationRegister))
+	reg := func(i int) discoveryv1.Registration {
+		return discoverytest.Registration("demo", "echo", "east", "", "e"+strconv.Itoa(i))
+	}
+	var leases []discoveryv1.Lease
+	for i := range 2 {
+		leases = append(leases, register(t, env, reg(i)))
+	}
+	tests := []struct {
+		name  string
+		hc    *http.Client
+		token string
+		want  int
+	}{
+		{"the token's third", nil, discoverytest.RegisterToken, http.StatusTooManyRequests},
+		{"another identity's first", registrar, "", http.StatusCreated},
+		{"the token's third again", nil, discoverytest.RegisterToken, http.StatusTooManyRequests},
+	}
+	for i, tt := range tests {
+		status, b, _ := call(t, env, tt.hc, tt.token, "POST", "/v1/registrations", reg(10+i))
+		if status != tt.want {
+			t.Errorf("%s: %d %s, want %d", tt.name, status, b, tt.want)
+		}
+		if status == http.StatusTooManyRequests && !strings.Contains(decode[discoveryv1.Error](t, b).Message, "--max-registrations-per-identity") {
+			t.Errorf("%s: the refusal does not name the limit: %s", tt.name, b)
+		}
+	}
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(env.Metrics, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if want := "fleetnet_discovery_registrations_refused_total 2\n"; !strings.Contains(rec.Body.String(), want) {
+		t.Errorf("metrics lack %q", want)
+	}
+	if status, b, _ := call(t, env, nil, discoverytest.RegisterToken, "DELETE", "/v1/registrations/"+leases[0].ID, nil); status != http.StatusNoContent {
+		t.Fatalf("deregister: %d %s", status, b)
+	}
+	register(t, env, reg(20))
+	// An expired lease makes room too.
+	env.Clock.Step(time.Minute)
+	register(t, env, reg(21))
 }

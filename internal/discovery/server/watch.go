@@ -20,7 +20,7 @@ const (
 // a long backlog still reaches the client in pieces.
 const maxBatch = 256
 
-func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
+func (s *Server) watch(w http.ResponseWriter, r *http.Request, id Identity) {
 	q, qerr := query(r, "revision", "namespace", "labelSelector")
 	if qerr != nil {
 		writeJSON(w, http.StatusBadRequest, qerr)
@@ -64,13 +64,25 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	sub, initial := s.cfg.Store.Watch(from)
+	viewer := id.viewer()
+	watchFrom := from
+	if !viewer.EveryPool() {
+		// What a cluster held at from cannot be told from the history
+		// (pools enter and leave its sight): it starts afresh, with a
+		// reset and a snapshot of what it may see, rather than be sent
+		// deletes of pools it never saw, which would name them.
+		watchFrom = 0
+	}
+	sub, initial := s.cfg.Store.Watch(watchFrom)
 	defer sub.Stop()
+	if watchFrom != from {
+		initial = append([]*store.Event{{Event: discoveryv1.Event{Type: discoveryv1.EventReset, Revision: initial[len(initial)-1].Revision}}}, initial...)
+	}
 	s.metrics.watchers.Inc()
 	defer s.metrics.watchers.Dec()
 
 	st := &stream{w: w, rc: rc, sse: sse, last: from, timeout: s.cfg.WriteTimeout,
-		filter: newWatchFilter(f.namespace, f.selector, from > 0)}
+		filter: newWatchFilter(viewer, f.namespace, f.selector, watchFrom > 0)}
 	st.arm()
 	for _, e := range initial {
 		st.send(e)

@@ -8,6 +8,12 @@
 // changes, so a source that repeats itself causes no event. The store does
 // no IO and never waits for a watcher: a watcher that falls behind is cut
 // off and resumes from its last revision.
+//
+// Each pool carries its audience, the clusters that may see it (the
+// registry's rule, registry/view's Audience): a caller that is a cluster is
+// shown only the pools whose audience includes it (Viewer), and a pool
+// whose audience changes is a change of its own, so that a watch can tell
+// a cluster that a pool left its sight.
 package store
 
 import (
@@ -20,6 +26,7 @@ import (
 	"time"
 
 	discoveryv1 "github.com/fleetnet/fleetnet/api/discovery/v1"
+	"github.com/fleetnet/fleetnet/internal/registry/view"
 )
 
 // Defaults of Options.
@@ -57,6 +64,41 @@ func (k Key) String() string { return k.Namespace + "/" + k.Name }
 // KeyOf returns the key of p.
 func KeyOf(p *discoveryv1.Pool) Key { return Key{p.Namespace, p.Name} }
 
+// Audience is who may see a pool: the registry's own rule
+// (registry/view.Audience), which fleetnet-discovery applies to callers that
+// are clusters.
+type Audience = view.Audience
+
+// Scoped is a pool with its audience.
+type Scoped struct {
+	Pool     discoveryv1.Pool
+	Audience Audience
+}
+
+// Viewer is who reads the store: every pool (administrators, and the
+// identities of discovery's own roles), or one cluster, which sees the
+// pools whose audience includes it. The zero Viewer sees nothing, and so
+// does a cluster without a name: seeing everything comes from the role,
+// never from a name.
+type Viewer struct {
+	all     bool
+	cluster string
+}
+
+// EveryPool is the viewer that sees every pool.
+func EveryPool() Viewer { return Viewer{all: true} }
+
+// ClusterViewer is the viewer of cluster id.
+func ClusterViewer(id string) Viewer { return Viewer{cluster: id} }
+
+// Sees says whether the viewer may see a pool of audience a.
+func (v Viewer) Sees(a Audience) bool {
+	return v.all || (v.cluster != "" && a.Includes(v.cluster))
+}
+
+// EveryPool says whether the viewer sees every pool.
+func (v Viewer) EveryPool() bool { return v.all }
+
 // Event is a watch event with its encoding cached: a thousand watchers of
 // one change share one encoding. Events and the pools they carry are never
 // modified once made.
@@ -65,6 +107,8 @@ type Event struct {
 	// At is when the store applied the change (zero for marks made for one
 	// watcher).
 	At time.Time
+	// Audience is the pool's, for snapshot and upsert events.
+	Audience Audience
 
 	once    sync.Once
 	encoded []byte
@@ -100,10 +144,14 @@ type Store struct {
 }
 
 type poolState struct {
-	// sources holds each source's normalized contribution.
-	sources map[string]*discoveryv1.Pool
-	// merged is what is served, with its revision.
-	merged *discoveryv1.Pool
+	// sources holds each source's normalized contribution, and audiences
+	// the audience each gave it.
+	sources   map[string]*discoveryv1.Pool
+	audiences map[string]Audience
+	// merged is what is served, with its revision, to audience: the
+	// clusters every contribution's audience includes.
+	merged   *discoveryv1.Pool
+	audience Audience
 	// snapshot is merged as a snapshot event, made on first use.
 	snapshot *Event
 }
@@ -148,23 +196,43 @@ func (s *Store) Stats() Stats {
 
 // Get returns a pool. The pool is shared: callers must not modify it.
 func (s *Store) Get(k Key) (*discoveryv1.Pool, bool) {
+	return s.GetFor(EveryPool(), k)
+}
+
+// GetFor returns a pool that v may see: one it may not is not found, as
+// one that does not exist. The pool is shared: callers must not modify it.
+func (s *Store) GetFor(v Viewer, k Key) (*discoveryv1.Pool, bool) {
+	p, aud, ok := s.Lookup(k)
+	if !ok || !v.Sees(aud) {
+		return nil, false
+	}
+	return p, true
+}
+
+// Lookup returns a pool and its audience.
+func (s *Store) Lookup(k Key) (*discoveryv1.Pool, Audience, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ps, ok := s.pools[k]
 	if !ok {
-		return nil, false
+		return nil, view.Only(), false
 	}
-	return ps.merged, true
+	return ps.merged, ps.audience, true
 }
 
 // List returns every pool that keep accepts (nil accepts all), sorted by
 // namespace and name, and the revision they reflect. The pools are shared:
 // callers must not modify them.
 func (s *Store) List(keep func(*discoveryv1.Pool) bool) (int64, []*discoveryv1.Pool) {
+	return s.ListFor(EveryPool(), keep)
+}
+
+// ListFor is List of the pools v may see.
+func (s *Store) ListFor(v Viewer, keep func(*discoveryv1.Pool) bool) (int64, []*discoveryv1.Pool) {
 	s.mu.Lock()
 	out := make([]*discoveryv1.Pool, 0, len(s.pools))
 	for _, ps := range s.pools {
-		if keep == nil || keep(ps.merged) {
+		if v.Sees(ps.audience) && (keep == nil || keep(ps.merged)) {
 			out = append(out, ps.merged)
 		}
 	}
@@ -178,16 +246,24 @@ func comparePools(a, b *discoveryv1.Pool) int {
 	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 }
 
-// Replace sets source's contribution to pool p: its labels and clusters.
-// The pool served merges every source's contribution. It returns the
-// revision after the call; nothing changes, and no event is sent, when the
-// merged pool stays the same.
+// Replace sets source's contribution to pool p, which every caller may
+// see: its labels and clusters. The pool served merges every source's
+// contribution. It returns the revision after the call; nothing changes,
+// and no event is sent, when the merged pool stays the same.
 func (s *Store) Replace(source string, p discoveryv1.Pool) int64 {
+	return s.ReplaceScoped(source, p, view.Everyone())
+}
+
+// ReplaceScoped is Replace for a pool that the clusters of aud alone may
+// see (callers that see every pool see it too). The merged pool's audience
+// is the clusters that every contribution's includes; a change of it alone
+// is a change of the pool.
+func (s *Store) ReplaceScoped(source string, p discoveryv1.Pool, aud Audience) int64 {
 	n := normalize(p)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var changed []*Event
-	if e := s.setLocked(source, KeyOf(n), n); e != nil {
+	if e := s.setLocked(source, KeyOf(n), n, aud); e != nil {
 		changed = append(changed, e)
 	}
 	s.publishLocked(changed)
@@ -200,22 +276,35 @@ func (s *Store) Delete(source string, k Key) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var changed []*Event
-	if e := s.setLocked(source, k, nil); e != nil {
+	if e := s.setLocked(source, k, nil, view.Only()); e != nil {
 		changed = append(changed, e)
 	}
 	s.publishLocked(changed)
 	return s.rev
 }
 
-// ReplaceSource sets everything source contributes: pools it contributed
-// before and are not in pools lose its contribution. A source uses it after
-// it (re)loaded its state. Every changed pool takes one revision; watchers
-// receive all of them or are cut off.
+// ReplaceSource sets everything source contributes, pools every caller may
+// see: pools it contributed before and are not in pools lose its
+// contribution. A source uses it after it (re)loaded its state. Every
+// changed pool takes one revision; watchers receive all of them or are
+// cut off.
 func (s *Store) ReplaceSource(source string, pools []discoveryv1.Pool) int64 {
+	scoped := make([]Scoped, len(pools))
+	for i, p := range pools {
+		scoped[i] = Scoped{Pool: p, Audience: view.Everyone()}
+	}
+	return s.ReplaceSourceScoped(source, scoped)
+}
+
+// ReplaceSourceScoped is ReplaceSource with each pool's audience (see
+// ReplaceScoped).
+func (s *Store) ReplaceSourceScoped(source string, pools []Scoped) int64 {
 	want := make(map[Key]*discoveryv1.Pool, len(pools))
+	auds := make(map[Key]Audience, len(pools))
 	for _, p := range pools {
-		n := normalize(p)
+		n := normalize(p.Pool)
 		want[KeyOf(n)] = n
+		auds[KeyOf(n)] = p.Audience
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -224,13 +313,13 @@ func (s *Store) ReplaceSource(source string, pools []discoveryv1.Pool) int64 {
 	keys := slices.SortedFunc(maps.Keys(s.pools), compareKeys)
 	for _, k := range keys {
 		if _, ok := s.pools[k].sources[source]; ok && want[k] == nil {
-			if e := s.setLocked(source, k, nil); e != nil {
+			if e := s.setLocked(source, k, nil, view.Only()); e != nil {
 				changed = append(changed, e)
 			}
 		}
 	}
 	for _, k := range slices.SortedFunc(maps.Keys(want), compareKeys) {
-		if e := s.setLocked(source, k, want[k]); e != nil {
+		if e := s.setLocked(source, k, want[k], auds[k]); e != nil {
 			changed = append(changed, e)
 		}
 	}
@@ -242,23 +331,26 @@ func compareKeys(a, b Key) int {
 	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 }
 
-// setLocked sets (or, with nil, removes) one contribution and returns the
-// event of the change, or nil when the served pool did not change.
-func (s *Store) setLocked(source string, k Key, contribution *discoveryv1.Pool) *Event {
+// setLocked sets (or, with nil, removes) one contribution of audience aud
+// and returns the event of the change, or nil when the served pool and its
+// audience did not change.
+func (s *Store) setLocked(source string, k Key, contribution *discoveryv1.Pool, aud Audience) *Event {
 	ps := s.pools[k]
 	if ps == nil {
 		if contribution == nil {
 			return nil
 		}
-		ps = &poolState{sources: map[string]*discoveryv1.Pool{}}
+		ps = &poolState{sources: map[string]*discoveryv1.Pool{}, audiences: map[string]Audience{}}
 	}
 	if contribution == nil {
 		if _, ok := ps.sources[source]; !ok {
 			return nil
 		}
 		delete(ps.sources, source)
+		delete(ps.audiences, source)
 	} else {
 		ps.sources[source] = contribution
+		ps.audiences[source] = aud
 	}
 	old := ps.merged
 	if len(ps.sources) == 0 {
@@ -268,18 +360,22 @@ func (s *Store) setLocked(source string, k Key, contribution *discoveryv1.Pool) 
 		return &Event{Event: discoveryv1.Event{Type: discoveryv1.EventDelete, Revision: s.rev, Pool: &discoveryv1.Pool{Namespace: k.Namespace, Name: k.Name, Clusters: []discoveryv1.PoolCluster{}}}, At: s.opts.Now()}
 	}
 	merged := merge(k, ps.sources)
+	audience := view.Everyone()
+	for _, a := range ps.audiences {
+		audience = audience.Intersect(a)
+	}
 	if old != nil {
 		merged.Revision = old.Revision
-		if reflect.DeepEqual(merged, old) {
+		if reflect.DeepEqual(merged, old) && audience.Equal(ps.audience) {
 			return nil
 		}
 	}
 	s.rev++
 	merged.Revision = s.rev
-	ps.merged, ps.snapshot = merged, nil
+	ps.merged, ps.audience, ps.snapshot = merged, audience, nil
 	s.pools[k] = ps
 	s.endpoints += countEndpoints(merged) - countEndpoints(old)
-	return &Event{Event: discoveryv1.Event{Type: discoveryv1.EventUpsert, Revision: s.rev, Pool: merged}, At: s.opts.Now()}
+	return &Event{Event: discoveryv1.Event{Type: discoveryv1.EventUpsert, Revision: s.rev, Pool: merged}, At: s.opts.Now(), Audience: audience}
 }
 
 func countEndpoints(p *discoveryv1.Pool) int {
@@ -371,7 +467,7 @@ func (s *Store) Watch(from int64) (*Watcher, []*Event) {
 	for _, k := range keys {
 		ps := s.pools[k]
 		if ps.snapshot == nil {
-			ps.snapshot = &Event{Event: discoveryv1.Event{Type: discoveryv1.EventSnapshot, Revision: ps.merged.Revision, Pool: ps.merged}}
+			ps.snapshot = &Event{Event: discoveryv1.Event{Type: discoveryv1.EventSnapshot, Revision: ps.merged.Revision, Pool: ps.merged}, Audience: ps.audience}
 		}
 		initial = append(initial, ps.snapshot)
 	}

@@ -5,6 +5,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -14,6 +15,9 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,13 +30,13 @@ import (
 	"github.com/fleetnet/fleetnet/internal/httplimits"
 
 	"github.com/fleetnet/fleetnet/internal/certfiles"
+	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/pflag"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
-	"google.golang.org/grpc/credentials"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -54,6 +58,10 @@ type Options struct {
 	// NetHTTPOnly turns the HTTP/1.1 fast path off.
 	NetHTTPOnly bool
 	Clients     httplimits.Limits
+	// L4MaxConnections and L4MaxConnectionsPerClient cap the TCP
+	// connections of each load balancer port, in all and of one client
+	// address (l4.Options); 0 takes l4's default.
+	L4MaxConnections, L4MaxConnectionsPerClient int
 }
 
 // BindFlags registers the options on fs.
@@ -72,6 +80,9 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.AccessLogFlush, "access-log-flush", time.Second, "longest an access log line waits in the buffer")
 	fs.BoolVar(&o.NetHTTPOnly, "net-http-only", false, "serve every HTTP request through net/http's server and reverse proxy, without the HTTP/1.1 fast path (a fallback)")
 	o.Clients.BindFlags(fs)
+	fs.IntVar(&o.L4MaxConnections, "l4-max-connections", l4.DefaultMaxConnsPerPort, "TCP connections of each MultiClusterLoadBalancer port; more are reset when accepted")
+	fs.IntVar(&o.L4MaxConnectionsPerClient, "l4-max-connections-per-client", l4.DefaultMaxConnsPerClient,
+		"TCP connections of one client address on each MultiClusterLoadBalancer port, so that one host cannot take them all; more are reset when accepted (clients behind one NAT share an address)")
 }
 
 // Validate checks the flags before anything starts.
@@ -83,11 +94,22 @@ func (o *Options) Validate() error {
 		}
 	}
 	if o.Gateway != "" {
-		if _, _, err := net.SplitHostPort(o.Gateway); err != nil {
+		if host, _, err := net.SplitHostPort(o.Gateway); err != nil {
 			errs = append(errs, fmt.Errorf("--gateway=%q: %w", o.Gateway, err))
+		} else if host == "" {
+			// The gateway's certificate is verified against the host.
+			errs = append(errs, fmt.Errorf("--gateway=%q: no host", o.Gateway))
 		}
 	}
 	errs = append(errs, o.Clients.Validate())
+	for _, f := range []struct {
+		name  string
+		value int
+	}{{"--l4-max-connections", o.L4MaxConnections}, {"--l4-max-connections-per-client", o.L4MaxConnectionsPerClient}} {
+		if f.value < 0 {
+			errs = append(errs, fmt.Errorf("%s=%d: must not be negative (0 takes the default)", f.name, f.value))
+		}
+	}
 	if o.AccessLogBuffer < 0 {
 		errs = append(errs, fmt.Errorf("--access-log-buffer=%d: must not be negative", o.AccessLogBuffer))
 	}
@@ -111,11 +133,13 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return fmt.Errorf("--cert-file/--key-file/--ca-file: %w", err)
 	}
 	go files.Run(ctx, 0)
-	tlsCfg := files.ClientConfig()
+	// The gateway's certificate is verified against --gateway's host; the
+	// handshakes that fail are counted under the gateway's server name.
+	creds := (&tlsrefusal.Observer{Server: "gateway-model-stream", Log: log}).Credentials(files.ClientCredentials())
 	// gRPC's default reconnect backoff grows to two minutes: an edge would
 	// then follow a gateway that came back long after it did. Models keep
 	// being served meanwhile (fail static), so retrying often costs little.
-	conn, err := grpc.NewClient(o.Gateway, grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
+	conn, err := grpc.NewClient(o.Gateway, grpc.WithTransportCredentials(creds),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: reconnectBackoff, MinConnectTimeout: 5 * time.Second}))
 	if err != nil {
 		return fmt.Errorf("--gateway: %w", err)
@@ -135,16 +159,18 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	planes := &dataPlanes{
 		http: proxy.New(proxy.Options{ListenHost: o.ListenHost, Region: o.Region, Log: log, Registerer: reg, AccessLog: accessLog, Health: checker,
 			NetHTTPOnly: o.NetHTTPOnly, Clients: o.Clients}),
-		l4:     l4.New(l4.Options{ListenHost: o.ListenHost, Log: log, Registerer: reg, Health: checker}),
-		log:    log,
-		served: &edgev1.Model{},
+		l4: l4.New(l4.Options{ListenHost: o.ListenHost, Log: log, Registerer: reg, Health: checker,
+			MaxConnsPerPort: o.L4MaxConnections, MaxConnsPerClient: o.L4MaxConnectionsPerClient}),
+		log:        log,
+		listenHost: o.ListenHost,
+		served:     &edgev1.Model{},
 	}
 	client := &subscribe.Client{
 		Conn: conn, Region: o.Region, StateDir: o.StateDir, Log: log,
-		Apply: func(_ context.Context, u *edgev1.ModelUpdate) error {
+		Apply: func(_ context.Context, u *edgev1.ModelUpdate) ([]*edgev1.Refusal, error) {
 			m, certs, err := edgev1.DecodeModel(u)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			return planes.apply(m, certs)
 		},
@@ -197,11 +223,15 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 
 // dataPlanes serves each model with the HTTP proxy and the L4 proxy as
 // one: both serve it, or neither changes and the model is refused (NACK),
-// as the gateway expects of an edge.
+// as the gateway expects of an edge. A listener or port the edge cannot
+// bind is the exception: it is left out and reported alone, and the rest
+// of the model is served.
 type dataPlanes struct {
 	http *proxy.Proxy
 	l4   *l4.Proxy
 	log  *slog.Logger
+	// listenHost is where listeners without an address of their own bind.
+	listenHost string
 
 	mu sync.Mutex
 	// served is the model the HTTP proxy serves and its certificates, to
@@ -214,27 +244,88 @@ type dataPlanes struct {
 // conflict) and binds their new ports first, then serves m's Gateways,
 // then the load balancers. A port handed from a Gateway listener to a
 // load balancer is bound once the HTTP proxy let it go; should that bind
-// fail, the HTTP proxy goes back to the model before.
-func (d *dataPlanes) apply(m *edgev1.Model, certs map[string]*tls.Certificate) error {
+// fail, the HTTP proxy goes back to the model before. It returns the
+// parts of m it serves m without: load balancer ports and Gateway
+// listeners whose socket cannot be bound (in use by another process, or
+// by the edge itself).
+func (d *dataPlanes) apply(m *edgev1.Model, certs map[string]*tls.Certificate) ([]*edgev1.Refusal, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	change, err := d.l4.Prepare(m, func(port int32) bool { return d.http.Addr(port) != nil })
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := d.http.Apply(m, certs); err != nil {
+	var refused []*edgev1.Refusal
+	for _, r := range change.Refused() {
+		ns, name, _ := strings.Cut(r.LoadBalancer, "/")
+		refused = append(refused, &edgev1.Refusal{Kind: edgev1.RefusalKindLoadBalancer, Namespace: ns, Name: name,
+			Port: r.Port, Protocol: r.Protocol, Reason: r.Err.Error()})
+	}
+	served, unbound := d.withoutUnbindable(m)
+	refused = append(refused, unbound...)
+	if err := d.http.Apply(served, certs); err != nil {
 		change.Abort()
-		return err
+		return nil, err
 	}
 	if err := change.Commit(); err != nil {
 		if rerr := d.http.Apply(d.served, d.servedCerts); rerr != nil {
 			d.log.Error("the Gateways' listeners of the model before could not be served again", "version", d.served.Version, "err", rerr)
 		}
 		change.Abort()
-		return err
+		return nil, err
 	}
-	d.served, d.servedCerts = m, certs
-	return nil
+	d.served, d.servedCerts = served, certs
+	return refused, nil
+}
+
+// withoutUnbindable returns m without the Gateway listeners whose socket
+// the edge cannot bind, and those listeners as refusals. The HTTP proxy
+// binds its sockets itself and refuses a whole model for one it cannot
+// bind (proxy.Apply), which would let one Gateway's listener stop every
+// update of the edge; so each socket it does not hold yet is tried here
+// first and closed at once. A socket taken by another process between
+// this try and the proxy's bind still refuses the model whole, as before;
+// the proxy reporting its sockets alone would close that window.
+func (d *dataPlanes) withoutUnbindable(m *edgev1.Model) (*edgev1.Model, []*edgev1.Refusal) {
+	type socket struct {
+		host string
+		port int32
+	}
+	failed, tried := map[socket]error{}, map[socket]bool{}
+	for _, gw := range m.Gateways {
+		for _, l := range gw.Listeners {
+			at := socket{gw.Address, l.Port}
+			if tried[at] || d.http.AddrAt(gw.Address, l.Port) != nil {
+				continue
+			}
+			tried[at] = true
+			host := cmp.Or(gw.Address, d.listenHost)
+			ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(int(l.Port))))
+			if err != nil {
+				failed[at] = err
+				continue
+			}
+			_ = ln.Close()
+		}
+	}
+	if len(failed) == 0 {
+		return m, nil
+	}
+	out := *m
+	out.Gateways = make([]edgev1.Gateway, len(m.Gateways))
+	var refused []*edgev1.Refusal
+	for i, gw := range m.Gateways {
+		gw.Listeners = slices.DeleteFunc(slices.Clone(gw.Listeners), func(l edgev1.Listener) bool {
+			err, bad := failed[socket{gw.Address, l.Port}]
+			if bad {
+				refused = append(refused, &edgev1.Refusal{Kind: edgev1.RefusalKindGateway, Namespace: gw.Namespace, Name: gw.Name,
+					Listener: l.Name, Port: l.Port, Reason: err.Error()})
+			}
+			return bad
+		})
+		out.Gateways[i] = gw
+	}
+	return &out, refused
 }
 
 // close stops both data planes at once, letting what is in flight finish

@@ -35,9 +35,12 @@ func TestValidate(t *testing.T) {
 		{"valid", func(*app.Options) {}, ""},
 		{"no gateway", func(o *app.Options) { o.Gateway = "" }, "--gateway is required"},
 		{"gateway without a port", func(o *app.Options) { o.Gateway = "gw.example" }, `--gateway="gw.example"`},
+		{"gateway without a host", func(o *app.Options) { o.Gateway = ":7444" }, `--gateway=":7444": no host`},
 		{"bad region", func(o *app.Options) { o.Region = "eu west" }, `--region="eu west"`},
 		{"negative header timeout", func(o *app.Options) { o.Clients.ReadHeaderTimeout = -time.Second }, "--client-header-timeout=-1s: must not be negative"},
 		{"negative connection cap", func(o *app.Options) { o.Clients.MaxConnections = -1 }, "--max-connections=-1: must not be negative"},
+		{"negative L4 connection cap", func(o *app.Options) { o.L4MaxConnections = -1 }, "--l4-max-connections=-1: must not be negative"},
+		{"negative L4 cap per client", func(o *app.Options) { o.L4MaxConnectionsPerClient = -2 }, "--l4-max-connections-per-client=-2: must not be negative"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

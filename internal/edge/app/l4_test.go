@@ -24,22 +24,16 @@ import (
 )
 
 // The edge serves Gateways and MultiClusterLoadBalancers of one model. A
-// model whose load balancer takes a TCP port of a Gateway listener, or a
-// port the edge cannot bind, is refused with a reason naming it, and the
-// model before stays served, HTTP and TCP alike. A port that a Gateway
-// gives up goes to a load balancer in the same model.
+// model whose load balancer takes a TCP port of a Gateway listener is
+// refused with a reason naming it, and the model before stays served,
+// HTTP and TCP alike. A port that a Gateway gives up goes to a load
+// balancer in the same model.
 func TestEdgeServesLoadBalancers(t *testing.T) {
 	srv, opts := startGateway(t)
 	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "hello from east") }))
 	t.Cleanup(web.Close)
 	echo := echoServer(t)
 	httpPort, tcpPort, otherPort := int32(testkit.FreePort(t)), int32(testkit.FreePort(t)), int32(testkit.FreePort(t))
-	busy, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = busy.Close() })
-	busyPort := int32(busy.Addr().(*net.TCPAddr).Port)
 
 	gateway := httpGateway(t, web.Listener.Addr().String(), httpPort)
 	db := loadBalancer("db", echo, tcpPort)
@@ -80,11 +74,6 @@ func TestEdgeServesLoadBalancers(t *testing.T) {
 	}
 	stillServes("version 1")
 
-	// A listener on a port another process holds: the HTTP proxy refuses
-	// the model after the L4 proxy prepared its ports.
-	busyHTTP := gateway
-	busyHTTP.Listeners = append([]edgev1.Listener{}, gateway.Listeners...)
-	busyHTTP.Listeners = append(busyHTTP.Listeners, edgev1.Listener{Name: "busy", Port: busyPort, Protocol: edgev1.ProtocolHTTP})
 	tests := []struct {
 		name    string
 		gateway edgev1.Gateway
@@ -93,10 +82,6 @@ func TestEdgeServesLoadBalancers(t *testing.T) {
 	}{
 		{"a Gateway listener's port", gateway, loadBalancer("clash", echo, httpPort),
 			[]string{fmt.Sprintf("port %d/TCP", httpPort), "MultiClusterLoadBalancer demo/clash", "listener http of Gateway demo/edge"}},
-		{"a port another process holds", gateway, loadBalancer("busy", echo, busyPort),
-			[]string{"MultiClusterLoadBalancer demo/busy", fmt.Sprintf("port %d/TCP", busyPort), "address already in use"}},
-		{"a model the HTTP proxy refuses", busyHTTP, loadBalancer("fine", echo, int32(testkit.FreePort(t))),
-			[]string{fmt.Sprintf("listening on port %d", busyPort), "address already in use"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -130,6 +115,109 @@ func TestEdgeServesLoadBalancers(t *testing.T) {
 	}
 	if err := echoes(tcpPort); err != nil {
 		t.Errorf("the load balancer that stayed: %v", err)
+	}
+}
+
+// A listener or a load balancer's port that the edge cannot bind (a port
+// another process holds, e.g. the edge's own metrics port) is left out
+// and named in the acknowledgement; the rest of the model is served, and
+// so is every later model: one object's port never freezes the others.
+func TestEdgeServesWithoutWhatItCannotBind(t *testing.T) {
+	srv, opts := startGateway(t)
+	answer := func(text string) string {
+		b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, text) }))
+		t.Cleanup(b.Close)
+		return b.Listener.Addr().String()
+	}
+	v1Backend, v2Backend, v3Backend := answer("version 1"), answer("version 2"), answer("version 3")
+	echo := echoServer(t)
+	httpPort, tcpPort := int32(testkit.FreePort(t)), int32(testkit.FreePort(t))
+	metricsPort := int32(testkit.FreePort(t))
+	opts.MetricsAddr = fmt.Sprintf("127.0.0.1:%d", metricsPort) // the edge's own port
+	busy, err := net.Listen("tcp", "127.0.0.1:0")               // another process's
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = busy.Close() })
+	busyPort := int32(busy.Addr().(*net.TCPAddr).Port)
+
+	publish := func(version string, gw edgev1.Gateway, lbs ...edgev1.LoadBalancer) int64 {
+		t.Helper()
+		doc, certs, err := edgev1.EncodeModel(&edgev1.Model{Version: version, Gateways: []edgev1.Gateway{gw}, LoadBalancers: lbs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return srv.Publish(edgev1.ModelContentType, doc, certs)
+	}
+	served := func(version int64) distribute.EdgeStatus {
+		t.Helper()
+		var st distribute.EdgeStatus
+		testkit.Eventually(t, 10*time.Second, fmt.Sprintf("the edge serves version %d", version), func(context.Context) error {
+			_, edges := srv.Status()
+			if len(edges) != 1 || edges[0].Serving != version {
+				return fmt.Errorf("edges %+v", edges)
+			}
+			st = edges[0]
+			return nil
+		})
+		return st
+	}
+	// withMetrics is the Gateway with a second listener on the edge's
+	// metrics port.
+	withMetrics := func(backend string) edgev1.Gateway {
+		gw := httpGateway(t, backend, httpPort)
+		gw.Listeners = append(gw.Listeners, edgev1.Listener{Name: "metrics", Port: metricsPort, Protocol: edgev1.ProtocolHTTP,
+			VirtualHosts: gw.Listeners[0].VirtualHosts})
+		return gw
+	}
+
+	publish("1", httpGateway(t, v1Backend, httpPort))
+	runEdge(t, opts)
+	served(1)
+	if err := answers(httpPort, "version 1"); err != nil {
+		t.Fatal(err)
+	}
+
+	v2 := publish("2", withMetrics(v2Backend), loadBalancer("db", echo, tcpPort), loadBalancer("busy", echo, busyPort))
+	st := served(2)
+	if st.Refused != "" {
+		t.Fatalf("version 2 refused whole: %s", st.Refused)
+	}
+	got := map[string]string{}
+	for _, r := range st.Without {
+		got[distribute.Describe(r)] = r.GetReason()
+	}
+	for part, want := range map[string]string{
+		fmt.Sprintf("listener metrics of Gateway demo/edge (port %d)", metricsPort): "address already in use",
+		fmt.Sprintf("port %d/TCP of MultiClusterLoadBalancer demo/busy", busyPort):  "address already in use",
+	} {
+		if !strings.Contains(got[part], want) {
+			t.Errorf("the acknowledgement of version %d says %q of %s, want %q (all: %v)", v2, got[part], part, want, got)
+		}
+	}
+	if len(got) != 2 {
+		t.Errorf("refused parts %v, want two", got)
+	}
+	if err := answers(httpPort, "version 2"); err != nil {
+		t.Errorf("the rest of the Gateway: %v", err)
+	}
+	if err := echoes(tcpPort); err != nil {
+		t.Errorf("the other load balancer: %v", err)
+	}
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("the edge's metrics port: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+
+	// A later change is served too, with the same part left out.
+	publish("3", withMetrics(v3Backend), loadBalancer("db", echo, tcpPort), loadBalancer("busy", echo, busyPort))
+	if st := served(3); len(st.Without) != 2 {
+		t.Errorf("version 3 served without %d parts, want 2", len(st.Without))
+	}
+	if err := answers(httpPort, "version 3"); err != nil {
+		t.Errorf("version 3: %v", err)
 	}
 }
 

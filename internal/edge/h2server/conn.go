@@ -29,9 +29,15 @@ type conn struct {
 	remoteAddr string
 	ctx        context.Context
 	cancel     context.CancelFunc
+	// start is the origin of the connection's clock (now, stall.go);
+	// sendTimeout the server's.
+	start       time.Time
+	sendTimeout time.Duration
 
 	// peerMaxFrame is the largest frame the client takes.
 	peerMaxFrame atomic.Uint32
+	// lastRead is when the last frame was read (the connection's clock).
+	lastRead atomic.Int64
 
 	// wmu serializes frame writes and guards the HPACK encoder, whose
 	// table must see header blocks in the order they are sent.
@@ -40,6 +46,8 @@ type conn struct {
 	hbuf bytes.Buffer
 	// werr is the first write error; every later write fails with it.
 	werr error
+	// wdeadline is the socket's write deadline (armWrite).
+	wdeadline time.Time
 
 	// mu guards the rest, and every stream's state and body.
 	mu sync.Mutex
@@ -68,10 +76,14 @@ type conn struct {
 	finishing bool
 	closed    bool
 	idle      *time.Timer
+	// stallTimer runs the stall check at stallAt (the connection's
+	// clock; 0 when not armed) while streams wait for window.
+	stallTimer *time.Timer
+	stallAt    int64
 }
 
 func (s *Server) newConn(ctx context.Context, nc net.Conn, st *tls.ConnectionState) *conn {
-	c := &conn{srv: s, nc: nc, tls: st, streams: map[uint32]*stream{},
+	c := &conn{srv: s, nc: nc, tls: st, streams: map[uint32]*stream{}, start: time.Now(), sendTimeout: s.sendTimeout(),
 		sendWindow: 65535, peerInitialWindow: 65535, recvAvail: 65535}
 	c.ctx, c.cancel = context.WithCancel(context.WithValue(ctx, http.LocalAddrContextKey, nc.LocalAddr()))
 	c.window.L = &c.mu
@@ -129,6 +141,7 @@ func (c *conn) serve() {
 	for {
 		f, err := c.fr.ReadFrame()
 		if err == nil {
+			c.lastRead.Store(c.now())
 			if first {
 				if sf, ok := f.(*http2.SettingsFrame); !ok || sf.IsAck() {
 					c.goAway(http2.ErrCodeProtocol, []byte("the connection must start with SETTINGS"))
@@ -191,6 +204,7 @@ func (c *conn) process(f http2.Frame) error {
 			return err
 		}
 		if c.werr == nil {
+			c.armWrite()
 			if err := c.fr.WriteSettingsAck(); err != nil {
 				c.werr = err
 				_ = c.nc.Close()
@@ -459,6 +473,7 @@ func (c *conn) write(fn func() error) error {
 	if c.werr != nil {
 		return c.werr
 	}
+	c.armWrite()
 	if err := fn(); err != nil {
 		if err == errStreamClosed {
 			return err
@@ -559,6 +574,9 @@ func (c *conn) close() {
 	c.closed = true
 	if c.idle != nil {
 		c.idle.Stop()
+	}
+	if c.stallTimer != nil {
+		c.stallTimer.Stop()
 	}
 	for _, st := range c.streams {
 		st.resetLocked(errConnClosed)

@@ -28,7 +28,9 @@ type rawClient struct {
 	window int64
 }
 
-func dialRaw(t *testing.T, base string) *rawClient {
+// dialRaw opens a connection to base and sends the preface with the
+// client's settings.
+func dialRaw(t *testing.T, base string, settings ...http2.Setting) *rawClient {
 	t.Helper()
 	nc, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
 	if err != nil {
@@ -43,7 +45,7 @@ func dialRaw(t *testing.T, base string) *rawClient {
 	if _, err := io.WriteString(nc, http2.ClientPreface); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.fr.WriteSettings(); err != nil {
+	if err := c.fr.WriteSettings(settings...); err != nil {
 		t.Fatal(err)
 	}
 	// The server's SETTINGS, then its connection window: the server

@@ -48,6 +48,14 @@ type Server struct {
 	// IdleTimeout closes a connection without an open stream; none
 	// when zero.
 	IdleTimeout time.Duration
+	// SendTimeout bounds each wait for the client to take more of an
+	// answer (stall.go): a stream that has had no send window for this
+	// long is reset (CANCEL) and its handler's writes fail; a connection
+	// whose open streams all wait for window while the client sends
+	// nothing is closed (GOAWAY ENHANCE_YOUR_CALM); a write to the socket
+	// that makes no progress for this long ends the connection.
+	// DefaultSendTimeout when zero or negative.
+	SendTimeout time.Duration
 	// Log receives handler panics and connection errors.
 	Log *slog.Logger
 
@@ -73,6 +81,10 @@ const (
 	// initialHeaderTable is HPACK's default table size, both ways.
 	initialHeaderTable = 4096
 )
+
+// DefaultSendTimeout is the send timeout of a Server without one: half
+// of nginx's send_timeout, which bounds the same waits.
+const DefaultSendTimeout = 30 * time.Second
 
 var errConnClosed = errors.New("h2server: connection closed")
 
@@ -157,6 +169,13 @@ func (s *Server) maxStreams() uint32 {
 		return defaultMaxStreams
 	}
 	return s.MaxConcurrentStreams
+}
+
+func (s *Server) sendTimeout() time.Duration {
+	if s.SendTimeout <= 0 {
+		return DefaultSendTimeout
+	}
+	return s.SendTimeout
 }
 
 func (s *Server) maxHeaderBytes() uint32 {

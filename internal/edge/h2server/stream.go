@@ -34,6 +34,9 @@ type stream struct {
 	// handlerDone: the handler returned.
 	handlerDone bool
 	sendWindow  int64
+	// waitingSince is when the writer began to wait for send window
+	// (the connection's clock), 0 when it does not wait.
+	waitingSince int64
 	// recvAvail is what the client may still send on the stream;
 	// recvUnacked what the handler read and no WINDOW_UPDATE returned.
 	recvAvail, recvUnacked int32

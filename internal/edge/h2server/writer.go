@@ -363,7 +363,8 @@ func (c *conn) closeLocal(st *stream) {
 }
 
 // takeWindow waits until st may send, and takes up to want bytes of
-// both windows, at most a frame's worth.
+// both windows, at most a frame's worth; a wait longer than the send
+// timeout resets the stream (stall.go).
 func (c *conn) takeWindow(st *stream, want int) (int, error) {
 	if want == 0 {
 		return 0, nil
@@ -383,8 +384,10 @@ func (c *conn) takeWindow(st *stream, want int) (int, error) {
 		if n := min(int64(want), st.sendWindow, c.sendWindow); n > 0 {
 			st.sendWindow -= n
 			c.sendWindow -= n
+			st.waitingSince = 0
 			return int(n), nil
 		}
+		c.waitForWindow(st)
 		c.window.Wait()
 	}
 }

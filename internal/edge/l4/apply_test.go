@@ -146,3 +146,37 @@ func TestPrepareHandOver(t *testing.T) {
 	}
 	_ = ln.Close()
 }
+
+// Prepare leaves out a port it cannot bind, names it, and the change
+// serves the model's other ports: one load balancer's port in use does
+// not hold up every other update.
+func TestPrepareLeavesOutAPortInUse(t *testing.T) {
+	east := startTCP(t, "east-1")
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = busy.Close() })
+	busyPort, free := int32(busy.Addr().(*net.TCPAddr).Port), int32(testkit.FreePort(t))
+	ep := cluster("east", 1, east.endpoint())
+	p, _ := newProxy(t, nil)
+
+	change, err := p.Prepare(modelOf("1", lb("busy", busyPort, edgev1.ProtocolTCP, ep), lb("db", free, edgev1.ProtocolTCP, ep)), nil)
+	if err != nil {
+		t.Fatalf("Prepare refused the model: %v", err)
+	}
+	refused := change.Refused()
+	if len(refused) != 1 || refused[0].LoadBalancer != "demo/busy" || refused[0].Port != busyPort || refused[0].Protocol != edgev1.ProtocolTCP ||
+		!strings.Contains(refused[0].Error(), "address already in use") {
+		t.Fatalf("Refused = %v, want demo/busy's port %d in use", refused, busyPort)
+	}
+	if err := change.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if name, err := once(free); err != nil || name != "east-1" {
+		t.Errorf("the other load balancer: %q %v", name, err)
+	}
+	if p.Addr(busyPort, edgev1.ProtocolTCP) != nil {
+		t.Error("the port in use is the proxy's")
+	}
+}

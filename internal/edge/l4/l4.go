@@ -42,6 +42,18 @@ import (
 // Options.MaxUDPFlows says otherwise.
 const DefaultMaxUDPFlows = 65536
 
+// DefaultMaxConnsPerPort caps the TCP connections of a port unless
+// Options.MaxConnsPerPort says otherwise: the HTTP listeners' cap
+// (httplimits' MaxConnections).
+const DefaultMaxConnsPerPort = 16384
+
+// DefaultMaxConnsPerClient caps the TCP connections of one client address
+// on a port unless Options.MaxConnsPerClient says otherwise: a quarter of
+// the port's, so that one host cannot take them all, while many clients
+// behind one address (a NAT gateway, kube-proxy's SNAT with
+// externalTrafficPolicy Cluster) still get a fair share.
+const DefaultMaxConnsPerClient = DefaultMaxConnsPerPort / 4
+
 // maxAttempts bounds the endpoints a TCP connection tries: the first and
 // two more, each on a cluster not tried yet while one remains.
 const maxAttempts = 3
@@ -66,6 +78,13 @@ type Options struct {
 	// MaxUDPFlows bounds the flows of each UDP port; at the bound a new
 	// flow evicts the one idle longest. DefaultMaxUDPFlows when 0.
 	MaxUDPFlows int
+	// MaxConnsPerPort caps the TCP connections a port holds at once;
+	// past it a new connection is refused (reset) and counted.
+	// DefaultMaxConnsPerPort when 0.
+	MaxConnsPerPort int
+	// MaxConnsPerClient caps those of one client address on a port.
+	// DefaultMaxConnsPerClient when 0.
+	MaxConnsPerClient int
 }
 
 // Proxy serves the load balancers of models.
@@ -120,6 +139,12 @@ func New(o Options) *Proxy {
 	if o.MaxUDPFlows <= 0 {
 		o.MaxUDPFlows = DefaultMaxUDPFlows
 	}
+	if o.MaxConnsPerPort <= 0 {
+		o.MaxConnsPerPort = DefaultMaxConnsPerPort
+	}
+	if o.MaxConnsPerClient <= 0 {
+		o.MaxConnsPerClient = DefaultMaxConnsPerClient
+	}
 	p := &Proxy{opts: o, log: log, health: o.Health, epoch: time.Now(), sockets: map[sockKey]socket{}, tcpConn: map[*tcpConn]struct{}{}}
 	if p.health == nil {
 		p.health, p.ownHealth = health.New(), true
@@ -136,17 +161,41 @@ func (p *Proxy) now() int64 { return int64(time.Since(p.epoch)) }
 
 // Apply serves m's load balancers from now on. An error (a port that a
 // Gateway listener or another load balancer also serves, a port the edge
-// cannot bind) leaves what was served before in place.
+// cannot bind) leaves what was served before in place. Unlike Prepare, it
+// refuses the whole model for a port it cannot bind.
 func (p *Proxy) Apply(m *edgev1.Model) error {
 	c, err := p.Prepare(m, nil)
 	if err != nil {
 		return err
+	}
+	if refused := c.Refused(); len(refused) > 0 {
+		c.Abort()
+		errs := make([]error, len(refused))
+		for i, r := range refused {
+			errs[i] = r
+		}
+		return errors.Join(errs...)
 	}
 	if err := c.Commit(); err != nil {
 		c.Abort()
 		return err
 	}
 	return nil
+}
+
+// Refusal is a port of a load balancer that the edge could not bind (in
+// use by another process, or by the edge itself): Prepare leaves it out,
+// and the change serves the rest of the model.
+type Refusal struct {
+	// LoadBalancer is its namespace/name.
+	LoadBalancer string
+	Port         int32
+	Protocol     string
+	Err          error
+}
+
+func (r Refusal) Error() string {
+	return fmt.Sprintf("MultiClusterLoadBalancer %s: %v", r.LoadBalancer, r.Err)
 }
 
 // Change is a model that Prepare checked and whose new ports it bound,
@@ -165,16 +214,25 @@ type Change struct {
 	// released are TCP listeners of this proxy that Prepare closed
 	// because the model gives their ports to HTTP listeners.
 	released map[sockKey]bool
+	// refused are the new ports Prepare could not bind, left out.
+	refused []Refusal
 }
+
+// Refused are the ports of the model that Prepare could not bind: the
+// change serves the model without them.
+func (c *Change) Refused() []Refusal { return c.refused }
 
 // Prepare checks m and binds the ports it adds, so that Commit cannot
 // fail for a port it can bind, and nothing changes for traffic if the
-// edge's other data plane then refuses the model. heldElsewhere reports
-// the TCP ports another listener of the edge holds now (the HTTP proxy's
-// listeners, which a model may hand over to a load balancer): those are
-// bound by Commit, after the HTTP proxy let them go. The proxy's own TCP
-// ports that m gives to a Gateway listener stop accepting now, so that
-// the HTTP proxy can bind them; Abort listens on them again.
+// edge's other data plane then refuses the model. A port it cannot bind
+// is left out of the change and reported (Change.Refused): one load
+// balancer's port in use must not stop every other update of the edge.
+// heldElsewhere reports the TCP ports another listener of the edge holds
+// now (the HTTP proxy's listeners, which a model may hand over to a load
+// balancer): those are bound by Commit, after the HTTP proxy let them go.
+// The proxy's own TCP ports that m gives to a Gateway listener stop
+// accepting now, so that the HTTP proxy can bind them; Abort listens on
+// them again.
 func (p *Proxy) Prepare(m *edgev1.Model, heldElsewhere func(port int32) bool) (*Change, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -199,10 +257,9 @@ func (p *Proxy) Prepare(m *edgev1.Model, heldElsewhere func(port int32) bool) (*
 		}
 		s, err := p.bind(k)
 		if err != nil {
-			for _, s := range c.opened {
-				s.close()
-			}
-			return nil, fmt.Errorf("MultiClusterLoadBalancer %s: %w", t.services[k].lb, err)
+			c.refused = append(c.refused, Refusal{LoadBalancer: t.services[k].lb, Port: k.port, Protocol: k.proto, Err: err})
+			delete(t.services, k)
+			continue
 		}
 		c.opened[k] = s
 	}
@@ -314,7 +371,7 @@ func (p *Proxy) bind(k sockKey) (socket, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listening on port %s: %w", k, err)
 	}
-	return &tcpListener{p: p, key: k, ln: ln.(*net.TCPListener)}, nil
+	return newTCPListener(p, k, ln.(*net.TCPListener)), nil
 }
 
 // Addr returns the address a port of the model is bound to (protocol

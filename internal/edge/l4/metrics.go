@@ -15,6 +15,7 @@ type metrics struct {
 	flows        *prometheus.GaugeVec
 	evicted      *prometheus.CounterVec
 	datagrams    *prometheus.CounterVec
+	refused      *prometheus.CounterVec
 }
 
 // clusterMetrics are the series of one cluster of one port, resolved
@@ -59,9 +60,13 @@ func newMetrics(reg prometheus.Registerer, served func() *table, now func() int6
 			Name: "fleetnet_edge_l4_datagrams_total",
 			Help: "UDP datagrams forwarded (cluster \"\": dropped, no endpoint), direction in from clients, out back.",
 		}, append(labels, "direction")),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleetnet_edge_l4_connections_refused_total",
+			Help: "TCP connections reset when accepted, not forwarded: the port held its maximum of connections (reason port_limit) or the client's address its own (client_limit).",
+		}, []string{"load_balancer", "port", "reason"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.conns, m.active, m.bytes, m.dialFailures, m.flows, m.evicted, m.datagrams, endpointsCollector{served: served, now: now})
+		reg.MustRegister(m.conns, m.active, m.bytes, m.dialFailures, m.flows, m.evicted, m.datagrams, m.refused, endpointsCollector{served: served, now: now})
 	}
 	return m
 }

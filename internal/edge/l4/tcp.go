@@ -3,6 +3,7 @@ package l4
 import (
 	"errors"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -10,12 +11,36 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// tcpListener accepts the connections of a TCP port.
+// tcpListener accepts the connections of a TCP port, up to the proxy's
+// caps: so many in all, so many of one client address.
 type tcpListener struct {
 	p      *Proxy
 	key    sockKey
 	ln     *net.TCPListener
 	closed atomic.Bool
+
+	// mu guards the connections the port holds: held in all, byClient
+	// by client address (entries of at least one).
+	mu       sync.Mutex
+	held     int
+	byClient map[netip.Addr]int
+	// warned: a refusal for that reason was logged (once per port).
+	warned map[string]*atomic.Bool
+}
+
+// Why a connection is refused when accepted: the reason label of
+// fleetnet_edge_l4_connections_refused_total.
+const (
+	// refusedPortLimit: the port held Options.MaxConnsPerPort.
+	refusedPortLimit = "port_limit"
+	// refusedClientLimit: the client's address held
+	// Options.MaxConnsPerClient on the port.
+	refusedClientLimit = "client_limit"
+)
+
+func newTCPListener(p *Proxy, k sockKey, ln *net.TCPListener) *tcpListener {
+	return &tcpListener{p: p, key: k, ln: ln, byClient: map[netip.Addr]int{},
+		warned: map[string]*atomic.Bool{refusedPortLimit: new(atomic.Bool), refusedClientLimit: new(atomic.Bool)}}
 }
 
 func (l *tcpListener) addr() net.Addr { return l.ln.Addr() }
@@ -42,8 +67,70 @@ func (l *tcpListener) serve() {
 			continue
 		}
 		backoff = 0
+		client := clientAddr(conn)
+		if reason := l.admit(client); reason != "" {
+			l.refuse(conn, client, reason)
+			continue
+		}
 		l.p.conns.Add(1)
-		go l.p.serveTCP(l.key, conn)
+		go func() {
+			defer l.release(client)
+			l.p.serveTCP(l.key, conn)
+		}()
+	}
+}
+
+// clientAddr is the address a connection came from, IPv4 in IPv6 as
+// IPv4; the zero address when unknown.
+func clientAddr(conn *net.TCPConn) netip.Addr {
+	if a, ok := conn.RemoteAddr().(*net.TCPAddr); ok {
+		return a.AddrPort().Addr().Unmap()
+	}
+	return netip.Addr{}
+}
+
+// admit counts a connection from client in, or returns why it is refused.
+func (l *tcpListener) admit(client netip.Addr) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.byClient[client] >= l.p.opts.MaxConnsPerClient:
+		return refusedClientLimit
+	case l.held >= l.p.opts.MaxConnsPerPort:
+		return refusedPortLimit
+	}
+	l.held++
+	l.byClient[client]++
+	return ""
+}
+
+// release counts out a connection that admit counted in, once it ended.
+func (l *tcpListener) release(client netip.Addr) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.held--
+	if n := l.byClient[client] - 1; n > 0 {
+		l.byClient[client] = n
+	} else {
+		delete(l.byClient, client)
+	}
+}
+
+// refuse resets a connection over a cap at once, so that its client knows
+// it is not served (as when no endpoint takes it), and counts it; the
+// first refusal of each reason on the port is logged.
+func (l *tcpListener) refuse(conn *net.TCPConn, client netip.Addr, reason string) {
+	_ = conn.SetLinger(0)
+	_ = conn.Close()
+	lb := ""
+	if svc := l.p.table.Load().services[l.key]; svc != nil {
+		lb = svc.lb
+	}
+	l.p.metrics.refused.WithLabelValues(lb, l.key.String(), reason).Inc()
+	if l.warned[reason].CompareAndSwap(false, true) {
+		l.p.log.Warn("a connection was refused: the port holds its maximum of connections, in all or of the client's address (logged once per port and reason)",
+			"loadBalancer", lb, "port", l.key.String(), "client", client, "reason", reason,
+			"maxConnections", l.p.opts.MaxConnsPerPort, "maxConnectionsPerClient", l.p.opts.MaxConnsPerClient)
 	}
 }
 

@@ -527,6 +527,19 @@ func diffWantField(name string, want ...string) func(r *diffResult) error {
 	}
 }
 
+// diffWantURI: the backend read the request target uri.
+func diffWantURI(uri string) func(r *diffResult) error {
+	return func(r *diffResult) error {
+		if len(r.Backend) == 0 {
+			return errors.New("the backend saw no request")
+		}
+		if got := r.Backend[0].URI; got != uri {
+			return fmt.Errorf("the backend read the target %q, want %q", got, uri)
+		}
+		return nil
+	}
+}
+
 func diffAll(checks ...func(r *diffResult) error) func(r *diffResult) error {
 	return func(r *diffResult) error {
 		var errs []error
@@ -547,7 +560,9 @@ func diffCases() []diffCase {
 	return []diffCase{
 		{name: "GET", raw: diffGet("/", "User-Agent: raw-client/1", "Accept: */*")},
 		{name: "GET with a query string", raw: diffGet("/search?q=a+b&lang=en&empty=&x=%20y")},
-		{name: "escaped path", raw: diffGet("/a%2Fb/%41bc/%7e")},
+		{name: "escaped path", raw: diffGet("/a%3bb/%41bc/%7e/%E2%82%ac"), check: diffWantURI("/a%3Bb/Abc/~/%E2%82%AC")},
+		{name: "dot segments and empty ones", raw: diffGet("/x/%2e%2e/a//b/./c/..?q=/../%2e"), check: diffWantURI("/a/b/?q=/../%2e")},
+		{name: "bytes a path holds encoded", raw: diffGet("/caf\xc3\xa9/{x}|\"y\""), check: diffWantURI("/caf%C3%A9/%7Bx%7D%7C%22y%22")},
 		{name: "query with an invalid escape", handoff: "target", raw: diffGet("/q?b=%zz&a=1")},
 		{name: "query with a semicolon", handoff: "target", raw: diffGet("/q?a=1;b=2&c=3")},
 		{name: "HEAD with a Content-Length answer", raw: "HEAD /h HTTP/1.1\r\nHost: diff.test\r\n\r\n",
@@ -623,6 +638,8 @@ func diffCases() []diffCase {
 		// checked for the hand-over itself.
 		{name: "HTTP/1.0 request", handoff: "version", raw: "GET /10 HTTP/1.0\r\nHost: diff.test\r\n\r\n"},
 		{name: "absolute-form target", handoff: "target", raw: "GET http://diff.test/abs HTTP/1.1\r\nHost: diff.test\r\n\r\n"},
+		{name: "absolute-form target with dot segments", handoff: "target", raw: "GET http://diff.test/x/../abs?q HTTP/1.1\r\nHost: diff.test\r\n\r\n",
+			check: diffWantURI("/abs?q")},
 		{name: "Expect: 100-continue", handoff: "expect", raw: "PUT /e HTTP/1.1\r\nHost: diff.test\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\nhello"},
 	}
 }
@@ -654,6 +671,11 @@ func diffRefusals() []diffRefusal {
 		{"bare CR", post + "X: a\rContent-Length: 5\r\n\r\nhello", http.StatusBadRequest},
 		{"NUL in a value", diffGet("/nul", "X-Foo: a\x00b"), http.StatusBadRequest},
 		{"two Host fields", "GET /hosts HTTP/1.1\r\nHost: diff.test\r\nHost: other.test\r\n\r\n", http.StatusBadRequest},
+		// Paths without a normal form (path.go).
+		{"encoded slash in the path", diffGet("/a%2Fb"), http.StatusBadRequest},
+		{"dot segment above the root", diffGet("/x/%2e%2e/.."), http.StatusBadRequest},
+		{"invalid escape in the path", diffGet("/a/%zz"), http.StatusBadRequest},
+		{"backslash in the path", diffGet("/a\\b"), http.StatusBadRequest},
 	}
 }
 

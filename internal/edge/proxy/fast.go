@@ -289,7 +289,13 @@ func (cn *conn) exchange() (next bool, handOff string) {
 		return false, "upgrade"
 	case m.Expect:
 		return false, "expect"
-	case len(m.Target) == 0 || m.Target[0] != '/' || !r.parseTarget():
+	case len(m.Target) == 0 || m.Target[0] != '/':
+		return false, "target"
+	}
+	if ok, err := r.parseTarget(); err != nil {
+		cn.refuse(http.StatusBadRequest, err.Error())
+		return false, ""
+	} else if !ok {
 		return false, "target"
 	}
 	start := time.Now()
@@ -361,7 +367,7 @@ func (cn *conn) sendRequest(_ *exchangeState, up *upConn) error {
 	w := up.bw
 	_, _ = w.Write(m.Method)
 	_ = w.WriteByte(' ')
-	_, _ = w.Write(m.Target)
+	_, _ = w.Write(cn.req.target)
 	_, _ = w.WriteString(" HTTP/1.1\r\nHost: ")
 	_, _ = w.Write(m.Host)
 	_, _ = w.WriteString("\r\n")
@@ -641,7 +647,10 @@ func bodyMethod(m []byte) bool {
 
 // fastRequest is a parsed request head, as routes match it.
 type fastRequest struct {
-	head     http1.Message
+	head http1.Message
+	// target is what is sent upstream: the head's target, or the normal
+	// form of its path (path.go) with its query.
+	target   []byte
 	rawPath  []byte
 	rawQuery []byte
 	decoded  string
@@ -649,43 +658,41 @@ type fastRequest struct {
 	paramsOK bool
 }
 
-// parseTarget splits the origin-form target and decodes its path; false
-// for a target net/http would write upstream otherwise than it came
-// (characters it escapes), which goes to net/http.
-func (r *fastRequest) parseTarget() bool {
+// parseTarget splits the origin-form target, normalizes its path (an
+// error, a 400, when it has no normal form) and decodes it; false for a
+// query net/http would write upstream otherwise than it came, which goes
+// to net/http.
+func (r *fastRequest) parseTarget() (bool, error) {
 	t := r.head.Target
-	r.rawPath, r.rawQuery, r.params, r.paramsOK = t, nil, nil, false
+	r.target, r.rawPath, r.rawQuery, r.params, r.paramsOK = t, t, nil, nil, false
 	if i := bytes.IndexByte(t, '?'); i >= 0 {
 		r.rawPath, r.rawQuery = t[:i], t[i+1:]
 	}
-	escaped := false
-	for _, c := range r.rawPath {
-		if c >= 0x80 || !pathChar[c] {
-			return false
-		}
-		escaped = escaped || c == '%'
-	}
 	for i, c := range r.rawQuery {
 		if c >= 0x80 || !queryChar[c] {
-			return false
+			return false, nil
 		}
 		// net/http's reverse proxy drops parameters with a bad escape.
 		if c == '%' && (i+2 >= len(r.rawQuery) || !isHex(r.rawQuery[i+1]) || !isHex(r.rawQuery[i+2])) {
-			return false
+			return false, nil
 		}
 	}
-	if !escaped {
-		r.decoded = string(r.rawPath)
-		return true
-	}
-	p, err := url.PathUnescape(string(r.rawPath))
+	norm, err := normalize(r.rawPath)
 	if err != nil {
-		return false
+		return false, err
 	}
-	// net/http keeps an escaped path as it came only when it is the
-	// canonical escaping of the decoded one or valid as it is.
-	r.decoded = p
-	return true
+	if norm != nil {
+		// The normal form is the request's own bytes; the query is
+		// copied after it.
+		r.target = append(norm, t[len(r.rawPath):]...)
+		r.rawPath = r.target[:len(norm)]
+	}
+	if bytes.IndexByte(r.rawPath, '%') < 0 {
+		r.decoded = string(r.rawPath)
+		return true, nil
+	}
+	r.decoded, _ = url.PathUnescape(string(r.rawPath)) // a normal form's encodings are valid
+	return true, nil
 }
 
 func isHex(c byte) bool {
@@ -741,7 +748,8 @@ func methodString(m []byte) string {
 
 // pathChar and queryChar are the characters net/http's URL keeps as they
 // are in a request's path and query (RFC 3986 unreserved, sub-delims, ':'
-// and '@', '/' and '%'; '?' in the query).
+// and '@', '/' and '%'; '?' in the query). The normal form of a path
+// (path.go) encodes the others.
 var pathChar, queryChar = func() (p, q [128]bool) {
 	for c := '0'; c <= '9'; c++ {
 		p[c] = true

@@ -275,7 +275,7 @@ func (p *Proxy) listen(at socket, useTLS bool) (*listener, error) {
 		// HTTP/2 connections, TLS ones past their handshake, are served
 		// by the edge's own HTTP/2 server, their writes coalesced.
 		l.h2 = &h2server.Server{Handler: srv.Handler, Log: p.log, MaxHeaderBytes: p.limits.MaxHeaderBytes,
-			ReadHeaderTimeout: p.limits.ReadHeaderTimeout, IdleTimeout: p.limits.IdleTimeout}
+			ReadHeaderTimeout: p.limits.ReadHeaderTimeout, IdleTimeout: p.limits.IdleTimeout, SendTimeout: p.limits.SendTimeout}
 		l.fast = &fastServer{p: p, at: at, ln: ln, hand: hand, h2: l.h2, tlsCfg: tlsConfig, conns: map[*fastConn]struct{}{}}
 		go l.fast.acceptLoop()
 		go func() { p.served(at, srv.Serve(hand)) }()
@@ -363,6 +363,9 @@ func (p *Proxy) serve(at socket, w http.ResponseWriter, r *http.Request) {
 	rec := &recorder{ResponseWriter: w, status: http.StatusOK}
 	pk := &picked{}
 	defer func() { p.observe(r.Method, r.Host, r.URL.Path, rec.status, pk, start) }()
+	if !normalizeRequest(rec, r) {
+		return
+	}
 
 	pt := p.table.Load().ports[at]
 	var vh *vhost

@@ -29,7 +29,8 @@ func streamForwardable(r *http.Request, rt *route, b *backend) bool {
 		len(rt.Filters) == 0 && len(rt.mirrors) == 0 && len(b.Filters) == 0 && !b.h2c &&
 		len(r.Trailer) == 0 &&
 		// A target net/http would write upstream otherwise than it came
-		// (characters it escapes) keeps net/http's form.
+		// (a query with characters it escapes) keeps net/http's form; the
+		// path is already its normal form (path.go).
 		len(r.RequestURI) > 0 && r.RequestURI[0] == '/' && r.URL.RequestURI() == r.RequestURI
 }
 

@@ -34,6 +34,8 @@ type streamCase struct {
 	body    string
 	chunked bool // the body's length is not announced
 	resp    string
+	// uri, when set, is the target the backend must read.
+	uri string
 	// closeAfter: the backend closes the connection after its answer.
 	closeAfter bool
 }
@@ -54,7 +56,8 @@ func TestStreamForwarding(t *testing.T) {
 		{name: "query and fields", method: "GET", target: "/a/b?x=1&y=%20z",
 			header: http.Header{"X-Forwarded-For": {"192.0.2.1"}, "X-Multi": {"one", "two"}, "Te": {"trailers"}, "Accept": {"text/plain"},
 				"Forwarded": {"for=192.0.2.9"}, "X-Forwarded-Proto": {"gopher"}, "Proxy-Authorization": {"Basic eDp5"}}},
-		{name: "escaped path", method: "GET", target: "/a%2Fb/%7Ec"},
+		{name: "escaped path", method: "GET", target: "/a%3bb/%7Ec", uri: "/a%3Bb/~c"},
+		{name: "dot segments and empty ones", method: "GET", target: "/x/%2e%2e/a//b/./c?q=/../%2e", uri: "/a/b/c?q=/../%2e"},
 		{name: "HEAD", method: "HEAD", target: "/", resp: "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 10\r\n\r\n"},
 		{name: "POST with a length", method: "POST", target: "/up", body: strings.Repeat("data ", 2000)},
 		{name: "POST of unknown length", method: "POST", target: "/up", body: strings.Repeat("chunk ", 3000), chunked: true},
@@ -96,6 +99,8 @@ func testStreamForwarding(t *testing.T, cases []streamCase, useTLS bool) {
 			}
 			if len(got.Backend) != 1 {
 				t.Errorf("the backend read %d requests, want 1", len(got.Backend))
+			} else if tc.uri != "" && got.Backend[0].URI != tc.uri {
+				t.Errorf("the backend read the target %q, want %q", got.Backend[0].URI, tc.uri)
 			}
 			after := forwarded(t, fast.reg)
 			if after["http2-stream"]-before["http2-stream"] != 1 || after["reverse-proxy"] != before["reverse-proxy"] {

@@ -19,9 +19,13 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// Apply hands a model to the data plane. An error refuses it: the data
-// plane must then go on serving what it served before.
-type Apply func(ctx context.Context, update *edgev1.ModelUpdate) error
+// Apply hands a model to the data plane. An error refuses it whole: the
+// data plane must then go on serving what it served before. Refusals
+// with no error are the parts of the model the data plane could not serve
+// alone (a listener or port it cannot bind) and serves it without; the
+// acknowledgement names them, so that one object's part never stops the
+// others.
+type Apply func(ctx context.Context, update *edgev1.ModelUpdate) ([]*edgev1.Refusal, error)
 
 // Client subscribes to the models of one gateway.
 type Client struct {
@@ -37,6 +41,8 @@ type Client struct {
 
 	mu      sync.Mutex
 	serving *edgev1.ModelUpdate
+	// refused are the parts of serving the data plane serves it without.
+	refused []*edgev1.Refusal
 }
 
 const stateFile = "model.pb"
@@ -57,11 +63,13 @@ func (c *Client) Restore(ctx context.Context) (bool, error) {
 	if err := proto.Unmarshal(data, update); err != nil {
 		return false, fmt.Errorf("decoding the last good model %s: %w", filepath.Join(c.StateDir, stateFile), err)
 	}
-	if err := c.Apply(ctx, update); err != nil {
+	refused, err := c.Apply(ctx, update)
+	if err != nil {
 		return false, fmt.Errorf("applying the last good model (version %d): %w", update.GetVersion(), err)
 	}
-	c.setServing(update)
+	c.setServing(update, refused)
 	c.log().Info("serving the last good model from the state directory", "version", update.GetVersion())
+	c.logRefused(update, refused)
 	return true, nil
 }
 
@@ -72,10 +80,25 @@ func (c *Client) Serving() *edgev1.ModelUpdate {
 	return c.serving
 }
 
-func (c *Client) setServing(u *edgev1.ModelUpdate) {
+// Refused are the parts of the model served now that the data plane
+// serves it without.
+func (c *Client) Refused() []*edgev1.Refusal {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.serving = u
+	return c.refused
+}
+
+func (c *Client) setServing(u *edgev1.ModelUpdate, refused []*edgev1.Refusal) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.serving, c.refused = u, refused
+}
+
+func (c *Client) logRefused(u *edgev1.ModelUpdate, refused []*edgev1.Refusal) {
+	for _, r := range refused {
+		c.log().Error("serving the model without a part the edge cannot serve", "version", u.GetVersion(), "kind", r.GetKind(),
+			"object", r.GetNamespace()+"/"+r.GetName(), "listener", r.GetListener(), "port", r.GetPort(), "protocol", r.GetProtocol(), "reason", r.GetReason())
+	}
 }
 
 func (c *Client) log() *slog.Logger {
@@ -121,7 +144,7 @@ func (c *Client) stream(ctx context.Context) error {
 	}
 	hello := &edgev1.Hello{Region: c.Region}
 	if cur := c.Serving(); cur != nil {
-		hello.ServingVersion, hello.ServingHash = cur.GetVersion(), cur.GetHash()
+		hello.ServingVersion, hello.ServingHash, hello.Refused = cur.GetVersion(), cur.GetHash(), c.Refused()
 	}
 	if err := s.Send(&edgev1.EdgeMessage{Message: &edgev1.EdgeMessage_Hello{Hello: hello}}); err != nil {
 		return fmt.Errorf("sending hello: %w", err)
@@ -132,16 +155,18 @@ func (c *Client) stream(ctx context.Context) error {
 			return err
 		}
 		ack := &edgev1.Ack{Version: update.GetVersion(), Ok: true}
-		if err := c.Apply(ctx, update); err != nil {
+		if refused, err := c.Apply(ctx, update); err != nil {
 			ack.Ok, ack.Error = false, err.Error()
 			c.log().Error("refused model", "version", update.GetVersion(), "err", err)
 		} else {
-			c.setServing(update)
+			ack.Refused = refused
+			c.setServing(update, refused)
 			if err := c.persist(update); err != nil {
 				// Serving is what counts; a restart without the file waits for the gateway.
 				c.log().Error("keeping the last good model failed", "version", update.GetVersion(), "err", err)
 			}
-			c.log().Info("serving model", "version", update.GetVersion())
+			c.log().Info("serving model", "version", update.GetVersion(), "refusedParts", len(refused))
+			c.logRefused(update, refused)
 		}
 		if err := s.Send(&edgev1.EdgeMessage{Message: &edgev1.EdgeMessage_Ack{Ack: ack}}); err != nil {
 			return fmt.Errorf("acknowledging version %d: %w", update.GetVersion(), err)

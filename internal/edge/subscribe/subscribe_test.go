@@ -75,16 +75,21 @@ type dataPlane struct {
 	mu      sync.Mutex
 	applied []string
 	refuse  string // content refused with an error
+	partly  string // content served without a listener
 }
 
-func (d *dataPlane) apply(_ context.Context, u *edgev1.ModelUpdate) error {
+func (d *dataPlane) apply(_ context.Context, u *edgev1.ModelUpdate) ([]*edgev1.Refusal, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if string(u.GetModel()) == d.refuse {
-		return fmt.Errorf("route 3: unsupported filter")
+		return nil, fmt.Errorf("route 3: unsupported filter")
 	}
 	d.applied = append(d.applied, string(u.GetModel()))
-	return nil
+	if string(u.GetModel()) == d.partly {
+		return []*edgev1.Refusal{{Kind: edgev1.RefusalKindGateway, Namespace: "demo", Name: "web", Listener: "metrics", Port: 9090,
+			Reason: "listening on port 9090: address already in use"}}, nil
+	}
+	return nil, nil
 }
 
 func (d *dataPlane) count() int {
@@ -209,6 +214,42 @@ func TestEdgeKeepsServingWhileTheGatewayIsAwayAndResumes(t *testing.T) {
 	}
 	g2.Publish(contentType, []byte("v2"), nil)
 	testkit.Eventually(t, 10*time.Second, "version 2 after the reconnect", programmed(g2, 2))
+}
+
+// A model the data plane serves without a part (a listener it cannot
+// bind) is acknowledged as served, naming the part; a gateway the edge
+// reconnects to learns it from the Hello, without sending the model again.
+func TestPartsServedWithoutReachTheGateway(t *testing.T) {
+	ca := newCA(t)
+	g := startGateway(t, ca, distribute.NewServer(nil), "127.0.0.1:0")
+	dp := &dataPlane{partly: "v1"}
+	startEdge(t, ca, g.addr, "edge-eu", "eu", "", dp)
+	g.Publish(contentType, []byte("v1"), nil)
+	want := "model version 1 served by 1 of 1 connected edges; edge-eu serves it without listener metrics of Gateway demo/web (port 9090)"
+	without := func(g *gateway) func(context.Context) error {
+		return func(context.Context) error {
+			v, edges := g.Status()
+			if got := distribute.Summary(v, edges, time.Now()); got != want {
+				return errors.New(got)
+			}
+			if len(edges) != 1 || len(edges[0].Without) != 1 || !strings.Contains(edges[0].Without[0].GetReason(), "address already in use") {
+				return fmt.Errorf("edges %+v", edges)
+			}
+			return nil
+		}
+	}
+	testkit.Eventually(t, 10*time.Second, "version 1 served without the listener", without(g))
+	if v, edges := g.Status(); !distribute.Programmed(v, edges) {
+		t.Error("a model served without a part is not programmed: the rest of it is")
+	}
+
+	g.grpc.Stop()
+	g2 := startGateway(t, ca, distribute.NewServer(nil), g.addr)
+	g2.Publish(contentType, []byte("v1"), nil)
+	testkit.Eventually(t, 10*time.Second, "the new gateway learns the part from the Hello", without(g2))
+	if dp.count() != 1 {
+		t.Errorf("applied %v, want the model once", dp.applied)
+	}
 }
 
 func TestRestartedEdgeServesItsLastGoodModelWithoutTheGateway(t *testing.T) {

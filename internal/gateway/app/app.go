@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/certfiles"
 	"github.com/fleetnet/fleetnet/internal/gateway/controller"
 	"github.com/fleetnet/fleetnet/internal/gateway/distribute"
+	"github.com/fleetnet/fleetnet/internal/gateway/lastaccepted"
 	"github.com/fleetnet/fleetnet/internal/gateway/provider"
 	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/crossregion"
 	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/frontdoor"
@@ -70,6 +72,12 @@ type Options struct {
 	HealthAddr       string
 	LeaderElect      bool
 	LeaderElectionNS string
+	// EdgeReservedPorts are the ports the edges hold for themselves
+	// (their metrics and health ports), comma-separated.
+	EdgeReservedPorts string
+	// StateNamespace keeps each Gateway's and MultiClusterLoadBalancer's
+	// last accepted spec (lastaccepted.Secrets); "" keeps it in memory.
+	StateNamespace string
 	// Provider replaces the embedded edge provider (tests of the
 	// controller's behaviour when a provider fails); nil runs the edge's.
 	Provider provider.Provider
@@ -136,6 +144,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ClientCAFile, "client-ca-file", "", "the fleet CA, which signs the edges' client certificates")
 	fs.StringVar(&o.Addresses, "gateway-addresses", "", "comma-separated addresses (IPs or host names) where the edges serve the Gateways, for status.addresses")
 	fs.StringVar(&o.AddressPool, "gateway-address-pool", "", "a prefix (e.g. 127.0.1.0/24) from which every edge Gateway gets an address of its own, where the edges bind its listeners (each edge must be able to bind every address of it); Gateways then may share port numbers. Empty: every Gateway is served at --gateway-addresses")
+	fs.StringVar(&o.EdgeReservedPorts, "edge-reserved-ports", "9090,9091", "comma-separated TCP ports the edges hold for themselves (their --metrics-bind-address and --health-probe-bind-address ports): a Gateway listener or an edge MultiClusterLoadBalancer there is refused with a condition saying so, instead of being sent to edges that cannot bind it")
+	fs.StringVar(&o.StateNamespace, "state-namespace", "", "namespace (this gateway's own) where the spec of every Gateway's and MultiClusterLoadBalancer's last accepted generation is kept, in Secrets of type "+keys.SecretTypeLastAccepted+", so that a refused edit keeps that generation serving across restarts and leader changes (needs a Role there: get, list, create, patch, delete Secrets); empty keeps them in memory only")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "address of /metrics")
 	fs.StringVar(&o.HealthAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "elect a leader (a Lease in --leader-election-namespace); only the leader reconciles and serves models")
@@ -158,6 +168,14 @@ func (o *Options) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(o.EdgeListen); err != nil {
 		errs = append(errs, fmt.Errorf("--edge-listen=%q: %w", o.EdgeListen, err))
+	}
+	if _, err := ParseReservedPorts(o.EdgeReservedPorts); err != nil {
+		errs = append(errs, err)
+	}
+	if o.StateNamespace != "" {
+		for _, msg := range validation.IsDNS1123Label(o.StateNamespace) {
+			errs = append(errs, fmt.Errorf("--state-namespace=%q: %s", o.StateNamespace, msg))
+		}
 	}
 	if o.AddressPool != "" {
 		if _, err := netip.ParsePrefix(o.AddressPool); err != nil {
@@ -198,6 +216,23 @@ func (o *Options) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ParseReservedPorts parses --edge-reserved-ports: comma-separated TCP
+// ports, each with what holds it for model.Input.ReservedPorts.
+func ParseReservedPorts(v string) (map[int32]string, error) {
+	out := map[int32]string{}
+	for _, f := range strings.Split(v, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		port, err := strconv.ParseInt(f, 10, 32)
+		if err != nil || port < 1 || port > 65535 {
+			return nil, fmt.Errorf("--edge-reserved-ports=%q: %q is not a port between 1 and 65535", v, f)
+		}
+		out[int32(port)] = "the edges hold it for themselves (fleetnet-gateway's --edge-reserved-ports: their metrics and health ports)"
+	}
+	return out, nil
 }
 
 // ParseFrontDoorClasses parses --azure-front-door-classes: comma-separated
@@ -389,10 +424,18 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	if o.AddressPool != "" {
 		pool = netip.MustParsePrefix(o.AddressPool)
 	}
+	reserved, _ := ParseReservedPorts(o.EdgeReservedPorts) // validated above
+	cloudClass := func(class string) bool {
+		_, cloud := gatewayClasses[class]
+		return cloud
+	}
 	split.Metrics = provider.NewMetrics(ctrlmetrics.Registry, split)
 	defer split.Metrics.Unregister()
 	rec := &controller.Reconciler{Client: mgr.GetClient(), Clientset: cs, LoadBalancerClasses: split.Classes(), CRDBundleVersions: bundles,
-		Queue: split, Provider: split, Recorder: recorder, ValidateAnnotations: annotations.Validator(tiers), Features: classFeatures, AddressPool: pool, LocalCluster: o.ClusterID, LocalRegion: o.Region, Log: log, Events: events}
+		Queue: split, Provider: split, Recorder: recorder, ValidateAnnotations: annotations.Validator(tiers), Features: classFeatures, AddressPool: pool, CloudClass: cloudClass, ReservedPorts: reserved, LocalCluster: o.ClusterID, LocalRegion: o.Region, Log: log, Events: events}
+	if o.StateNamespace != "" {
+		rec.LastAccepted = &lastaccepted.Secrets{Namespace: o.StateNamespace, Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}
+	}
 	split.OnChange = rec.Trigger
 	if azure != nil {
 		// Status follows long operations as they go, not only at their end;

@@ -32,6 +32,8 @@ func TestValidate(t *testing.T) {
 		{"front door pair", func(o *Options) { azure(o); o.Azure.FrontDoorClasses = "afd" }, `"afd" is not class=tier`},
 		{"front door class name", func(o *Options) { azure(o); o.Azure.FrontDoorClasses = "AFD=Standard" }, `GatewayClass "AFD" is not a valid name`},
 		{"front door twice", func(o *Options) { azure(o); o.Azure.FrontDoorClasses = "afd=Standard,afd=Premium" }, "GatewayClass afd given twice"},
+		{"edge reserved ports", func(o *Options) { o.EdgeReservedPorts = "9090, 9091" }, ""},
+		{"edge reserved port out of range", func(o *Options) { o.EdgeReservedPorts = "9090,70000" }, `--edge-reserved-ports="9090,70000": "70000" is not a port`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

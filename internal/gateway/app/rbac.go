@@ -19,3 +19,9 @@ package app
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+//
+// The Secrets that keep the last accepted specs (--state-namespace) are
+// written through a Role in that namespace only, which the chart renders
+// (charts/fleetnet-gateway/templates/role.yaml) with
+// rbac.GatewayStateRules: granting that here would let the gateway write
+// every Secret of the cluster.

@@ -13,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -21,6 +22,7 @@ import (
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/api/keys"
 	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
+	"github.com/fleetnet/fleetnet/internal/gateway/lastaccepted"
 	"github.com/fleetnet/fleetnet/internal/gateway/model"
 	"github.com/fleetnet/fleetnet/internal/gateway/provider"
 	"github.com/fleetnet/fleetnet/pkg/generated/clientset/versioned"
@@ -78,7 +80,15 @@ type Reconciler struct {
 	// AddressPool, when valid, gives every Gateway an address of its own
 	// (model.Input.AddressPool).
 	AddressPool netip.Prefix
-	Log         *slog.Logger
+	// CloudClass and ReservedPorts: see model.Input's.
+	CloudClass    func(class string) bool
+	ReservedPorts map[int32]string
+	// LastAccepted keeps every object's last accepted spec across
+	// restarts and changes of leader (lastaccepted.Secrets), so that a
+	// refused object keeps serving its last accepted generation then too
+	// (model.Input.LastAccepted); nil keeps it in memory only.
+	LastAccepted lastaccepted.Store
+	Log          *slog.Logger
 	// Events triggers a reconcile (provider progress, deploy outcomes).
 	Events chan event.GenericEvent
 	// CRDBundleVersions are the installed Gateway API CRDs' bundle
@@ -96,13 +106,22 @@ type Reconciler struct {
 	told map[string]string
 	// previous is the model handed to the queue last, from which a
 	// refused Gateway or load balancer keeps its entry (model.Input's
-	// Previous). Memory only: after a restart, refused objects are held
-	// by their providers instead (edgev1.Gateway.Hold).
+	// Previous). Memory only: after a restart, a refused object's entry
+	// is rebuilt from the spec LastAccepted kept, or, without one, held
+	// by its provider (edgev1.Gateway.Hold).
 	previous *edgev1.Model
 	// interest filters the events of Services, ServiceImports,
 	// EndpointSlices and Secrets to those the model references.
 	interest interest
+	// kept is what LastAccepted holds, loaded at this leader's first
+	// reconcile (nil before).
+	kept map[string]model.LastAccepted
 }
+
+// maxKeepWrites bounds the writes of kept specs in one reconcile (the
+// first after an upgrade writes one per object); the rest follow in the
+// next ones.
+const maxKeepWrites = 20
 
 // SetupWithManager watches every input and the trigger channel.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -136,6 +155,11 @@ func (r *Reconciler) Trigger() {
 // Reconcile builds the model from the cache, hands it to the queue and
 // writes every object's status.
 func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	if r.kept == nil {
+		if err := r.loadKept(ctx); err != nil {
+			return reconcile.Result{}, err
+		}
+	}
 	in, err := r.inputs(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -166,6 +190,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	for _, g := range res.Model.Gateways {
 		if g.Refused != "" {
 			refused[g.Namespace+"/"+g.Name] = g
+		}
+	}
+	// The listeners the edges serve the model without, by Gateway.
+	unbound := map[string]map[string]string{}
+	for _, pr := range progress.PartRefusals {
+		if pr.Kind == edgev1.RefusalKindGateway {
+			k := pr.Namespace + "/" + pr.Name
+			if unbound[k] == nil {
+				unbound[k] = map[string]string{}
+			}
+			unbound[k][pr.Listener] = fmt.Sprintf("port %d cannot be bound: %s", pr.Port, pr.Reason)
 		}
 	}
 	// Told once per model and error, and only once there is an edge
@@ -200,6 +235,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		}
 		if g, ok := refused[key]; ok {
 			ps = refusedState(g.Generation, g.Hold, ps)
+		} else if _, cloud := progress.Gateways[key]; !cloud {
+			ps.unbound = unbound[key]
 		}
 		errs = append(errs, r.gatewayStatus(ctx, st, ps))
 	}
@@ -213,12 +250,84 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 		errs = append(errs, r.policyStatus(ctx, st))
 	}
 	errs = append(errs, r.loadBalancers(ctx, in.MultiClusterLoadBalancers, res, progress, edge)...)
+	more, err := r.keep(ctx, model.Accepted(in, res))
+	errs = append(errs, err)
+	if more {
+		again.RequeueAfter = time.Second
+	}
 	for _, err := range errs {
 		if err != nil {
 			return reconcile.Result{}, err
 		}
 	}
 	return again, nil
+}
+
+// loadKept reads what LastAccepted keeps. A store the controller may not
+// read (no Role in its namespace) leaves it in memory only, said once in
+// the log: the controller still serves, and a refused object is held
+// after a restart, as before the store existed.
+func (r *Reconciler) loadKept(ctx context.Context) error {
+	if r.LastAccepted == nil {
+		r.kept = map[string]model.LastAccepted{}
+		return nil
+	}
+	kept, err := r.LastAccepted.Load(ctx)
+	switch {
+	case err == nil:
+	case apierrors.IsForbidden(err):
+		r.Log.Error("the last accepted specs cannot be read: they are kept in memory only, and a refused object is held after a restart", "err", err)
+		r.LastAccepted, kept = nil, map[string]model.LastAccepted{}
+	case kept != nil:
+		r.Log.Error("some last accepted specs could not be read", "err", err)
+	default:
+		return err
+	}
+	if kept == nil {
+		kept = map[string]model.LastAccepted{}
+	}
+	r.kept = kept
+	r.Log.Info("last accepted specs loaded", "objects", len(kept))
+	return nil
+}
+
+// keep writes what changed of the kept specs: an object's when its
+// accepted generation changed, its deletion when the model no longer
+// serves it; at most maxKeepWrites, reporting whether more remain.
+func (r *Reconciler) keep(ctx context.Context, want map[string]model.LastAccepted) (bool, error) {
+	if r.LastAccepted == nil {
+		r.kept = want
+		return false, nil
+	}
+	writes := 0
+	for _, k := range slices.Sorted(maps.Keys(want)) {
+		la := want[k]
+		if old, ok := r.kept[k]; ok && old.Same(la) {
+			continue
+		}
+		if writes == maxKeepWrites {
+			return true, nil
+		}
+		writes++
+		if err := r.LastAccepted.Put(ctx, k, la); err != nil {
+			return false, err
+		}
+		r.kept[k] = la
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.kept)) {
+		if _, ok := want[k]; ok {
+			continue
+		}
+		if writes == maxKeepWrites {
+			return true, nil
+		}
+		writes++
+		if err := r.LastAccepted.Delete(ctx, k); err != nil {
+			return false, err
+		}
+		delete(r.kept, k)
+	}
+	return false, nil
 }
 
 // programmedState is what an object's Programmed condition and addresses
@@ -232,6 +341,12 @@ type programmedState struct {
 	// refused: the object's current generation is not accepted; message
 	// says what still serves.
 	refused bool
+	// unbound are a Gateway's listeners (by name) that the edges serve
+	// the model without, each with why; the rest is served.
+	unbound map[string]string
+	// partial: the object is served but for some of its ports (reason
+	// says why); its addresses still reach the others.
+	partial bool
 }
 
 // refusedState is the Programmed state of a refused object whose model
@@ -258,14 +373,15 @@ func (r *Reconciler) warnGateway(ctx context.Context, st model.GatewayStatus, de
 	}
 }
 
-// tellOnce records a Warning event about obj (kind/namespace/name key)
-// once per generation and message.
+// tellOnce records a Warning event about obj once per generation, reason
+// and message: an object may have problems of several reasons at once,
+// each told once.
 func (r *Reconciler) tellOnce(obj client.Object, kind, reason, action, msg string) {
 	if r.Recorder == nil {
 		return
 	}
-	k := kind + "/" + obj.GetNamespace() + "/" + obj.GetName()
-	told := fmt.Sprintf("%d\x00%s\x00%s", obj.GetGeneration(), reason, msg)
+	k := kind + "/" + obj.GetNamespace() + "/" + obj.GetName() + "/" + reason
+	told := fmt.Sprintf("%d\x00%s", obj.GetGeneration(), msg)
 	if r.told == nil {
 		r.told = map[string]string{}
 	}
@@ -304,7 +420,9 @@ func (r *Reconciler) inputs(ctx context.Context) (model.Input, error) {
 	in.CRDBundleVersions = r.CRDBundleVersions
 	in.ValidateAnnotations = r.ValidateAnnotations
 	in.Previous = r.previous
+	in.LastAccepted = r.kept
 	in.AddressPool = r.AddressPool
+	in.CloudClass, in.ReservedPorts = r.CloudClass, r.ReservedPorts
 	in.Features = r.Features
 	return in, nil
 }
@@ -366,6 +484,8 @@ func (r *Reconciler) gatewayStatus(ctx context.Context, st model.GatewayStatus, 
 	want := gw.Status.DeepCopy()
 	want.Conditions = merge(gw.Status.Conditions, append(slices.Clone(st.Conditions), prog))
 	want.Listeners = nil
+	// Problems of its listeners, told once per reason in one event each.
+	problems := map[string][]string{}
 	for _, ls := range st.Listeners {
 		var old []metav1.Condition
 		for _, o := range gw.Status.Listeners {
@@ -374,13 +494,31 @@ func (r *Reconciler) gatewayStatus(ctx context.Context, st model.GatewayStatus, 
 			}
 		}
 		lp := prog
-		if !meta.IsStatusConditionTrue(ls.Conditions, string(gwv1.ListenerConditionAccepted)) || !meta.IsStatusConditionTrue(ls.Conditions, string(gwv1.ListenerConditionResolvedRefs)) {
+		conflicted := meta.FindStatusCondition(ls.Conditions, string(gwv1.ListenerConditionConflicted))
+		unbound, isUnbound := ps.unbound[string(ls.Name)]
+		la := meta.FindStatusCondition(ls.Conditions, string(gwv1.ListenerConditionAccepted))
+		switch {
+		case !meta.IsStatusConditionTrue(ls.Conditions, string(gwv1.ListenerConditionAccepted)) || !meta.IsStatusConditionTrue(ls.Conditions, string(gwv1.ListenerConditionResolvedRefs)):
 			lp.Status, lp.Reason, lp.Message = metav1.ConditionFalse, string(gwv1.ListenerReasonInvalid), "the listener is not accepted or its references do not resolve"
-		} else if prog.Status == metav1.ConditionFalse && prog.Reason != string(gwv1.GatewayReasonInvalid) {
+			if la != nil && la.Reason == string(gwv1.ListenerReasonPortUnavailable) {
+				problems[la.Reason] = append(problems[la.Reason], fmt.Sprintf("listener %s: %s", ls.Name, la.Message))
+			}
+		case conflicted != nil && conflicted.Status == metav1.ConditionTrue:
+			lp.Status, lp.Reason, lp.Message = metav1.ConditionFalse, string(gwv1.ListenerReasonInvalid), "not served: "+conflicted.Message
+			problems[conflicted.Reason] = append(problems[conflicted.Reason], fmt.Sprintf("listener %s: %s", ls.Name, conflicted.Message))
+		case prog.Status == metav1.ConditionFalse && prog.Reason != string(gwv1.GatewayReasonInvalid):
 			lp.Reason = string(gwv1.ListenerReasonPending)
+		case prog.Status == metav1.ConditionTrue && isUnbound:
+			// The edges serve the model, and so the rest of the Gateway,
+			// without this listener.
+			lp.Status, lp.Reason, lp.Message = metav1.ConditionFalse, string(gwv1.ListenerReasonPortUnavailable), "not served: "+unbound+"; the edges try again with the next model"
+			problems[lp.Reason] = append(problems[lp.Reason], fmt.Sprintf("listener %s: %s", ls.Name, lp.Message))
 		}
 		ls.Conditions = merge(old, append(slices.Clone(ls.Conditions), lp))
 		want.Listeners = append(want.Listeners, ls)
+	}
+	for _, reason := range slices.Sorted(maps.Keys(problems)) {
+		r.tellOnce(gw, "Gateway", reason, "Program", strings.Join(problems[reason], "; "))
 	}
 	want.Addresses = nil
 	if accepted || ps.refused {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/api/keys"
@@ -71,10 +72,31 @@ func (r *Reconciler) loadBalancers(ctx context.Context, lbs []networkingv1alpha1
 		}
 		if st.Refused {
 			ps = refusedState(entries[name].Generation, entries[name].Hold, ps)
+		} else if !cloud && ps.ok {
+			ps = unboundPorts(ps, key, progress.PartRefusals)
 		}
 		errs = append(errs, r.loadBalancerStatus(ctx, lb, st, ps))
 	}
 	return errs
+}
+
+// unboundPorts is ps of a served load balancer (namespace/name key), or,
+// when the edges serve the model without some of its ports,
+// Programmed=False (PortUnavailable) naming them: the other ports are
+// served, at its addresses.
+func unboundPorts(ps programmedState, key string, refusals []provider.PartRefusal) programmedState {
+	var ports []string
+	for _, pr := range refusals {
+		if pr.Kind == edgev1.RefusalKindLoadBalancer && pr.Namespace+"/"+pr.Name == key {
+			ports = append(ports, fmt.Sprintf("port %d/%s cannot be bound: %s", pr.Port, pr.Protocol, pr.Reason))
+		}
+	}
+	if len(ports) == 0 {
+		return ps
+	}
+	ps.ok, ps.partial, ps.reason = false, true, networkingv1alpha1.LoadBalancerReasonPortUnavailable
+	ps.message = "not served: " + strings.Join(ports, "; ") + "; the other ports are served, and the edges try again with the next model"
+	return ps
 }
 
 func (r *Reconciler) applyFinalizer(ctx context.Context, lb *networkingv1alpha1.MultiClusterLoadBalancer, want bool) error {
@@ -116,6 +138,9 @@ func (r *Reconciler) loadBalancerStatus(ctx context.Context, lb *networkingv1alp
 	case !ps.ok && ps.reason != "":
 		prog.Status, prog.Reason = metav1.ConditionFalse, ps.reason
 		r.tellOnce(lb, "MultiClusterLoadBalancer", ps.reason, "Deploy", ps.message)
+		if ps.partial {
+			addresses = ps.addresses // its other ports are reached there
+		}
 	case !ps.ok:
 		prog.Status, prog.Reason = metav1.ConditionFalse, networkingv1alpha1.LoadBalancerReasonPending
 	default:

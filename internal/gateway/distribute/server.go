@@ -59,6 +59,9 @@ type edge struct {
 	sentAt time.Time
 	// refused is the NACK of the newest version, if any.
 	refused string
+	// without are the parts of the version it serves that it serves
+	// without (Ack.refused, Hello.refused).
+	without []*edgev1.Refusal
 }
 
 // NewServer returns a server with no model yet.
@@ -188,9 +191,10 @@ func (s *Server) connect(name string, hello *edgev1.Hello) int {
 	e.stream++
 	e.region, e.connected, e.since = hello.GetRegion(), true, s.now()
 	e.serving, e.hash, e.sentAt, e.refused = hello.GetServingVersion(), hello.GetServingHash(), time.Time{}, ""
+	e.without = hello.GetRefused()
 	if s.current != nil && e.hash != s.current.GetHash() {
 		// Versions restart with the server; only the content tells.
-		e.serving = 0
+		e.serving, e.without = 0, nil
 	}
 	return e.stream
 }
@@ -213,8 +217,11 @@ func (s *Server) acknowledge(name string, gen int, ack *edgev1.Ack) {
 		return // an answer to a version that is no longer the newest
 	}
 	if ack.GetOk() {
-		e.serving, e.hash, e.refused = ack.GetVersion(), s.current.GetHash(), ""
-		s.log.Info("edge serves model", "edge", name, "version", ack.GetVersion())
+		e.serving, e.hash, e.refused, e.without = ack.GetVersion(), s.current.GetHash(), "", ack.GetRefused()
+		s.log.Info("edge serves model", "edge", name, "version", ack.GetVersion(), "refusedParts", len(ack.GetRefused()))
+		for _, r := range ack.GetRefused() {
+			s.log.Error("edge serves the model without a part", "edge", name, "version", ack.GetVersion(), "part", Describe(r), "reason", r.GetReason())
+		}
 		return
 	}
 	e.refused = ack.GetError()
@@ -233,6 +240,9 @@ type EdgeStatus struct {
 	WaitingSince time.Time
 	// Refused is the edge's reason for refusing the newest version.
 	Refused string
+	// Without are the parts of the version it serves (Serving) that it
+	// serves without: listeners and ports it cannot bind.
+	Without []*edgev1.Refusal
 }
 
 // Status returns the newest version (0: none) and every edge, by name.
@@ -241,7 +251,7 @@ func (s *Server) Status() (int64, []EdgeStatus) {
 	defer s.mu.Unlock()
 	out := make([]EdgeStatus, 0, len(s.edges))
 	for name, e := range s.edges {
-		st := EdgeStatus{Name: name, Region: e.region, Connected: e.connected, Since: e.since, Serving: e.serving, Refused: e.refused}
+		st := EdgeStatus{Name: name, Region: e.region, Connected: e.connected, Since: e.since, Serving: e.serving, Refused: e.refused, Without: e.without}
 		if e.connected && e.serving != s.current.GetVersion() && e.refused == "" {
 			st.WaitingSince = e.sentAt
 		}
@@ -285,6 +295,13 @@ func Summary(version int64, edges []EdgeStatus, now time.Time) string {
 			continue
 		case e.Serving == version:
 			serving++
+			if len(e.Without) > 0 {
+				parts := make([]string, len(e.Without))
+				for i, r := range e.Without {
+					parts[i] = Describe(r)
+				}
+				notes = append(notes, fmt.Sprintf("%s serves it without %s", e.Name, strings.Join(parts, ", ")))
+			}
 		case e.Refused != "":
 			notes = append(notes, fmt.Sprintf("%s refused it: %s", e.Name, e.Refused))
 		case !e.WaitingSince.IsZero():
@@ -309,6 +326,16 @@ func Summary(version int64, edges []EdgeStatus, now time.Time) string {
 }
 
 func age(now, t time.Time) time.Duration { return now.Sub(t).Round(time.Second) }
+
+// Describe names a part an edge serves a model without, e.g. "listener
+// metrics of Gateway demo/web (port 9090)".
+func Describe(r *edgev1.Refusal) string {
+	obj := r.GetNamespace() + "/" + r.GetName()
+	if r.GetKind() == edgev1.RefusalKindLoadBalancer {
+		return fmt.Sprintf("port %d/%s of MultiClusterLoadBalancer %s", r.GetPort(), r.GetProtocol(), obj)
+	}
+	return fmt.Sprintf("listener %s of %s %s (port %d)", r.GetListener(), r.GetKind(), obj, r.GetPort())
+}
 
 // edgeName is the common name of the caller's client certificate, which
 // must be an edge's (organization fleetnet:edges).

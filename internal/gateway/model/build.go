@@ -40,13 +40,25 @@ type builder struct {
 	// applies to each backend.
 	policies       []*policyState
 	policyByTarget map[policyTarget]*policyState
+	// shared holds the claims on the edge's shared sockets (sockets.go).
+	shared *sharedPorts
 }
 
 type gatewayState struct {
 	gw        *gwv1.Gateway
 	accepted  bool
 	listeners []*listenerState // spec order
+	// refusal is why the Gateway itself is not accepted, whatever its
+	// listeners (Reason "" when it is not refused as a whole).
+	refusal refusal
+	// held is the entry a Gateway that is not accepted keeps serving (its
+	// last accepted one, less what older Gateways hold); nil: none, its
+	// provider is told to hold what it serves (heldGateway).
+	held *edgev1.Gateway
 }
+
+// refusal is a reason and message why an object is not accepted.
+type refusal struct{ Reason, Message string }
 
 type listenerState struct {
 	l          gwv1.Listener
@@ -72,8 +84,20 @@ func (l *listenerState) valid() bool {
 func key(ns, name string) string { return ns + "/" + name }
 
 // Build computes the model and the status of every object of in that
-// belongs to in.ControllerName's GatewayClasses.
+// belongs to in.ControllerName's GatewayClasses. A refused object that
+// in.Previous does not hold but in.LastAccepted does is served as its
+// last accepted spec describes (restoreLastAccepted), then frozen as
+// in.Previous would have held it.
 func Build(in Input) Result {
+	res := build(in)
+	if previous, ok := restoreLastAccepted(in, res); ok {
+		in.Previous, in.LastAccepted = previous, nil
+		res = build(in)
+	}
+	return res
+}
+
+func build(in Input) Result {
 	b := &builder{
 		in:         in,
 		classes:    map[string]*gwv1.GatewayClass{},
@@ -207,16 +231,21 @@ func (b *builder) buildGateways() []GatewayStatus {
 	slices.SortFunc(gws, func(x, y *gwv1.Gateway) int {
 		return cmp.Or(cmp.Compare(x.Namespace, y.Namespace), cmp.Compare(x.Name, y.Name))
 	})
-	var out []GatewayStatus
 	for _, gw := range gws {
-		gs := &gatewayState{gw: gw}
+		gs := &gatewayState{gw: gw, refusal: b.gatewayRefusal(gw)}
 		b.gateways[key(gw.Namespace, gw.Name)] = gs
 		b.gatewayOrder = append(b.gatewayOrder, gs)
 		for _, l := range gw.Spec.Listeners {
 			gs.listeners = append(gs.listeners, b.listener(gw, l))
 		}
 		markConflicts(gw, gs.listeners)
+	}
+	// Between Gateways, once every Gateway's own listeners are known.
+	b.claimSharedPorts()
 
+	var out []GatewayStatus
+	for _, gs := range b.gatewayOrder {
+		gw := gs.gw
 		gen := gw.Generation
 		typ := string(gwv1.GatewayConditionAccepted)
 		var accepted metav1.Condition
@@ -228,20 +257,9 @@ func (b *builder) buildGateways() []GatewayStatus {
 				invalid = append(invalid, string(ls.l.Name))
 			}
 		}
-		class := b.classes[string(gw.Spec.GatewayClassName)]
 		switch {
-		case class.Spec.ParametersRef != nil:
-			accepted = cond(typ, false, string(gwv1.GatewayReasonInvalidParameters),
-				fmt.Sprintf("GatewayClass %s is not accepted", class.Name), gen)
-		case b.annotationsInvalid(gw) != nil:
-			// Provider annotations are parsed strictly: a mistake there
-			// must not fall back to defaults silently.
-			accepted = cond(typ, false, string(gwv1.GatewayReasonInvalidParameters), b.annotationsInvalid(gw).Error(), gen)
-		case len(gw.Spec.Addresses) > 0:
-			// The entry point's addresses are the data plane's; a Gateway
-			// cannot ask for others.
-			accepted = cond(typ, false, string(gwv1.GatewayReasonUnsupportedAddress),
-				"spec.addresses is not supported: the addresses are those of the edges", gen)
+		case gs.refusal.Reason != "":
+			accepted = cond(typ, false, gs.refusal.Reason, gs.refusal.Message, gen)
 		case valid == 0:
 			accepted = cond(typ, false, string(gwv1.GatewayReasonListenersNotValid),
 				"no valid listener: "+strings.Join(invalid, ", "), gen)
@@ -262,7 +280,27 @@ func (b *builder) buildGateways() []GatewayStatus {
 		}
 		out = append(out, st)
 	}
+	b.keepRefused()
 	return out
+}
+
+// gatewayRefusal is why gw is not accepted as a whole, whatever its
+// listeners: a class, annotations or addresses fleetnet cannot serve.
+func (b *builder) gatewayRefusal(gw *gwv1.Gateway) refusal {
+	class := b.classes[string(gw.Spec.GatewayClassName)]
+	switch {
+	case class.Spec.ParametersRef != nil:
+		return refusal{string(gwv1.GatewayReasonInvalidParameters), fmt.Sprintf("GatewayClass %s is not accepted", class.Name)}
+	case b.annotationsInvalid(gw) != nil:
+		// Provider annotations are parsed strictly: a mistake there
+		// must not fall back to defaults silently.
+		return refusal{string(gwv1.GatewayReasonInvalidParameters), b.annotationsInvalid(gw).Error()}
+	case len(gw.Spec.Addresses) > 0:
+		// The entry point's addresses are the data plane's; a Gateway
+		// cannot ask for others.
+		return refusal{string(gwv1.GatewayReasonUnsupportedAddress), "spec.addresses is not supported: the addresses are those of the edges"}
+	}
+	return refusal{}
 }
 
 const gatewayGroup = gwv1.GroupName
@@ -282,6 +320,12 @@ func (b *builder) listener(gw *gwv1.Gateway, l gwv1.Listener) *listenerState {
 			fmt.Sprintf("protocol %s is not supported; use HTTP or HTTPS", l.Protocol), gen)
 		ls.kinds = []gwv1.RouteGroupKind{}
 		return ls
+	}
+	if what, ok := b.in.ReservedPorts[int32(l.Port)]; ok && !b.cloudClass(gw) {
+		// The edges cannot bind it: refused here, where the status says
+		// why, rather than by every edge.
+		ls.accepted = cond(string(gwv1.ListenerConditionAccepted), false, string(gwv1.ListenerReasonPortUnavailable),
+			fmt.Sprintf("port %d is reserved on the edges: %s", l.Port, what), gen)
 	}
 
 	// Route kinds: HTTPRoute is the only one fleetnet serves.
@@ -442,7 +486,7 @@ func (b *builder) assemble(statuses []GatewayStatus) edgev1.Model {
 	m := edgev1.Model{Gateways: []edgev1.Gateway{}}
 	for i, gs := range b.gatewayOrder {
 		if !gs.accepted {
-			m.Gateways = append(m.Gateways, b.heldGateway(gs, statuses[i]))
+			m.Gateways = append(m.Gateways, heldGateway(gs, statuses[i]))
 			continue
 		}
 		g := edgev1.Gateway{Namespace: gs.gw.Namespace, Name: gs.gw.Name, Generation: gs.gw.Generation, Listeners: []edgev1.Listener{},
@@ -472,25 +516,37 @@ func (b *builder) assemble(statuses []GatewayStatus) edgev1.Model {
 
 // heldGateway is the entry of a Gateway of ours that is not accepted: its
 // entry in Input.Previous, frozen, when it had one there of the same
-// class, or else an entry that tells its provider to hold what it serves.
-// A refused edit thus never withdraws a Gateway; deleting it, or moving
-// it to a class of another controller, does.
-func (b *builder) heldGateway(gs *gatewayState, st GatewayStatus) edgev1.Gateway {
+// class (gs.held, less the listeners an older Gateway holds now), or else
+// an entry that tells its provider to hold what it serves. A refused edit
+// thus never withdraws a Gateway; deleting it, or moving it to a class of
+// another controller, does.
+func heldGateway(gs *gatewayState, st GatewayStatus) edgev1.Gateway {
 	why := "not accepted"
 	if c := meta.FindStatusCondition(st.Conditions, string(gwv1.GatewayConditionAccepted)); c != nil {
 		why = c.Message
 	}
+	if gs.held != nil {
+		g := *gs.held
+		g.Refused = why
+		return g
+	}
+	return edgev1.Gateway{Namespace: gs.gw.Namespace, Name: gs.gw.Name, Generation: gs.gw.Generation, Class: string(gs.gw.Spec.GatewayClassName),
+		UID: string(gs.gw.UID), Listeners: []edgev1.Listener{}, Refused: why, Hold: true}
+}
+
+// previousEntry is gs's Gateway's entry in Input.Previous, if it had one
+// there of the same class that is not a Hold.
+func (b *builder) previousEntry(gs *gatewayState) (edgev1.Gateway, bool) {
+	if b.in.Previous == nil {
+		return edgev1.Gateway{}, false
+	}
 	class := string(gs.gw.Spec.GatewayClassName)
-	if b.in.Previous != nil {
-		for _, g := range b.in.Previous.Gateways {
-			if g.Namespace == gs.gw.Namespace && g.Name == gs.gw.Name && g.Class == class && !g.Hold {
-				g.Refused = why
-				return g
-			}
+	for _, g := range b.in.Previous.Gateways {
+		if g.Namespace == gs.gw.Namespace && g.Name == gs.gw.Name && g.Class == class && !g.Hold {
+			return g, true
 		}
 	}
-	return edgev1.Gateway{Namespace: gs.gw.Namespace, Name: gs.gw.Name, Generation: gs.gw.Generation, Class: class,
-		UID: string(gs.gw.UID), Listeners: []edgev1.Listener{}, Refused: why, Hold: true}
+	return edgev1.Gateway{}, false
 }
 
 func versionOf(m edgev1.Model) string {

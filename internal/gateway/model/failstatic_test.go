@@ -1,9 +1,12 @@
 package model
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
@@ -193,6 +196,121 @@ func TestRefusedLoadBalancerKeepsServing(t *testing.T) {
 		}
 		if !lateServed(nil) {
 			t.Error("demo/late did not get port 5432 once demo/db was gone")
+		}
+	})
+}
+
+// After a restart of the controller (no Previous), a refused object is
+// served as the spec of its last accepted generation describes (kept by
+// the controller: LastAccepted), not held: the same entry the running
+// controller kept. Without a kept spec it is held, as before.
+func TestRefusedAfterRestartServesLastAccepted(t *testing.T) {
+	gateways := loadInput(t, "testdata/routing.yaml")
+	lbs := loadInput(t, "testdata/loadbalancers.yaml")
+	lbs.LoadBalancerClasses = []string{"edge", "azure-cross-region"}
+	base := gateways
+	base.MultiClusterLoadBalancers = lbs.MultiClusterLoadBalancers
+	base.ServiceImports = append(slices.Clone(gateways.ServiceImports), lbs.ServiceImports...)
+	base.EndpointSlices = append(slices.Clone(gateways.EndpointSlices), lbs.EndpointSlices...)
+	base.LoadBalancerClasses = lbs.LoadBalancerClasses
+	res := Build(base)
+	kept := Accepted(base, res)
+	beforeGW, ok := findGateway(res.Model, "infra", "web")
+	if !ok || len(beforeGW.Listeners) == 0 {
+		t.Fatal("infra/web not served before the edit")
+	}
+	beforeLB, ok := findLoadBalancer(res.Model, "demo", "db")
+	if !ok {
+		t.Fatal("demo/db not served before the edit")
+	}
+	if la := kept[LastAcceptedKey(KindGateway, "infra", "web")]; la.Gateway == nil || la.Generation != beforeGW.Generation {
+		t.Fatalf("Accepted keeps %+v for infra/web", la)
+	}
+
+	// Both edited into a refusal; the load balancer holds its finalizer,
+	// as one that was served does.
+	refused := base
+	refused.Gateways = slices.Clone(base.Gateways)
+	for i := range refused.Gateways {
+		if refused.Gateways[i].Name == "web" {
+			gw := refused.Gateways[i].DeepCopy()
+			gw.Generation++
+			gw.Spec.Addresses = []gwv1.GatewaySpecAddress{{Value: "192.0.2.1"}}
+			refused.Gateways[i] = *gw
+		}
+	}
+	refused.MultiClusterLoadBalancers = slices.Clone(base.MultiClusterLoadBalancers)
+	for i := range refused.MultiClusterLoadBalancers {
+		if refused.MultiClusterLoadBalancers[i].Name == "db" {
+			lb := refused.MultiClusterLoadBalancers[i].DeepCopy()
+			lb.Generation++
+			lb.Spec.Ports[0].Protocol = "SCTP"
+			lb.Finalizers = append(lb.Finalizers, networkingv1alpha1.LoadBalancerFinalizer)
+			refused.MultiClusterLoadBalancers[i] = *lb
+		}
+	}
+
+	t.Run("without a kept spec: held", func(t *testing.T) {
+		m := Build(refused).Model
+		if g, _ := findGateway(m, "infra", "web"); !g.Hold {
+			t.Errorf("Gateway entry %+v, want a hold", g)
+		}
+		if lb, _ := findLoadBalancer(m, "demo", "db"); !lb.Hold {
+			t.Errorf("load balancer entry %+v, want a hold", lb)
+		}
+	})
+	t.Run("with the kept spec: its last accepted entry", func(t *testing.T) {
+		in := refused
+		in.LastAccepted = kept
+		first := Build(in)
+		g, _ := findGateway(first.Model, "infra", "web")
+		wantGW := beforeGW
+		wantGW.Refused = "spec.addresses is not supported: the addresses are those of the edges"
+		if d := cmp.Diff(wantGW, g); d != "" {
+			t.Errorf("Gateway entry (-want +got):\n%s", d)
+		}
+		lb, _ := findLoadBalancer(first.Model, "demo", "db")
+		wantLB := beforeLB
+		wantLB.Refused = lb.Refused
+		if d := cmp.Diff(wantLB, lb); lb.Refused == "" || d != "" {
+			t.Errorf("load balancer entry (-want +got):\n%s", d)
+		}
+		// The refused objects' own status is their current generation's.
+		st := gatewayStatusOf(t, first, "infra", "web")
+		if c := meta.FindStatusCondition(st.Conditions, string(gwv1.GatewayConditionAccepted)); c == nil || c.Status != metav1.ConditionFalse || c.ObservedGeneration != beforeGW.Generation+1 {
+			t.Errorf("Accepted %+v, want False for generation %d", c, beforeGW.Generation+1)
+		}
+		// What is kept stays the last accepted spec, not the refused one.
+		if la := Accepted(in, first)[LastAcceptedKey(KindGateway, "infra", "web")]; !la.Same(kept[LastAcceptedKey(KindGateway, "infra", "web")]) {
+			t.Errorf("Accepted after the refusal keeps generation %d", la.Generation)
+		}
+		// The next build holds the same entry through Previous.
+		in.Previous = &first.Model
+		if g2, _ := findGateway(Build(in).Model, "infra", "web"); !cmp.Equal(g, g2) {
+			t.Errorf("the next build changed the entry: %s", cmp.Diff(g, g2))
+		}
+	})
+	t.Run("a spec kept for another object of the same name: held", func(t *testing.T) {
+		in := refused
+		in.LastAccepted = map[string]LastAccepted{}
+		for k, la := range kept {
+			la.UID = "deleted-since"
+			in.LastAccepted[k] = la
+		}
+		m := Build(in).Model
+		if g, _ := findGateway(m, "infra", "web"); !g.Hold {
+			t.Errorf("Gateway entry %+v, want a hold", g)
+		}
+		if lb, _ := findLoadBalancer(m, "demo", "db"); !lb.Hold {
+			t.Errorf("load balancer entry %+v, want a hold", lb)
+		}
+	})
+	t.Run("a deleted object's spec is forgotten", func(t *testing.T) {
+		in := base
+		in.Gateways = slices.DeleteFunc(slices.Clone(base.Gateways), func(gw gwv1.Gateway) bool { return gw.Name == "web" })
+		in.LastAccepted = kept
+		if _, ok := Accepted(in, Build(in))[LastAcceptedKey(KindGateway, "infra", "web")]; ok {
+			t.Error("the deleted Gateway's spec is still kept")
 		}
 	})
 }

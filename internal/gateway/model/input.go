@@ -59,13 +59,31 @@ type Input struct {
 	Features func(class string) []gwv1.FeatureName
 	// AddressPool, when valid, gives every Gateway an address of its own
 	// (edgev1.Gateway.Address, GatewayStatus.Addresses): fleetnet-gateway's
-	// --gateway-address-pool.
+	// --gateway-address-pool. Without one, the edge's Gateways share its
+	// sockets, and conflicts between them go to the oldest (sockets.go).
 	AddressPool netip.Prefix
+	// CloudClass reports whether a cloud provider, not the edge, serves
+	// the Gateways of a GatewayClass (by name): their listeners share no
+	// socket of the edge and may use its reserved ports. Nil: the edge
+	// serves every class.
+	CloudClass func(class string) bool
+	// ReservedPorts are the ports the edges hold for themselves (their
+	// metrics and health ports: fleetnet-gateway's --edge-reserved-ports),
+	// each with what holds it. A Gateway listener or an edge load
+	// balancer's port there is refused (PortUnavailable, PortConflict)
+	// instead of being sent to edges that cannot bind it.
+	ReservedPorts map[int32]string
 	// Previous is the model handed to the providers last (nil none): a
 	// Gateway or load balancer refused now keeps its entry from it, so
 	// that a mistake in an edit does not withdraw what serves (fail
 	// static; see edgev1.Gateway's Refused and Hold).
 	Previous *edgev1.Model
+	// LastAccepted is, per object (LastAcceptedKey), the spec of its last
+	// accepted generation, kept by the controller across its restarts: a
+	// refused object that Previous does not hold (the controller
+	// restarted since) is served as that spec describes, rather than held
+	// (see Build and lastaccepted.go).
+	LastAccepted map[string]LastAccepted
 }
 
 // Result is the model and the status it implies.

@@ -186,6 +186,8 @@ func (b *builder) refusal(lb *networkingv1alpha1.MultiClusterLoadBalancer, m edg
 		k := fmt.Sprintf("%d/%s", p.Port, p.Protocol)
 		if holder, ok := taken[k]; ok {
 			conflicts = append(conflicts, fmt.Sprintf("port %s is held by %s", k, holder))
+		} else if what, ok := b.in.ReservedPorts[p.Port]; ok && p.Protocol == edgev1.ProtocolTCP && class == string(networkingv1alpha1.LoadBalancerClassEdge) {
+			conflicts = append(conflicts, fmt.Sprintf("port %s is reserved on the edges: %s", k, what))
 		}
 	}
 	if len(conflicts) > 0 {

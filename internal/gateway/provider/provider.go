@@ -43,6 +43,10 @@ type Progress struct {
 	// RouteRefusals are the route matches cloud providers refuse, for
 	// the HTTPRoutes' status.
 	RouteRefusals []RouteRefusal
+	// PartRefusals are the Gateway listeners and load balancer ports the
+	// data plane serves Version without (an edge cannot bind them), for
+	// those objects' status; the rest of the model is served.
+	PartRefusals []PartRefusal
 	// ClassVersions is, per load balancer class served by such a
 	// provider, the model version it finished deploying ("" none). A
 	// deleted load balancer of that class is withdrawn once this is the
@@ -58,6 +62,21 @@ type RouteRefusal struct {
 	RouteNamespace, RouteName     string
 	Rule, Match                   int
 	// Reason names the feature and why.
+	Reason string
+}
+
+// PartRefusal is a Gateway's listener or a load balancer's port that the
+// data plane serves the model without.
+type PartRefusal struct {
+	// Kind is edgev1.RefusalKindGateway or edgev1.RefusalKindLoadBalancer.
+	Kind            string
+	Namespace, Name string
+	// Listener is the Gateway listener's name; Protocol the load
+	// balancer port's.
+	Listener string
+	Port     int32
+	Protocol string
+	// Reason names each data plane (edge) that refused it and why.
 	Reason string
 }
 

@@ -45,6 +45,13 @@ type Options struct {
 	TokenFile     string
 	LeaseTTL      time.Duration
 	GracePeriod   time.Duration
+	// MaxWatchesPerIdentity and MaxWatches cap the watches open at once
+	// of one identity and of all (server.Config).
+	MaxWatchesPerIdentity int
+	MaxWatches            int
+	// WatcherBufferBytes is how far a watcher may fall behind, in bytes,
+	// before it is cut off and resumes.
+	WatcherBufferBytes int
 	// Tracing sends traces of writes and fan-outs to an OTLP collector
 	// (off by default).
 	Tracing tracing.Options
@@ -66,6 +73,9 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TokenFile, "token-file", "", "CSV of token,name,role (role: cluster or admin); when set, bearer tokens are accepted besides client certificates")
 	fs.DurationVar(&o.LeaseTTL, "lease-ttl", 30*time.Second, "how long a cluster stays live without renewing its lease")
 	fs.DurationVar(&o.GracePeriod, "grace-period", 10*time.Minute, "how long the records of a cluster whose lease expired are kept")
+	fs.IntVar(&o.MaxWatchesPerIdentity, "max-watches-per-identity", server.DefaultMaxWatchesPerIdentity, "watches one identity (a cluster or an administrator) may hold open at once; more are refused with ResourceExhausted (an agent holds two)")
+	fs.IntVar(&o.MaxWatches, "max-watches", server.DefaultMaxWatches, "watches the registry holds open at once, of every identity; more are refused with ResourceExhausted")
+	fs.IntVar(&o.WatcherBufferBytes, "watcher-buffer-bytes", server.DefaultWatcherBufferBytes, "bytes of events a watcher may fall behind before it is cut off and resumes from its last revision")
 	o.Tracing.BindFlags(fs)
 }
 
@@ -82,6 +92,17 @@ func (o *Options) Validate() error {
 	}
 	if o.GracePeriod < 0 {
 		errs = append(errs, fmt.Errorf("--grace-period=%s: must not be negative", o.GracePeriod))
+	}
+	for _, f := range []struct {
+		name  string
+		value int
+	}{{"--max-watches-per-identity", o.MaxWatchesPerIdentity}, {"--max-watches", o.MaxWatches}, {"--watcher-buffer-bytes", o.WatcherBufferBytes}} {
+		if f.value < 1 {
+			errs = append(errs, fmt.Errorf("%s=%d: must be at least 1", f.name, f.value))
+		}
+	}
+	if o.MaxWatchesPerIdentity > o.MaxWatches {
+		errs = append(errs, fmt.Errorf("--max-watches-per-identity=%d: must not exceed --max-watches=%d", o.MaxWatchesPerIdentity, o.MaxWatches))
 	}
 	return errors.Join(errs...)
 }
@@ -120,7 +141,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 
 	promReg := prometheus.NewRegistry()
 	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), certfiles.Expiry)
-	reg := server.New(st, server.Config{LeaseTTL: o.LeaseTTL, GracePeriod: o.GracePeriod, Logger: log, Registerer: promReg, TracerProvider: tp})
+	reg := server.New(st, server.Config{LeaseTTL: o.LeaseTTL, GracePeriod: o.GracePeriod,
+		MaxWatchesPerIdentity: o.MaxWatchesPerIdentity, MaxWatches: o.MaxWatches, WatcherBufferBytes: o.WatcherBufferBytes,
+		Logger: log, Registerer: promReg, TracerProvider: tp})
 	runCtx, stopRun := context.WithCancel(context.Background())
 	defer stopRun()
 	go reg.Run(runCtx)

@@ -31,7 +31,9 @@ const (
 	RoleAdmin Role = "admin"
 )
 
-// Identity is an authenticated caller.
+// Identity is an authenticated caller. Its name is never empty: what a
+// caller may see comes from its role, and the administrators' view from
+// RoleAdmin alone, never from a name.
 type Identity struct {
 	// Name is the cluster id for RoleCluster.
 	Name string
@@ -81,6 +83,11 @@ func (a *Authenticator) Authenticate(ctx context.Context) (Identity, error) {
 			}
 			for known, id := range tokens {
 				if subtle.ConstantTimeCompare([]byte(known), []byte(token)) == 1 {
+					if id.Name == "" {
+						// LoadTokens refuses such a line; a map set by
+						// hand may hold one.
+						return Identity{}, status.Error(codes.Unauthenticated, "bearer token has no name: an identity needs one")
+					}
 					return id, nil
 				}
 			}
@@ -96,6 +103,9 @@ func (a *Authenticator) Authenticate(ctx context.Context) (Identity, error) {
 		return Identity{}, status.Error(codes.Unauthenticated, "a client certificate signed by the fleet CA, or a bearer token, is required")
 	}
 	cert := info.State.VerifiedChains[0][0]
+	if cert.Subject.CommonName == "" {
+		return Identity{}, status.Errorf(codes.Unauthenticated, "client certificate of organization %v has an empty common name: an identity needs a name", cert.Subject.Organization)
+	}
 	switch {
 	case slices.Contains(cert.Subject.Organization, keys.OrganizationAdmins):
 		return Identity{Name: cert.Subject.CommonName, Role: RoleAdmin}, nil
@@ -166,7 +176,8 @@ func RequireAdmin(ctx context.Context) error {
 }
 
 // LoadTokens reads a token file (internal/tokenfile: CSV lines of
-// token,name,role, # comments) whose roles are "cluster" or "admin".
+// token,name,role, # comments) whose roles are "cluster" or "admin"; a line
+// without a name is refused.
 func LoadTokens(path string) (map[string]Identity, error) {
 	entries, err := tokenfile.Load(path, string(RoleCluster), string(RoleAdmin))
 	if err != nil {

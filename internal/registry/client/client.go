@@ -3,6 +3,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -18,7 +19,6 @@ import (
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/resolver/manual"
 	"google.golang.org/grpc/status"
@@ -100,13 +100,23 @@ func Dial(o Options) (registryv1.RegistryClient, *grpc.ClientConn, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("the registry's TLS files: %w", err)
 	}
-	tlsCfg := files.ClientConfig()
 	// A certificate the registry refuses shows as Unavailable (TLS 1.3
 	// checks it after the client's handshake): the prober finds and names
 	// it, so callers can tell a configuration error from an outage.
-	prober := &tlsrefusal.Prober{Addrs: addrs, Config: tlsCfg}
+	prober := &tlsrefusal.Prober{Addrs: addrs, Config: func(addr string) (*tls.Config, error) {
+		host, _, _ := net.SplitHostPort(addr) // SplitAddresses checked it
+		return files.ClientConfig(host)
+	}}
+	log := o.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	// Each connection verifies its replica's certificate against the host
+	// it dialled (the target's, or its resolver address's ServerName
+	// below); the handshakes that fail are counted under "registry".
+	creds := (&tlsrefusal.Observer{Server: "registry", Log: log}).Credentials(files.ClientCredentials())
 	opts := append([]grpc.DialOption{
-		grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithChainUnaryInterceptor(prober.UnaryClientInterceptor()),
 		grpc.WithChainStreamInterceptor(prober.StreamClientInterceptor()),
 		// gRPC's default reconnect backoff grows to 120 s, and calls fail
@@ -170,8 +180,13 @@ func SplitAddresses(address string) ([]string, error) {
 	var out []string
 	for _, a := range strings.Split(address, ",") {
 		a = strings.TrimSpace(a)
-		if _, _, err := net.SplitHostPort(a); err != nil {
+		host, _, err := net.SplitHostPort(a)
+		if err != nil {
 			return nil, fmt.Errorf("registry address %q: %w", a, err)
+		}
+		if host == "" {
+			// The registry's certificate is verified against the host.
+			return nil, fmt.Errorf("registry address %q: no host", a)
 		}
 		out = append(out, a)
 	}

@@ -17,6 +17,14 @@ import (
 	"google.golang.org/grpc/reflection"
 )
 
+// maxConcurrentStreams bounds the streams (calls and watches) one HTTP/2
+// connection holds open at once; a client past it waits for one to end.
+// An agent holds two watches and a few tens of calls (its publishing
+// workers, lease renewals), `fleetnetctl registry load` 64 writes per
+// connection; grpc-go's own default has no bound. Watches are also capped
+// per identity, however many connections it opens (Config).
+const maxConcurrentStreams = 128
+
 // NewGRPCServer serves r over TLS, with panics in handlers recovered
 // (internal/recovered), authentication, metrics, the standard health
 // service and server reflection. The health service reports
@@ -30,6 +38,7 @@ func NewGRPCServer(r *Registry, tlsConfig *tls.Config, authn *auth.Authenticator
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
 		grpc.MaxRecvMsgSize(8<<20),
+		grpc.MaxConcurrentStreams(maxConcurrentStreams),
 		// Watch events are marshaled once for every watcher (see codec).
 		grpc.ForceServerCodecV2(newCodec()),
 	)...)

@@ -379,15 +379,25 @@ func (r *Registry) ListImports(ctx context.Context, req *registryv1.ListImportsR
 }
 
 // scopedViewer is the cluster whose exports' scopes limit what the caller
-// is sent (fleetnet.dev/export-to); empty for an administrator, who sees
-// every export.
+// is sent (fleetnet.dev/export-to); view.Admins (empty) for an
+// administrator, who sees every export. The role alone makes an
+// administrator, never the name: a caller of another role without a name
+// (auth refuses every nameless identity) is unnamedViewer, whom no scope
+// includes.
 func scopedViewer(ctx context.Context) string {
-	id, _ := auth.FromContext(ctx)
-	if id.Role == auth.RoleAdmin {
-		return ""
+	id, ok := auth.FromContext(ctx)
+	if ok && id.Role == auth.RoleAdmin {
+		return view.Admins
+	}
+	if id.Name == view.Admins {
+		return unnamedViewer
 	}
 	return id.Name
 }
+
+// unnamedViewer stands for a caller that is neither an administrator nor
+// named: no cluster has this id (it is no RFC 1123 label).
+const unnamedViewer = "(unnamed)"
 
 func storeErrOrNil(err error) error {
 	if err == nil {
@@ -398,12 +408,13 @@ func storeErrOrNil(err error) error {
 
 // Watch sends a snapshot (or, on resume, what the client missed), a synced
 // mark, then every change. A watcher that falls behind is ended with
-// Unavailable and resumes from the last revision it received.
+// Unavailable and resumes from the last revision it received. A watch past
+// the caller's cap, or the registry's, is refused with ResourceExhausted.
 func (r *Registry) Watch(req *registryv1.WatchRequest, stream grpc.ServerStreamingServer[registryv1.WatchEvent]) error {
 	ctx := stream.Context()
+	id, _ := auth.FromContext(ctx)
 	statusCluster := req.GetExportStatusClusterId()
 	if statusCluster != "" {
-		id, _ := auth.FromContext(ctx)
 		if id.Role != auth.RoleAdmin && (id.Role != auth.RoleCluster || id.Name != statusCluster) {
 			return status.Errorf(codes.PermissionDenied, "%s may not watch the export status of cluster %q", id, statusCluster)
 		}
@@ -418,6 +429,13 @@ func (r *Registry) Watch(req *registryv1.WatchRequest, stream grpc.ServerStreami
 			namespaces[n] = true
 		}
 	}
+	release, refused, err := r.watches.acquire(id)
+	if err != nil {
+		r.metrics.watchesRefused.WithLabelValues(string(refused)).Inc()
+		r.log.Debug("watch refused", "identity", id.String(), "limit", string(refused))
+		return err
+	}
+	defer release()
 	if err := r.currentView(ctx, func(*view.View) {}); err != nil {
 		return storeErr(err)
 	}
@@ -445,24 +463,30 @@ func (r *Registry) Watch(req *registryv1.WatchRequest, stream grpc.ServerStreami
 			return err
 		}
 	}
-	for {
-		select {
-		case e := <-w.ch:
+	var batch []*encoded
+	sendQueued := func() error {
+		batch = w.take(batch)
+		for _, e := range batch {
 			if err := stream.SendMsg(e); err != nil {
 				return err
 			}
-		case <-w.cut:
-			// Drain what was queued before the cut, then end.
-			for {
-				select {
-				case e := <-w.ch:
-					if err := stream.SendMsg(e); err != nil {
-						return err
-					}
-				default:
-					return status.Error(codes.Unavailable, "watch ended by the registry: resume from the last revision received")
-				}
+			w.written(e)
+		}
+		clear(batch) // written: nothing of them is kept
+		return nil
+	}
+	for {
+		select {
+		case <-w.ready:
+			if err := sendQueued(); err != nil {
+				return err
 			}
+		case <-w.cut:
+			// Send what was queued before the cut, then end.
+			if err := sendQueued(); err != nil {
+				return err
+			}
+			return status.Error(codes.Unavailable, "watch ended by the registry: resume from the last revision received")
 		case <-r.shutdown:
 			return status.Error(codes.Unavailable, "registry shutting down: resume from the last revision received")
 		case <-ctx.Done():

@@ -8,8 +8,9 @@ import (
 
 // hub fans watch events out to watchers and keeps a bounded history so that
 // a watcher can resume from its last revision. A slow watcher never holds up
-// the others: when its buffer is full it is cut off, and it resumes from its
-// last revision (from history, or with a fresh snapshot).
+// the others: when its queue would pass bufferSize events or bufferBytes
+// bytes it is cut off, and it resumes from its last revision (from
+// history, or with a fresh snapshot).
 type hub struct {
 	mu sync.Mutex
 	// history holds every event after revision start, in order.
@@ -17,6 +18,7 @@ type hub struct {
 	start        int64
 	historyLimit int
 	bufferSize   int
+	bufferBytes  int
 	watchers     map[*watcher]struct{}
 }
 
@@ -31,14 +33,25 @@ type watcher struct {
 	// namespaces, when set, are the only namespaces whose imports and
 	// endpoints the watcher gets (a member's import policy).
 	namespaces map[string]bool
-	ch         chan *encoded
 	// cut is closed when the watcher fell behind.
 	cut  chan struct{}
 	once sync.Once
+
+	// mu guards the queue: the events published for the watcher and not
+	// yet taken by its stream. It grows with what is queued, nothing is
+	// allocated ahead.
+	mu    sync.Mutex
+	queue []*encoded
+	// pending and pendingBytes count the events queued or taken and not
+	// yet written to the stream, and their encoded bytes: what the watcher
+	// holds, which the hub bounds.
+	pending, pendingBytes int
+	// ready holds a token when events were queued since the last take.
+	ready chan struct{}
 }
 
-func newHub(historyLimit, bufferSize int) *hub {
-	return &hub{historyLimit: historyLimit, bufferSize: bufferSize, watchers: map[*watcher]struct{}{}}
+func newHub(historyLimit, bufferSize, bufferBytes int) *hub {
+	return &hub{historyLimit: historyLimit, bufferSize: bufferSize, bufferBytes: bufferBytes, watchers: map[*watcher]struct{}{}}
 }
 
 // reset drops history: the next resume needs a snapshot taken at rev. Every
@@ -101,13 +114,10 @@ func (h *hub) publish(events []view.Event, reached []int) {
 		}
 		// All or nothing, so a watcher always holds whole revisions and can
 		// resume from the last one it received.
-		if len(w.ch)+len(mine) > cap(w.ch) {
+		if !w.push(mine, h.bufferSize, h.bufferBytes) {
 			w.cutOff()
 			delete(h.watchers, w)
 			continue
-		}
-		for _, e := range mine {
-			w.ch <- e
 		}
 		if reached != nil {
 			for i, e := range enc {
@@ -126,7 +136,7 @@ func (h *hub) publish(events []view.Event, reached []int) {
 func (h *hub) subscribe(statusCluster, cluster string, namespaces map[string]bool, resume, current int64) (w *watcher, replay []*encoded, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	w = &watcher{statusCluster: statusCluster, cluster: cluster, namespaces: namespaces, ch: make(chan *encoded, h.bufferSize), cut: make(chan struct{})}
+	w = &watcher{statusCluster: statusCluster, cluster: cluster, namespaces: namespaces, cut: make(chan struct{}), ready: make(chan struct{}, 1)}
 	h.watchers[w] = struct{}{}
 	if resume <= 0 || resume < h.start || resume > current {
 		return w, nil, false
@@ -149,4 +159,57 @@ func (h *hub) count() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return len(h.watchers)
+}
+
+// push queues events, all of them or, when the watcher would then hold
+// more than maxEvents events or maxBytes bytes, none (false: it fell
+// behind).
+func (w *watcher) push(events []*encoded, maxEvents, maxBytes int) bool {
+	if len(events) == 0 {
+		return true
+	}
+	size := 0
+	for _, e := range events {
+		size += e.size()
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.pending+len(events) > maxEvents || w.pendingBytes+size > maxBytes {
+		return false
+	}
+	w.queue = append(w.queue, events...)
+	w.pending += len(events)
+	w.pendingBytes += size
+	select {
+	case w.ready <- struct{}{}:
+	default: // a token is there already
+	}
+	return true
+}
+
+// spareLimit is the largest slice a watcher keeps for its next events: a
+// burst's larger one goes when it was written.
+const spareLimit = 1024
+
+// take returns the queued events and makes spare, a slice take returned
+// before whose events were written and cleared, the queue: a stream's two
+// slices take turns, and an idle watcher holds no events. The events
+// stay counted until written (see written).
+func (w *watcher) take(spare []*encoded) []*encoded {
+	if cap(spare) > spareLimit {
+		spare = nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.queue
+	w.queue = spare[:0]
+	return out
+}
+
+// written counts e out of what the watcher holds.
+func (w *watcher) written(e *encoded) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pending--
+	w.pendingBytes -= e.size()
 }

@@ -16,7 +16,9 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
 	watchers prometheus.Gauge
-	storeOps *prometheus.CounterVec
+	// watchesRefused counts watches refused past a cap, by watchLimit.
+	watchesRefused *prometheus.CounterVec
+	storeOps       *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, r *Registry) *metrics {
@@ -29,9 +31,15 @@ func newMetrics(reg prometheus.Registerer, r *Registry) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
 		}, []string{"method"}),
 		watchers: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetnet_registry_watchers", Help: "Open watch streams."}),
+		watchesRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleetnet_registry_watchers_refused_total", Help: "Watch streams refused with ResourceExhausted, by the cap they would have passed: per_identity or total.",
+		}, []string{"limit"}),
 		storeOps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fleetnet_registry_store_operations_total", Help: "Store operations by operation and result.",
 		}, []string{"operation", "result"}),
+	}
+	for _, l := range []watchLimit{limitPerIdentity, limitTotal} {
+		m.watchesRefused.WithLabelValues(string(l)) // at 0 from the start
 	}
 	// Gauges of the view are computed when scraped, not on every change.
 	fromView := func(name, help string, fn func(v *view.View) float64) prometheus.Collector {
@@ -48,7 +56,7 @@ func newMetrics(reg prometheus.Registerer, r *Registry) *metrics {
 		if err := tlsrefusal.Register(reg); err != nil {
 			panic(err)
 		}
-		reg.MustRegister(m.requests, m.latency, m.watchers, m.storeOps,
+		reg.MustRegister(m.requests, m.latency, m.watchers, m.watchesRefused, m.storeOps,
 			fromView("fleetnet_registry_live_clusters", "Clusters with a live lease.", func(v *view.View) float64 {
 				live := 0
 				for _, c := range v.Clusters() {

@@ -33,6 +33,17 @@ type Config struct {
 	// WatcherBuffer is how many events a watcher may lag behind before it is
 	// cut off and must resume.
 	WatcherBuffer int
+	// WatcherBufferBytes is how many bytes of encoded events a watcher may
+	// lag behind before it is cut off and must resume, whatever their
+	// number (DefaultWatcherBufferBytes when zero).
+	WatcherBufferBytes int
+	// MaxWatchesPerIdentity caps the watches one identity (a cluster, or an
+	// administrator) holds open at once; one more is refused with
+	// ResourceExhausted (DefaultMaxWatchesPerIdentity when zero).
+	MaxWatchesPerIdentity int
+	// MaxWatches caps the watches the registry holds open at once, of
+	// every identity (DefaultMaxWatches when zero).
+	MaxWatches int
 	// Clock drives garbage collection; the real clock when nil.
 	Clock clock.WithTicker
 	// Logger logs progress and failures; slog.Default when nil.
@@ -56,6 +67,15 @@ func (c *Config) defaults() {
 	}
 	if c.WatcherBuffer == 0 {
 		c.WatcherBuffer = 10000
+	}
+	if c.WatcherBufferBytes == 0 {
+		c.WatcherBufferBytes = DefaultWatcherBufferBytes
+	}
+	if c.MaxWatchesPerIdentity == 0 {
+		c.MaxWatchesPerIdentity = DefaultMaxWatchesPerIdentity
+	}
+	if c.MaxWatches == 0 {
+		c.MaxWatches = DefaultMaxWatches
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
@@ -84,6 +104,8 @@ type Registry struct {
 	// synced is true once the view was loaded from the store.
 	synced bool
 	hub    *hub
+	// watches admits watches within the caps per identity and in total.
+	watches *watchSlots
 	// snapshots encodes snapshots, sharing encodings between them.
 	snapshots snapshotEncoder
 	// shutdown is closed when the registry stops serving watchers.
@@ -100,7 +122,8 @@ func New(s store.Store, cfg Config) *Registry {
 		log:      cfg.Logger,
 		tracer:   cfg.TracerProvider.Tracer(tracing.Scope),
 		view:     view.New(),
-		hub:      newHub(cfg.HistoryLimit, cfg.WatcherBuffer),
+		hub:      newHub(cfg.HistoryLimit, cfg.WatcherBuffer, cfg.WatcherBufferBytes),
+		watches:  newWatchSlots(cfg.MaxWatchesPerIdentity, cfg.MaxWatches),
 		shutdown: make(chan struct{}),
 	}
 	r.cond = sync.NewCond(&r.mu)

@@ -12,6 +12,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/internal/registry/server"
 	"github.com/fleetnet/fleetnet/internal/testkit"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -249,6 +250,147 @@ func TestAuthorization(t *testing.T) {
 	}
 }
 
+// openWatch watches until the snapshot's synced mark, or returns the
+// error that ended the watch first.
+func openWatch(t *testing.T, c registryv1.RegistryClient) (*watchStream, error) {
+	t.Helper()
+	w := watch(t, c, &registryv1.WatchRequest{})
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case ev := <-w.events:
+			if isSynced(ev) {
+				return w, nil
+			}
+		case err := <-w.errs:
+			w.cancel()
+			return nil, err
+		case <-timeout:
+			t.Fatal("timed out waiting for a watch's synced mark or its end")
+		}
+	}
+}
+
+// refusedWatches reads fleetnet_registry_watchers_refused_total of limit.
+func refusedWatches(t *testing.T, g prometheus.Gatherer, limit string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "fleetnet_registry_watchers_refused_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "limit" && l.GetValue() == limit {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no fleetnet_registry_watchers_refused_total{limit=%q}", limit)
+	return 0
+}
+
+// TestWatchesAreCappedPerIdentityAndInTotal: past a cap, a watch is refused
+// with ResourceExhausted naming the caller and the cap, and counted; the
+// watches held go on, other identities are admitted within the total, and
+// a watch closed makes room for another.
+func TestWatchesAreCappedPerIdentityAndInTotal(t *testing.T) {
+	type who struct {
+		id    string
+		admin bool
+	}
+	a, b, c, d, ops := who{"a", false}, who{"b", false}, who{"c", false}, who{"d", false}, who{"ops", true}
+	tests := []struct {
+		name               string
+		perIdentity, total int
+		held               []who // admitted, in this order
+		refused            who
+		limit              string
+		message            []string // the refusal names these
+		others             []who    // admitted after the refusal
+	}{
+		{name: "a cluster past its cap", perIdentity: 3, total: 100, held: []who{a, a, a}, refused: a,
+			limit: "per_identity", message: []string{"cluster:a", "--max-watches-per-identity=3"}, others: []who{b, ops}},
+		// Administrators are capped alike; cluster ops is another identity.
+		{name: "an administrator past its cap", perIdentity: 3, total: 100, held: []who{ops, ops, ops}, refused: ops,
+			limit: "per_identity", message: []string{"admin:ops", "--max-watches-per-identity=3"}, others: []who{{"ops", false}, a}},
+		{name: "the registry past its total", perIdentity: 3, total: 4, held: []who{a, a, b, c}, refused: d,
+			limit: "total", message: []string{"cluster:d", "--max-watches=4"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			metrics := prometheus.NewRegistry()
+			e := start(t, server.Config{MaxWatchesPerIdentity: tc.perIdentity, MaxWatches: tc.total, Registerer: metrics})
+			clients := map[who]registryv1.RegistryClient{}
+			client := func(w who) registryv1.RegistryClient {
+				if clients[w] == nil {
+					clients[w] = e.client(w.id, w.admin)
+				}
+				return clients[w]
+			}
+			var held []*watchStream
+			for i, w := range tc.held {
+				s, err := openWatch(t, client(w))
+				if err != nil {
+					t.Fatalf("watch %d of %v: %v", i+1, w, err)
+				}
+				held = append(held, s)
+			}
+
+			_, err := openWatch(t, client(tc.refused))
+			if status.Code(err) != codes.ResourceExhausted {
+				t.Fatalf("watch past the cap: %v, want ResourceExhausted", err)
+			}
+			for _, want := range tc.message {
+				if !strings.Contains(status.Convert(err).Message(), want) {
+					t.Errorf("refusal %q does not name %s", status.Convert(err).Message(), want)
+				}
+			}
+			for _, limit := range []string{"per_identity", "total"} {
+				want := 0.0
+				if limit == tc.limit {
+					want = 1
+				}
+				if got := refusedWatches(t, metrics, limit); got != want {
+					t.Errorf("refused watches {limit=%s} = %g, want %g", limit, got, want)
+				}
+			}
+			for _, w := range tc.others {
+				s, err := openWatch(t, client(w))
+				if err != nil {
+					t.Fatalf("%v's watch after the refusal: %v", w, err)
+				}
+				held = append(held, s)
+			}
+
+			// The watches held still receive changes.
+			writer := e.client("writer", false)
+			register(t, writer, "writer")
+			if _, err := writer.PutExport(context.Background(), &registryv1.PutExportRequest{Export: export("writer", 0, "http")}); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range held {
+				s.until(t, "the writer's import", importWithClusters("writer"))
+			}
+
+			// A watch closed makes room: the refused caller gets in once
+			// the registry has seen it end.
+			held[0].cancel()
+			testkit.Eventually(t, 10*time.Second, "a watch admitted in the closed one's place", func(context.Context) error {
+				_, err := openWatch(t, client(tc.refused))
+				if err != nil && status.Code(err) != codes.ResourceExhausted {
+					t.Fatalf("watch after one closed: %v", err)
+				}
+				return err
+			})
+		})
+	}
+}
+
 func TestLeaseExpiryAndReturn(t *testing.T) {
 	e := start(t, server.Config{LeaseTTL: 10 * time.Second, GracePeriod: time.Hour})
 	ctx := context.Background()
@@ -373,8 +515,25 @@ func resumeUntil(t *testing.T, c registryv1.RegistryClient, match func(*registry
 	})
 }
 
+// TestSlowWatcherIsCutOffOthersContinue: a watcher that falls behind by
+// more than its bound in events, or in bytes, is cut off; writes and other
+// watchers go on.
 func TestSlowWatcherIsCutOffOthersContinue(t *testing.T) {
-	e := start(t, server.Config{WatcherBuffer: 16})
+	for _, tc := range []struct {
+		name string
+		cfg  server.Config
+	}{
+		{"past its events", server.Config{WatcherBuffer: 16}},
+		// 200 chunks of 200 endpoints are far fewer events than the default
+		// bound, and over a MiB.
+		{"past its bytes", server.Config{WatcherBufferBytes: 64 << 10}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { slowWatcherIsCutOff(t, tc.cfg) })
+	}
+}
+
+func slowWatcherIsCutOff(t *testing.T, cfg server.Config) {
+	e := start(t, cfg)
 	ctx := context.Background()
 	a := e.client("a", false)
 	register(t, a, "a")

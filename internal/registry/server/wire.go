@@ -33,6 +33,9 @@ type encoded struct {
 	head, body []byte
 }
 
+// size is the event's encoded bytes, what a watcher's queue counts.
+func (e *encoded) size() int { return len(e.head) + len(e.body) }
+
 // encodeEvent marshals one event of the view, with its audience.
 func encodeEvent(e view.Event) *encoded {
 	out := encode(e.WatchEvent)

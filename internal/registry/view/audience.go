@@ -220,3 +220,42 @@ type Event struct {
 	Audience Audience
 	Retract  bool
 }
+
+// StatusAudience is who the registry sends an export to, as the export's
+// status tells a reader of every status (an administrator's watch with
+// export_status_cluster_id "*"): every cluster when ToEveryCluster, else
+// the exporting cluster and the live clusters of ImportedBy. A cluster of
+// the scope whose lease expired is not among them until it is live again:
+// it is left out, which withholds rather than leaks.
+func StatusAudience(st *registryv1.ExportStatus) Audience {
+	if st.GetToEveryCluster() {
+		return Everyone()
+	}
+	in := slices.Clone(st.GetImportedBy())
+	if c := st.GetKey().GetClusterId(); c != "" {
+		in = append(in, c)
+	}
+	return Only(slices.DeleteFunc(in, func(c string) bool { return c == Admins })...)
+}
+
+// SameImport is who the registry sends imp as it is, the merge of every
+// export that participates in it: the clusters that every participating
+// export's audience includes (statuses by exporting cluster, read with
+// StatusAudience). A participating export without a status counts as
+// reaching no one. A cluster that some participating export is scoped away
+// from is sent the merge of the exports it may see instead (another import,
+// or none): it is not in the audience of this one.
+func SameImport(imp *registryv1.Import, statuses map[string]*registryv1.ExportStatus) Audience {
+	if len(imp.GetClusters()) == 0 {
+		return Only()
+	}
+	aud := Everyone()
+	for _, c := range imp.GetClusters() {
+		st, ok := statuses[c.GetClusterId()]
+		if !ok {
+			return Only()
+		}
+		aud = aud.Intersect(StatusAudience(st))
+	}
+	return aud
+}

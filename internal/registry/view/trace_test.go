@@ -47,8 +47,8 @@ func TestViewTraceParentIsNoChange(t *testing.T) {
 		// traces are the trace_parents of the import and chunk events.
 		traces map[string]string
 	}{
-		{"export, traced", func() store.Event { return l.put(t, keyspace.ExportKey(e.Key), traced(e, tp1)) }, []string{"import", "status:a"}, map[string]string{"import": tp1}},
-		{"chunk, traced", func() store.Event { return l.put(t, keyspace.ChunkKey(c.Key), traced(c, tp1)) }, []string{"chunk:a/a1", "status:a"}, map[string]string{"chunk:a/a1": tp1}},
+		{"export, traced", func() store.Event { return l.put(t, keyspace.ExportKey(e.Key), traced(e, tp1)) }, []string{"status:a", "import"}, map[string]string{"import": tp1}},
+		{"chunk, traced", func() store.Event { return l.put(t, keyspace.ChunkKey(c.Key), traced(c, tp1)) }, []string{"status:a", "chunk:a/a1"}, map[string]string{"chunk:a/a1": tp1}},
 		{"export again, another trace", func() store.Event { return l.put(t, keyspace.ExportKey(e.Key), traced(e, tp2)) }, nil, nil},
 		{"export again, no trace", func() store.Event { return l.put(t, keyspace.ExportKey(e.Key), e) }, nil, nil},
 		{"chunk again, another trace", func() store.Event { return l.put(t, keyspace.ChunkKey(c.Key), traced(c, tp2)) }, []string{"status:a"}, nil},

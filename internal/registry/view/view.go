@@ -329,7 +329,10 @@ func plans(ids []string, auds map[string]Audience) []plan {
 // new import, which replaces the old, and the chunks that differ), and a
 // cluster in no group any more gets deletes (retractions). An exporter's
 // status is the merge its own cluster sees, so that its conflicts never
-// name an export scoped away from it.
+// name an export scoped away from it. The statuses' events come first:
+// a reader of every status that re-serves the imports to clusters of its
+// own (fleetnet-discovery, through StatusAudience and SameImport) learns
+// that a scope narrowed before the import written with it.
 func (v *View) recompute(s svcKey, t *touch) []Event {
 	if old := v.groups[s]; !t.full && len(old) > 0 {
 		return v.recomputeChunks(s, old, t)
@@ -434,7 +437,9 @@ func (v *View) recompute(s svcKey, t *touch) []Event {
 	// Statuses, with the endpoint chunks the registry holds per export, and
 	// for a scoped export the live clusters it goes to.
 	for id, st := range statuses {
-		if aud := auds[id]; !aud.IsEveryone() {
+		if aud := auds[id]; aud.IsEveryone() {
+			st.ToEveryCluster = true
+		} else {
 			st.ImportedBy = slices.Sorted(maps.Keys(aud.clusters))
 			st.ImportedBy = slices.DeleteFunc(st.ImportedBy, func(c string) bool {
 				_, live := v.live[c]
@@ -453,17 +458,18 @@ func (v *View) recompute(s svcKey, t *touch) []Event {
 		st.EndpointChunks = append(st.EndpointChunks, id.chunk)
 		st.EndpointsGeneration = max(st.EndpointsGeneration, rec.rev)
 	}
+	var statusEvents []Event
 	oldStatuses := v.statuses[s]
 	for _, id := range slices.Sorted(maps.Keys(oldStatuses)) {
 		if _, ok := statuses[id]; !ok {
-			tail = append(tail, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ExportStatusDelete{ExportStatusDelete: oldStatuses[id].GetKey()}}})
+			statusEvents = append(statusEvents, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ExportStatusDelete{ExportStatusDelete: oldStatuses[id].GetKey()}}})
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(statuses)) {
 		st := statuses[id]
 		sort.Strings(st.EndpointChunks)
 		if !proto.Equal(st, oldStatuses[id]) {
-			tail = append(tail, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ExportStatus{ExportStatus: st}}})
+			statusEvents = append(statusEvents, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ExportStatus{ExportStatus: st}}})
 		}
 	}
 	if len(statuses) == 0 {
@@ -471,7 +477,7 @@ func (v *View) recompute(s svcKey, t *touch) []Event {
 	} else {
 		v.statuses[s] = statuses
 	}
-	return append(append(head, chunkEvents...), tail...)
+	return slices.Concat(statusEvents, head, chunkEvents, tail)
 }
 
 // recomputeChunks is recompute for a change of endpoint chunks alone.
@@ -479,7 +485,7 @@ func (v *View) recompute(s svcKey, t *touch) []Event {
 // watchers and its import: the touched chunks are made canonical again in
 // each group's map, each group is sent those that changed, and only the
 // touched exporters' statuses, whose chunk lists changed, are counted
-// again. A chunk change so costs its chunk once per group, not a merge
+// again (and sent first, as recompute sends them). A chunk change so costs its chunk once per group, not a merge
 // per group and a diff of every group with every other (11 ms for a
 // Service of 100 exporters of which 50 are scoped to one cluster each;
 // BenchmarkChunkChange).
@@ -508,7 +514,7 @@ func (v *View) recomputeChunks(s svcKey, groups []*group, t *touch) []Event {
 			}
 		}
 	}
-	var tail []Event
+	var statusEvents []Event
 	oldStatuses := v.statuses[s]
 	var statuses map[string]*registryv1.ExportStatus // a copy once one changes
 	touched := map[string]bool{}
@@ -534,13 +540,13 @@ func (v *View) recomputeChunks(s svcKey, groups []*group, t *touch) []Event {
 				statuses = maps.Clone(oldStatuses)
 			}
 			statuses[c] = st
-			tail = append(tail, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ExportStatus{ExportStatus: st}}})
+			statusEvents = append(statusEvents, Event{WatchEvent: &registryv1.WatchEvent{Event: &registryv1.WatchEvent_ExportStatus{ExportStatus: st}}})
 		}
 	}
 	if statuses != nil {
 		v.statuses[s] = statuses
 	}
-	return append(chunks.events(), tail...)
+	return append(statusEvents, chunks.events()...)
 }
 
 // chunkEvent is the event that takes a watcher of aud from chunk have to

@@ -149,12 +149,12 @@ func TestViewEmitsTheSmallestChange(t *testing.T) {
 		expect(apply(l.put(t, keyspace.ClusterKey(id), &registryv1.Cluster{Id: id, ClustersetId: "fleet", Region: "r-" + id})))
 		expect(apply(l.put(t, keyspace.LiveKey(id), nil)))
 	}
-	expect(apply(l.put(t, keyspace.ExportKey(exp("a", 0, "http").Key), exp("a", 0, "http"))), "import", "status:a")
-	expect(apply(l.put(t, keyspace.ChunkKey(chunk("a", "a1", "http").Key), chunk("a", "a1", "http", "10.0.0.1"))), "chunk:a/a1", "status:a")
+	expect(apply(l.put(t, keyspace.ExportKey(exp("a", 0, "http").Key), exp("a", 0, "http"))), "status:a", "import")
+	expect(apply(l.put(t, keyspace.ChunkKey(chunk("a", "a1", "http").Key), chunk("a", "a1", "http", "10.0.0.1"))), "status:a", "chunk:a/a1")
 	// b names its port "web": served under "http", with a Port conflict
 	// that both exports report.
-	expect(apply(l.put(t, keyspace.ExportKey(exp("b", 1, "web").Key), exp("b", 1, "web"))), "import", "status:a", "status:b")
-	expect(apply(l.put(t, keyspace.ChunkKey(chunk("b", "b1", "web").Key), chunk("b", "b1", "web", "10.1.0.1"))), "chunk:b/b1", "status:b")
+	expect(apply(l.put(t, keyspace.ExportKey(exp("b", 1, "web").Key), exp("b", 1, "web"))), "status:a", "status:b", "import")
+	expect(apply(l.put(t, keyspace.ChunkKey(chunk("b", "b1", "web").Key), chunk("b", "b1", "web", "10.1.0.1"))), "status:b", "chunk:b/b1")
 	if c := v.sentTo(Admins, svcKey{"demo", "echo"}, chunkID{"b", "b1"}); c.GetPorts()[0].GetName() != "http" || c.GetPorts()[0].GetPort() != 8080 {
 		t.Errorf("b's chunk is served as %v, want http/8080", c.GetPorts())
 	}
@@ -163,15 +163,15 @@ func TestViewEmitsTheSmallestChange(t *testing.T) {
 	}
 
 	// One endpoint changes: one chunk event (and the exporter's status).
-	expect(apply(l.put(t, keyspace.ChunkKey(chunk("a", "a1", "http").Key), chunk("a", "a1", "http", "10.0.0.1", "10.0.0.2"))), "chunk:a/a1", "status:a")
+	expect(apply(l.put(t, keyspace.ChunkKey(chunk("a", "a1", "http").Key), chunk("a", "a1", "http", "10.0.0.1", "10.0.0.2"))), "status:a", "chunk:a/a1")
 	// Rewriting the same content changes only the generation in the status.
 	expect(apply(l.put(t, keyspace.ChunkKey(chunk("a", "a1", "http").Key), chunk("a", "a1", "http", "10.0.0.1", "10.0.0.2"))), "status:a")
 
 	// b's lease expires: it leaves the import, its chunk goes, and the
 	// conflict ends for a too.
-	expect(apply(l.del(keyspace.LiveKey("b"))), "import", "chunk-delete:b/b1", "status:a", "status:b")
+	expect(apply(l.del(keyspace.LiveKey("b"))), "status:a", "status:b", "import", "chunk-delete:b/b1")
 	// It returns.
-	expect(apply(l.put(t, keyspace.LiveKey("b"), nil)), "import", "chunk:b/b1", "status:a", "status:b")
+	expect(apply(l.put(t, keyspace.LiveKey("b"), nil)), "status:a", "status:b", "import", "chunk:b/b1")
 
 	// A loaded view equals the incrementally built one.
 	loaded := New()
@@ -189,8 +189,8 @@ func TestViewEmitsTheSmallestChange(t *testing.T) {
 	}
 
 	// a, the oldest, unexports: b's names take over; b's chunk is renamed.
-	expect(apply(l.del(keyspace.ExportKey(exp("a", 0, "http").Key))), "import", "chunk-delete:a/a1", "chunk:b/b1", "status-delete:a", "status:b")
-	expect(apply(l.del(keyspace.ExportKey(exp("b", 1, "web").Key))), "chunk-delete:b/b1", "import-delete", "status-delete:b")
+	expect(apply(l.del(keyspace.ExportKey(exp("a", 0, "http").Key))), "status-delete:a", "status:b", "import", "chunk-delete:a/a1", "chunk:b/b1")
+	expect(apply(l.del(keyspace.ExportKey(exp("b", 1, "web").Key))), "status-delete:b", "chunk-delete:b/b1", "import-delete")
 }
 
 func scoped(e *registryv1.Export, to ...string) *registryv1.Export {
@@ -216,11 +216,11 @@ func TestViewScopesExports(t *testing.T) {
 	svc := svcKey{"demo", "echo"}
 
 	// a exports to b only.
-	expect(apply(l.put(t, keyspace.ExportKey(exp("a", 0, "http").Key), scoped(exp("a", 0, "http"), "b"))), "import@only a,b,(admins)", "status:a")
+	expect(apply(l.put(t, keyspace.ExportKey(exp("a", 0, "http").Key), scoped(exp("a", 0, "http"), "b"))), "status:a", "import@only a,b,(admins)")
 	if by := v.statuses[svc]["a"].GetImportedBy(); strings.Join(by, ",") != "b" {
 		t.Errorf("a's status imported_by = %v, want [b]", by)
 	}
-	expect(apply(l.put(t, keyspace.ChunkKey(chunk("a", "a1", "http").Key), chunk("a", "a1", "http", "10.0.0.1"))), "chunk:a/a1@only a,b,(admins)", "status:a")
+	expect(apply(l.put(t, keyspace.ChunkKey(chunk("a", "a1", "http").Key), chunk("a", "a1", "http", "10.0.0.1"))), "status:a", "chunk:a/a1@only a,b,(admins)")
 	if got := v.ImportsFor("c"); len(got) != 0 {
 		t.Errorf("ImportsFor(c) = %v, want none", got)
 	}
@@ -228,17 +228,17 @@ func TestViewScopesExports(t *testing.T) {
 	// merge of both exports, everyone else c's alone, which names neither
 	// a nor its chunk.
 	expect(apply(l.put(t, keyspace.ExportKey(exp("c", 1, "http").Key), exp("c", 1, "http"))),
-		"import@only a,b,(admins)", "import@all but a,b,(admins)", "status:c")
+		"status:c", "import@only a,b,(admins)", "import@all but a,b,(admins)")
 	if imp := v.ImportsFor("d"); len(imp) != 1 || len(imp[0].GetClusters()) != 1 || imp[0].GetClusters()[0].GetClusterId() != "c" {
 		t.Errorf("ImportsFor(d) = %v, want the import of c's export alone", imp)
 	}
 	// a's scope moves from b to c: c is sent the merge with a and a's
 	// chunk, b the merge without a and the deletion of a's chunk.
 	expect(apply(l.put(t, keyspace.ExportKey(exp("a", 0, "http").Key), scoped(exp("a", 0, "http"), "c"))),
-		"import@only c", "import@only b", "chunk-delete:a/a1@only b", "chunk:a/a1@only c", "status:a")
+		"status:a", "import@only c", "import@only b", "chunk-delete:a/a1@only b", "chunk:a/a1@only c")
 	// c unexports: the import is a's alone again, retracted from everyone
 	// outside a's scope.
-	expect(apply(l.del(keyspace.ExportKey(exp("c", 1, "http").Key))), "import-delete!@all but a,c,(admins)", "import@only a,c,(admins)", "status-delete:c")
+	expect(apply(l.del(keyspace.ExportKey(exp("c", 1, "http").Key))), "status-delete:c", "import-delete!@all but a,c,(admins)", "import@only a,c,(admins)")
 	// b registers later into a scope: nothing to send (not in it); c's
 	// lease lapses: a's status no longer names c.
 	expect(apply(l.del(keyspace.LiveKey("c"))), "status:a")
@@ -350,12 +350,12 @@ func TestViewMergesOnlyWhatEachClusterMaySee(t *testing.T) {
 	// A change of c's endpoints: one event per distinct content (the two
 	// port names), each to its own clusters.
 	expectEvents(t, apply(l.put(t, keyspace.ChunkKey(chunk("c", "c1", "web").Key), chunk("c", "c1", "web", "10.2.0.1", "10.2.0.2"))),
-		"chunk:c/c1@only a,b,(admins)", "chunk:c/c1@all but a,b,(admins)", "status:c")
+		"status:c", "chunk:c/c1@only a,b,(admins)", "chunk:c/c1@all but a,b,(admins)")
 	// c's export names its port "http" too: the canonical chunks become
 	// equal and are sent once; the imports differ only in their
 	// clusters; a's conflict ends (c's status, which had none, stays).
 	expectEvents(t, apply(l.put(t, keyspace.ExportKey(exp("c", 1, "http").Key), exp("c", 1, "http"))),
-		"import@only a,b,(admins)", "import@all but a,b,(admins)", "chunk:c/c1", "status:a")
+		"status:a", "import@only a,b,(admins)", "import@all but a,b,(admins)", "chunk:c/c1")
 
 	loaded := New()
 	if err := loaded.Load(l.kvs(), l.rev); err != nil {
@@ -461,12 +461,12 @@ func TestViewScopesExportsBySelector(t *testing.T) {
 	// Another service, exported to everyone, is untouched by what follows.
 	other := exp("d", 0, "http")
 	other.Key.Name = "other"
-	expect(apply(l.put(t, keyspace.ExportKey(other.Key), other)), "import", "status:d")
+	expect(apply(l.put(t, keyspace.ExportKey(other.Key), other)), "status:d", "import")
 
 	// a exports echo to env=prod: b (and a itself), not c or d.
-	expect(apply(l.put(t, keyspace.ExportKey(exp("a", 0, "http").Key), selected(exp("a", 0, "http"), "env=prod"))), "import@only a,b,(admins)", "status:a")
+	expect(apply(l.put(t, keyspace.ExportKey(exp("a", 0, "http").Key), selected(exp("a", 0, "http"), "env=prod"))), "status:a", "import@only a,b,(admins)")
 	importedBy("b")
-	expect(apply(l.put(t, keyspace.ChunkKey(chunk("a", "a1", "http").Key), chunk("a", "a1", "http", "10.0.0.1"))), "chunk:a/a1@only a,b,(admins)", "status:a")
+	expect(apply(l.put(t, keyspace.ChunkKey(chunk("a", "a1", "http").Key), chunk("a", "a1", "http", "10.0.0.1"))), "status:a", "chunk:a/a1@only a,b,(admins)")
 	if got := v.ImportsFor("c"); len(got) != 1 || got[0].GetKey().GetName() != "other" {
 		t.Errorf("ImportsFor(c) = %v, want other alone", got)
 	}
@@ -475,18 +475,18 @@ func TestViewScopesExportsBySelector(t *testing.T) {
 	}
 
 	// c becomes prod: the import and a's chunk go to c.
-	expect(apply(l.put(t, keyspace.ClusterKey("c"), clusterWith("c", "env", "prod"))), "import@only c", "chunk:a/a1@only c", "status:a")
+	expect(apply(l.put(t, keyspace.ClusterKey("c"), clusterWith("c", "env", "prod"))), "status:a", "import@only c", "chunk:a/a1@only c")
 	importedBy("b,c")
 	// And back: retracted from c alone.
 	expect(apply(l.put(t, keyspace.ClusterKey("c"), clusterWith("c", "env", "dev"))),
-		"import-delete!@only c", "chunk-delete:a/a1!@only c", "status:a")
+		"status:a", "import-delete!@only c", "chunk-delete:a/a1!@only c")
 	importedBy("b")
 	// A property the selector does not look at changes nothing.
 	expect(apply(l.put(t, keyspace.ClusterKey("b"), clusterWith("b", "env", "prod", "tier", "gold"))))
 
 	// Names and the selector unite: d is named, b matches.
 	expect(apply(l.put(t, keyspace.ExportKey(exp("a", 0, "http").Key), selected(exp("a", 0, "http"), "env=prod", "d"))),
-		"import@only d", "chunk:a/a1@only d", "status:a")
+		"status:a", "import@only d", "chunk:a/a1@only d")
 	importedBy("b,d")
 	// A named cluster stays in scope whatever its properties.
 	expect(apply(l.put(t, keyspace.ClusterKey("d"), clusterWith("d", "env", "dev"))))
