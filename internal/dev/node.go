@@ -57,11 +57,11 @@ const (
 	// kubeProxyMetrics is where kube-proxy serves its metrics: its
 	// default, on the node's loopback.
 	kubeProxyMetrics = "127.0.0.1:10249"
-	dnsHealthPort   = 8080
-	dnsReadyPort    = 8181
-	dnsMetricsPort  = 9153
-	coreDNSReady    = 8182
-	coreDNSMetrics  = 9154
+	dnsHealthPort    = 8080
+	dnsReadyPort     = 8181
+	dnsMetricsPort   = 9153
+	coreDNSReady     = 8182
+	coreDNSMetrics   = 9154
 )
 
 // CoreDNSBinary is CoreDNS with the kubernetes plugin, which `make tools`
