@@ -632,8 +632,9 @@ func (u *upper) startDiscovery(ctx context.Context) (*controlplane.Process, erro
 		"--kubeconfig=" + s.KubeconfigPath(hub.Name),
 		"--cluster-name=" + hub.Name,
 		"--listen=" + strings.TrimPrefix(s.DiscoveryURL(), "https://"),
-		// mTLS with the fleet CA: the admin's and the clusters' certificates
-		// may read (the admin's may register, for the memory source).
+		// mTLS with the fleet CA: the admin's certificate reads (and may
+		// register, for the memory source); a cluster's is refused with
+		// 403 by this source, which cannot know export scopes.
 		"--tls-cert-file=" + filepath.Join(s.CertDir(), "discovery.crt"),
 		"--tls-key-file=" + filepath.Join(s.CertDir(), "discovery.key"),
 		"--client-ca-file=" + filepath.Join(s.CertDir(), "ca.crt"),
