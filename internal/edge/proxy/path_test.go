@@ -164,13 +164,13 @@ func TestPathNormalization(t *testing.T) {
 		t.Run("HTTP/1.1 "+tc.target, func(t *testing.T) {
 			check(t, rawGet(t, port, host, tc.target))
 		})
+		if _, err := url.ParseRequestURI(tc.target); err != nil {
+			// No HTTP/2 case: both HTTP/2 servers reset the stream of a
+			// :path that net/url cannot parse before any handler sees it
+			// (and net/http's client tries again until its timeout).
+			continue
+		}
 		t.Run("HTTP/2 "+tc.target, func(t *testing.T) {
-			if _, err := url.ParseRequestURI(tc.target); err != nil {
-				// Both HTTP/2 servers reset the stream of a :path that
-				// net/url cannot parse before any handler sees it (and
-				// net/http's client tries again until its timeout).
-				t.Skip(err)
-			}
 			tr := &http.Transport{Protocols: new(http.Protocols)}
 			tr.Protocols.SetUnencryptedHTTP2(true)
 			t.Cleanup(tr.CloseIdleConnections)
