@@ -185,13 +185,18 @@ func TestOneGatewayCannotTakeOverOrFreezeAnother(t *testing.T) {
 		}
 		return nil
 	})
-	gw := &gwv1.Gateway{}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(web), gw); err != nil {
-		t.Fatal(err)
-	}
-	if !meta.IsStatusConditionTrue(gw.Status.Conditions, string(gwv1.GatewayConditionProgrammed)) {
-		t.Errorf("demo/web: Programmed %+v", meta.FindStatusCondition(gw.Status.Conditions, string(gwv1.GatewayConditionProgrammed)))
-	}
+	// The edge serves a version before the gateway writes the status its
+	// acknowledgement brings: polled.
+	testkit.Eventually(t, 30*time.Second, "demo/web Programmed", func(ctx context.Context) error {
+		gw := &gwv1.Gateway{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(web), gw); err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(gw.Status.Conditions, string(gwv1.GatewayConditionProgrammed)) {
+			return fmt.Errorf("Programmed %+v", meta.FindStatusCondition(gw.Status.Conditions, string(gwv1.GatewayConditionProgrammed)))
+		}
+		return nil
+	})
 }
 
 // A Gateway and a MultiClusterLoadBalancer whose edits are refused keep
