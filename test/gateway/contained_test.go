@@ -18,7 +18,6 @@ import (
 	networkingac "github.com/fleetnet/fleetnet/pkg/generated/applyconfiguration/networking/v1alpha1"
 	"github.com/fleetnet/fleetnet/pkg/generated/clientset/versioned"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -62,19 +61,10 @@ func (p *servingProvider) gateway(ns, name string) (edgev1.Gateway, bool) {
 	return edgev1.Gateway{}, false
 }
 
-// warnings are the reasons of the Warning events about the object named.
+// warnings are the reasons of the Warning events about the object named
+// in the test namespace.
 func warnings(ctx context.Context, c client.Client, name string) ([]string, error) {
-	evs := &eventsv1.EventList{}
-	if err := c.List(ctx, evs, client.InNamespace(ns)); err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range evs.Items {
-		if e.Regarding.Name == name && e.Type == corev1.EventTypeWarning {
-			out = append(out, e.Reason)
-		}
-	}
-	return out, nil
+	return warningReasons(ctx, c, ns, name)
 }
 
 // A failing cloud provider's error is its own load balancers': the edge's
