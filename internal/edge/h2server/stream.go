@@ -286,9 +286,10 @@ func (c *conn) newRequest(st *stream, f *http2.MetaHeadersFrame) (*http.Request,
 		Trailer:    st.trailer,
 		Body:       http.NoBody,
 	}
-	if scheme == "https" {
-		r.TLS = c.tls
-	}
+	// On a TLS connection the request is https whatever :scheme says: a
+	// client's "http" must not skip the misdirected-request check or
+	// reach the backend as plain (X-Forwarded-Proto).
+	r.TLS = c.tls
 	if !f.StreamEnded() {
 		st.body = &requestBody{st: st, declared: -1, needContinue: needContinue}
 		st.body.cond.L = &c.mu

@@ -21,6 +21,8 @@ import (
 	"time"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"golang.org/x/net/http2"
+
 	"github.com/fleetnet/fleetnet/internal/edge/accesslog"
 	"github.com/fleetnet/fleetnet/internal/edge/proxy"
 	"github.com/fleetnet/fleetnet/internal/testkit"
@@ -53,6 +55,7 @@ func echo(t *testing.T, name string) edgev1.Endpoint {
 		w.Header().Set("X-Seen-Host", r.Host)
 		w.Header().Set("X-Seen-Foo", r.Header.Get("Foo"))
 		w.Header().Set("X-Seen-Accept-Encoding", r.Header.Get("Accept-Encoding"))
+		w.Header().Set("X-Seen-Forwarded-Proto", r.Header.Get("X-Forwarded-Proto"))
 		w.Header().Set("X-Drop", "me")
 		fmt.Fprint(w, name)
 	}))
@@ -408,6 +411,29 @@ func TestTLSBySNI(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != want {
 			t.Errorf("%s on a's connection: status %d, want %d", host, resp.StatusCode, want)
+		}
+	}
+	// The same over HTTP/2 with ":scheme: http" on the TLS connection: the
+	// request is https all the same, so it is checked for 421 and reaches
+	// the backend with X-Forwarded-Proto: https.
+	h2 := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+		d := &tls.Dialer{Config: &tls.Config{RootCAs: pool, ServerName: "a.example.com", NextProtos: []string{"h2"}}}
+		return d.DialContext(ctx, network, addr)
+	}}
+	t.Cleanup(h2.CloseIdleConnections)
+	for host, want := range map[string]int{"b.example.com": http.StatusMisdirectedRequest, "a.example.com": http.StatusOK} {
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("http://127.0.0.1:%d/", port), nil)
+		req.Host = host
+		resp, err := (&http.Client{Timeout: 5 * time.Second, Transport: h2}).Do(req)
+		if err != nil {
+			t.Fatalf("HTTP/2 :scheme http, %s on a's connection: %v", host, err)
+		}
+		resp.Body.Close()
+		if resp.ProtoMajor != 2 || resp.StatusCode != want {
+			t.Errorf("HTTP/2 :scheme http, %s on a's connection: %s status %d, want HTTP/2 %d", host, resp.Proto, resp.StatusCode, want)
+		}
+		if got := resp.Header.Get("X-Seen-Forwarded-Proto"); want == http.StatusOK && got != "https" {
+			t.Errorf("HTTP/2 :scheme http over TLS reached the backend with X-Forwarded-Proto %q, want https", got)
 		}
 	}
 }
