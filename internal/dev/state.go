@@ -222,6 +222,15 @@ func (s *State) GatewayEdgesAddress() string {
 	return fmt.Sprintf("127.0.0.1:%d", s.BasePort+offsetGatewayEdges)
 }
 
+// podRanges are the pod ranges of every cluster of the fleet.
+func (s *State) podRanges() []string {
+	var r []string
+	for _, c := range s.Clusters {
+		r = append(r, c.PodCIDRs...)
+	}
+	return r
+}
+
 // EdgeMetricsAddress is where fleetnet-edge serves /metrics.
 func (s *State) EdgeMetricsAddress() string {
 	return fmt.Sprintf("127.0.0.1:%d", s.BasePort+offsetEdgeMetrics)

@@ -602,7 +602,9 @@ func (u *upper) startGateway(ctx context.Context) (*controlplane.Process, error)
 	return p, nil
 }
 
-// startEdge runs one fleetnet-edge whose listeners bind 127.0.0.1.
+// startEdge runs one fleetnet-edge whose listeners bind 127.0.0.1 and
+// that dials only the fleet's pod ranges (its nodes' addresses are in
+// them), as a production edge should be set up.
 func (u *upper) startEdge() (*controlplane.Process, error) {
 	s := u.s
 	certs := s.CertDir()
@@ -616,6 +618,7 @@ func (u *upper) startEdge() (*controlplane.Process, error) {
 		"--listen-host=127.0.0.1",
 		"--metrics-bind-address=" + s.EdgeMetricsAddress(),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", s.BasePort+offsetEdgeHealth),
+		"--endpoint-ranges=" + strings.Join(s.podRanges(), ","),
 	}
 	return controlplane.Start(ComponentEdge, filepath.Join(u.o.Fleetnet, EdgeBinary), args,
 		filepath.Join(s.Dir, "edge", "edge.log"), u.startOptions())

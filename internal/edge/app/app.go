@@ -19,10 +19,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/edge/accesslog"
+	"github.com/fleetnet/fleetnet/internal/edge/endpointranges"
 	"github.com/fleetnet/fleetnet/internal/edge/health"
 	"github.com/fleetnet/fleetnet/internal/edge/l4"
 	"github.com/fleetnet/fleetnet/internal/edge/proxy"
@@ -62,6 +64,10 @@ type Options struct {
 	// connections of each load balancer port, in all and of one client
 	// address (l4.Options); 0 takes l4's default.
 	L4MaxConnections, L4MaxConnectionsPerClient int
+	// EndpointRanges are the CIDR ranges of the endpoints the edge may
+	// dial (endpointranges); none allows every address. The flag's
+	// default is endpointranges.Private.
+	EndpointRanges []string
 }
 
 // BindFlags registers the options on fs.
@@ -81,6 +87,8 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.NetHTTPOnly, "net-http-only", false, "serve every HTTP request through net/http's server and reverse proxy, without the HTTP/1.1 fast path (a fallback)")
 	o.Clients.BindFlags(fs)
 	fs.IntVar(&o.L4MaxConnections, "l4-max-connections", l4.DefaultMaxConnsPerPort, "TCP connections of each MultiClusterLoadBalancer port; more are reset when accepted")
+	fs.StringSliceVar(&o.EndpointRanges, "endpoint-ranges", endpointranges.Private,
+		"CIDR ranges of the endpoints the edge may dial, comma-separated: the member clusters' pod ranges, where they are known. Endpoints outside are left out of the model and counted in fleetnet_edge_endpoints_withheld, so that a member cluster cannot point the edge at its own network or the internet; \"0.0.0.0/0,::/0\" allows every address")
 	fs.IntVar(&o.L4MaxConnectionsPerClient, "l4-max-connections-per-client", l4.DefaultMaxConnsPerClient,
 		"TCP connections of one client address on each MultiClusterLoadBalancer port, so that one host cannot take them all; more are reset when accepted (clients behind one NAT share an address)")
 }
@@ -110,6 +118,9 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("%s=%d: must not be negative (0 takes the default)", f.name, f.value))
 		}
 	}
+	if _, err := endpointranges.Parse(o.EndpointRanges); err != nil {
+		errs = append(errs, fmt.Errorf("--endpoint-ranges: %w", err))
+	}
 	if o.AccessLogBuffer < 0 {
 		errs = append(errs, fmt.Errorf("--access-log-buffer=%d: must not be negative", o.AccessLogBuffer))
 	}
@@ -127,6 +138,8 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if log == nil {
 		log = slog.Default()
 	}
+	ranges, _ := endpointranges.Parse(o.EndpointRanges) // checked by Validate
+	log.Info("endpoints the edge may dial", "ranges", ranges.String())
 	// Read again when they change (a rotated Secret), until ctx ends.
 	files, err := certfiles.Load(certfiles.Files{CertFile: o.CertFile, KeyFile: o.KeyFile, CAFile: o.CAFile, Component: "edge", Usage: "client", Log: log})
 	if err != nil {
@@ -163,8 +176,13 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			MaxConnsPerPort: o.L4MaxConnections, MaxConnsPerClient: o.L4MaxConnectionsPerClient}),
 		log:        log,
 		listenHost: o.ListenHost,
+		ranges:     ranges,
 		served:     &edgev1.Model{},
 	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fleetnet_edge_endpoints_withheld",
+		Help: "Endpoints of the model served that the edge does not dial, being outside --endpoint-ranges."}, func() float64 {
+		return float64(planes.withheld.Load())
+	}))
 	client := &subscribe.Client{
 		Conn: conn, Region: o.Region, StateDir: o.StateDir, Log: log,
 		Apply: func(_ context.Context, u *edgev1.ModelUpdate) ([]*edgev1.Refusal, error) {
@@ -232,6 +250,10 @@ type dataPlanes struct {
 	log  *slog.Logger
 	// listenHost is where listeners without an address of their own bind.
 	listenHost string
+	// ranges are the endpoints the edge may dial; withheld counts those of
+	// the model served that it does not.
+	ranges   endpointranges.Ranges
+	withheld atomic.Int64
 
 	mu sync.Mutex
 	// served is the model the HTTP proxy serves and its certificates, to
@@ -251,6 +273,7 @@ type dataPlanes struct {
 func (d *dataPlanes) apply(m *edgev1.Model, certs map[string]*tls.Certificate) ([]*edgev1.Refusal, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	withheld := d.ranges.Filter(m)
 	change, err := d.l4.Prepare(m, func(port int32) bool { return d.http.Addr(port) != nil })
 	if err != nil {
 		return nil, err
@@ -275,6 +298,12 @@ func (d *dataPlanes) apply(m *edgev1.Model, certs map[string]*tls.Certificate) (
 		return nil, err
 	}
 	d.served, d.servedCerts = served, certs
+	if n := int64(len(withheld)); n != d.withheld.Swap(n) && n > 0 {
+		// Once per change of their number, not per model: a member's
+		// endpoints stay outside until its export or the flag changes.
+		d.log.Warn("endpoints outside --endpoint-ranges are not dialled", "version", m.Version, "count", n,
+			"first", fmt.Sprintf("%s: %s in cluster %s", withheld[0].Object, withheld[0].Address, withheld[0].Cluster), "ranges", d.ranges.String())
+	}
 	return refused, nil
 }
 

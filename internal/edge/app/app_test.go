@@ -5,25 +5,19 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/edge/app"
-	"github.com/fleetnet/fleetnet/internal/testkit"
-
 	"github.com/fleetnet/fleetnet/internal/gateway/distribute"
-
-	"github.com/fleetnet/fleetnet/internal/pki"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
+	"github.com/fleetnet/fleetnet/internal/testkit"
 )
 
 func TestValidate(t *testing.T) {
@@ -40,6 +34,7 @@ func TestValidate(t *testing.T) {
 		{"negative header timeout", func(o *app.Options) { o.Clients.ReadHeaderTimeout = -time.Second }, "--client-header-timeout=-1s: must not be negative"},
 		{"negative connection cap", func(o *app.Options) { o.Clients.MaxConnections = -1 }, "--max-connections=-1: must not be negative"},
 		{"negative L4 connection cap", func(o *app.Options) { o.L4MaxConnections = -1 }, "--l4-max-connections=-1: must not be negative"},
+		{"endpoint range not a CIDR", func(o *app.Options) { o.EndpointRanges = []string{"10.244.0.1"} }, `--endpoint-ranges: "10.244.0.1" is not a CIDR range`},
 		{"negative L4 cap per client", func(o *app.Options) { o.L4MaxConnectionsPerClient = -2 }, "--l4-max-connections-per-client=-2: must not be negative"},
 	}
 	for _, tt := range tests {
@@ -58,57 +53,13 @@ func TestValidate(t *testing.T) {
 // while the gateway is away, and a restarted edge serves its last good
 // model with no gateway at all.
 func TestEdgeServesAndKeepsServing(t *testing.T) {
-	dir := t.TempDir()
-	ca, err := pki.NewCA("fleet")
-	if err != nil {
-		t.Fatal(err)
-	}
-	serving, _ := ca.ServingCert("gateway", []string{"127.0.0.1"})
-	edge, _ := ca.EdgeCert("edge-eu")
-	if err := ca.Write(dir, "ca"); err != nil {
-		t.Fatal(err)
-	}
-	if err := edge.Write(dir, "edge"); err != nil {
-		t.Fatal(err)
-	}
-
-	// The gateway's distribution server.
-	srv := distribute.NewServer(nil)
-	servingCert, _ := serving.TLSCertificate()
-	tlsCfg, _ := pki.ServerTLS(servingCert, ca.CertPEM, true)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(tlsCfg)))
-	edgev1.RegisterModelDistributionServer(g, srv)
-	go func() { _ = g.Serve(lis) }()
-	t.Cleanup(g.Stop)
-
+	srv, g, opts := startGateway(t)
+	opts.StateDir = filepath.Join(t.TempDir(), "state")
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "hello from east") }))
 	t.Cleanup(backend.Close)
-	host, portStr, _ := net.SplitHostPort(backend.Listener.Addr().String())
-	bport, _ := strconv.Atoi(portStr)
 	listen := int32(testkit.FreePort(t))
-	m := &edgev1.Model{Version: "1", Gateways: []edgev1.Gateway{{Namespace: "demo", Name: "edge", Listeners: []edgev1.Listener{{
-		Name: "http", Port: listen, Protocol: edgev1.ProtocolHTTP, VirtualHosts: []edgev1.VirtualHost{{Hostname: "*", Routes: []edgev1.Route{{
-			RouteName: "echo", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/"},
-			Backends: []edgev1.Backend{{Kind: edgev1.KindServiceImport, Namespace: "demo", Name: "echo", Weight: 1, Clusters: []edgev1.ClusterEndpoints{{
-				Cluster: "east", Weight: 1, EffectiveWeight: 1, Endpoints: []edgev1.Endpoint{{Address: host, Port: int32(bport), Ready: true, Serving: true}},
-			}}}},
-		}}}},
-	}}}}}
-	doc, certs, err := edgev1.EncodeModel(m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Publish(edgev1.ModelContentType, doc, certs)
+	publishModel(t, srv, &edgev1.Model{Version: "1", Gateways: []edgev1.Gateway{httpGateway(t, backend.Listener.Addr().String(), listen)}})
 
-	opts := app.Options{
-		Gateway: lis.Addr().String(), CAFile: filepath.Join(dir, "ca.crt"), CertFile: filepath.Join(dir, "edge.crt"), KeyFile: filepath.Join(dir, "edge.key"),
-		Region: "eu", StateDir: filepath.Join(dir, "state"), ListenHost: "127.0.0.1",
-		MetricsAddr: fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t)), HealthAddr: fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t)),
-	}
 	stop := runEdge(t, opts)
 	testkit.Eventually(t, 10*time.Second, "the edge serves the model", func(context.Context) error { return answers(listen, "hello from east") })
 	if err := answers(0, ""); err == nil { // sanity: the helper fails on a dead port
@@ -130,6 +81,79 @@ func TestEdgeServesAndKeepsServing(t *testing.T) {
 	// A new edge process; the gateway is still away.
 	runEdge(t, opts)
 	testkit.Eventually(t, 10*time.Second, "the restarted edge serves its last good model", func(context.Context) error { return answers(listen, "hello from east") })
+}
+
+// A member cluster that exports an address of the edge's own network (here
+// loopback, where the edge's metrics also listen) does not get the edge to
+// dial it: outside --endpoint-ranges, the endpoint is left out (503) and
+// counted; the same model is served once the ranges allow it.
+func TestEndpointsOutsideTheRangesAreNotDialled(t *testing.T) {
+	var dialled atomic.Int64
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		dialled.Add(1)
+		fmt.Fprint(w, "hello from east")
+	}))
+	t.Cleanup(backend.Close)
+	for _, tc := range []struct {
+		ranges       []string
+		wantStatus   int
+		wantWithheld string
+	}{
+		{ranges: []string{"10.244.0.0/16", "fd00:10:244::/48"}, wantStatus: http.StatusServiceUnavailable, wantWithheld: "1"},
+		{ranges: []string{"10.244.0.0/16", "127.0.0.0/8"}, wantStatus: http.StatusOK, wantWithheld: "0"},
+	} {
+		srv, _, opts := startGateway(t)
+		opts.EndpointRanges = tc.ranges
+		listen := int32(testkit.FreePort(t))
+		publishModel(t, srv, &edgev1.Model{Version: "1", Gateways: []edgev1.Gateway{httpGateway(t, backend.Listener.Addr().String(), listen)}})
+		before := dialled.Load()
+		stop := runEdge(t, opts)
+		testkit.Eventually(t, 10*time.Second, fmt.Sprintf("ranges %v: the edge answers %d", tc.ranges, tc.wantStatus), func(context.Context) error {
+			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/", listen))
+			if err != nil {
+				return err
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.wantStatus {
+				return fmt.Errorf("status %d", resp.StatusCode)
+			}
+			return nil
+		})
+		if got := metricValue(t, opts.MetricsAddr, "fleetnet_edge_endpoints_withheld"); got != tc.wantWithheld {
+			t.Errorf("ranges %v: fleetnet_edge_endpoints_withheld %s, want %s", tc.ranges, got, tc.wantWithheld)
+		}
+		if n := dialled.Load() - before; (n == 0) != (tc.wantStatus != http.StatusOK) {
+			t.Errorf("ranges %v: the backend saw %d requests", tc.ranges, n)
+		}
+		stop()
+	}
+}
+
+// metricValue is the value of an unlabelled metric the edge serves.
+func metricValue(t *testing.T, addr, name string) string {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+			return v
+		}
+	}
+	t.Fatalf("%s is not among the edge's metrics", name)
+	return ""
+}
+
+func publishModel(t *testing.T, srv *distribute.Server, m *edgev1.Model) {
+	t.Helper()
+	doc, certs, err := edgev1.EncodeModel(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Publish(edgev1.ModelContentType, doc, certs)
 }
 
 func runEdge(t *testing.T, o app.Options) (stop func()) {

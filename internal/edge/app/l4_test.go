@@ -29,7 +29,7 @@ import (
 // HTTP and TCP alike. A port that a Gateway gives up goes to a load
 // balancer in the same model.
 func TestEdgeServesLoadBalancers(t *testing.T) {
-	srv, opts := startGateway(t)
+	srv, _, opts := startGateway(t)
 	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "hello from east") }))
 	t.Cleanup(web.Close)
 	echo := echoServer(t)
@@ -123,7 +123,7 @@ func TestEdgeServesLoadBalancers(t *testing.T) {
 // and named in the acknowledgement; the rest of the model is served, and
 // so is every later model: one object's port never freezes the others.
 func TestEdgeServesWithoutWhatItCannotBind(t *testing.T) {
-	srv, opts := startGateway(t)
+	srv, _, opts := startGateway(t)
 	answer := func(text string) string {
 		b := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, text) }))
 		t.Cleanup(b.Close)
@@ -222,8 +222,9 @@ func TestEdgeServesWithoutWhatItCannotBind(t *testing.T) {
 }
 
 // startGateway serves a distribution server on loopback with the fleet's
-// certificates, and returns the edge's options to reach it.
-func startGateway(t *testing.T) (*distribute.Server, app.Options) {
+// certificates, and returns its gRPC server (to stop it) and the edge's
+// options to reach it.
+func startGateway(t *testing.T) (*distribute.Server, *grpc.Server, app.Options) {
 	t.Helper()
 	dir := t.TempDir()
 	ca, err := pki.NewCA("fleet")
@@ -249,7 +250,7 @@ func startGateway(t *testing.T) (*distribute.Server, app.Options) {
 	edgev1.RegisterModelDistributionServer(g, srv)
 	go func() { _ = g.Serve(lis) }()
 	t.Cleanup(g.Stop)
-	return srv, app.Options{
+	return srv, g, app.Options{
 		Gateway: lis.Addr().String(), CAFile: filepath.Join(dir, "ca.crt"), CertFile: filepath.Join(dir, "edge.crt"), KeyFile: filepath.Join(dir, "edge.key"),
 		Region: "eu", ListenHost: "127.0.0.1",
 		MetricsAddr: fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t)), HealthAddr: fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t)),

@@ -48,3 +48,25 @@ func TestEndpointConditions(t *testing.T) {
 		})
 	}
 }
+
+// TestFQDNEndpointsAreNotServed: the edge dials addresses only. A slice of
+// names (address type FQDN) is left out of the model, so no name a member
+// cluster chose is ever resolved by the edge.
+func TestFQDNEndpointsAreNotServed(t *testing.T) {
+	slice := func(name string, t discoveryv1.AddressType, addr string) *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: "demo", Name: name},
+			AddressType: t,
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}},
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{addr}}},
+		}
+	}
+	b := &builder{in: Input{LocalCluster: "hub"}}
+	got := b.clusters([]*discoveryv1.EndpointSlice{
+		slice("echo-names", discoveryv1.AddressTypeFQDN, "metadata.internal.example"),
+		slice("echo-v4", discoveryv1.AddressTypeIPv4, "10.0.0.1"),
+	}, []string{"http"}, corev1.ProtocolTCP)
+	if len(got) != 1 || len(got[0].Endpoints) != 1 || got[0].Endpoints[0].Address != "10.0.0.1" {
+		t.Errorf("clusters = %+v, want the IPv4 endpoint alone", got)
+	}
+}
