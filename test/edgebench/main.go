@@ -194,7 +194,7 @@ func bench(ctx context.Context, o options, out io.Writer) error {
 			opts.AccessLog = w
 		}
 		edge := proxy.New(opts)
-		if err := edge.Apply(benchModel(be.addrs, plain, secure), map[string]*tls.Certificate{"edgebench": &cert}); err != nil {
+		if _, err := edge.Apply(benchModel(be.addrs, plain, secure), map[string]*tls.Certificate{"edgebench": &cert}); err != nil {
 			return fmt.Errorf("applying the edge's model: %w", err)
 		}
 		defer func() {

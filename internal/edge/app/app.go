@@ -5,7 +5,6 @@
 package app
 
 import (
-	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -16,7 +15,6 @@ import (
 	"os"
 	"runtime/debug"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -174,10 +172,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			NetHTTPOnly: o.NetHTTPOnly, Clients: o.Clients}),
 		l4: l4.New(l4.Options{ListenHost: o.ListenHost, Log: log, Registerer: reg, Health: checker,
 			MaxConnsPerPort: o.L4MaxConnections, MaxConnsPerClient: o.L4MaxConnectionsPerClient}),
-		log:        log,
-		listenHost: o.ListenHost,
-		ranges:     ranges,
-		served:     &edgev1.Model{},
+		log:    log,
+		ranges: ranges,
+		served: &edgev1.Model{},
 	}
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fleetnet_edge_endpoints_withheld",
 		Help: "Endpoints of the model served that the edge does not dial, being outside --endpoint-ranges."}, func() float64 {
@@ -248,8 +245,6 @@ type dataPlanes struct {
 	http *proxy.Proxy
 	l4   *l4.Proxy
 	log  *slog.Logger
-	// listenHost is where listeners without an address of their own bind.
-	listenHost string
 	// ranges are the endpoints the edge may dial; withheld counts those of
 	// the model served that it does not.
 	ranges   endpointranges.Ranges
@@ -284,14 +279,15 @@ func (d *dataPlanes) apply(m *edgev1.Model, certs map[string]*tls.Certificate) (
 		refused = append(refused, &edgev1.Refusal{Kind: edgev1.RefusalKindLoadBalancer, Namespace: ns, Name: name,
 			Port: r.Port, Protocol: r.Protocol, Reason: r.Err.Error()})
 	}
-	served, unbound := d.withoutUnbindable(m)
-	refused = append(refused, unbound...)
-	if err := d.http.Apply(served, certs); err != nil {
+	unbound, err := d.http.Apply(m, certs)
+	if err != nil {
 		change.Abort()
 		return nil, err
 	}
+	served, unboundRefusals := withoutUnbound(m, unbound)
+	refused = append(refused, unboundRefusals...)
 	if err := change.Commit(); err != nil {
-		if rerr := d.http.Apply(d.served, d.servedCerts); rerr != nil {
+		if _, rerr := d.http.Apply(d.served, d.servedCerts); rerr != nil {
 			d.log.Error("the Gateways' listeners of the model before could not be served again", "version", d.served.Version, "err", rerr)
 		}
 		change.Abort()
@@ -307,38 +303,21 @@ func (d *dataPlanes) apply(m *edgev1.Model, certs map[string]*tls.Certificate) (
 	return refused, nil
 }
 
-// withoutUnbindable returns m without the Gateway listeners whose socket
-// the edge cannot bind, and those listeners as refusals. The HTTP proxy
-// binds its sockets itself and refuses a whole model for one it cannot
-// bind (proxy.Apply), which would let one Gateway's listener stop every
-// update of the edge; so each socket it does not hold yet is tried here
-// first and closed at once. A socket taken by another process between
-// this try and the proxy's bind still refuses the model whole, as before;
-// the proxy reporting its sockets alone would close that window.
-func (d *dataPlanes) withoutUnbindable(m *edgev1.Model) (*edgev1.Model, []*edgev1.Refusal) {
+// withoutUnbound returns m without the Gateway listeners on sockets the
+// HTTP proxy could not bind, and those listeners as refusals: each is
+// refused alone, and the model served without them is the one to go back
+// to.
+func withoutUnbound(m *edgev1.Model, unbound []proxy.Unbound) (*edgev1.Model, []*edgev1.Refusal) {
+	if len(unbound) == 0 {
+		return m, nil
+	}
 	type socket struct {
 		host string
 		port int32
 	}
-	failed, tried := map[socket]error{}, map[socket]bool{}
-	for _, gw := range m.Gateways {
-		for _, l := range gw.Listeners {
-			at := socket{gw.Address, l.Port}
-			if tried[at] || d.http.AddrAt(gw.Address, l.Port) != nil {
-				continue
-			}
-			tried[at] = true
-			host := cmp.Or(gw.Address, d.listenHost)
-			ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(int(l.Port))))
-			if err != nil {
-				failed[at] = err
-				continue
-			}
-			_ = ln.Close()
-		}
-	}
-	if len(failed) == 0 {
-		return m, nil
+	failed := map[socket]error{}
+	for _, u := range unbound {
+		failed[socket{u.Host, u.Port}] = u.Err
 	}
 	out := *m
 	out.Gateways = make([]edgev1.Gateway, len(m.Gateways))

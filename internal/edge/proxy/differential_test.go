@@ -294,7 +294,7 @@ func startDiffProxyOn(t *testing.T, name string, netHTTPOnly, useTLS bool) *diff
 	if useTLS {
 		m.Gateways[0].Listeners[0].Certificates = []edgev1.ListenerCertificate{{Name: "diff", Digest: "d"}}
 	}
-	if err := p.Apply(m, certs); err != nil {
+	if _, err := p.Apply(m, certs); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close(context.Background()) })

@@ -13,6 +13,7 @@ package proxy
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -24,6 +25,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -149,17 +151,28 @@ func New(o Options) *Proxy {
 	return p
 }
 
+// Unbound is a socket of a model that the proxy could not listen on (in
+// use by another process, or by the edge itself).
+type Unbound struct {
+	// Host is the Gateway's own address, "" for the edge's listen host.
+	Host string
+	Port int32
+	Err  error
+}
+
 // Apply serves m from now on. Certificates are the listeners' TLS key
-// pairs by their model digest. An error (a model the edge cannot serve, a
-// port it cannot bind) leaves what was served before in place.
-func (p *Proxy) Apply(m *edgev1.Model, certs map[string]*tls.Certificate) error {
+// pairs by their model digest. A socket that cannot be bound is left out
+// and returned, and the rest of m is served: one Gateway's listener on a
+// taken port must not stop every other update of the edge. An error (a
+// model the edge cannot serve) leaves what was served before in place.
+func (p *Proxy) Apply(m *edgev1.Model, certs map[string]*tls.Certificate) ([]Unbound, error) {
 	t, err := compile(m, certs, p.opts.Region)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var opened []socket
+	var unbound []Unbound
 	for at, pt := range t.ports {
 		if l, ok := p.servers[at]; ok {
 			if l.tls == pt.tls {
@@ -170,13 +183,11 @@ func (p *Proxy) Apply(m *edgev1.Model, certs map[string]*tls.Certificate) error 
 		}
 		l, err := p.listen(at, pt.tls)
 		if err != nil {
-			for _, n := range opened {
-				p.stop(n)
-			}
-			return err
+			unbound = append(unbound, Unbound{Host: at.host, Port: at.number, Err: err})
+			delete(t.ports, at)
+			continue
 		}
 		p.servers[at] = l
-		opened = append(opened, at)
 	}
 	track(p.checks, t)
 	p.table.Store(t)
@@ -186,8 +197,9 @@ func (p *Proxy) Apply(m *edgev1.Model, certs map[string]*tls.Certificate) error 
 			p.stop(at)
 		}
 	}
-	p.log.Info("serving model", "version", t.version, "ports", len(t.ports))
-	return nil
+	slices.SortFunc(unbound, func(a, b Unbound) int { return cmp.Or(cmp.Compare(a.Host, b.Host), cmp.Compare(a.Port, b.Port)) })
+	p.log.Info("serving model", "version", t.version, "ports", len(t.ports), "unbound", len(unbound))
+	return unbound, nil
 }
 
 // Addr returns the address a port of the model is bound to at the edge's

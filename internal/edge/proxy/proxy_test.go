@@ -154,11 +154,55 @@ func startWith(t *testing.T, o proxy.Options, m *edgev1.Model, certs map[string]
 	for _, f := range before {
 		f(p)
 	}
-	if err := p.Apply(m, certs); err != nil {
-		t.Fatal(err)
+	if unbound, err := p.Apply(m, certs); err != nil || len(unbound) > 0 {
+		t.Fatalf("Apply: %v, unbound %v", err, unbound)
 	}
 	t.Cleanup(func() { _ = p.Close(context.Background()) })
 	return p
+}
+
+// A socket the proxy cannot bind (here held by another listener) is left
+// out alone and returned; the model's other listeners are served, and the
+// socket is bound by the next model once it is free.
+func TestUnbindableSocketIsLeftOut(t *testing.T) {
+	ep := echo(t, "web")
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	busyPort, freeP := int32(busy.Addr().(*net.TCPAddr).Port), freePort(t)
+	vh := edgev1.VirtualHost{Hostname: "*", Routes: []edgev1.Route{{RouteName: "r", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/"},
+		Backends: []edgev1.Backend{backend("web", 1, inCluster("east", 1, ep))}}}}
+	model := func(version string) *edgev1.Model {
+		return &edgev1.Model{Version: version, Gateways: []edgev1.Gateway{
+			{Namespace: "a", Name: "taken", Listeners: []edgev1.Listener{{Name: "l", Port: busyPort, Protocol: edgev1.ProtocolHTTP, VirtualHosts: []edgev1.VirtualHost{vh}}}},
+			{Namespace: "b", Name: "free", Listeners: []edgev1.Listener{{Name: "l", Port: freeP, Protocol: edgev1.ProtocolHTTP, VirtualHosts: []edgev1.VirtualHost{vh}}}},
+		}}
+	}
+	p := proxy.New(proxy.Options{ListenHost: "127.0.0.1", NetHTTPOnly: netHTTPOnly})
+	t.Cleanup(func() { _ = p.Close(context.Background()) })
+	unbound, err := p.Apply(model("1"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(unbound) != 1 || unbound[0].Port != busyPort || unbound[0].Err == nil {
+		t.Fatalf("unbound %+v, want port %d alone with its error", unbound, busyPort)
+	}
+	if resp := get(t, freeP, "x", "/", nil); resp.StatusCode != 200 {
+		t.Errorf("the free listener: %d", resp.StatusCode)
+	}
+	if p.Addr(busyPort) != nil {
+		t.Errorf("port %d is reported bound", busyPort)
+	}
+	_ = busy.Close()
+	if unbound, err := p.Apply(model("2"), nil); err != nil || len(unbound) != 0 {
+		t.Fatalf("once free: %v, unbound %+v", err, unbound)
+	}
+	for _, port := range []int32{busyPort, freeP} {
+		if resp := get(t, port, "x", "/", nil); resp.StatusCode != 200 {
+			t.Errorf("port %d once free: %d", port, resp.StatusCode)
+		}
+	}
 }
 
 var client = &http.Client{Timeout: 5 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -482,7 +526,7 @@ func TestSwapUnderLoadAndRefusal(t *testing.T) {
 		if i%2 == 0 {
 			ep = b
 		}
-		if err := p.Apply(modelTo(ep, strconv.Itoa(i)), nil); err != nil {
+		if _, err := p.Apply(modelTo(ep, strconv.Itoa(i)), nil); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(5 * time.Millisecond)
@@ -496,7 +540,7 @@ func TestSwapUnderLoadAndRefusal(t *testing.T) {
 
 	bad := modelTo(a, "bad")
 	bad.Gateways[0].Listeners[0].VirtualHosts[0].Routes[0].Headers = []edgev1.ValueMatch{{Type: edgev1.MatchRegularExpression, Name: "x", Value: "("}}
-	if err := p.Apply(bad, nil); err == nil || !strings.Contains(err.Error(), `x "("`) {
+	if _, err := p.Apply(bad, nil); err == nil || !strings.Contains(err.Error(), `x "("`) {
 		t.Errorf("a bad regular expression: %v", err)
 	}
 	if resp := get(t, port, "x", "/", nil); resp.StatusCode != 200 {
@@ -641,7 +685,7 @@ func TestPortChangesProtocol(t *testing.T) {
 	}
 	https := oneListener(port, edgev1.ProtocolHTTPS, edgev1.VirtualHost{Hostname: "*", Routes: routes})
 	https.Gateways[0].Listeners[0].Certificates = []edgev1.ListenerCertificate{{Name: "shop", Digest: "d"}}
-	if err := p.Apply(https, map[string]*tls.Certificate{"d": &cert}); err != nil {
+	if _, err := p.Apply(https, map[string]*tls.Certificate{"d": &cert}); err != nil {
 		t.Fatalf("switching to HTTPS: %v", err)
 	}
 	pool := x509.NewCertPool()
@@ -686,7 +730,7 @@ func TestGatewaysOnTheirOwnAddresses(t *testing.T) {
 	}
 	// The second Gateway goes: its address is let go, the others serve on.
 	m = &edgev1.Model{Version: "v2", Gateways: m.Gateways[:2]}
-	if err := p.Apply(m, nil); err != nil {
+	if _, err := p.Apply(m, nil); err != nil {
 		t.Fatal(err)
 	}
 	if a := p.AddrAt("127.0.1.2", port); a != nil {
@@ -848,7 +892,7 @@ func TestRemovedEndpointsConnectionsClosed(t *testing.T) {
 	if seen["east"] == 0 || seen["west"] == 0 {
 		t.Fatalf("answers by backend %v, want both", seen)
 	}
-	if err := p.Apply(model(inCluster("east", 1, east.ep)), nil); err != nil {
+	if _, err := p.Apply(model(inCluster("east", 1, east.ep)), nil); err != nil {
 		t.Fatal(err)
 	}
 	for range 10 {

@@ -214,7 +214,7 @@ func TestStreamCanceledByClient(t *testing.T) {
 		{RouteName: "r", Path: edgev1.PathMatch{Type: edgev1.PathPrefix, Value: "/"}, Backends: []edgev1.Backend{
 			backend("slow", 1, inCluster("east", 1, edgev1.Endpoint{Address: a.IP.String(), Port: int32(a.Port), Ready: true, Serving: true}))}},
 	}})
-	if err := p.Apply(m, nil); err != nil {
+	if _, err := p.Apply(m, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Close(context.Background()) })
