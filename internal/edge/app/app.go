@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -268,6 +269,7 @@ type dataPlanes struct {
 func (d *dataPlanes) apply(m *edgev1.Model, certs map[string]*tls.Certificate) ([]*edgev1.Refusal, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	m, certs = d.withHeld(m, certs)
 	withheld := d.ranges.Filter(m)
 	change, err := d.l4.Prepare(m, func(port int32) bool { return d.http.Addr(port) != nil })
 	if err != nil {
@@ -301,6 +303,65 @@ func (d *dataPlanes) apply(m *edgev1.Model, certs map[string]*tls.Certificate) (
 			"first", fmt.Sprintf("%s: %s in cluster %s", withheld[0].Object, withheld[0].Address, withheld[0].Cluster), "ranges", d.ranges.String())
 	}
 	return refused, nil
+}
+
+// withHeld returns m with each object it holds (Hold: refused, and the
+// gateway no longer knows its last accepted configuration, having
+// restarted without it) as the edge served it before, certificates
+// included: the model's contract is that a provider then changes and
+// withdraws nothing of it. An object the edge never served stays without
+// listeners or ports until the gateway sends it.
+func (d *dataPlanes) withHeld(m *edgev1.Model, certs map[string]*tls.Certificate) (*edgev1.Model, map[string]*tls.Certificate) {
+	var out *edgev1.Model
+	copyOnce := func() {
+		if out == nil {
+			c := *m
+			c.Gateways, c.LoadBalancers = slices.Clone(m.Gateways), slices.Clone(m.LoadBalancers)
+			out = &c
+			merged := make(map[string]*tls.Certificate, len(certs))
+			maps.Copy(merged, certs)
+			certs = merged
+		}
+	}
+	// What is kept was range-filtered when it was served; filtering it
+	// again changes nothing, so it may share its slices with d.served.
+	for i, gw := range m.Gateways {
+		if !gw.Hold {
+			continue
+		}
+		j := slices.IndexFunc(d.served.Gateways, func(s edgev1.Gateway) bool { return s.Namespace == gw.Namespace && s.Name == gw.Name })
+		if j < 0 {
+			continue
+		}
+		copyOnce()
+		kept := d.served.Gateways[j]
+		kept.Refused, kept.Hold = gw.Refused, true
+		out.Gateways[i] = kept
+		for _, l := range kept.Listeners {
+			for _, c := range l.Certificates {
+				if _, ok := certs[c.Digest]; !ok && d.servedCerts[c.Digest] != nil {
+					certs[c.Digest] = d.servedCerts[c.Digest]
+				}
+			}
+		}
+	}
+	for i, lb := range m.LoadBalancers {
+		if !lb.Hold {
+			continue
+		}
+		j := slices.IndexFunc(d.served.LoadBalancers, func(s edgev1.LoadBalancer) bool { return s.Namespace == lb.Namespace && s.Name == lb.Name })
+		if j < 0 {
+			continue
+		}
+		copyOnce()
+		kept := d.served.LoadBalancers[j]
+		kept.Refused, kept.Hold = lb.Refused, true
+		out.LoadBalancers[i] = kept
+	}
+	if out == nil {
+		return m, certs
+	}
+	return out, certs
 }
 
 // withoutUnbound returns m without the Gateway listeners on sockets the

@@ -3,6 +3,8 @@ package app_test
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
@@ -336,4 +338,88 @@ func echoes(port int32) error {
 		return fmt.Errorf("got %q", got)
 	}
 	return nil
+}
+
+// A Gateway and a MultiClusterLoadBalancer the gateway holds (refused, and
+// their last accepted configuration unknown to it after a restart) keep
+// being served as the edge served them, HTTPS certificate included; only
+// a model without them withdraws them.
+func TestHeldObjectsKeepBeingServed(t *testing.T) {
+	srv, _, opts := startGateway(t)
+	web := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "hello from east") }))
+	t.Cleanup(web.Close)
+	echo := echoServer(t)
+	httpPort, tlsPort, tcpPort := int32(testkit.FreePort(t)), int32(testkit.FreePort(t)), int32(testkit.FreePort(t))
+	ca, err := pki.NewCA("tenant")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := ca.ServingCert("shop.example", []string{"shop.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw := httpGateway(t, web.Listener.Addr().String(), httpPort)
+	gw.Listeners = append(gw.Listeners, edgev1.Listener{Name: "https", Port: tlsPort, Protocol: edgev1.ProtocolHTTPS, Hostname: "shop.example",
+		Certificates: []edgev1.ListenerCertificate{{Namespace: "demo", Name: "shop", Digest: "shop", CertPEM: kp.CertPEM, KeyPEM: kp.KeyPEM}},
+		VirtualHosts: gw.Listeners[0].VirtualHosts})
+	publish := func(version string, m *edgev1.Model) {
+		t.Helper()
+		m.Version = version
+		doc, certs, err := edgev1.EncodeModel(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := srv.Publish(edgev1.ModelContentType, doc, certs)
+		testkit.Eventually(t, 10*time.Second, fmt.Sprintf("the edge serves version %d", v), func(context.Context) error {
+			if _, edges := srv.Status(); len(edges) != 1 || edges[0].Serving != v || edges[0].Refused != "" {
+				return fmt.Errorf("edges %+v", edges)
+			}
+			return nil
+		})
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.CertPEM)
+	https := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "shop.example"}}}
+	serves := func() error {
+		if err := answers(httpPort, "hello from east"); err != nil {
+			return fmt.Errorf("HTTP: %w", err)
+		}
+		req, _ := http.NewRequest(http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/", tlsPort), nil)
+		req.Host = "shop.example"
+		resp, err := https.Do(req)
+		if err != nil {
+			return fmt.Errorf("HTTPS: %w", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("HTTPS: %d", resp.StatusCode)
+		}
+		if err := echoes(tcpPort); err != nil {
+			return fmt.Errorf("TCP: %w", err)
+		}
+		return nil
+	}
+
+	runEdge(t, opts)
+	publish("1", &edgev1.Model{Gateways: []edgev1.Gateway{gw}, LoadBalancers: []edgev1.LoadBalancer{loadBalancer("db", echo, tcpPort)}})
+	if err := serves(); err != nil {
+		t.Fatalf("version 1: %v", err)
+	}
+	held := edgev1.Gateway{Namespace: gw.Namespace, Name: gw.Name, Generation: 2, Listeners: []edgev1.Listener{}, Refused: "spec.listeners[0].port: bad", Hold: true}
+	heldLB := edgev1.LoadBalancer{Namespace: "demo", Name: "db", Generation: 2, Class: "edge", Ports: []edgev1.LoadBalancerPort{}, Refused: "bad", Hold: true}
+	publish("2", &edgev1.Model{Gateways: []edgev1.Gateway{held}, LoadBalancers: []edgev1.LoadBalancer{heldLB}})
+	if err := serves(); err != nil {
+		t.Errorf("held: %v", err)
+	}
+	publish("3", &edgev1.Model{Gateways: []edgev1.Gateway{held}, LoadBalancers: []edgev1.LoadBalancer{heldLB}}) // held twice
+	if err := serves(); err != nil {
+		t.Errorf("held again: %v", err)
+	}
+	publish("4", &edgev1.Model{Gateways: []edgev1.Gateway{}})
+	if err := answers(httpPort, "hello from east"); err == nil {
+		t.Error("the Gateway is served after it left the model")
+	}
+	if err := echoes(tcpPort); err == nil {
+		t.Error("the load balancer is served after it left the model")
+	}
 }
