@@ -90,6 +90,18 @@ func (ca *KeyPair) ClusterCert(clusterID string) (*KeyPair, error) {
 	return ca.clientCert(clusterID, keys.OrganizationClusters)
 }
 
+// EastWestCert signs the certificate of a cluster's east-west gateway: the
+// cluster's identity (as ClusterCert), usable as a server and as a client,
+// since each gateway is both to the others (internal/eastwest/tunnel).
+func (ca *KeyPair) EastWestCert(clusterID string) (*KeyPair, error) {
+	tmpl := &x509.Certificate{
+		Subject:     pkix.Name{CommonName: clusterID, Organization: []string{keys.OrganizationClusters}},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}
+	return create(tmpl, ca, CertValidity)
+}
+
 // AdminCert signs an administrator's client certificate.
 func (ca *KeyPair) AdminCert(name string) (*KeyPair, error) {
 	return ca.clientCert(name, keys.OrganizationAdmins)

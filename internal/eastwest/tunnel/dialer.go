@@ -1,0 +1,201 @@
+package tunnel
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// Peer is another cluster's gateway: the cluster its certificate must
+// name, at the address the cluster published.
+type Peer struct {
+	Cluster string
+	Address string // host:port
+}
+
+// RefusedError is a stream the peer gateway refused, with its status and
+// message.
+type RefusedError struct {
+	Peer    Peer
+	Target  Target
+	Status  int
+	Message string
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("cluster %s's gateway refused %s: %d %s", e.Peer.Cluster, e.Target, e.Status, e.Message)
+}
+
+// Dialer opens streams to peer gateways over pooled connections: one TLS
+// connection to a peer carries as many streams as the peer allows at once
+// (MaxStreamsPerConnection from a Server), and another is opened past
+// that. The zero value is not usable: set Certificate and CA.
+type Dialer struct {
+	// Certificate is this cluster's gateway certificate
+	// (pki.EastWestCert), read on each handshake.
+	Certificate func() (*tls.Certificate, error)
+	// CA verifies the peers' certificates.
+	CA *x509.CertPool
+	// DialTimeout bounds a connection and its handshake; 5 s when zero.
+	DialTimeout time.Duration
+
+	once      sync.Once
+	transport *http2.Transport
+	mu        sync.Mutex
+	pools     map[Peer]*pool
+}
+
+// pool is one peer's connections; mu is held while one is being made,
+// so that streams waiting for it share it instead of each making one.
+type pool struct {
+	mu    sync.Mutex
+	conns []*http2.ClientConn
+}
+
+// Dial opens a stream to t through p's gateway. ctx bounds the wait for
+// the gateway's answer; the stream lives until it is closed. A refusal is
+// a *RefusedError, returned as soon as the gateway answers.
+func (d *Dialer) Dial(ctx context.Context, p Peer, t Target) (*Stream, error) {
+	cc, err := d.conn(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	streamCtx, cancel := context.WithCancel(context.Background())
+	stopWait := context.AfterFunc(ctx, cancel) // until the answer comes
+	pr, pw := io.Pipe()
+	req := (&http.Request{
+		Method: http.MethodConnect,
+		URL:    &url.URL{Scheme: "https", Host: p.Address},
+		Host:   t.Authority(),
+		Header: http.Header{},
+		Body:   pr,
+	}).WithContext(streamCtx)
+	resp, err := cc.RoundTrip(req)
+	if !stopWait() {
+		err = errors.Join(err, ctx.Err())
+	}
+	if err != nil {
+		cancel()
+		_ = pw.Close()
+		if resp != nil {
+			resp.Body.Close()
+		}
+		return nil, fmt.Errorf("stream to %s through cluster %s's gateway at %s: %w", t, p.Cluster, p.Address, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		resp.Body.Close()
+		cancel()
+		_ = pw.Close()
+		return nil, &RefusedError{Peer: p, Target: t, Status: resp.StatusCode, Message: strings.TrimSpace(string(msg))}
+	}
+	return &Stream{body: resp.Body, pw: pw, cancel: cancel}, nil
+}
+
+// conn returns a connection to p with a stream reserved on it.
+func (d *Dialer) conn(ctx context.Context, p Peer) (*http2.ClientConn, error) {
+	d.once.Do(func() {
+		// Pings find a peer that went away without closing: its streams
+		// fail instead of hanging.
+		d.transport = &http2.Transport{ReadIdleTimeout: 15 * time.Second, PingTimeout: 5 * time.Second}
+	})
+	d.mu.Lock()
+	if d.pools == nil {
+		d.pools = map[Peer]*pool{}
+	}
+	pl := d.pools[p]
+	if pl == nil {
+		pl = &pool{}
+		d.pools[p] = pl
+	}
+	d.mu.Unlock()
+
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	pl.conns = slices.DeleteFunc(pl.conns, func(cc *http2.ClientConn) bool {
+		st := cc.State()
+		return st.Closed || st.Closing
+	})
+	for _, cc := range pl.conns {
+		if cc.ReserveNewRequest() {
+			return cc, nil
+		}
+	}
+	timeout := d.DialTimeout
+	if timeout <= 0 {
+		timeout = 5 * time.Second
+	}
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	td := &tls.Dialer{Config: ClientConfig(d.Certificate, d.CA, p.Cluster)}
+	c, err := td.DialContext(dctx, "tcp", p.Address)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to cluster %s's gateway at %s: %w", p.Cluster, p.Address, err)
+	}
+	cc, err := d.transport.NewClientConn(c)
+	if err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("cluster %s's gateway at %s: %w", p.Cluster, p.Address, err)
+	}
+	if !cc.ReserveNewRequest() {
+		_ = cc.Close()
+		return nil, fmt.Errorf("cluster %s's gateway at %s takes no stream", p.Cluster, p.Address)
+	}
+	pl.conns = append(pl.conns, cc)
+	return cc, nil
+}
+
+// Close closes every pooled connection, cutting their streams.
+func (d *Dialer) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var errs []error
+	for p, pl := range d.pools {
+		pl.mu.Lock()
+		for _, cc := range pl.conns {
+			errs = append(errs, cc.Close())
+		}
+		pl.mu.Unlock()
+		delete(d.pools, p)
+	}
+	return errors.Join(errs...)
+}
+
+// Stream is one tunnelled connection: what is written reaches the
+// endpoint, what the endpoint sends is read.
+type Stream struct {
+	body   io.ReadCloser
+	pw     *io.PipeWriter
+	cancel context.CancelFunc
+}
+
+// Read reads what the endpoint sent; io.EOF once it closed its side.
+func (s *Stream) Read(p []byte) (int, error) { return s.body.Read(p) }
+
+// Write sends p to the endpoint; it waits while the stream has no
+// flow-control window.
+func (s *Stream) Write(p []byte) (int, error) { return s.pw.Write(p) }
+
+// CloseWrite ends what is sent (the endpoint reads its end), and keeps
+// reading.
+func (s *Stream) CloseWrite() error { return s.pw.Close() }
+
+// Close ends the stream both ways.
+func (s *Stream) Close() error {
+	_ = s.pw.CloseWithError(net.ErrClosed)
+	err := s.body.Close()
+	s.cancel()
+	return err
+}

@@ -1,0 +1,86 @@
+package tunnel
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/fleetnet/fleetnet/api/keys"
+)
+
+// ClusterOf is the fleet cluster a verified certificate names: its common
+// name, in organization fleetnet:clusters. Anything else (no verified
+// chain, another organization, an empty name) is no cluster: an empty
+// name would otherwise match audiences meant for the administrators.
+func ClusterOf(state *tls.ConnectionState) (string, error) {
+	if state == nil || len(state.VerifiedChains) == 0 || len(state.VerifiedChains[0]) == 0 {
+		return "", errors.New("no verified certificate")
+	}
+	return clusterOf(state.VerifiedChains[0][0])
+}
+
+func clusterOf(cert *x509.Certificate) (string, error) {
+	if !slices.Contains(cert.Subject.Organization, keys.OrganizationClusters) {
+		return "", fmt.Errorf("certificate %q is not of organization %s", cert.Subject.CommonName, keys.OrganizationClusters)
+	}
+	if cert.Subject.CommonName == "" {
+		return "", errors.New("certificate of organization " + keys.OrganizationClusters + " names no cluster")
+	}
+	return cert.Subject.CommonName, nil
+}
+
+// ServerConfig is the TLS of a gateway's tunnel listener: TLS 1.3, HTTP/2,
+// and a client certificate of the fleet CA required. Certificate returns
+// the gateway's own (pki.EastWestCert), read again on each handshake so
+// that a rotated one is taken.
+func ServerConfig(certificate func() (*tls.Certificate, error), ca *x509.CertPool) *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS13,
+		NextProtos: []string{"h2"},
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return certificate()
+		},
+		ClientCAs:  ca,
+		ClientAuth: tls.RequireAndVerifyClientCert,
+	}
+}
+
+// ClientConfig is the TLS of a connection to peer's gateway: the peer's
+// certificate must chain to the fleet CA and name that cluster exactly,
+// whatever address it was reached at (a gateway's address is the one its
+// cluster published, not a name in its certificate).
+func ClientConfig(certificate func() (*tls.Certificate, error), ca *x509.CertPool, peer string) *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS13,
+		NextProtos: []string{"h2"},
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return certificate()
+		},
+		// The chain and the name are checked in VerifyConnection instead of
+		// against a host name.
+		InsecureSkipVerify: true,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("the peer gateway sent no certificate")
+			}
+			inter := x509.NewCertPool()
+			for _, c := range cs.PeerCertificates[1:] {
+				inter.AddCert(c)
+			}
+			leaf := cs.PeerCertificates[0]
+			if _, err := leaf.Verify(x509.VerifyOptions{Roots: ca, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+				return fmt.Errorf("the peer gateway's certificate: %w", err)
+			}
+			got, err := clusterOf(leaf)
+			if err != nil {
+				return fmt.Errorf("the peer gateway's certificate: %w", err)
+			}
+			if got != peer {
+				return fmt.Errorf("the gateway reached for cluster %q presented cluster %q's certificate", peer, got)
+			}
+			return nil
+		},
+	}
+}

@@ -1,0 +1,249 @@
+package tunnel
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Refusal reasons, the values of fleetnet_eastwest_streams_refused_total's
+// reason label.
+const (
+	// ReasonNotConnect: a request that is not CONNECT.
+	ReasonNotConnect = "not_connect"
+	// ReasonNotCluster: the caller's certificate names no fleet cluster.
+	ReasonNotCluster = "not_cluster"
+	// ReasonBadTarget: the :authority names no service port.
+	ReasonBadTarget = "bad_target"
+	// ReasonNotExported: this cluster exports no such service port.
+	ReasonNotExported = "not_exported"
+	// ReasonOutOfScope: the export's scope leaves the caller out.
+	ReasonOutOfScope = "out_of_scope"
+	// ReasonNoEndpoint: the export has no ready endpoint here.
+	ReasonNoEndpoint = "no_ready_endpoint"
+	// ReasonUnreachable: no endpoint could be dialled.
+	ReasonUnreachable = "endpoints_unreachable"
+)
+
+// Refusal is why a stream is not carried: an HTTP status, one of the
+// Reason* values and a message for the caller naming what was refused.
+type Refusal struct {
+	Status  int
+	Reason  string
+	Message string
+}
+
+func (r *Refusal) Error() string { return r.Message }
+
+// Defaults of a Server's timeouts.
+const (
+	DefaultConnectTimeout = 5 * time.Second
+	DefaultSendTimeout    = 30 * time.Second
+	DefaultIdleTimeout    = time.Hour
+)
+
+// Server is the receiving side of the tunnel: it authorizes each stream
+// and carries it to a local endpoint. It is never an open proxy: it dials
+// only what Authorize returns.
+type Server struct {
+	// Authorize decides a stream of caller (a verified fleet cluster) for
+	// t: the endpoints ("host:port") to try, in order, or a refusal.
+	Authorize func(caller string, t Target) ([]string, *Refusal)
+	// Dial connects to an endpoint; a net.Dialer's when nil.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	// ConnectTimeout bounds each dial; SendTimeout each write to the caller
+	// that makes no progress (a caller that stops reading holds an
+	// endpoint's connection no longer); IdleTimeout a stream without a
+	// byte either way. Zero takes the default.
+	ConnectTimeout, SendTimeout, IdleTimeout time.Duration
+	Metrics                                  *Metrics
+	Log                                      *slog.Logger
+}
+
+// ServeHTTP carries one CONNECT stream.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	caller, t, endpoints, ref := s.decide(r)
+	if ref != nil {
+		s.Metrics.refused(ref.Reason)
+		s.log().Info("east-west stream refused", "caller", caller, "authority", r.Host, "reason", ref.Reason, "err", ref.Message)
+		http.Error(w, ref.Message, ref.Status)
+		return
+	}
+	backend, err := s.dialAny(r.Context(), endpoints)
+	if err != nil {
+		s.Metrics.refused(ReasonUnreachable)
+		s.log().Info("east-west stream refused", "caller", caller, "target", t.String(), "reason", ReasonUnreachable, "err", err)
+		http.Error(w, fmt.Sprintf("no endpoint of %s answered: %v", t, err), http.StatusBadGateway)
+		return
+	}
+	defer backend.Close()
+	rc := http.NewResponseController(w)
+	w.WriteHeader(http.StatusOK)
+	if err := rc.Flush(); err != nil {
+		return
+	}
+	service := t.Namespace + "/" + t.Name
+	done := s.Metrics.started(caller, service)
+	defer done()
+	s.carry(rc, w, r.Body, backend, s.Metrics.bytes(caller, service))
+}
+
+// decide authorizes r: the caller, its target and the endpoints to try.
+func (s *Server) decide(r *http.Request) (string, Target, []string, *Refusal) {
+	if r.Method != http.MethodConnect {
+		return "", Target{}, nil, &Refusal{http.StatusMethodNotAllowed, ReasonNotConnect, "only CONNECT streams are carried"}
+	}
+	caller, err := ClusterOf(r.TLS)
+	if err != nil {
+		return "", Target{}, nil, &Refusal{http.StatusForbidden, ReasonNotCluster, err.Error()}
+	}
+	t, err := ParseAuthority(r.Host)
+	if err != nil {
+		return caller, Target{}, nil, &Refusal{http.StatusBadRequest, ReasonBadTarget, err.Error()}
+	}
+	endpoints, ref := s.Authorize(caller, t)
+	if ref == nil && len(endpoints) == 0 {
+		ref = &Refusal{http.StatusServiceUnavailable, ReasonNoEndpoint, fmt.Sprintf("%s has no ready endpoint in this cluster", t)}
+	}
+	return caller, t, endpoints, ref
+}
+
+func (s *Server) dialAny(ctx context.Context, endpoints []string) (net.Conn, error) {
+	dial := s.Dial
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	var errs []error
+	for _, ep := range endpoints {
+		dctx, cancel := context.WithTimeout(ctx, orDefault(s.ConnectTimeout, DefaultConnectTimeout))
+		c, err := dial(dctx, "tcp", ep)
+		cancel()
+		if err == nil {
+			return c, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, errors.Join(errs...)
+}
+
+// carry copies both ways until the endpoint closes, either side fails, or
+// the stream is idle for IdleTimeout. The caller's end of stream is passed
+// on as a half-close, so that request-then-response protocols work.
+func (s *Server) carry(rc *http.ResponseController, w io.Writer, body io.Reader, backend net.Conn, counted *byteCounters) {
+	idle, send := orDefault(s.IdleTimeout, DefaultIdleTimeout), orDefault(s.SendTimeout, DefaultSendTimeout)
+	var last atomic.Int64 // unix nanoseconds of the last byte either way
+	touch := func() { last.Store(time.Now().UnixNano()) }
+	touch()
+	// stillIdle says whether a read that timed out ends the stream: only
+	// when the other direction was quiet as long.
+	stillIdle := func() bool { return time.Since(time.Unix(0, last.Load())) >= idle }
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { // caller → endpoint
+		defer wg.Done()
+		buf := make([]byte, 32<<10)
+		for {
+			_ = rc.SetReadDeadline(time.Now().Add(idle))
+			n, err := body.Read(buf)
+			if n > 0 {
+				touch()
+				counted.addIn(n)
+				if _, werr := backend.Write(buf[:n]); werr != nil {
+					_ = backend.Close()
+					return
+				}
+			}
+			if errors.Is(err, os.ErrDeadlineExceeded) && !stillIdle() {
+				continue
+			}
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					if cw, ok := backend.(interface{ CloseWrite() error }); ok {
+						_ = cw.CloseWrite()
+						return
+					}
+				}
+				_ = backend.Close()
+				return
+			}
+		}
+	}()
+	buf := make([]byte, 32<<10)
+	for { // endpoint → caller
+		_ = backend.SetReadDeadline(time.Now().Add(idle))
+		n, err := backend.Read(buf)
+		if n > 0 {
+			touch()
+			counted.addOut(n)
+			_ = rc.SetWriteDeadline(time.Now().Add(send))
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				break
+			}
+			if rc.Flush() != nil {
+				break
+			}
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) && !stillIdle() {
+			continue
+		}
+		if err != nil {
+			break
+		}
+	}
+	// The handler's return ends the stream; the caller's side of it is
+	// cut so that the copy above returns.
+	_ = backend.Close()
+	_ = rc.SetReadDeadline(time.Now())
+	wg.Wait()
+}
+
+func (s *Server) log() *slog.Logger {
+	if s.Log == nil {
+		return slog.Default()
+	}
+	return s.Log
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// MaxStreamsPerConnection is how many streams one peer connection may
+// carry at once; a dialer opens another connection past it.
+const MaxStreamsPerConnection = 250
+
+// Serve serves s on ln, HTTP/2 over TLS only (tlsConfig: ServerConfig),
+// until ctx ends, when every stream is cut.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsConfig *tls.Config) error {
+	srv := &http.Server{
+		Handler:           s,
+		TLSConfig:         tlsConfig,
+		Protocols:         new(http.Protocols),
+		ReadHeaderTimeout: 10 * time.Second,
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: MaxStreamsPerConnection},
+		ErrorLog:          slog.NewLogLogger(s.log().Handler(), slog.LevelDebug),
+	}
+	srv.Protocols.SetHTTP2(true)
+	stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
+	defer stop()
+	err := srv.ServeTLS(ln, "", "")
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}

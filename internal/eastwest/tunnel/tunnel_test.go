@@ -1,0 +1,431 @@
+package tunnel_test
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/net/http2"
+
+	"github.com/fleetnet/fleetnet/internal/eastwest/tunnel"
+	"github.com/fleetnet/fleetnet/internal/pki"
+	"github.com/fleetnet/fleetnet/internal/testkit"
+)
+
+// fleet is a CA and the gateway certificates of its clusters.
+type fleet struct {
+	ca   *pki.KeyPair
+	pool *x509.CertPool
+}
+
+func newFleet(t *testing.T) *fleet {
+	t.Helper()
+	ca, err := pki.NewCA("fleet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.CertPEM)
+	return &fleet{ca: ca, pool: pool}
+}
+
+func certOf(t *testing.T, kp *pki.KeyPair, err error) func() (*tls.Certificate, error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := kp.TLSCertificate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func() (*tls.Certificate, error) { return &c, nil }
+}
+
+func (f *fleet) gateway(t *testing.T, cluster string) func() (*tls.Certificate, error) {
+	kp, err := f.ca.EastWestCert(cluster)
+	return certOf(t, kp, err)
+}
+
+func (f *fleet) dialer(t *testing.T, cluster string) *tunnel.Dialer {
+	d := &tunnel.Dialer{Certificate: f.gateway(t, cluster), CA: f.pool}
+	t.Cleanup(func() { _ = d.Close() })
+	return d
+}
+
+// countingListener counts the connections it accepts.
+type countingListener struct {
+	net.Listener
+	n atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.n.Add(1)
+	}
+	return c, err
+}
+
+// serve runs s as cluster's gateway on loopback and returns its address
+// and the connections it accepted.
+func (f *fleet) serve(t *testing.T, cluster string, s *tunnel.Server) (string, *countingListener) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := &countingListener{Listener: ln}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, cl, tunnel.ServerConfig(f.gateway(t, cluster), f.pool)) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return ln.Addr().String(), cl
+}
+
+// echoBackend answers each connection with what it reads, and closes its
+// side after the caller closed theirs.
+func echoBackend(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+var echoTarget = tunnel.Target{Namespace: "demo", Name: "echo", Port: 80}
+
+// scoped authorizes demo/echo:80 for west only, to the endpoints given.
+func scoped(endpoints ...string) func(string, tunnel.Target) ([]string, *tunnel.Refusal) {
+	return func(caller string, t tunnel.Target) ([]string, *tunnel.Refusal) {
+		if t != echoTarget {
+			return nil, &tunnel.Refusal{Status: http.StatusNotFound, Reason: tunnel.ReasonNotExported, Message: t.String() + " is not exported by east"}
+		}
+		if caller != "west" {
+			return nil, &tunnel.Refusal{Status: http.StatusForbidden, Reason: tunnel.ReasonOutOfScope, Message: "cluster " + caller + " is outside " + t.String() + "'s export-to scope"}
+		}
+		return endpoints, nil
+	}
+}
+
+// A stream carries bytes both ways, passes the caller's end of stream on
+// as a half-close, and is counted for its peer and service.
+func TestStreamCarriesBothWays(t *testing.T) {
+	f := newFleet(t)
+	reg := prometheus.NewRegistry()
+	addr, _ := f.serve(t, "east", &tunnel.Server{Authorize: scoped(echoBackend(t)), Metrics: tunnel.NewMetrics(reg)})
+	s, err := f.dialer(t, "west").Dial(context.Background(), tunnel.Peer{Cluster: "east", Address: addr}, echoTarget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	want := strings.Repeat("hello through the tunnel ", 10000)
+	go func() {
+		_, _ = io.WriteString(s, want)
+		_ = s.CloseWrite()
+	}()
+	got, err := io.ReadAll(s)
+	if err != nil || string(got) != want {
+		t.Fatalf("read %d bytes, %v; want the %d written", len(got), err, len(want))
+	}
+	testkit.Eventually(t, 5*time.Second, "the stream is counted", func(context.Context) error {
+		n, err := testutil.GatherAndCount(reg, "fleetnet_eastwest_streams_total")
+		if err != nil || n != 1 {
+			return fmt.Errorf("%d series, %v", n, err)
+		}
+		return testutil.GatherAndCompare(reg, strings.NewReader(fmt.Sprintf(`
+# HELP fleetnet_eastwest_stream_bytes_total Bytes carried, by calling cluster, service and direction (in: from the caller).
+# TYPE fleetnet_eastwest_stream_bytes_total counter
+fleetnet_eastwest_stream_bytes_total{direction="in",peer="west",service="demo/echo"} %d
+fleetnet_eastwest_stream_bytes_total{direction="out",peer="west",service="demo/echo"} %d
+# HELP fleetnet_eastwest_streams_active Streams being carried, by calling cluster.
+# TYPE fleetnet_eastwest_streams_active gauge
+fleetnet_eastwest_streams_active{peer="west"} 0
+`, len(want), len(want))), "fleetnet_eastwest_stream_bytes_total", "fleetnet_eastwest_streams_active")
+	})
+}
+
+// Every stream the gateway must not carry is refused at once, with its
+// reason, and counted; the gateway dials nothing for it.
+func TestRefusals(t *testing.T) {
+	f := newFleet(t)
+	reg := prometheus.NewRegistry()
+	var dialled atomic.Int64
+	srv := &tunnel.Server{Authorize: scoped(echoBackend(t)), Metrics: tunnel.NewMetrics(reg),
+		Dial: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dialled.Add(1)
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}}
+	addr, _ := f.serve(t, "east", srv)
+	edgeKP, err := f.ca.EdgeCert("edge-0")
+	edgeCert := certOf(t, edgeKP, err)
+	noNameKP, err := f.ca.EastWestCert("")
+	noName := certOf(t, noNameKP, err)
+
+	// raw sends one request as the client certificate's holder, with any
+	// method and :authority.
+	raw := func(cert func() (*tls.Certificate, error), method, authority string) (int, string) {
+		t.Helper()
+		cfg := tunnel.ClientConfig(cert, f.pool, "east")
+		tr := &http2.Transport{DialTLSContext: func(ctx context.Context, network, a string, _ *tls.Config) (net.Conn, error) {
+			return (&tls.Dialer{Config: cfg}).DialContext(ctx, network, addr)
+		}}
+		defer tr.CloseIdleConnections()
+		pr, pw := io.Pipe()
+		defer pw.Close()
+		req, _ := http.NewRequest(method, "https://"+addr+"/", pr)
+		req.Host = authority
+		if method != http.MethodConnect {
+			req.Body = nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		resp, err := tr.RoundTrip(req.WithContext(ctx))
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, authority, err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return resp.StatusCode, string(body)
+	}
+	west, hub := f.gateway(t, "west"), f.gateway(t, "hub")
+	for _, tc := range []struct {
+		name      string
+		cert      func() (*tls.Certificate, error)
+		method    string
+		authority string
+		status    int
+		reason    string
+		message   string
+	}{
+		{"a cluster outside the export's scope", hub, http.MethodConnect, echoTarget.Authority(), 403, tunnel.ReasonOutOfScope, "cluster hub is outside demo/echo:80's export-to scope"},
+		{"a service not exported", west, http.MethodConnect, "db.demo.svc.clusterset.local:5432", 404, tunnel.ReasonNotExported, "demo/db:5432 is not exported"},
+		{"an address, not a service", west, http.MethodConnect, "169.254.169.254:80", 400, tunnel.ReasonBadTarget, "not in svc.clusterset.local"},
+		{"a loopback name", west, http.MethodConnect, "localhost:9090", 400, tunnel.ReasonBadTarget, "not in svc.clusterset.local"},
+		{"not CONNECT", west, http.MethodGet, echoTarget.Authority(), 405, tunnel.ReasonNotConnect, "only CONNECT"},
+		{"an edge's certificate of the fleet CA", edgeCert, http.MethodConnect, echoTarget.Authority(), 403, tunnel.ReasonNotCluster, "not of organization fleetnet:clusters"},
+		{"a cluster certificate with no name", noName, http.MethodConnect, echoTarget.Authority(), 403, tunnel.ReasonNotCluster, "names no cluster"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := refusals(t, reg, tc.reason)
+			status, body := raw(tc.cert, tc.method, tc.authority)
+			if status != tc.status || !strings.Contains(body, tc.message) {
+				t.Errorf("%d %q, want %d with %q", status, body, tc.status, tc.message)
+			}
+			if after := refusals(t, reg, tc.reason); after != before+1 {
+				t.Errorf("refusals with reason %s: %v → %v", tc.reason, before, after)
+			}
+		})
+	}
+	if n := dialled.Load(); n != 0 {
+		t.Errorf("the gateway dialled %d times for refused streams", n)
+	}
+
+	// Through the dialer, a refusal is an error at once, not a hang.
+	start := time.Now()
+	_, err = f.dialer(t, "hub").Dial(context.Background(), tunnel.Peer{Cluster: "east", Address: addr}, echoTarget)
+	var refused *tunnel.RefusedError
+	if !errors.As(err, &refused) || refused.Status != 403 || time.Since(start) > 2*time.Second {
+		t.Errorf("Dial as hub: %v after %v, want a 403 RefusedError at once", err, time.Since(start))
+	}
+}
+
+// refusals is the refusals counter of one reason.
+func refusals(t *testing.T, reg *prometheus.Registry, reason string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "fleetnet_eastwest_streams_refused_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if m.GetLabel()[0].GetValue() == reason {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+// The dialer checks the peer's identity exactly: a gateway reached for
+// one cluster that presents another's certificate, or one of another CA,
+// gets no stream.
+func TestPeerIdentityIsCheckedExactly(t *testing.T) {
+	f := newFleet(t)
+	addr, _ := f.serve(t, "east", &tunnel.Server{Authorize: scoped(echoBackend(t))})
+	_, err := f.dialer(t, "west").Dial(context.Background(), tunnel.Peer{Cluster: "south", Address: addr}, echoTarget)
+	if err == nil || !strings.Contains(err.Error(), `the gateway reached for cluster "south" presented cluster "east"'s certificate`) {
+		t.Errorf("dialling east's gateway as south's: %v", err)
+	}
+	other := newFleet(t)
+	d := &tunnel.Dialer{Certificate: other.gateway(t, "west"), CA: f.pool}
+	t.Cleanup(func() { _ = d.Close() })
+	if _, err := d.Dial(context.Background(), tunnel.Peer{Cluster: "east", Address: addr}, echoTarget); err == nil {
+		t.Error("a client of another CA got a stream")
+	}
+}
+
+// A caller that stops reading holds the endpoint's connection no longer
+// than the send timeout, and the gateway serves other streams meanwhile.
+func TestCallerThatStopsReading(t *testing.T) {
+	f := newFleet(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	released := make(chan time.Duration, 1)
+	go func() { // a backend that sends for ever, and notes when it cannot
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		start, buf := time.Now(), make([]byte, 64<<10)
+		for {
+			if _, err := c.Write(buf); err != nil {
+				released <- time.Since(start)
+				return
+			}
+		}
+	}()
+	flood := ln.Addr().String()
+	echo := echoBackend(t)
+	srv := &tunnel.Server{SendTimeout: 300 * time.Millisecond, Authorize: func(caller string, tg tunnel.Target) ([]string, *tunnel.Refusal) {
+		if tg.Name == "flood" {
+			return []string{flood}, nil
+		}
+		return []string{echo}, nil
+	}}
+	addr, _ := f.serve(t, "east", srv)
+	d := f.dialer(t, "west")
+	peer := tunnel.Peer{Cluster: "east", Address: addr}
+	s, err := d.Dial(context.Background(), peer, tunnel.Target{Namespace: "demo", Name: "flood", Port: 80})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close() // never read
+	select {
+	case d := <-released:
+		t.Logf("the endpoint's connection was released %v after the stream started", d.Round(time.Millisecond))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the endpoint's connection is still held 10 s after the caller stopped reading")
+	}
+	// Another stream on the same connection still works.
+	e, err := d.Dial(context.Background(), peer, echoTarget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if _, err := io.WriteString(e, "ping"); err != nil {
+		t.Fatal(err)
+	}
+	_ = e.CloseWrite()
+	if got, err := io.ReadAll(e); err != nil || string(got) != "ping" {
+		t.Errorf("another stream: %q, %v", got, err)
+	}
+}
+
+// An endpoint that cannot be dialled fails the stream at once (502), and
+// the next endpoint is tried first.
+func TestUnreachableEndpoints(t *testing.T) {
+	f := newFleet(t)
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := dead.Addr().String()
+	dead.Close()
+	for _, tc := range []struct {
+		name      string
+		endpoints []string
+		wantErr   string
+	}{
+		{"every endpoint dead", []string{deadAddr}, "502"},
+		{"the first dead", []string{deadAddr, echoBackend(t)}, ""},
+		{"none ready", nil, "503 demo/echo:80 has no ready endpoint in this cluster"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr, _ := f.serve(t, "east", &tunnel.Server{Authorize: scoped(tc.endpoints...)})
+			s, err := f.dialer(t, "west").Dial(context.Background(), tunnel.Peer{Cluster: "east", Address: addr}, echoTarget)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("Dial: %v, want an error with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+		})
+	}
+}
+
+// Streams to one peer share connections: as many on one as the peer
+// allows at once, then another.
+func TestStreamsShareConnections(t *testing.T) {
+	f := newFleet(t)
+	addr, accepted := f.serve(t, "east", &tunnel.Server{Authorize: scoped(echoBackend(t))})
+	d := f.dialer(t, "west")
+	n := tunnel.MaxStreamsPerConnection + 10
+	streams := make([]*tunnel.Stream, n)
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := d.Dial(context.Background(), tunnel.Peer{Cluster: "east", Address: addr}, echoTarget)
+			if err != nil {
+				errs <- err
+				return
+			}
+			streams[i] = s
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	for _, s := range streams {
+		s.Close()
+	}
+	if got := accepted.n.Load(); got != 2 {
+		t.Errorf("%d streams used %d connections, want 2 (%d streams each)", n, got, tunnel.MaxStreamsPerConnection)
+	}
+}
