@@ -32,6 +32,8 @@ const (
 	ReasonNoEndpoint = "no_ready_endpoint"
 	// ReasonUnreachable: no endpoint could be dialled.
 	ReasonUnreachable = "endpoints_unreachable"
+	// ReasonPeerLimit: the calling cluster holds MaxStreamsPerPeer streams.
+	ReasonPeerLimit = "peer_limit"
 )
 
 // Refusal is why a stream is not carried: an HTTP status, one of the
@@ -49,6 +51,10 @@ const (
 	DefaultConnectTimeout = 5 * time.Second
 	DefaultSendTimeout    = 30 * time.Second
 	DefaultIdleTimeout    = time.Hour
+	// DefaultMaxStreamsPerPeer: a cluster's pods rarely hold more
+	// connections to another network at once; one cluster cannot take
+	// every endpoint connection and goroutine of the gateway.
+	DefaultMaxStreamsPerPeer = 16384
 )
 
 // Server is the receiving side of the tunnel: it authorizes each stream
@@ -65,8 +71,14 @@ type Server struct {
 	// endpoint's connection no longer); IdleTimeout a stream without a
 	// byte either way. Zero takes the default.
 	ConnectTimeout, SendTimeout, IdleTimeout time.Duration
-	Metrics                                  *Metrics
-	Log                                      *slog.Logger
+	// MaxStreamsPerPeer caps the streams one calling cluster holds at
+	// once; more are refused (429). DefaultMaxStreamsPerPeer when zero.
+	MaxStreamsPerPeer int
+	Metrics           *Metrics
+	Log               *slog.Logger
+
+	mu     sync.Mutex
+	active map[string]int // streams carried, by calling cluster
 }
 
 // ServeHTTP carries one CONNECT stream.
@@ -78,6 +90,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, ref.Message, ref.Status)
 		return
 	}
+	release, ok := s.acquire(caller)
+	if !ok {
+		s.Metrics.refused(ReasonPeerLimit)
+		s.log().Info("east-west stream refused", "caller", caller, "target", t.String(), "reason", ReasonPeerLimit)
+		http.Error(w, fmt.Sprintf("cluster %s holds %d streams through this gateway, its maximum", caller, s.maxPerPeer()), http.StatusTooManyRequests)
+		return
+	}
+	defer release()
 	backend, err := s.dialAny(r.Context(), endpoints)
 	if err != nil {
 		s.Metrics.refused(ReasonUnreachable)
@@ -115,6 +135,33 @@ func (s *Server) decide(r *http.Request) (string, Target, []string, *Refusal) {
 		ref = &Refusal{http.StatusServiceUnavailable, ReasonNoEndpoint, fmt.Sprintf("%s has no ready endpoint in this cluster", t)}
 	}
 	return caller, t, endpoints, ref
+}
+
+func (s *Server) maxPerPeer() int {
+	if s.MaxStreamsPerPeer > 0 {
+		return s.MaxStreamsPerPeer
+	}
+	return DefaultMaxStreamsPerPeer
+}
+
+// acquire counts a stream of caller, unless it holds its maximum.
+func (s *Server) acquire(caller string) (release func(), ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.active == nil {
+		s.active = map[string]int{}
+	}
+	if s.active[caller] >= s.maxPerPeer() {
+		return nil, false
+	}
+	s.active[caller]++
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.active[caller]--; s.active[caller] == 0 {
+			delete(s.active, caller)
+		}
+	}, true
 }
 
 func (s *Server) dialAny(ctx context.Context, endpoints []string) (net.Conn, error) {

@@ -429,3 +429,47 @@ func TestStreamsShareConnections(t *testing.T) {
 		t.Errorf("%d streams used %d connections, want 2 (%d streams each)", n, got, tunnel.MaxStreamsPerConnection)
 	}
 }
+
+// One cluster holds at most MaxStreamsPerPeer streams at once: past it
+// its streams are refused (429) while another cluster's are carried, and
+// a stream that ends frees its place.
+func TestStreamsPerPeerAreCapped(t *testing.T) {
+	f := newFleet(t)
+	reg := prometheus.NewRegistry()
+	be := echoBackend(t)
+	addr, _ := f.serve(t, "east", &tunnel.Server{MaxStreamsPerPeer: 3, Metrics: tunnel.NewMetrics(reg),
+		Authorize: func(string, tunnel.Target) ([]string, *tunnel.Refusal) { return []string{be}, nil }})
+	peer := tunnel.Peer{Cluster: "east", Address: addr}
+	west := f.dialer(t, "west")
+	var held []*tunnel.Stream
+	for range 3 {
+		s, err := west.Dial(context.Background(), peer, echoTarget)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, s)
+	}
+	var refused *tunnel.RefusedError
+	if _, err := west.Dial(context.Background(), peer, echoTarget); !errors.As(err, &refused) || refused.Status != http.StatusTooManyRequests {
+		t.Fatalf("west's fourth stream: %v, want 429", err)
+	}
+	if got := refusals(t, reg, tunnel.ReasonPeerLimit); got != 1 {
+		t.Errorf("refusals for peer_limit: %v", got)
+	}
+	if s, err := f.dialer(t, "hub").Dial(context.Background(), peer, echoTarget); err != nil {
+		t.Errorf("hub's stream while west holds its maximum: %v", err)
+	} else {
+		s.Close()
+	}
+	held[0].Close()
+	testkit.Eventually(t, 5*time.Second, "west's closed stream frees a place", func(context.Context) error {
+		s, err := west.Dial(context.Background(), peer, echoTarget)
+		if err != nil {
+			return err
+		}
+		return s.Close()
+	})
+	for _, s := range held[1:] {
+		s.Close()
+	}
+}
