@@ -371,6 +371,24 @@ type ClusterEndpoints struct {
 	PrivateLinkAutoApproval bool   `json:"privateLinkAutoApproval,omitempty"`
 	// Endpoints are sorted by address then port.
 	Endpoints []Endpoint `json:"endpoints"`
+	// Via (load balancers only), when set, says the cluster is on another
+	// network: its endpoints are reached through its east-west gateway,
+	// and Endpoints holds that gateway alone.
+	Via *Via `json:"via,omitempty"`
+}
+
+// Via is how an edge in the east-west role reaches a cluster of another
+// network: a stream through that cluster's gateway (internal/eastwest/
+// tunnel) for one service port. The gateway picks the endpoint there.
+type Via struct {
+	// Namespace, Name and Port are the service port the stream is for.
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Port      int32  `json:"port"`
+	// ReadyEndpoints are the cluster's ready endpoints behind the gateway:
+	// the cluster's share of connections is its weight times these, as a
+	// cluster reached directly has weight times its endpoints.
+	ReadyEndpoints int32 `json:"readyEndpoints"`
 }
 
 // Endpoint is one address and port of a backend.

@@ -33,6 +33,7 @@ import (
 	"time"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"github.com/fleetnet/fleetnet/internal/eastwest/tunnel"
 	"github.com/fleetnet/fleetnet/internal/edge/health"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -85,6 +86,16 @@ type Options struct {
 	// MaxConnsPerClient caps those of one client address on a port.
 	// DefaultMaxConnsPerClient when 0.
 	MaxConnsPerClient int
+	// Tunnel opens streams to the gateways of clusters on other networks
+	// (a model's ClusterEndpoints.Via); nil for an edge without the
+	// east-west role, which then cannot reach such clusters.
+	Tunnel Tunnel
+}
+
+// Tunnel opens a stream through another network's east-west gateway
+// (tunnel.Dialer).
+type Tunnel interface {
+	Dial(ctx context.Context, p tunnel.Peer, t tunnel.Target) (*tunnel.Stream, error)
 }
 
 // Proxy serves the load balancers of models.

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"github.com/fleetnet/fleetnet/internal/eastwest/tunnel"
 	"github.com/fleetnet/fleetnet/internal/edge/health"
 )
 
@@ -80,6 +81,9 @@ type endpoint struct {
 	// refusedUntil (UDP) ends a passive ejection after the endpoint
 	// answered with ICMP port unreachable, in the proxy's nanoseconds.
 	refusedUntil atomic.Int64
+	// via, for a cluster of another network, is the service port a
+	// stream through its gateway (hostport) is for.
+	via *tunnel.Target
 }
 
 // healthy reports whether picks may choose e at now (the proxy's
@@ -172,8 +176,21 @@ func compileService(name string, lb *edgev1.LoadBalancer, p edgev1.LoadBalancerP
 		if i < 64 {
 			cc.bit = 1 << i
 		}
+		var via *tunnel.Target
+		if c.Via != nil && p.Protocol == edgev1.ProtocolUDP {
+			// Streams carry TCP only: the cluster takes no flow.
+			s.clusters = append(s.clusters, cc)
+			s.byName[cc.name] = cc
+			continue
+		}
+		if c.Via != nil {
+			// One gateway address stands for the cluster's ready
+			// endpoints: its share is its weight times those.
+			via = &tunnel.Target{Namespace: c.Via.Namespace, Name: c.Via.Name, Port: c.Via.Port}
+			cc.weight *= int64(max(c.Via.ReadyEndpoints, 0))
+		}
 		for _, e := range c.Endpoints {
-			if !e.Ready {
+			if !e.Ready || (via != nil && len(cc.ready) == 1) {
 				continue
 			}
 			addr, err := netip.ParseAddr(e.Address)
@@ -184,7 +201,7 @@ func compileService(name string, lb *edgev1.LoadBalancer, p edgev1.LoadBalancerP
 				continue
 			}
 			ap := netip.AddrPortFrom(addr.Unmap(), uint16(e.Port))
-			cc.ready = append(cc.ready, endpoint{address: e.Address, hostport: net.JoinHostPort(e.Address, strconv.Itoa(int(e.Port))), addr: ap})
+			cc.ready = append(cc.ready, endpoint{address: e.Address, hostport: net.JoinHostPort(e.Address, strconv.Itoa(int(e.Port))), addr: ap, via: via})
 		}
 		s.clusters = append(s.clusters, cc)
 		s.byName[cc.name] = cc

@@ -1,6 +1,7 @@
 package l4
 
 import (
+	"context"
 	"errors"
 	"net"
 	"net/netip"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fleetnet/fleetnet/internal/eastwest/tunnel"
 )
 
 // tcpListener accepts the connections of a TCP port, up to the proxy's
@@ -153,7 +156,7 @@ func (p *Proxy) serveTCP(key sockKey, client *net.TCPConn) {
 		_ = client.Close()
 		return
 	}
-	c := &tcpConn{p: p, client: client, backend: backend, key: key, lb: svc.lb, cluster: cl.name,
+	c := &tcpConn{p: p, client: tcpSide{client}, backend: backend, key: key, lb: svc.lb, cluster: cl.name,
 		drainGone: svc.drain, idle: svc.tcpIdle, m: cl.m}
 	cl.m.conns.Inc()
 	cl.m.active.Inc()
@@ -180,8 +183,9 @@ func (p *Proxy) serveTCP(key sockKey, client *net.TCPConn) {
 
 // dial connects to an endpoint of svc: up to maxAttempts endpoints, each
 // of a cluster not tried yet while one remains (pick's rules). An endpoint
-// that fails is ejected until its check passes again.
-func (p *Proxy) dial(svc *service) (*cluster, *net.TCPConn) {
+// that fails is ejected until its check passes again. A cluster of
+// another network is reached by a stream through its gateway.
+func (p *Proxy) dial(svc *service) (*cluster, side) {
 	var tried uint64
 	var last *endpoint
 	for range maxAttempts {
@@ -189,10 +193,9 @@ func (p *Proxy) dial(svc *service) (*cluster, *net.TCPConn) {
 		if ep == nil {
 			break
 		}
-		d := net.Dialer{Timeout: svc.connect}
-		conn, err := d.DialContext(p.dials, "tcp", ep.hostport)
+		conn, err := p.dialEndpoint(svc, cl, ep)
 		if err == nil {
-			return cl, conn.(*net.TCPConn)
+			return cl, conn
 		}
 		if p.dials.Err() != nil {
 			return nil, nil
@@ -214,6 +217,33 @@ func (p *Proxy) dial(svc *service) (*cluster, *net.TCPConn) {
 	return nil, nil
 }
 
+// dialEndpoint connects to ep of cl: a TCP connection, or a stream
+// through the gateway of cl's network.
+func (p *Proxy) dialEndpoint(svc *service, cl *cluster, ep *endpoint) (side, error) {
+	if ep.via != nil {
+		if p.opts.Tunnel == nil {
+			return nil, errNoTunnel
+		}
+		ctx, cancel := context.WithTimeout(p.dials, svc.connect)
+		defer cancel()
+		st, err := p.opts.Tunnel.Dial(ctx, tunnel.Peer{Cluster: cl.name, Address: ep.hostport}, *ep.via)
+		if err != nil {
+			return nil, err
+		}
+		return streamSide{st}, nil
+	}
+	d := net.Dialer{Timeout: svc.connect}
+	conn, err := d.DialContext(p.dials, "tcp", ep.hostport)
+	if err != nil {
+		return nil, err
+	}
+	return tcpSide{conn.(*net.TCPConn)}, nil
+}
+
+// errNoTunnel: a model names a cluster behind a gateway, and this edge
+// has no east-west role.
+var errNoTunnel = errors.New("the cluster is on another network and this edge has no east-west gateway certificate (Options.Tunnel)")
+
 // TCP keep-alive on both sides of a forwarded connection: a peer that
 // vanished without a word is noticed within about 2.5 minutes rather than
 // at the idle timeout (an hour by default). Go's own defaults.
@@ -225,7 +255,7 @@ const (
 // tcpConn is a connection being forwarded.
 type tcpConn struct {
 	p               *Proxy
-	client, backend *net.TCPConn
+	client, backend side
 	key             sockKey
 	lb, cluster     string
 	// drainGone is the drain of the load balancer the connection was
@@ -263,8 +293,8 @@ func (c *tcpConn) run() {
 // copy forwards what src sends to dst. The end of src's stream is passed
 // on as a half-close (dst's writing half closes; the other direction goes
 // on); a reset is passed on as a reset of both sides.
-func (c *tcpConn) copy(dst, src *net.TCPConn, bytes prometheus.Counter) {
-	r, err := newReader(src)
+func (c *tcpConn) copy(dst, src side, bytes prometheus.Counter) {
+	r, err := src.reader()
 	if err != nil {
 		c.closeWith(false)
 		return
@@ -369,8 +399,8 @@ func (c *tcpConn) closeLocked(reset bool) {
 		c.drainTimer.Stop()
 	}
 	if reset {
-		_ = c.client.SetLinger(0)
-		_ = c.backend.SetLinger(0)
+		c.client.reset()
+		c.backend.reset()
 	}
 	_ = c.client.Close()
 	_ = c.backend.Close()
