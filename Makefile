@@ -269,6 +269,11 @@ bench-l4: ## fleetnet-edge's L4 proxy beside haproxy in TCP mode: MB/s, connecti
 	hack/install-deps.sh bench
 	go run ./test/l4bench $(L4BENCH_FLAGS)
 
+.PHONY: bench-eastwest
+bench-eastwest: ## East-west gateways: a connection through fleetnet's pair (edge L4 proxy → HTTP/2 CONNECT over mutual TLS 1.3 → peer gateway) beside a pair of haproxy frontends over TLS 1.3 and the direct path; MB/s and connections/s, medians of 3 rounds (installs haproxy); L4BENCH_FLAGS passes flags.
+	hack/install-deps.sh bench
+	go run ./test/l4bench -eastwest $(L4BENCH_FLAGS)
+
 .PHONY: bench-scale
 bench-scale: tools ## The registry at fleet scale on a 3-member etcd with two replicas (100 clusters, 300,000 endpoints, 100 watchers): one table; FLEETNET_SCALE=0.1 runs a tenth; SCALEBENCH_FLAGS passes flags.
 	go run ./test/scale/bench $(SCALEBENCH_FLAGS)

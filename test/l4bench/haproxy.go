@@ -54,12 +54,18 @@ func startHAProxy(bin, dir, listen string, threads int, upstreams []string) (*ha
 	if err := haproxyConfig.Execute(&conf, map[string]any{"Dir": dir, "Listen": listen, "Threads": threads, "Backends": upstreams}); err != nil {
 		return nil, err
 	}
-	path := filepath.Join(dir, "haproxy.cfg")
-	if err := os.WriteFile(path, conf.Bytes(), 0o644); err != nil {
+	return startHAProxyConfig(bin, dir, "haproxy.cfg", conf.Bytes(), listen)
+}
+
+// startHAProxyConfig writes conf as dir/name, checks it, starts haproxy in
+// the foreground on it and waits until listen accepts.
+func startHAProxyConfig(bin, dir, name string, conf []byte, listen string) (*haproxy, error) {
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, conf, 0o644); err != nil {
 		return nil, err
 	}
-	if out, err := exec.Command(bin, "-c", "-q", "-f", path).CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("haproxy -c: %w: %s", err, out)
+	if err := checkHAProxy(bin, path); err != nil {
+		return nil, err
 	}
 	cmd := exec.Command(bin, "-db", "-f", path)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr

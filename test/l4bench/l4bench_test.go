@@ -28,3 +28,18 @@ func TestHAProxyConfig(t *testing.T) {
 		}
 	}
 }
+
+// The haproxy pair's configuration: TLS 1.3 both ways with verified
+// certificates, the ingress frontend balancing every backend.
+func TestHAProxyPairConfig(t *testing.T) {
+	var sb strings.Builder
+	if err := haproxyPairConfig.Execute(&sb, map[string]any{"Dir": "/d", "Listen": "127.0.0.1:1", "Ingress": "127.0.0.1:4", "Threads": 0, "Backends": []string{"127.0.0.1:2", "127.0.0.1:3"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ssl-min-ver TLSv1.3", "bind 127.0.0.1:1", "server west 127.0.0.1:4 ssl crt /d/hub.pem ca-file /d/ca.crt verify required verifyhost west",
+		"bind 127.0.0.1:4 ssl crt /d/west.pem ca-file /d/ca.crt verify required", "server s0 127.0.0.1:2 check", "server s1 127.0.0.1:3 check"} {
+		if !strings.Contains(sb.String(), want) {
+			t.Errorf("configuration lacks %q:\n%s", want, sb.String())
+		}
+	}
+}

@@ -61,6 +61,7 @@ func main() {
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds over every target and load, interleaved so that a noisy neighbour hits all alike; the table shows medians")
 	flag.IntVar(&o.threads, "haproxy-threads", 0, "haproxy's nbthread; 0 leaves haproxy's default (one per CPU)")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of this process (the edge) over the whole run to `file`")
+	flag.BoolVar(&o.eastwest, "eastwest", false, "compare east-west gateways instead (make bench-eastwest): a connection through fleetnet's pair (the edge's L4 proxy and a peer's tunnel.Server, HTTP/2 CONNECT over mutual TLS 1.3) beside a pair of haproxy frontends doing the same over TLS 1.3, and the direct path; TCP loads only")
 	flag.StringVar(&o.loads, "loads", strings.Join(allLoads, ","), "the loads to run, of "+strings.Join(allLoads, ", ")+" (one alone, to profile it with -cpuprofile)")
 	flag.Parse()
 	exitOn("l4bench", run(o, os.Stdout))
@@ -78,6 +79,7 @@ type options struct {
 	streams, connectors, udpClients int
 	backends, threads, rounds       int
 	cpuprofile                      string
+	eastwest                        bool
 	// loads are the loads to run, comma-separated.
 	loads string
 }
@@ -117,30 +119,50 @@ func run(o options, out io.Writer) error {
 	}
 	defer be.stop()
 
-	ports, err := testkit.PickFreePorts(3)
-	if err != nil {
-		return err
+	var targets []target
+	if o.eastwest {
+		delete(selected, loadUDP) // streams carry TCP only
+		ew, err := startEastWest(haproxyBin, dir, o.threads, be.tcp)
+		if err != nil {
+			return err
+		}
+		defer ew.stop()
+		targets = []target{
+			{name: "direct (backend 1)", tcp: be.tcp[0]},
+			{name: "fleetnet east-west", tcp: ew.fleetnet},
+			{name: "haproxy pair", tcp: ew.haproxyAddr},
+		}
+	} else {
+		ports, err := testkit.PickFreePorts(3)
+		if err != nil {
+			return err
+		}
+		edgeTCP, edgeUDP, haproxyPort := ports[0], ports[1], ports[2]
+		// The same garbage collection setting as the fleetnet-edge binary.
+		edgeapp.TuneGC()
+		edge := l4.New(l4.Options{
+			ListenHost: "127.0.0.1",
+			Log:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		})
+		if err := edge.Apply(benchModel(be.tcp, be.udp, edgeTCP, edgeUDP)); err != nil {
+			return fmt.Errorf("applying the edge's model: %w", err)
+		}
+		defer func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_ = edge.Close(ctx)
+		}()
+		hp, err := startHAProxy(haproxyBin, dir, addr(haproxyPort), o.threads, be.tcp)
+		if err != nil {
+			return err
+		}
+		defer hp.stop()
+		targets = []target{
+			{name: "direct (backend 1)", tcp: be.tcp[0], udp: be.udp[0]},
+			{name: "fleetnet-edge", tcp: addr(edgeTCP), udp: addr(edgeUDP)},
+			{name: "haproxy", tcp: addr(haproxyPort)},
+		}
 	}
-	edgeTCP, edgeUDP, haproxyPort := ports[0], ports[1], ports[2]
-	// The same garbage collection setting as the fleetnet-edge binary.
-	edgeapp.TuneGC()
-	edge := l4.New(l4.Options{
-		ListenHost: "127.0.0.1",
-		Log:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
-	if err := edge.Apply(benchModel(be.tcp, be.udp, edgeTCP, edgeUDP)); err != nil {
-		return fmt.Errorf("applying the edge's model: %w", err)
-	}
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = edge.Close(ctx)
-	}()
-	hp, err := startHAProxy(haproxyBin, dir, addr(haproxyPort), o.threads, be.tcp)
-	if err != nil {
-		return err
-	}
-	defer hp.stop()
 
 	if o.cpuprofile != "" {
 		f, err := os.Create(o.cpuprofile)
@@ -160,11 +182,6 @@ func run(o options, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "l4bench: %d CPUs, %s, haproxy %s (nbthread %s), %d backends; %d rounds, per load %s after %s of warm-up: %d streams, %d connectors, %d UDP clients\n",
 		runtime.NumCPU(), runtime.Version(), haproxyVersion(haproxyBin), threads, o.backends, o.rounds, o.duration, o.warmup, o.streams, o.connectors, o.udpClients)
-	targets := []target{
-		{name: "direct (backend 1)", tcp: be.tcp[0], udp: be.udp[0]},
-		{name: "fleetnet-edge", tcp: addr(edgeTCP), udp: addr(edgeUDP)},
-		{name: "haproxy", tcp: addr(haproxyPort)},
-	}
 	// runs[target][mode] are the rounds' results.
 	runs := map[string]map[string][]result{}
 	for round := range o.rounds {
@@ -215,13 +232,20 @@ func run(o options, out io.Writer) error {
 			rate(r.udp, func(x *result) float64 { return float64(x.Ops) }), errs(r.udp))
 	}
 	_ = w.Flush()
-	e, h := rows["fleetnet-edge"], rows["haproxy"]
 	ratio := func(e, h *result, f func(*result) float64) string {
 		if e == nil || h == nil {
 			return "-"
 		}
 		return strconv.FormatFloat(perSecond(e, f)/perSecond(h, f), 'f', 2, 64)
 	}
+	if o.eastwest {
+		e, h, d := rows["fleetnet east-west"], rows["haproxy pair"], rows["direct (backend 1)"]
+		fmt.Fprintf(out, "\nMB are 10^6 bytes. The direct path is one backend without any proxy; the pairs balance over all of them.\n")
+		fmt.Fprintf(out, "eastwest: vs-haproxy throughput=%s conns=%s vs-direct=%s added-p99-at-50%%=not-measured\n",
+			ratio(e.stream, h.stream, bytesOf), ratio(e.connect, h.connect, opsOf), ratio(e.stream, d.stream, bytesOf))
+		return nil
+	}
+	e, h := rows["fleetnet-edge"], rows["haproxy"]
 	fmt.Fprintf(out, "\nedge/haproxy (medians): throughput %s, connection rate %s. MB are 10^6 bytes; UDP datagrams/s are round trips answered (haproxy does not proxy UDP).\n",
 		ratio(e.stream, h.stream, bytesOf), ratio(e.connect, h.connect, opsOf))
 	return nil
