@@ -190,6 +190,22 @@ func (s *Source) current() (*tls.Certificate, *x509.CertPool) {
 	return s.cert, s.pool
 }
 
+// Certificate is the current key pair (the east-west tunnel's
+// Credentials).
+func (s *Source) Certificate() (*tls.Certificate, error) {
+	cert, _ := s.current()
+	if cert == nil {
+		return nil, errors.New("no key pair loaded from " + s.files.CertFile)
+	}
+	return cert, nil
+}
+
+// CA is the current bundle.
+func (s *Source) CA() *x509.CertPool {
+	_, pool := s.current()
+	return pool
+}
+
 // ServerConfig is a server configuration on the current files: their key
 // pair, and their bundle for client certificates, required when
 // requireClientCert is set and verified when given otherwise (bearer

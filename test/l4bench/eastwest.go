@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"log/slog"
@@ -93,7 +92,7 @@ func startEastWest(haproxyBin, dir string, threads int, backends []string) (*eas
 	if err := os.WriteFile(filepath.Join(dir, "ca.crt"), ca.CertPEM, 0o644); err != nil {
 		return nil, err
 	}
-	certs := map[string]func() (*tls.Certificate, error){}
+	certs := map[string]tunnel.Credentials{}
 	for _, cluster := range []string{"hub", "west"} {
 		kp, err := ca.EastWestCert(cluster)
 		if err != nil {
@@ -106,7 +105,7 @@ func startEastWest(haproxyBin, dir string, threads int, backends []string) (*eas
 		if err != nil {
 			return nil, err
 		}
-		certs[cluster] = func() (*tls.Certificate, error) { return &c, nil }
+		certs[cluster] = tunnel.StaticCredentials{Cert: &c, Pool: pool}
 	}
 	ew := &eastWest{fleetnet: addr(ports[0]), haproxyAddr: addr(ports[2]), gwDone: make(chan error, 1)}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -125,8 +124,8 @@ func startEastWest(haproxyBin, dir string, threads int, backends []string) (*eas
 	}}
 	ctx, cancel := context.WithCancel(context.Background())
 	ew.stopGW = cancel
-	go func() { ew.gwDone <- gw.Serve(ctx, gwLn, tunnel.ServerConfig(certs["west"], pool)) }()
-	ew.dialer = &tunnel.Dialer{Certificate: certs["hub"], CA: pool}
+	go func() { ew.gwDone <- gw.Serve(ctx, gwLn, tunnel.ServerConfig(certs["west"])) }()
+	ew.dialer = &tunnel.Dialer{Credentials: certs["hub"]}
 	ew.edge = l4.New(l4.Options{ListenHost: "127.0.0.1", Log: log, Tunnel: ew.dialer})
 	if err := ew.edge.Apply(eastWestModel(ports[0], addr(ports[1]), target, len(backends))); err != nil {
 		ew.stop()

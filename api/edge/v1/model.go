@@ -18,6 +18,41 @@ type Model struct {
 	// LoadBalancers are the accepted MultiClusterLoadBalancers of the
 	// classes the providers serve, sorted by namespace and name.
 	LoadBalancers []LoadBalancer `json:"loadBalancers,omitempty"`
+	// EastWest is what an edge in the east-west role (a member cluster's
+	// gateway, fed by its agent) carries for other clusters; nil for the
+	// fleet's entry point. What it sends to them is among LoadBalancers
+	// (clusters with Via).
+	EastWest *EastWest `json:"eastWest,omitempty"`
+}
+
+// EastWest is the receiving side of a cluster's east-west gateway.
+type EastWest struct {
+	// Exports are the cluster's exports other clusters may reach through
+	// the gateway, sorted by namespace and name.
+	Exports []EastWestExport `json:"exports"`
+}
+
+// EastWestExport is one export as the gateway serves it: who may reach it
+// (the registry's ExportStatus, as view.StatusAudience reads it) and its
+// TCP ports' endpoints here.
+type EastWestExport struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// ToEveryCluster and ImportedBy are the registry's status of the
+	// export: every cluster may reach it, or those named alone.
+	ToEveryCluster bool     `json:"toEveryCluster,omitempty"`
+	ImportedBy     []string `json:"importedBy,omitempty"`
+	// Ports are the export's TCP ports, sorted by port.
+	Ports []EastWestPort `json:"ports"`
+}
+
+// EastWestPort is a service port and the endpoints that serve it.
+type EastWestPort struct {
+	Port int32 `json:"port"`
+	// Endpoints are sorted by address then port; the gateway dials the
+	// ready ones that are not terminating (Serving without Ready is not
+	// enough: a stream is a new connection).
+	Endpoints []Endpoint `json:"endpoints"`
 }
 
 // LoadBalancer is one MultiClusterLoadBalancer: L4 listeners in front of

@@ -9,9 +9,13 @@ package ingress
 import (
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"slices"
+	"strconv"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/eastwest/tunnel"
 	"github.com/fleetnet/fleetnet/internal/registry/view"
 )
@@ -45,6 +49,31 @@ func NewTable(exports []Export) *Table {
 		t.exports[key{e.Namespace, e.Name}] = e
 	}
 	return t
+}
+
+// FromModel is the table of a model's east-west section (none: nothing
+// is carried). Each export's audience is read from its registry status
+// fields by the registry's own rule, and only ready endpoints are kept.
+func FromModel(ew *edgev1.EastWest) *Table {
+	if ew == nil {
+		return NewTable(nil)
+	}
+	exports := make([]Export, 0, len(ew.Exports))
+	for _, e := range ew.Exports {
+		ex := Export{Namespace: e.Namespace, Name: e.Name, Ports: make(map[int32][]string, len(e.Ports)),
+			Audience: view.StatusAudience(&registryv1.ExportStatus{ToEveryCluster: e.ToEveryCluster, ImportedBy: e.ImportedBy})}
+		for _, p := range e.Ports {
+			eps := []string{}
+			for _, ep := range p.Endpoints {
+				if ep.Ready {
+					eps = append(eps, net.JoinHostPort(ep.Address, strconv.Itoa(int(ep.Port))))
+				}
+			}
+			ex.Ports[p.Port] = eps
+		}
+		exports = append(exports, ex)
+	}
+	return NewTable(exports)
 }
 
 // Authorize is tunnel.Server's Authorize: the endpoints to try for

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/eastwest/ingress"
 	"github.com/fleetnet/fleetnet/internal/eastwest/tunnel"
@@ -69,5 +70,32 @@ func TestAuthorizeSpreads(t *testing.T) {
 		if c := first[e]; c < n/len(eps)*8/10 || c > n/len(eps)*12/10 {
 			t.Errorf("%s first %d times of %d, want about %d", e, c, n, n/len(eps))
 		}
+	}
+}
+
+// A model's east-west section reads as the registry's statuses say, with
+// ready endpoints alone.
+func TestFromModel(t *testing.T) {
+	table := ingress.FromModel(&edgev1.EastWest{Exports: []edgev1.EastWestExport{
+		{Namespace: "demo", Name: "echo", ToEveryCluster: true, Ports: []edgev1.EastWestPort{{Port: 80, Endpoints: []edgev1.Endpoint{
+			{Address: "10.244.1.5", Port: 8080, Ready: true, Serving: true},
+			{Address: "10.244.1.6", Port: 8080, Ready: false, Serving: true}, // terminating
+			{Address: "fd00::7", Port: 8080, Ready: true, Serving: true},
+		}}}},
+		{Namespace: "demo", Name: "db", ImportedBy: []string{"west"}, Ports: []edgev1.EastWestPort{{Port: 5432, Endpoints: []edgev1.Endpoint{{Address: "10.244.1.7", Port: 5432, Ready: true}}}}},
+	}})
+	got, ref := table.Authorize("hub", tunnel.Target{Namespace: "demo", Name: "echo", Port: 80})
+	slices.Sort(got)
+	if ref != nil || !slices.Equal(got, []string{"10.244.1.5:8080", "[fd00::7]:8080"}) {
+		t.Errorf("echo for hub: %v, %+v", got, ref)
+	}
+	if _, ref := table.Authorize("hub", tunnel.Target{Namespace: "demo", Name: "db", Port: 5432}); ref == nil || ref.Reason != tunnel.ReasonOutOfScope {
+		t.Errorf("db for hub: %+v, want out of scope", ref)
+	}
+	if got, ref := table.Authorize("west", tunnel.Target{Namespace: "demo", Name: "db", Port: 5432}); ref != nil || len(got) != 1 {
+		t.Errorf("db for west: %v, %+v", got, ref)
+	}
+	if _, ref := ingress.FromModel(nil).Authorize("west", tunnel.Target{Namespace: "demo", Name: "db", Port: 5432}); ref == nil || ref.Reason != tunnel.ReasonNotExported {
+		t.Errorf("no section: %+v, want not exported", ref)
 	}
 }

@@ -3,7 +3,6 @@ package tunnel
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -41,13 +40,11 @@ func (e *RefusedError) Error() string {
 // Dialer opens streams to peer gateways over pooled connections: one TLS
 // connection to a peer carries as many streams as the peer allows at once
 // (MaxStreamsPerConnection from a Server), and another is opened past
-// that. The zero value is not usable: set Certificate and CA.
+// that. The zero value is not usable: set Credentials.
 type Dialer struct {
-	// Certificate is this cluster's gateway certificate
-	// (pki.EastWestCert), read on each handshake.
-	Certificate func() (*tls.Certificate, error)
-	// CA verifies the peers' certificates.
-	CA *x509.CertPool
+	// Credentials are this cluster's gateway certificate
+	// (pki.EastWestCert) and the fleet CA.
+	Credentials Credentials
 	// DialTimeout bounds a connection and its handshake; 5 s when zero.
 	DialTimeout time.Duration
 
@@ -139,7 +136,7 @@ func (d *Dialer) conn(ctx context.Context, p Peer) (*http2.ClientConn, error) {
 	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	td := &tls.Dialer{Config: ClientConfig(d.Certificate, d.CA, p.Cluster)}
+	td := &tls.Dialer{Config: ClientConfig(d.Credentials, p.Cluster)}
 	c, err := td.DialContext(dctx, "tcp", p.Address)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to cluster %s's gateway at %s: %w", p.Cluster, p.Address, err)

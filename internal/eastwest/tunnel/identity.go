@@ -31,32 +31,50 @@ func clusterOf(cert *x509.Certificate) (string, error) {
 	return cert.Subject.CommonName, nil
 }
 
+// Credentials are a gateway's key pair and the fleet CA, read on each
+// handshake so that rotated files are taken (certfiles.Source).
+type Credentials interface {
+	// Certificate is the gateway's own (pki.EastWestCert).
+	Certificate() (*tls.Certificate, error)
+	// CA verifies the peers' certificates.
+	CA() *x509.CertPool
+}
+
+// StaticCredentials are credentials that do not change (tests, benchmarks).
+type StaticCredentials struct {
+	Cert *tls.Certificate
+	Pool *x509.CertPool
+}
+
+func (c StaticCredentials) Certificate() (*tls.Certificate, error) { return c.Cert, nil }
+func (c StaticCredentials) CA() *x509.CertPool                     { return c.Pool }
+
 // ServerConfig is the TLS of a gateway's tunnel listener: TLS 1.3, HTTP/2,
-// and a client certificate of the fleet CA required. Certificate returns
-// the gateway's own (pki.EastWestCert), read again on each handshake so
-// that a rotated one is taken.
-func ServerConfig(certificate func() (*tls.Certificate, error), ca *x509.CertPool) *tls.Config {
-	return &tls.Config{
-		MinVersion: tls.VersionTLS13,
-		NextProtos: []string{"h2"},
-		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-			return certificate()
-		},
-		ClientCAs:  ca,
-		ClientAuth: tls.RequireAndVerifyClientCert,
-	}
+// and a client certificate of the fleet CA required.
+func ServerConfig(creds Credentials) *tls.Config {
+	base := &tls.Config{MinVersion: tls.VersionTLS13, NextProtos: []string{"h2"}, ClientAuth: tls.RequireAndVerifyClientCert}
+	return &tls.Config{MinVersion: tls.VersionTLS13, NextProtos: []string{"h2"},
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			cert, err := creds.Certificate()
+			if err != nil {
+				return nil, err
+			}
+			c := base.Clone()
+			c.Certificates, c.ClientCAs = []tls.Certificate{*cert}, creds.CA()
+			return c, nil
+		}}
 }
 
 // ClientConfig is the TLS of a connection to peer's gateway: the peer's
 // certificate must chain to the fleet CA and name that cluster exactly,
 // whatever address it was reached at (a gateway's address is the one its
 // cluster published, not a name in its certificate).
-func ClientConfig(certificate func() (*tls.Certificate, error), ca *x509.CertPool, peer string) *tls.Config {
+func ClientConfig(creds Credentials, peer string) *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS13,
 		NextProtos: []string{"h2"},
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-			return certificate()
+			return creds.Certificate()
 		},
 		// The chain and the name are checked in VerifyConnection instead of
 		// against a host name.
@@ -70,7 +88,7 @@ func ClientConfig(certificate func() (*tls.Certificate, error), ca *x509.CertPoo
 				inter.AddCert(c)
 			}
 			leaf := cs.PeerCertificates[0]
-			if _, err := leaf.Verify(x509.VerifyOptions{Roots: ca, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+			if _, err := leaf.Verify(x509.VerifyOptions{Roots: creds.CA(), Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
 				return fmt.Errorf("the peer gateway's certificate: %w", err)
 			}
 			got, err := clusterOf(leaf)

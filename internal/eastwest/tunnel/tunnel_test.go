@@ -41,7 +41,7 @@ func newFleet(t *testing.T) *fleet {
 	return &fleet{ca: ca, pool: pool}
 }
 
-func certOf(t *testing.T, kp *pki.KeyPair, err error) func() (*tls.Certificate, error) {
+func (f *fleet) creds(t *testing.T, kp *pki.KeyPair, err error) tunnel.Credentials {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
@@ -50,16 +50,16 @@ func certOf(t *testing.T, kp *pki.KeyPair, err error) func() (*tls.Certificate, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return func() (*tls.Certificate, error) { return &c, nil }
+	return tunnel.StaticCredentials{Cert: &c, Pool: f.pool}
 }
 
-func (f *fleet) gateway(t *testing.T, cluster string) func() (*tls.Certificate, error) {
+func (f *fleet) gateway(t *testing.T, cluster string) tunnel.Credentials {
 	kp, err := f.ca.EastWestCert(cluster)
-	return certOf(t, kp, err)
+	return f.creds(t, kp, err)
 }
 
 func (f *fleet) dialer(t *testing.T, cluster string) *tunnel.Dialer {
-	d := &tunnel.Dialer{Certificate: f.gateway(t, cluster), CA: f.pool}
+	d := &tunnel.Dialer{Credentials: f.gateway(t, cluster)}
 	t.Cleanup(func() { _ = d.Close() })
 	return d
 }
@@ -89,7 +89,7 @@ func (f *fleet) serve(t *testing.T, cluster string, s *tunnel.Server) (string, *
 	cl := &countingListener{Listener: ln}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- s.Serve(ctx, cl, tunnel.ServerConfig(f.gateway(t, cluster), f.pool)) }()
+	go func() { done <- s.Serve(ctx, cl, tunnel.ServerConfig(f.gateway(t, cluster))) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -188,15 +188,15 @@ func TestRefusals(t *testing.T) {
 		}}
 	addr, _ := f.serve(t, "east", srv)
 	edgeKP, err := f.ca.EdgeCert("edge-0")
-	edgeCert := certOf(t, edgeKP, err)
+	edgeCert := f.creds(t, edgeKP, err)
 	noNameKP, err := f.ca.EastWestCert("")
-	noName := certOf(t, noNameKP, err)
+	noName := f.creds(t, noNameKP, err)
 
 	// raw sends one request as the client certificate's holder, with any
 	// method and :authority.
-	raw := func(cert func() (*tls.Certificate, error), method, authority string) (int, string) {
+	raw := func(cert tunnel.Credentials, method, authority string) (int, string) {
 		t.Helper()
-		cfg := tunnel.ClientConfig(cert, f.pool, "east")
+		cfg := tunnel.ClientConfig(cert, "east")
 		tr := &http2.Transport{DialTLSContext: func(ctx context.Context, network, a string, _ *tls.Config) (net.Conn, error) {
 			return (&tls.Dialer{Config: cfg}).DialContext(ctx, network, addr)
 		}}
@@ -221,7 +221,7 @@ func TestRefusals(t *testing.T) {
 	west, hub := f.gateway(t, "west"), f.gateway(t, "hub")
 	for _, tc := range []struct {
 		name      string
-		cert      func() (*tls.Certificate, error)
+		cert      tunnel.Credentials
 		method    string
 		authority string
 		status    int
@@ -291,7 +291,8 @@ func TestPeerIdentityIsCheckedExactly(t *testing.T) {
 		t.Errorf("dialling east's gateway as south's: %v", err)
 	}
 	other := newFleet(t)
-	d := &tunnel.Dialer{Certificate: other.gateway(t, "west"), CA: f.pool}
+	kp, err := other.ca.EastWestCert("west")
+	d := &tunnel.Dialer{Credentials: f.creds(t, kp, err)} // another CA's certificate, this fleet's roots
 	t.Cleanup(func() { _ = d.Close() })
 	if _, err := d.Dial(context.Background(), tunnel.Peer{Cluster: "east", Address: addr}, echoTarget); err == nil {
 		t.Error("a client of another CA got a stream")

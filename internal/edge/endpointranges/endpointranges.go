@@ -119,6 +119,18 @@ func (r Ranges) Filter(m *edgev1.Model) []Withheld {
 			f.clusters(lb.Ports[j].Clusters)
 		}
 	}
+	if m.EastWest != nil {
+		// The exports an east-west gateway carries streams to: its own
+		// cluster's endpoints, dialled the same way.
+		for i := range m.EastWest.Exports {
+			e := &m.EastWest.Exports[i]
+			f.object = e.Namespace + "/" + e.Name
+			for j := range e.Ports {
+				f.clusters([]edgev1.ClusterEndpoints{{Endpoints: e.Ports[j].Endpoints}})
+				e.Ports[j].Endpoints = f.last
+			}
+		}
+	}
 	return f.out
 }
 
@@ -127,6 +139,8 @@ type filter struct {
 	object string
 	seen   map[Withheld]bool
 	out    []Withheld
+	// last are the endpoints the last cluster kept.
+	last []edgev1.Endpoint
 }
 
 func (f *filter) filters(fs []edgev1.Filter) {
@@ -166,7 +180,9 @@ func (f *filter) clusters(cs []edgev1.ClusterEndpoints) bool {
 				f.out = append(f.out, w)
 			}
 		}
+		f.last = kept
 		if len(kept) == len(c.Endpoints) {
+			f.last = c.Endpoints
 			continue
 		}
 		removed = true

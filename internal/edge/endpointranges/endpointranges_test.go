@@ -125,6 +125,14 @@ func TestFilter(t *testing.T) {
 	if lb := m.LoadBalancers[0].Ports[0].Clusters[0]; len(lb.Endpoints) != 1 || lb.EffectiveWeight != 0 {
 		t.Errorf("the draining load balancer cluster: %+v, want one endpoint and still weight 0", lb)
 	}
+	ew := &edgev1.Model{EastWest: &edgev1.EastWest{Exports: []edgev1.EastWestExport{{Namespace: "demo", Name: "echo", ToEveryCluster: true,
+		Ports: []edgev1.EastWestPort{{Port: 80, Endpoints: []edgev1.Endpoint{ep("10.244.0.9", true), ep("10.96.0.1", true)}}}}}}}
+	if got := pods.Filter(ew); len(got) != 1 || got[0].Address != "10.96.0.1" || got[0].Object != "demo/echo" {
+		t.Errorf("east-west exports: withheld %+v, want 10.96.0.1", got)
+	}
+	if eps := ew.EastWest.Exports[0].Ports[0].Endpoints; len(eps) != 1 || eps[0].Address != "10.244.0.9" {
+		t.Errorf("east-west exports kept %+v", eps)
+	}
 	if got := (endpointranges.Ranges{}).Filter(m); got != nil {
 		t.Errorf("no ranges withheld %v", got)
 	}

@@ -2,7 +2,6 @@ package l4_test
 
 import (
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"net"
 	"net/http"
@@ -27,7 +26,7 @@ func westGateway(t *testing.T, backends ...*tcpBackend) (string, *tunnel.Dialer)
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca.CertPEM)
-	certOf := func(cluster string) func() (*tls.Certificate, error) {
+	certOf := func(cluster string) tunnel.Credentials {
 		kp, err := ca.EastWestCert(cluster)
 		if err != nil {
 			t.Fatal(err)
@@ -36,7 +35,7 @@ func westGateway(t *testing.T, backends ...*tcpBackend) (string, *tunnel.Dialer)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return func() (*tls.Certificate, error) { return &c, nil }
+		return tunnel.StaticCredentials{Cert: &c, Pool: pool}
 	}
 	var eps []string
 	for _, b := range backends {
@@ -54,9 +53,9 @@ func westGateway(t *testing.T, backends ...*tcpBackend) (string, *tunnel.Dialer)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln, tunnel.ServerConfig(certOf("west"), pool)) }()
+	go func() { done <- srv.Serve(ctx, ln, tunnel.ServerConfig(certOf("west"))) }()
 	t.Cleanup(func() { cancel(); <-done })
-	d := &tunnel.Dialer{Certificate: certOf("hub"), CA: pool}
+	d := &tunnel.Dialer{Credentials: certOf("hub")}
 	t.Cleanup(func() { _ = d.Close() })
 	return ln.Addr().String(), d
 }
