@@ -67,6 +67,13 @@ type Options struct {
 	// dial (endpointranges); none allows every address. The flag's
 	// default is endpointranges.Private.
 	EndpointRanges []string
+	// EastWestListen, when set, gives the edge the east-west role: it
+	// carries streams of other clusters' gateways to this cluster's
+	// exports there (internal/eastwest), and reaches clusters of other
+	// networks through theirs. EastWestCertFile and EastWestKeyFile are
+	// the cluster's gateway certificate (pki.EastWestCert), checked
+	// against CAFile's fleet CA.
+	EastWestListen, EastWestCertFile, EastWestKeyFile string
 }
 
 // BindFlags registers the options on fs.
@@ -88,6 +95,9 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.L4MaxConnections, "l4-max-connections", l4.DefaultMaxConnsPerPort, "TCP connections of each MultiClusterLoadBalancer port; more are reset when accepted")
 	fs.StringSliceVar(&o.EndpointRanges, "endpoint-ranges", endpointranges.Private,
 		"CIDR ranges of the endpoints the edge may dial, comma-separated: the member clusters' pod ranges, where they are known. Endpoints outside are left out of the model and counted in fleetnet_edge_endpoints_withheld, so that a member cluster cannot point the edge at its own network or the internet; \"0.0.0.0/0,::/0\" allows every address")
+	fs.StringVar(&o.EastWestListen, "eastwest-listen", "", "address of the east-west tunnel listener (HTTP/2 CONNECT over mutual TLS 1.3; other clusters' gateways dial it), e.g. :15008; empty: no east-west role")
+	fs.StringVar(&o.EastWestCertFile, "eastwest-cert-file", "", "the cluster's east-west gateway certificate (organization fleetnet:clusters, the cluster's id as common name, server and client usage), with --eastwest-listen")
+	fs.StringVar(&o.EastWestKeyFile, "eastwest-key-file", "", "its key")
 	fs.IntVar(&o.L4MaxConnectionsPerClient, "l4-max-connections-per-client", l4.DefaultMaxConnsPerClient,
 		"TCP connections of one client address on each MultiClusterLoadBalancer port, so that one host cannot take them all; more are reset when accepted (clients behind one NAT share an address)")
 }
@@ -116,6 +126,16 @@ func (o *Options) Validate() error {
 		if f.value < 0 {
 			errs = append(errs, fmt.Errorf("%s=%d: must not be negative (0 takes the default)", f.name, f.value))
 		}
+	}
+	if o.EastWestListen != "" {
+		if _, _, err := net.SplitHostPort(o.EastWestListen); err != nil {
+			errs = append(errs, fmt.Errorf("--eastwest-listen=%q: %w", o.EastWestListen, err))
+		}
+		if o.EastWestCertFile == "" || o.EastWestKeyFile == "" {
+			errs = append(errs, errors.New("--eastwest-listen needs --eastwest-cert-file and --eastwest-key-file"))
+		}
+	} else if o.EastWestCertFile != "" || o.EastWestKeyFile != "" {
+		errs = append(errs, errors.New("--eastwest-cert-file and --eastwest-key-file are used with --eastwest-listen only"))
 	}
 	if _, err := endpointranges.Parse(o.EndpointRanges); err != nil {
 		errs = append(errs, fmt.Errorf("--endpoint-ranges: %w", err))
@@ -168,11 +188,19 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		defer accessLog.Close()
 		reg.MustRegister(accesslog.Dropped)
 	}
+	var ew *eastWest
+	if o.EastWestListen != "" {
+		if ew, err = startEastWest(ctx, o, reg, log); err != nil {
+			return err
+		}
+		defer ew.stop()
+	}
 	planes := &dataPlanes{
+		eastWest: ew,
 		http: proxy.New(proxy.Options{ListenHost: o.ListenHost, Region: o.Region, Log: log, Registerer: reg, AccessLog: accessLog, Health: checker,
 			NetHTTPOnly: o.NetHTTPOnly, Clients: o.Clients}),
 		l4: l4.New(l4.Options{ListenHost: o.ListenHost, Log: log, Registerer: reg, Health: checker,
-			MaxConnsPerPort: o.L4MaxConnections, MaxConnsPerClient: o.L4MaxConnectionsPerClient}),
+			MaxConnsPerPort: o.L4MaxConnections, MaxConnsPerClient: o.L4MaxConnectionsPerClient, Tunnel: ew.tunnel()}),
 		log:    log,
 		ranges: ranges,
 		served: &edgev1.Model{},
@@ -250,6 +278,8 @@ type dataPlanes struct {
 	// the model served that it does not.
 	ranges   endpointranges.Ranges
 	withheld atomic.Int64
+	// eastWest is the east-west role; nil without it.
+	eastWest *eastWest
 
 	mu sync.Mutex
 	// served is the model the HTTP proxy serves and its certificates, to
@@ -296,6 +326,7 @@ func (d *dataPlanes) apply(m *edgev1.Model, certs map[string]*tls.Certificate) (
 		return nil, err
 	}
 	d.served, d.servedCerts = served, certs
+	d.eastWest.serve(m.EastWest)
 	if n := int64(len(withheld)); n != d.withheld.Swap(n) && n > 0 {
 		// Once per change of their number, not per model: a member's
 		// endpoints stay outside until its export or the flag changes.

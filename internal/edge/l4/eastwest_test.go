@@ -3,9 +3,11 @@ package l4_test
 import (
 	"context"
 	"crypto/x509"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
@@ -110,20 +112,28 @@ func TestARefusedStreamGoesElsewhere(t *testing.T) {
 		{"no east-west role", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			var logs testkit.SyncBuffer
 			p, _ := newProxy(t, func(o *l4.Options) {
+				o.Log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 				if tc.tunnel != nil {
 					o.Tunnel = tc.tunnel
 				}
 			})
 			port := int32(testkit.FreePort(t))
 			// demo/other is not carried by west's gateway.
-			if err := p.Apply(modelOf("1", lb("other", port, edgev1.ProtocolTCP, cluster("east", 1, startTCP(t, "east").endpoint()), viaGateway(gw, 100, 1, "other")))); err != nil {
+			other := lb("other", port, edgev1.ProtocolTCP, cluster("east", 1, startTCP(t, "east").endpoint()), viaGateway(gw, 100, 1, "other"))
+			if err := p.Apply(modelOf("1", other)); err != nil {
 				t.Fatal(err)
 			}
 			for i := range 20 {
 				if name, err := once(port); err != nil || name != "east" {
 					t.Fatalf("connection %d: %q, %v; want east", i, name, err)
 				}
+			}
+			// The gateway answered (or was never dialled): it is not
+			// ejected, so that its other services keep it.
+			if strings.Contains(logs.String(), "ejected") {
+				t.Errorf("west's gateway was ejected:\n%s", logs.String())
 			}
 		})
 	}

@@ -201,6 +201,15 @@ func (p *Proxy) dial(svc *service) (*cluster, side) {
 			return nil, nil
 		}
 		cl.m.dialFailures.Inc()
+		tried |= cl.bit
+		last = ep
+		if refused := (*tunnel.RefusedError)(nil); errors.As(err, &refused) || errors.Is(err, errNoTunnel) {
+			// The gateway answered: it is well, the stream's service is
+			// not there for this cluster. Its other services' streams
+			// must not lose it.
+			p.log.Debug("a stream through a gateway was refused", "loadBalancer", svc.lb, "port", svc.key.String(), "cluster", cl.name, "err", err)
+			continue
+		}
 		// Logged when it ejects the endpoint: once per failure of an
 		// endpoint, not once per connection while every one is down.
 		if ep.health.Healthy() {
@@ -208,8 +217,6 @@ func (p *Proxy) dial(svc *service) (*cluster, side) {
 				"cluster", cl.name, "endpoint", ep.hostport, "err", err)
 		}
 		ep.health.FailedToConnect()
-		tried |= cl.bit
-		last = ep
 	}
 	if svc.warned.CompareAndSwap(false, true) {
 		p.log.Warn("a connection found no endpoint to connect to and was reset (logged once per model)", "loadBalancer", svc.lb, "port", svc.key.String())
