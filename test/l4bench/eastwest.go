@@ -35,7 +35,7 @@ import (
 // ingress → the backends.
 var haproxyPairConfig = template.Must(template.New("haproxy-pair").Parse(`# written by test/l4bench -eastwest
 global
-	maxconn 20000
+	maxconn 9000
 	pidfile {{.Dir}}/haproxy.pid
 	ssl-default-bind-options ssl-min-ver TLSv1.3
 	ssl-default-server-options ssl-min-ver TLSv1.3
