@@ -404,9 +404,17 @@ func TestStreamsShareConnections(t *testing.T) {
 	d := f.dialer(t, "west")
 	n := tunnel.MaxStreamsPerConnection + 10
 	streams := make([]*tunnel.Stream, n)
+	// One first, so that the peer's SETTINGS (its stream limit) are known:
+	// until they come, a client assumes 100 (RFC 9113 §6.5.2 leaves it
+	// open; x/net's default).
+	first, err := d.Dial(context.Background(), tunnel.Peer{Cluster: "east", Address: addr}, echoTarget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	streams[0] = first
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
-	for i := range n {
+	for i := 1; i < n; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
