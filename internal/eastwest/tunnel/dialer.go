@@ -24,6 +24,20 @@ type Peer struct {
 	Address string // host:port
 }
 
+// ConnectError is a failure to connect to a peer's gateway (TCP or TLS):
+// the gateway itself is unreachable, unlike a refusal or a slow answer,
+// which say something about one service behind it.
+type ConnectError struct {
+	Peer Peer
+	Err  error
+}
+
+func (e *ConnectError) Error() string {
+	return fmt.Sprintf("connecting to cluster %s's gateway at %s: %v", e.Peer.Cluster, e.Peer.Address, e.Err)
+}
+
+func (e *ConnectError) Unwrap() error { return e.Err }
+
 // RefusedError is a stream the peer gateway refused, with its status and
 // message.
 type RefusedError struct {
@@ -106,7 +120,10 @@ func (d *Dialer) conn(ctx context.Context, p Peer) (*http2.ClientConn, error) {
 	d.once.Do(func() {
 		// Pings find a peer that went away without closing: its streams
 		// fail instead of hanging.
-		d.transport = &http2.Transport{ReadIdleTimeout: 15 * time.Second, PingTimeout: 5 * time.Second}
+		d.transport = &http2.Transport{ReadIdleTimeout: 15 * time.Second, PingTimeout: 5 * time.Second,
+			// A connection without streams for this long closes: peers
+			// that left or moved do not keep theirs.
+			IdleConnTimeout: 5 * time.Minute}
 	})
 	d.mu.Lock()
 	if d.pools == nil {
@@ -139,12 +156,12 @@ func (d *Dialer) conn(ctx context.Context, p Peer) (*http2.ClientConn, error) {
 	td := &tls.Dialer{Config: ClientConfig(d.Credentials, p.Cluster)}
 	c, err := td.DialContext(dctx, "tcp", p.Address)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to cluster %s's gateway at %s: %w", p.Cluster, p.Address, err)
+		return nil, &ConnectError{Peer: p, Err: err}
 	}
 	cc, err := d.transport.NewClientConn(c)
 	if err != nil {
 		_ = c.Close()
-		return nil, fmt.Errorf("cluster %s's gateway at %s: %w", p.Cluster, p.Address, err)
+		return nil, &ConnectError{Peer: p, Err: err}
 	}
 	if !cc.ReserveNewRequest() {
 		_ = cc.Close()

@@ -25,6 +25,11 @@ func clusterOf(cert *x509.Certificate) (string, error) {
 	if !slices.Contains(cert.Subject.Organization, keys.OrganizationClusters) {
 		return "", fmt.Errorf("certificate %q is not of organization %s", cert.Subject.CommonName, keys.OrganizationClusters)
 	}
+	if slices.Contains(cert.Subject.Organization, keys.OrganizationAdmins) {
+		// One identity or the other, never both: the registry would take
+		// it for an administrator, discovery for no cluster.
+		return "", fmt.Errorf("certificate %q is of organizations %s and %s: a cluster's is of the first alone", cert.Subject.CommonName, keys.OrganizationClusters, keys.OrganizationAdmins)
+	}
 	if cert.Subject.CommonName == "" {
 		return "", errors.New("certificate of organization " + keys.OrganizationClusters + " names no cluster")
 	}

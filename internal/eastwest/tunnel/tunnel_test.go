@@ -2,8 +2,14 @@ package tunnel_test
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"golang.org/x/net/http2"
 
+	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/eastwest/tunnel"
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/fleetnet/fleetnet/internal/testkit"
@@ -51,6 +58,47 @@ func (f *fleet) creds(t *testing.T, kp *pki.KeyPair, err error) tunnel.Credentia
 		t.Fatal(err)
 	}
 	return tunnel.StaticCredentials{Cert: &c, Pool: f.pool}
+}
+
+// signed is a certificate of the fleet's CA with any organizations, for
+// identities pki does not issue.
+func (f *fleet) signed(t *testing.T, name string, orgs ...string) (*pki.KeyPair, error) {
+	t.Helper()
+	block, _ := pem.Decode(f.ca.KeyPEM)
+	caKey, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, err := x509.ParseCertificate(mustDecode(t, f.ca.CertPEM))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name, Organization: orgs},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, key.Public(), caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &pki.KeyPair{CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		KeyPEM: pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER})}, nil
+}
+
+func mustDecode(t *testing.T, p []byte) []byte {
+	t.Helper()
+	block, _ := pem.Decode(p)
+	if block == nil {
+		t.Fatal("no PEM block")
+	}
+	return block.Bytes
 }
 
 func (f *fleet) gateway(t *testing.T, cluster string) tunnel.Credentials {
@@ -191,6 +239,8 @@ func TestRefusals(t *testing.T) {
 	edgeCert := f.creds(t, edgeKP, err)
 	noNameKP, err := f.ca.EastWestCert("")
 	noName := f.creds(t, noNameKP, err)
+	bothKP, err := f.signed(t, "west", keys.OrganizationClusters, keys.OrganizationAdmins)
+	both := f.creds(t, bothKP, err)
 
 	// raw sends one request as the client certificate's holder, with any
 	// method and :authority.
@@ -235,6 +285,7 @@ func TestRefusals(t *testing.T) {
 		{"not CONNECT", west, http.MethodGet, echoTarget.Authority(), 405, tunnel.ReasonNotConnect, "only CONNECT"},
 		{"an edge's certificate of the fleet CA", edgeCert, http.MethodConnect, echoTarget.Authority(), 403, tunnel.ReasonNotCluster, "not of organization fleetnet:clusters"},
 		{"a cluster certificate with no name", noName, http.MethodConnect, echoTarget.Authority(), 403, tunnel.ReasonNotCluster, "names no cluster"},
+		{"a certificate of a cluster and an administrator", both, http.MethodConnect, echoTarget.Authority(), 403, tunnel.ReasonNotCluster, "a cluster's is of the first alone"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := refusals(t, reg, tc.reason)
@@ -480,5 +531,145 @@ func TestStreamsPerPeerAreCapped(t *testing.T) {
 	})
 	for _, s := range held[1:] {
 		s.Close()
+	}
+}
+
+// A stream ends when its endpoint closes, though the caller keeps its
+// side open: the caller reads the end at once and the stream's place is
+// freed.
+func TestStreamEndsWhenTheEndpointCloses(t *testing.T) {
+	f := newFleet(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_, _ = io.WriteString(c, "bye")
+			c.Close()
+		}
+	}()
+	reg := prometheus.NewRegistry()
+	addr, _ := f.serve(t, "east", &tunnel.Server{Metrics: tunnel.NewMetrics(reg), Authorize: scoped(ln.Addr().String())})
+	s, err := f.dialer(t, "west").Dial(context.Background(), tunnel.Peer{Cluster: "east", Address: addr}, echoTarget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got := make(chan string, 1)
+	go func() { b, _ := io.ReadAll(s); got <- string(b) }() // never half-closed
+	select {
+	case b := <-got:
+		if b != "bye" {
+			t.Errorf("read %q, want bye", b)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the stream did not end 5 s after its endpoint closed")
+	}
+	testkit.Eventually(t, 5*time.Second, "the stream's place is freed", func(context.Context) error {
+		return testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP fleetnet_eastwest_streams_active Streams being carried, by calling cluster.
+# TYPE fleetnet_eastwest_streams_active gauge
+fleetnet_eastwest_streams_active{peer="west"} 0
+`), "fleetnet_eastwest_streams_active")
+	})
+}
+
+// A stream idle both ways for the idle timeout ends; one that moves bytes
+// one way only is not idle, and what the caller sends after a long quiet
+// still arrives.
+func TestIdleStreams(t *testing.T) {
+	f := newFleet(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				var first [1]byte
+				if _, err := io.ReadFull(c, first[:]); err != nil {
+					return
+				}
+				if first[0] == 'q' { // quiet: wait for the stream to end
+					_, _ = io.Copy(io.Discard, c)
+					return
+				}
+				for range 10 { // ticks, 100 ms apart: 1 s with the caller silent
+					time.Sleep(100 * time.Millisecond)
+					if _, err := io.WriteString(c, "."); err != nil {
+						return
+					}
+				}
+				_, _ = io.Copy(c, c) // then echo
+			}()
+		}
+	}()
+	addr, _ := f.serve(t, "east", &tunnel.Server{IdleTimeout: 300 * time.Millisecond, Authorize: scoped(ln.Addr().String())})
+	d := f.dialer(t, "west")
+	peer := tunnel.Peer{Cluster: "east", Address: addr}
+
+	quiet, err := d.Dial(context.Background(), peer, echoTarget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer quiet.Close()
+	start := time.Now()
+	_, _ = io.WriteString(quiet, "q")
+	if _, err := io.ReadAll(quiet); err != nil && !errors.Is(err, io.EOF) {
+		t.Logf("the idle stream ended with %v", err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("an idle stream ended after %v, want about 300ms", took)
+	}
+
+	ticking, err := d.Dial(context.Background(), peer, echoTarget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ticking.Close()
+	_, _ = io.WriteString(ticking, "t")
+	ticks := make([]byte, 10)
+	if _, err := io.ReadFull(ticking, ticks); err != nil {
+		t.Fatalf("a stream that moves bytes one way for 1 s: %v after %q", err, ticks)
+	}
+	if _, err := io.WriteString(ticking, "ping"); err != nil {
+		t.Fatal(err)
+	}
+	_ = ticking.CloseWrite()
+	if rest, err := io.ReadAll(ticking); err != nil || string(rest) != "ping" {
+		t.Errorf("after 1 s of silence the caller's bytes: %q, %v; want ping echoed", rest, err)
+	}
+}
+
+// A refusal or a slow answer is not a failure to reach the gateway; a
+// gateway that cannot be reached is (the edge ejects it for that alone).
+func TestConnectErrors(t *testing.T) {
+	f := newFleet(t)
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAddr := dead.Addr().String()
+	dead.Close()
+	d := f.dialer(t, "west")
+	var connErr *tunnel.ConnectError
+	if _, err := d.Dial(context.Background(), tunnel.Peer{Cluster: "east", Address: deadAddr}, echoTarget); !errors.As(err, &connErr) {
+		t.Errorf("a gateway that is not there: %v, want a ConnectError", err)
+	}
+	addr, _ := f.serve(t, "east", &tunnel.Server{Authorize: scoped()})
+	if _, err := d.Dial(context.Background(), tunnel.Peer{Cluster: "east", Address: addr}, tunnel.Target{Namespace: "demo", Name: "db", Port: 1}); err == nil || errors.As(err, &connErr) {
+		t.Errorf("a refusal: %v, want an error that is not a ConnectError", err)
 	}
 }

@@ -44,7 +44,9 @@ func startEastWest(ctx context.Context, o Options, reg prometheus.Registerer, lo
 	ew := &eastWest{dialer: &tunnel.Dialer{Credentials: creds}, done: make(chan error, 1), cancel: cancel, log: log}
 	ew.table.Store(ingress.FromModel(nil)) // nothing carried before a model
 	ew.server = &tunnel.Server{Log: log, Metrics: tunnel.NewMetrics(reg),
-		Authorize: func(caller string, t tunnel.Target) ([]string, *tunnel.Refusal) { return ew.table.Load().Authorize(caller, t) }}
+		Authorize: func(caller string, t tunnel.Target) ([]string, *tunnel.Refusal) {
+			return ew.table.Load().Authorize(caller, t)
+		}}
 	go func() { ew.done <- ew.server.Serve(ctx, ln, tunnel.ServerConfig(creds)) }()
 	log.Info("east-west gateway listening", "address", ln.Addr().String())
 	return ew, nil

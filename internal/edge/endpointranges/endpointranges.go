@@ -169,6 +169,13 @@ func (f *filter) clusters(cs []edgev1.ClusterEndpoints) bool {
 	removed := false
 	for i := range cs {
 		c := &cs[i]
+		if c.Via != nil {
+			// Another network's gateway, not an endpoint: the edge talks
+			// to it only through TLS that must show that cluster's
+			// certificate (internal/eastwest/tunnel), and its address is
+			// usually outside the pod ranges.
+			continue
+		}
 		kept := c.Endpoints[:0:0]
 		for _, e := range c.Endpoints {
 			if f.r.Allows(e.Address) {

@@ -133,6 +133,13 @@ func TestFilter(t *testing.T) {
 	if eps := ew.EastWest.Exports[0].Ports[0].Endpoints; len(eps) != 1 || eps[0].Address != "10.244.0.9" {
 		t.Errorf("east-west exports kept %+v", eps)
 	}
+	// Another network's gateway is not an endpoint: its address is kept.
+	via := &edgev1.Model{LoadBalancers: []edgev1.LoadBalancer{{Namespace: "demo", Name: "lb", Ports: []edgev1.LoadBalancerPort{{Port: 80, Clusters: []edgev1.ClusterEndpoints{
+		{Cluster: "west", Weight: 1, EffectiveWeight: 3, Endpoints: []edgev1.Endpoint{ep("203.0.113.10", true)}, Via: &edgev1.Via{Namespace: "demo", Name: "echo", Port: 80, ReadyEndpoints: 3}},
+	}}}}}}
+	if got := pods.Filter(via); len(got) != 0 || len(via.LoadBalancers[0].Ports[0].Clusters[0].Endpoints) != 1 {
+		t.Errorf("a gateway of another network: withheld %+v", got)
+	}
 	if got := (endpointranges.Ranges{}).Filter(m); got != nil {
 		t.Errorf("no ranges withheld %v", got)
 	}

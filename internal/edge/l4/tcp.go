@@ -203,10 +203,11 @@ func (p *Proxy) dial(svc *service) (*cluster, side) {
 		cl.m.dialFailures.Inc()
 		tried |= cl.bit
 		last = ep
-		if refused := (*tunnel.RefusedError)(nil); errors.As(err, &refused) || errors.Is(err, errNoTunnel) {
-			// The gateway answered: it is well, the stream's service is
-			// not there for this cluster. Its other services' streams
-			// must not lose it.
+		if connErr := (*tunnel.ConnectError)(nil); ep.via != nil && !errors.As(err, &connErr) {
+			// The gateway was reached: it refused the stream, or its
+			// service answered too slowly (or this edge has no east-west
+			// role). That says something about one service behind it,
+			// not about the gateway, which its other services keep.
 			p.log.Debug("a stream through a gateway was refused", "loadBalancer", svc.lb, "port", svc.key.String(), "cluster", cl.name, "err", err)
 			continue
 		}
