@@ -229,8 +229,9 @@ test: deps ## Install and build what the tests need, then run every test.
 	$(MAKE) --no-print-directory tools
 	go test $(TEST_FLAGS) ./...
 	# The data planes' concurrency under the race detector (about a minute):
-	# the edge's fast path shares pooled connections between requests.
-	go test -race $(TEST_FLAGS) ./internal/edge/... ./internal/httplimits/...
+	# the edge's fast path shares pooled connections between requests, the
+	# east-west tunnel streams.
+	go test -race $(TEST_FLAGS) ./internal/edge/... ./internal/eastwest/... ./internal/httplimits/...
 
 # Fuzz targets as package:function; `make test` runs their seed corpora.
 FUZZ_TARGETS := ./internal/registry/merge:FuzzMergeInvariants ./internal/registry/validate:FuzzValidate \
