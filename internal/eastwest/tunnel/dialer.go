@@ -2,7 +2,6 @@ package tunnel
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -13,8 +12,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"golang.org/x/net/http2"
 )
 
 // Peer is another cluster's gateway: the cluster its certificate must
@@ -62,22 +59,22 @@ type Dialer struct {
 	// DialTimeout bounds a connection and its handshake; 5 s when zero.
 	DialTimeout time.Duration
 
-	once      sync.Once
-	transport *http2.Transport
-	mu        sync.Mutex
-	pools     map[Peer]*pool
+	mu    sync.Mutex
+	pools map[Peer]*pool
 }
 
 // pool is one peer's connections; mu is held while one is being made,
 // so that streams waiting for it share it instead of each making one.
 type pool struct {
-	mu    sync.Mutex
-	conns []*http2.ClientConn
+	mu        sync.Mutex
+	transport *http.Transport
+	conns     []*http.ClientConn
 }
 
 // Dial opens a stream to t through p's gateway. ctx bounds the wait for
 // the gateway's answer; the stream lives until it is closed. A refusal is
-// a *RefusedError, returned as soon as the gateway answers.
+// a *RefusedError, returned as soon as the gateway answers; a gateway
+// that cannot be reached a *ConnectError.
 func (d *Dialer) Dial(ctx context.Context, p Peer, t Target) (*Stream, error) {
 	cc, err := d.conn(ctx, p)
 	if err != nil {
@@ -88,7 +85,7 @@ func (d *Dialer) Dial(ctx context.Context, p Peer, t Target) (*Stream, error) {
 	pr, pw := io.Pipe()
 	req := (&http.Request{
 		Method: http.MethodConnect,
-		URL:    &url.URL{Scheme: "https", Host: p.Address},
+		URL:    &url.URL{Scheme: "https", Host: t.Authority()},
 		Host:   t.Authority(),
 		Header: http.Header{},
 		Body:   pr,
@@ -116,34 +113,23 @@ func (d *Dialer) Dial(ctx context.Context, p Peer, t Target) (*Stream, error) {
 }
 
 // conn returns a connection to p with a stream reserved on it.
-func (d *Dialer) conn(ctx context.Context, p Peer) (*http2.ClientConn, error) {
-	d.once.Do(func() {
-		// Pings find a peer that went away without closing: its streams
-		// fail instead of hanging.
-		d.transport = &http2.Transport{ReadIdleTimeout: 15 * time.Second, PingTimeout: 5 * time.Second,
-			// A connection without streams for this long closes: peers
-			// that left or moved do not keep theirs.
-			IdleConnTimeout: 5 * time.Minute}
-	})
+func (d *Dialer) conn(ctx context.Context, p Peer) (*http.ClientConn, error) {
 	d.mu.Lock()
 	if d.pools == nil {
 		d.pools = map[Peer]*pool{}
 	}
 	pl := d.pools[p]
 	if pl == nil {
-		pl = &pool{}
+		pl = &pool{transport: d.transport(p)}
 		d.pools[p] = pl
 	}
 	d.mu.Unlock()
 
 	pl.mu.Lock()
 	defer pl.mu.Unlock()
-	pl.conns = slices.DeleteFunc(pl.conns, func(cc *http2.ClientConn) bool {
-		st := cc.State()
-		return st.Closed || st.Closing
-	})
+	pl.conns = slices.DeleteFunc(pl.conns, func(cc *http.ClientConn) bool { return cc.Err() != nil })
 	for _, cc := range pl.conns {
-		if cc.ReserveNewRequest() {
+		if cc.Reserve() == nil {
 			return cc, nil
 		}
 	}
@@ -153,22 +139,32 @@ func (d *Dialer) conn(ctx context.Context, p Peer) (*http2.ClientConn, error) {
 	}
 	dctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	td := &tls.Dialer{Config: ClientConfig(d.Credentials, p.Cluster)}
-	c, err := td.DialContext(dctx, "tcp", p.Address)
+	cc, err := pl.transport.NewClientConn(dctx, "https", p.Address)
 	if err != nil {
 		return nil, &ConnectError{Peer: p, Err: err}
 	}
-	cc, err := d.transport.NewClientConn(c)
-	if err != nil {
-		_ = c.Close()
-		return nil, &ConnectError{Peer: p, Err: err}
-	}
-	if !cc.ReserveNewRequest() {
+	if err := cc.Reserve(); err != nil {
 		_ = cc.Close()
-		return nil, fmt.Errorf("cluster %s's gateway at %s takes no stream", p.Cluster, p.Address)
+		return nil, &ConnectError{Peer: p, Err: fmt.Errorf("the new connection takes no stream: %w", err)}
 	}
 	pl.conns = append(pl.conns, cc)
 	return cc, nil
+}
+
+// transport makes p's connections: HTTP/2 over TLS that checks p's
+// identity (ClientConfig), pings that find a peer gone without a word
+// (its streams fail within 20 s rather than hanging).
+func (d *Dialer) transport(p Peer) *http.Transport {
+	protocols := new(http.Protocols)
+	protocols.SetHTTP2(true)
+	return &http.Transport{
+		TLSClientConfig: ClientConfig(d.Credentials, p.Cluster),
+		Protocols:       protocols,
+		HTTP2:           &http.HTTP2Config{SendPingTimeout: 15 * time.Second, PingTimeout: 5 * time.Second},
+		// A connection without streams for this long closes: peers that
+		// left or moved do not keep theirs.
+		IdleConnTimeout: 5 * time.Minute,
+	}
 }
 
 // Close closes every pooled connection, cutting their streams.

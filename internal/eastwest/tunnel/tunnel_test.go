@@ -5,7 +5,6 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -23,7 +22,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"golang.org/x/net/http2"
 
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/eastwest/tunnel"
@@ -246,11 +244,17 @@ func TestRefusals(t *testing.T) {
 	// method and :authority.
 	raw := func(cert tunnel.Credentials, method, authority string) (int, string) {
 		t.Helper()
-		cfg := tunnel.ClientConfig(cert, "east")
-		tr := &http2.Transport{DialTLSContext: func(ctx context.Context, network, a string, _ *tls.Config) (net.Conn, error) {
-			return (&tls.Dialer{Config: cfg}).DialContext(ctx, network, addr)
-		}}
+		protocols := new(http.Protocols)
+		protocols.SetHTTP2(true)
+		tr := &http.Transport{TLSClientConfig: tunnel.ClientConfig(cert, "east"), Protocols: protocols}
 		defer tr.CloseIdleConnections()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		cc, err := tr.NewClientConn(ctx, "https", addr)
+		if err != nil {
+			t.Fatalf("connecting as %s: %v", method, err)
+		}
+		defer cc.Close()
 		pr, pw := io.Pipe()
 		defer pw.Close()
 		req, _ := http.NewRequest(method, "https://"+addr+"/", pr)
@@ -258,9 +262,7 @@ func TestRefusals(t *testing.T) {
 		if method != http.MethodConnect {
 			req.Body = nil
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		resp, err := tr.RoundTrip(req.WithContext(ctx))
+		resp, err := cc.RoundTrip(req.WithContext(ctx))
 		if err != nil {
 			t.Fatalf("%s %s: %v", method, authority, err)
 		}

@@ -21,7 +21,6 @@ import (
 	"time"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
-	"golang.org/x/net/http2"
 
 	"github.com/fleetnet/fleetnet/internal/edge/accesslog"
 	"github.com/fleetnet/fleetnet/internal/edge/proxy"
@@ -460,7 +459,12 @@ func TestTLSBySNI(t *testing.T) {
 	// The same over HTTP/2 with ":scheme: http" on the TLS connection: the
 	// request is https all the same, so it is checked for 421 and reaches
 	// the backend with X-Forwarded-Proto: https.
-	h2 := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+	// net/http's client speaks HTTP/2 with prior knowledge over what its
+	// DialContext returns, here a TLS connection that negotiated h2: its
+	// requests then say ":scheme: http".
+	protocols := new(http.Protocols)
+	protocols.SetUnencryptedHTTP2(true)
+	h2 := &http.Transport{Protocols: protocols, DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 		d := &tls.Dialer{Config: &tls.Config{RootCAs: pool, ServerName: "a.example.com", NextProtos: []string{"h2"}}}
 		return d.DialContext(ctx, network, addr)
 	}}
