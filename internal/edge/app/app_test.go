@@ -34,6 +34,11 @@ func TestValidate(t *testing.T) {
 		{"negative header timeout", func(o *app.Options) { o.Clients.ReadHeaderTimeout = -time.Second }, "--client-header-timeout=-1s: must not be negative"},
 		{"negative connection cap", func(o *app.Options) { o.Clients.MaxConnections = -1 }, "--max-connections=-1: must not be negative"},
 		{"negative L4 connection cap", func(o *app.Options) { o.L4MaxConnections = -1 }, "--l4-max-connections=-1: must not be negative"},
+		{"east-west role without its certificate", func(o *app.Options) { o.EastWestListen = ":15008" }, "--eastwest-listen needs --eastwest-cert-file and --eastwest-key-file"},
+		{"east-west address without a port", func(o *app.Options) {
+			o.EastWestListen, o.EastWestCertFile, o.EastWestKeyFile = "0.0.0.0", "ew.crt", "ew.key"
+		}, `--eastwest-listen="0.0.0.0"`},
+		{"east-west certificate without the role", func(o *app.Options) { o.EastWestCertFile = "ew.crt" }, "used with --eastwest-listen only"},
 		{"endpoint range not a CIDR", func(o *app.Options) { o.EndpointRanges = []string{"10.244.0.1"} }, `--endpoint-ranges: "10.244.0.1" is not a CIDR range`},
 		{"negative L4 cap per client", func(o *app.Options) { o.L4MaxConnectionsPerClient = -2 }, "--l4-max-connections-per-client=-2: must not be negative"},
 	}
