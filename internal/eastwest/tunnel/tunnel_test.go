@@ -145,9 +145,9 @@ func (f *fleet) serve(t *testing.T, cluster string, s *tunnel.Server) (string, *
 	return ln.Addr().String(), cl
 }
 
-// echoBackend answers each connection with what it reads, and closes its
-// side after the caller closed theirs.
-func echoBackend(t *testing.T) string {
+// backend serves each connection on loopback with handle, which closes
+// it, and returns its address.
+func backend(t *testing.T, handle func(net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -160,13 +160,43 @@ func echoBackend(t *testing.T) string {
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				_, _ = io.Copy(c, c)
-			}()
+			go handle(c)
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// echoBackend answers each connection with what it reads, and closes its
+// side after the caller closed theirs.
+func echoBackend(t *testing.T) string {
+	return backend(t, func(c net.Conn) {
+		defer c.Close()
+		_, _ = io.Copy(c, c)
+	})
+}
+
+// deadAddr is a loopback address nothing listens on.
+func deadAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// pingPong sends "ping" on an echoed stream, ends what it sends, and
+// checks that "ping" comes back before the end.
+func pingPong(t *testing.T, s *tunnel.Stream, what string) {
+	t.Helper()
+	if _, err := io.WriteString(s, "ping"); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	_ = s.CloseWrite()
+	if got, err := io.ReadAll(s); err != nil || string(got) != "ping" {
+		t.Errorf("%s: %q, %v; want ping echoed", what, got, err)
+	}
 }
 
 var echoTarget = tunnel.Target{Namespace: "demo", Name: "echo", Port: 80}
@@ -356,17 +386,8 @@ func TestPeerIdentityIsCheckedExactly(t *testing.T) {
 // than the send timeout, and the gateway serves other streams meanwhile.
 func TestCallerThatStopsReading(t *testing.T) {
 	f := newFleet(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
 	released := make(chan time.Duration, 1)
-	go func() { // a backend that sends for ever, and notes when it cannot
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
+	flood := backend(t, func(c net.Conn) { // sends for ever, and notes when it cannot
 		defer c.Close()
 		start, buf := time.Now(), make([]byte, 64<<10)
 		for {
@@ -375,8 +396,7 @@ func TestCallerThatStopsReading(t *testing.T) {
 				return
 			}
 		}
-	}()
-	flood := ln.Addr().String()
+	})
 	echo := echoBackend(t)
 	srv := &tunnel.Server{SendTimeout: 300 * time.Millisecond, Authorize: func(caller string, tg tunnel.Target) ([]string, *tunnel.Refusal) {
 		if tg.Name == "flood" {
@@ -404,32 +424,21 @@ func TestCallerThatStopsReading(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	if _, err := io.WriteString(e, "ping"); err != nil {
-		t.Fatal(err)
-	}
-	_ = e.CloseWrite()
-	if got, err := io.ReadAll(e); err != nil || string(got) != "ping" {
-		t.Errorf("another stream: %q, %v", got, err)
-	}
+	pingPong(t, e, "another stream")
 }
 
 // An endpoint that cannot be dialled fails the stream at once (502), and
 // the next endpoint is tried first.
 func TestUnreachableEndpoints(t *testing.T) {
 	f := newFleet(t)
-	dead, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadAddr := dead.Addr().String()
-	dead.Close()
+	dead := deadAddr(t)
 	for _, tc := range []struct {
 		name      string
 		endpoints []string
 		wantErr   string
 	}{
-		{"every endpoint dead", []string{deadAddr}, "502"},
-		{"the first dead", []string{deadAddr, echoBackend(t)}, ""},
+		{"every endpoint dead", []string{dead}, "502"},
+		{"the first dead", []string{dead, echoBackend(t)}, ""},
 		{"none ready", nil, "503 demo/echo:80 has no ready endpoint in this cluster"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -541,23 +550,12 @@ func TestStreamsPerPeerAreCapped(t *testing.T) {
 // freed.
 func TestStreamEndsWhenTheEndpointCloses(t *testing.T) {
 	f := newFleet(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			_, _ = io.WriteString(c, "bye")
-			c.Close()
-		}
-	}()
+	bye := backend(t, func(c net.Conn) {
+		_, _ = io.WriteString(c, "bye")
+		c.Close()
+	})
 	reg := prometheus.NewRegistry()
-	addr, _ := f.serve(t, "east", &tunnel.Server{Metrics: tunnel.NewMetrics(reg), Authorize: scoped(ln.Addr().String())})
+	addr, _ := f.serve(t, "east", &tunnel.Server{Metrics: tunnel.NewMetrics(reg), Authorize: scoped(bye)})
 	s, err := f.dialer(t, "west").Dial(context.Background(), tunnel.Peer{Cluster: "east", Address: addr}, echoTarget)
 	if err != nil {
 		t.Fatal(err)
@@ -587,38 +585,25 @@ fleetnet_eastwest_streams_active{peer="west"} 0
 // still arrives.
 func TestIdleStreams(t *testing.T) {
 	f := newFleet(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
+	ticker := backend(t, func(c net.Conn) {
+		defer c.Close()
+		var first [1]byte
+		if _, err := io.ReadFull(c, first[:]); err != nil {
+			return
+		}
+		if first[0] == 'q' { // quiet: wait for the stream to end
+			_, _ = io.Copy(io.Discard, c)
+			return
+		}
+		for range 10 { // ticks, 100 ms apart: 1 s with the caller silent
+			time.Sleep(100 * time.Millisecond)
+			if _, err := io.WriteString(c, "."); err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				var first [1]byte
-				if _, err := io.ReadFull(c, first[:]); err != nil {
-					return
-				}
-				if first[0] == 'q' { // quiet: wait for the stream to end
-					_, _ = io.Copy(io.Discard, c)
-					return
-				}
-				for range 10 { // ticks, 100 ms apart: 1 s with the caller silent
-					time.Sleep(100 * time.Millisecond)
-					if _, err := io.WriteString(c, "."); err != nil {
-						return
-					}
-				}
-				_, _ = io.Copy(c, c) // then echo
-			}()
 		}
-	}()
-	addr, _ := f.serve(t, "east", &tunnel.Server{IdleTimeout: 300 * time.Millisecond, Authorize: scoped(ln.Addr().String())})
+		_, _ = io.Copy(c, c) // then echo
+	})
+	addr, _ := f.serve(t, "east", &tunnel.Server{IdleTimeout: 300 * time.Millisecond, Authorize: scoped(ticker)})
 	d := f.dialer(t, "west")
 	peer := tunnel.Peer{Cluster: "east", Address: addr}
 
@@ -646,28 +631,16 @@ func TestIdleStreams(t *testing.T) {
 	if _, err := io.ReadFull(ticking, ticks); err != nil {
 		t.Fatalf("a stream that moves bytes one way for 1 s: %v after %q", err, ticks)
 	}
-	if _, err := io.WriteString(ticking, "ping"); err != nil {
-		t.Fatal(err)
-	}
-	_ = ticking.CloseWrite()
-	if rest, err := io.ReadAll(ticking); err != nil || string(rest) != "ping" {
-		t.Errorf("after 1 s of silence the caller's bytes: %q, %v; want ping echoed", rest, err)
-	}
+	pingPong(t, ticking, "the caller's bytes after 1 s of its silence")
 }
 
 // A refusal or a slow answer is not a failure to reach the gateway; a
 // gateway that cannot be reached is (the edge ejects it for that alone).
 func TestConnectErrors(t *testing.T) {
 	f := newFleet(t)
-	dead, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadAddr := dead.Addr().String()
-	dead.Close()
 	d := f.dialer(t, "west")
 	var connErr *tunnel.ConnectError
-	if _, err := d.Dial(context.Background(), tunnel.Peer{Cluster: "east", Address: deadAddr}, echoTarget); !errors.As(err, &connErr) {
+	if _, err := d.Dial(context.Background(), tunnel.Peer{Cluster: "east", Address: deadAddr(t)}, echoTarget); !errors.As(err, &connErr) {
 		t.Errorf("a gateway that is not there: %v, want a ConnectError", err)
 	}
 	addr, _ := f.serve(t, "east", &tunnel.Server{Authorize: scoped()})

@@ -14,8 +14,6 @@ import (
 	"github.com/fleetnet/fleetnet/internal/gateway/distribute"
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/fleetnet/fleetnet/internal/testkit"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 )
 
 // eastWestEdge runs an edge with the east-west role for cluster, on a
@@ -23,41 +21,18 @@ import (
 // server of its own (its agent's, in a real cluster).
 func eastWestEdge(t *testing.T, ca *pki.KeyPair, cluster string) (*distribute.Server, app.Options) {
 	t.Helper()
-	dir := t.TempDir()
-	if err := ca.Write(dir, "ca"); err != nil {
-		t.Fatal(err)
-	}
-	edgeKP, err := ca.EdgeCert("edge-" + cluster)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, _, opts, dir := startGatewayOf(t, ca, "edge-"+cluster)
 	ewKP, err := ca.EastWestCert(cluster)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, kp := range map[string]*pki.KeyPair{"edge": edgeKP, "eastwest": ewKP} {
-		if err := kp.Write(dir, name); err != nil {
-			t.Fatal(err)
-		}
-	}
-	serving, _ := ca.ServingCert("gateway", []string{"127.0.0.1"})
-	servingCert, _ := serving.TLSCertificate()
-	tlsCfg, _ := pki.ServerTLS(servingCert, ca.CertPEM, true)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	if err := ewKP.Write(dir, "eastwest"); err != nil {
 		t.Fatal(err)
 	}
-	srv := distribute.NewServer(nil)
-	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(tlsCfg)))
-	edgev1.RegisterModelDistributionServer(g, srv)
-	go func() { _ = g.Serve(lis) }()
-	t.Cleanup(g.Stop)
-	return srv, app.Options{
-		Gateway: lis.Addr().String(), CAFile: filepath.Join(dir, "ca.crt"), CertFile: filepath.Join(dir, "edge.crt"), KeyFile: filepath.Join(dir, "edge.key"),
-		ListenHost: "127.0.0.1", EndpointRanges: []string{"127.0.0.0/8"},
-		MetricsAddr: fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t)), HealthAddr: fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t)),
-		EastWestListen: fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t)), EastWestCertFile: filepath.Join(dir, "eastwest.crt"), EastWestKeyFile: filepath.Join(dir, "eastwest.key"),
-	}
+	opts.Region, opts.EndpointRanges = "", []string{"127.0.0.0/8"}
+	opts.EastWestListen = fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t))
+	opts.EastWestCertFile, opts.EastWestKeyFile = filepath.Join(dir, "eastwest.crt"), filepath.Join(dir, "eastwest.key")
+	return srv, opts
 }
 
 // Two fleetnet-edge processes in the east-west role: hub's reaches

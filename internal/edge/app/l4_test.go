@@ -228,13 +228,21 @@ func TestEdgeServesWithoutWhatItCannotBind(t *testing.T) {
 // options to reach it.
 func startGateway(t *testing.T) (*distribute.Server, *grpc.Server, app.Options) {
 	t.Helper()
-	dir := t.TempDir()
 	ca, err := pki.NewCA("fleet")
 	if err != nil {
 		t.Fatal(err)
 	}
+	srv, g, opts, _ := startGatewayOf(t, ca, "edge-eu")
+	return srv, g, opts
+}
+
+// startGatewayOf is startGateway on the fleet CA given, for the edge
+// named; it returns the folder of the edge's files too.
+func startGatewayOf(t *testing.T, ca *pki.KeyPair, edgeName string) (*distribute.Server, *grpc.Server, app.Options, string) {
+	t.Helper()
+	dir := t.TempDir()
 	serving, _ := ca.ServingCert("gateway", []string{"127.0.0.1"})
-	edge, _ := ca.EdgeCert("edge-eu")
+	edge, _ := ca.EdgeCert(edgeName)
 	if err := ca.Write(dir, "ca"); err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +264,7 @@ func startGateway(t *testing.T) (*distribute.Server, *grpc.Server, app.Options) 
 		Gateway: lis.Addr().String(), CAFile: filepath.Join(dir, "ca.crt"), CertFile: filepath.Join(dir, "edge.crt"), KeyFile: filepath.Join(dir, "edge.key"),
 		Region: "eu", ListenHost: "127.0.0.1",
 		MetricsAddr: fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t)), HealthAddr: fmt.Sprintf("127.0.0.1:%d", testkit.FreePort(t)),
-	}
+	}, dir
 }
 
 func endpointOf(t *testing.T, hostport string) edgev1.Endpoint {
