@@ -98,6 +98,19 @@ const (
 	PLSApprovalAuto   = "auto"
 	PLSApprovalManual = "manual"
 
+	// PropertyNetwork is the ClusterProperty that names a cluster's
+	// network (a label value; absent or empty: the fleet's one network).
+	// Clusters of one network reach each other's pods directly; a cluster
+	// reaches another network's only through that cluster's east-west
+	// gateway, and its imports never hold their pod addresses.
+	PropertyNetwork = "network.fleetnet.dev"
+	// AnnotationEastWestPorts on a derived Service records the ports of
+	// this cluster's east-west gateway that carry the import's TCP ports,
+	// "<service port>=<gateway port>,...", while some of its exporting
+	// clusters are on another network: the allocation is read back from
+	// it, so it stays the same across the agent's restarts.
+	AnnotationEastWestPorts = "fleetnet.dev/eastwest-ports"
+
 	// EndpointSliceManagedBy is the endpointslice.kubernetes.io/managed-by
 	// value of the EndpointSlices the agent imports.
 	EndpointSliceManagedBy = "agent.fleetnet.dev"
@@ -186,6 +199,21 @@ const (
 	// ReasonBlocked: a Service or ServiceImport of the import's name exists
 	// that the agent does not manage.
 	ReasonBlocked = "Blocked"
+
+	// ConditionNetworks on a ServiceImport is present while some of its
+	// exporting clusters are on another network than this cluster's
+	// (keys.PropertyNetwork): True when all of them are reached (through
+	// the east-west gateway), False when some cannot be, naming them.
+	ConditionNetworks = "Networks"
+	// ReasonThroughEastWestGateway: the import's traffic goes through this
+	// cluster's east-west gateway, which reaches the clusters of other
+	// networks through theirs (Networks=True).
+	ReasonThroughEastWestGateway = "ThroughEastWestGateway"
+	// ReasonClustersUnreachable: some exporting clusters are on another
+	// network and cannot be reached from here (no east-west gateway here
+	// or there, a headless import, or only UDP or SCTP ports); the message
+	// names each with the cause (Networks=False). The rest are served.
+	ReasonClustersUnreachable = "ClustersUnreachable"
 
 	// ConditionLocality on a ServiceImport targeted by a
 	// BackendTrafficPolicy with locality LocalFirst says which clusters

@@ -49,9 +49,16 @@ type Cluster struct {
 	// equal to id and clusterset_id. An export's export_to_selector is
 	// matched against them. Registering again with other properties
 	// replaces them, and the imports scoped by selectors follow.
-	Properties    map[string]string `protobuf:"bytes,7,rep,name=properties,proto3" json:"properties,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// network.fleetnet.dev names the cluster's network (absent: the fleet's
+	// one network); clusters of other networks reach its pods only through
+	// its east-west gateway.
+	Properties map[string]string `protobuf:"bytes,7,rep,name=properties,proto3" json:"properties,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// eastwest_gateway is the address (host:port) at which the cluster's
+	// east-west gateway takes tunnel streams from other networks' gateways;
+	// empty when the cluster has none.
+	EastwestGateway string `protobuf:"bytes,8,opt,name=eastwest_gateway,json=eastwestGateway,proto3" json:"eastwest_gateway,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Cluster) Reset() {
@@ -131,6 +138,13 @@ func (x *Cluster) GetProperties() map[string]string {
 		return x.Properties
 	}
 	return nil
+}
+
+func (x *Cluster) GetEastwestGateway() string {
+	if x != nil {
+		return x.EastwestGateway
+	}
+	return ""
 }
 
 type ServicePort struct {
@@ -1079,8 +1093,14 @@ type ImportCluster struct {
 	// export's (see Export).
 	PrivateLinkService      string `protobuf:"bytes,5,opt,name=private_link_service,json=privateLinkService,proto3" json:"private_link_service,omitempty"`
 	PrivateLinkAutoApproval bool   `protobuf:"varint,6,opt,name=private_link_auto_approval,json=privateLinkAutoApproval,proto3" json:"private_link_auto_approval,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// network is the cluster's network.fleetnet.dev property ("" for the
+	// fleet's one network), and eastwest_gateway its east-west gateway's
+	// address (see Cluster): an importer on another network reaches the
+	// cluster's endpoints only through that gateway.
+	Network         string `protobuf:"bytes,7,opt,name=network,proto3" json:"network,omitempty"`
+	EastwestGateway string `protobuf:"bytes,8,opt,name=eastwest_gateway,json=eastwestGateway,proto3" json:"eastwest_gateway,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ImportCluster) Reset() {
@@ -1153,6 +1173,20 @@ func (x *ImportCluster) GetPrivateLinkAutoApproval() bool {
 		return x.PrivateLinkAutoApproval
 	}
 	return false
+}
+
+func (x *ImportCluster) GetNetwork() string {
+	if x != nil {
+		return x.Network
+	}
+	return ""
+}
+
+func (x *ImportCluster) GetEastwestGateway() string {
+	if x != nil {
+		return x.EastwestGateway
+	}
+	return ""
 }
 
 // Import is the merge of every participating export of one Service.
@@ -2678,7 +2712,7 @@ var File_registry_v1_registry_proto protoreflect.FileDescriptor
 
 const file_registry_v1_registry_proto_rawDesc = "" +
 	"\n" +
-	"\x1aregistry/v1/registry.proto\x12\x14fleetnet.registry.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xff\x02\n" +
+	"\x1aregistry/v1/registry.proto\x12\x14fleetnet.registry.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xaa\x03\n" +
 	"\aCluster\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
 	"\rclusterset_id\x18\x02 \x01(\tR\fclustersetId\x12\x16\n" +
@@ -2688,7 +2722,8 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\x10lease_expires_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x0eleaseExpiresAt\x12M\n" +
 	"\n" +
 	"properties\x18\a \x03(\v2-.fleetnet.registry.v1.Cluster.PropertiesEntryR\n" +
-	"properties\x1a=\n" +
+	"properties\x12)\n" +
+	"\x10eastwest_gateway\x18\b \x01(\tR\x0feastwestGateway\x1a=\n" +
 	"\x0fPropertiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"t\n" +
@@ -2774,7 +2809,7 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\ftrace_parent\x18\x05 \x01(\tR\vtraceParent\"=\n" +
 	"\tImportKey\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"\xfa\x01\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\xbf\x02\n" +
 	"\rImportCluster\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x16\n" +
@@ -2782,7 +2817,9 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\x06weight\x18\x03 \x01(\rR\x06weight\x12+\n" +
 	"\x11regional_frontend\x18\x04 \x01(\tR\x10regionalFrontend\x120\n" +
 	"\x14private_link_service\x18\x05 \x01(\tR\x12privateLinkService\x12;\n" +
-	"\x1aprivate_link_auto_approval\x18\x06 \x01(\bR\x17privateLinkAutoApproval\"\xbe\x06\n" +
+	"\x1aprivate_link_auto_approval\x18\x06 \x01(\bR\x17privateLinkAutoApproval\x12\x18\n" +
+	"\anetwork\x18\a \x01(\tR\anetwork\x12)\n" +
+	"\x10eastwest_gateway\x18\b \x01(\tR\x0feastwestGateway\"\xbe\x06\n" +
 	"\x06Import\x121\n" +
 	"\x03key\x18\x01 \x01(\v2\x1f.fleetnet.registry.v1.ImportKeyR\x03key\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x127\n" +

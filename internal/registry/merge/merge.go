@@ -33,6 +33,9 @@ type Cluster struct {
 	// Live is true while the cluster's lease is held.
 	Live   bool
 	Region string
+	// Network (its network.fleetnet.dev property) and EastWestGateway are
+	// copied into the import for importers on other networks.
+	Network, EastWestGateway string
 }
 
 // Result is the merge of one Service's exports.
@@ -125,8 +128,10 @@ func Merge(key *registryv1.ImportKey, exports []*registryv1.Export, clusters map
 	}
 	for _, e := range part {
 		id := e.GetKey().GetClusterId()
-		imp.Clusters = append(imp.Clusters, &registryv1.ImportCluster{ClusterId: id, Region: clusters[id].Region, Weight: e.GetWeight(), RegionalFrontend: e.GetRegionalFrontend(),
-			PrivateLinkService: e.GetPrivateLinkService(), PrivateLinkAutoApproval: e.GetPrivateLinkAutoApproval()})
+		c := clusters[id]
+		imp.Clusters = append(imp.Clusters, &registryv1.ImportCluster{ClusterId: id, Region: c.Region, Weight: e.GetWeight(), RegionalFrontend: e.GetRegionalFrontend(),
+			PrivateLinkService: e.GetPrivateLinkService(), PrivateLinkAutoApproval: e.GetPrivateLinkAutoApproval(),
+			Network: c.Network, EastwestGateway: c.EastWestGateway})
 		if len(conflicts) > 0 {
 			res.Statuses[id].Conflicts = conflicts
 		}

@@ -7,8 +7,10 @@ package validate
 import (
 	"fmt"
 	"maps"
+	"net"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 
 	aboutv1alpha1 "github.com/fleetnet/fleetnet/api/about/v1alpha1"
@@ -61,7 +63,31 @@ func Cluster(c *registryv1.Cluster, path *field.Path) field.ErrorList {
 	for _, msg := range validation.IsValidLabelValue(c.GetRegion()) {
 		errs = append(errs, field.Invalid(path.Child("region"), c.GetRegion(), msg))
 	}
+	if gw := c.GetEastwestGateway(); gw != "" {
+		if err := HostPort(gw); err != nil {
+			errs = append(errs, field.Invalid(path.Child("eastwestGateway"), gw, err.Error()))
+		}
+	}
 	return append(errs, ClusterProperties(c, path.Child("properties"))...)
+}
+
+// HostPort checks an address other clusters dial: host:port, the host an
+// IP address or a DNS subdomain, the port 1 to 65535.
+func HostPort(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("want host:port: %w", err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != port {
+		return fmt.Errorf("port %q: want 1 to 65535", port)
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return nil
+	}
+	if msgs := validation.IsDNS1123Subdomain(host); len(msgs) > 0 {
+		return fmt.Errorf("host %q: want an IP address or a DNS name: %s", host, strings.Join(msgs, "; "))
+	}
+	return nil
 }
 
 // ClusterProperties checks a cluster's published properties: label keys

@@ -34,6 +34,12 @@ func TestCluster(t *testing.T) {
 		{"another clusterset", withProperties("clusterset.k8s.io", "other"), `cluster.properties[clusterset.k8s.io]: Invalid value: "other": must be the cluster's own "fleet"`},
 		{"too many properties", withProperties(manyProperties(MaxClusterProperties + 1)...), "cluster.properties: Too many: 65: must have at most 64 items"},
 		{"properties too large", withProperties(largeProperties()...), "cluster.properties: Too long"},
+		{"east-west gateway by address", &registryv1.Cluster{Id: "east", ClustersetId: "fleet", EastwestGateway: "192.0.2.10:15008"}, ""},
+		{"east-west gateway by name", &registryv1.Cluster{Id: "east", ClustersetId: "fleet", EastwestGateway: "ew.east.example.com:15008"}, ""},
+		{"east-west gateway IPv6", &registryv1.Cluster{Id: "east", ClustersetId: "fleet", EastwestGateway: "[2001:db8::1]:15008"}, ""},
+		{"east-west gateway without port", &registryv1.Cluster{Id: "east", ClustersetId: "fleet", EastwestGateway: "192.0.2.10"}, `cluster.eastwestGateway: Invalid value: "192.0.2.10": want host:port`},
+		{"east-west gateway port 0", &registryv1.Cluster{Id: "east", ClustersetId: "fleet", EastwestGateway: "192.0.2.10:0"}, `port "0": want 1 to 65535`},
+		{"east-west gateway host not a name", &registryv1.Cluster{Id: "east", ClustersetId: "fleet", EastwestGateway: "bad_host:15008"}, `host "bad_host": want an IP address or a DNS name`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/fleetnet/fleetnet/api/keys"
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/registry/keyspace"
 	"github.com/fleetnet/fleetnet/internal/registry/merge"
@@ -236,7 +237,7 @@ func (v *View) clusterInfo() map[string]merge.Cluster {
 	m := make(map[string]merge.Cluster, len(v.clusters))
 	for id, c := range v.clusters {
 		_, live := v.live[id]
-		m[id] = merge.Cluster{Live: live, Region: c.GetRegion()}
+		m[id] = merge.Cluster{Live: live, Region: c.GetRegion(), Network: c.GetProperties()[keys.PropertyNetwork], EastWestGateway: c.GetEastwestGateway()}
 	}
 	return m
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetnet/fleetnet/api/keys"
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/registry/keyspace"
 	"github.com/fleetnet/fleetnet/internal/registry/store"
@@ -547,5 +548,43 @@ func TestScopeAudience(t *testing.T) {
 		if got := newScope("x", e).audience(clusters).String(); got != tc.want {
 			t.Errorf("selector %q, export_to %v: audience %s, want %s", tc.selector, tc.to, got, tc.want)
 		}
+	}
+}
+
+// An exporting cluster's network and east-west gateway reach every
+// importer with its imports, and follow its registration.
+func TestImportsCarryTheExportersNetworkAndGateway(t *testing.T) {
+	l := &log{data: map[string]store.KV{}}
+	v := New()
+	apply := func(evs ...store.Event) []string { t.Helper(); return applyTo(t, v, l, evs...) }
+	west := func(gw string) *registryv1.Cluster {
+		return &registryv1.Cluster{Id: "west", ClustersetId: "fleet", Properties: map[string]string{keys.PropertyNetwork: "b"}, EastwestGateway: gw}
+	}
+	apply(l.put(t, keyspace.ClusterKey("east"), &registryv1.Cluster{Id: "east", ClustersetId: "fleet"}))
+	apply(l.put(t, keyspace.ClusterKey("west"), west("192.0.2.2:15008")))
+	for _, id := range []string{"east", "west"} {
+		apply(l.put(t, keyspace.LiveKey(id), nil))
+	}
+	apply(l.put(t, keyspace.ExportKey(exp("east", 0, "http").Key), exp("east", 0, "http")))
+	apply(l.put(t, keyspace.ExportKey(exp("west", 1, "http").Key), exp("west", 1, "http")))
+	clusters := func() map[string]*registryv1.ImportCluster {
+		t.Helper()
+		g := v.groups[svcKey{"demo", "echo"}]
+		if len(g) != 1 {
+			t.Fatalf("%d groups, want 1", len(g))
+		}
+		out := map[string]*registryv1.ImportCluster{}
+		for _, c := range g[0].imp.GetClusters() {
+			out[c.GetClusterId()] = c
+		}
+		return out
+	}
+	if c := clusters(); c["west"].GetNetwork() != "b" || c["west"].GetEastwestGateway() != "192.0.2.2:15008" || c["east"].GetNetwork() != "" || c["east"].GetEastwestGateway() != "" {
+		t.Fatalf("import clusters = %v", c)
+	}
+	// west's gateway moves: its import follows.
+	expectEvents(t, apply(l.put(t, keyspace.ClusterKey("west"), west("192.0.2.3:15008"))), "import")
+	if c := clusters(); c["west"].GetEastwestGateway() != "192.0.2.3:15008" {
+		t.Fatalf("west = %v after its gateway moved", c["west"])
 	}
 }
