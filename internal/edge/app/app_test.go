@@ -16,7 +16,7 @@ import (
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/internal/edge/app"
-	"github.com/fleetnet/fleetnet/internal/gateway/distribute"
+	"github.com/fleetnet/fleetnet/internal/distribute"
 	"github.com/fleetnet/fleetnet/internal/testkit"
 )
 

@@ -19,7 +19,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/edge/app"
 	"github.com/fleetnet/fleetnet/internal/testkit"
 
-	"github.com/fleetnet/fleetnet/internal/gateway/distribute"
+	"github.com/fleetnet/fleetnet/internal/distribute"
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
-	"github.com/fleetnet/fleetnet/internal/gateway/distribute"
+	"github.com/fleetnet/fleetnet/internal/distribute"
 
 	"github.com/fleetnet/fleetnet/internal/gateway/provider"
 )

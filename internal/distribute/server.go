@@ -1,6 +1,7 @@
 // Package distribute serves the newest model to every fleetnet-edge over
 // the fleetnet.edge.v1 stream and keeps what each edge acknowledged, so that
-// the gateway controller can say exactly where provisioning stands.
+// its publisher can say exactly where provisioning stands: fleetnet-gateway
+// for its edges, the agent for its cluster's east-west gateway.
 //
 // The model is level state: the server holds only the newest version, an
 // edge that reconnects already serving it is sent nothing, and publishing
