@@ -9,12 +9,14 @@
 package distribute
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"slices"
 	"sort"
 	"strings"
@@ -23,6 +25,7 @@ import (
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/api/keys"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
@@ -336,6 +339,28 @@ func Describe(r *edgev1.Refusal) string {
 		return fmt.Sprintf("port %d/%s of MultiClusterLoadBalancer %s", r.GetPort(), r.GetProtocol(), obj)
 	}
 	return fmt.Sprintf("listener %s of %s %s (port %d)", r.GetListener(), r.GetKind(), obj, r.GetPort())
+}
+
+// Serve serves the model stream on srv (its credentials require edges'
+// client certificates) at addr until ctx ends; flag names addr in errors.
+func (s *Server) Serve(ctx context.Context, addr string, srv *grpc.Server, flag string, log *slog.Logger) error {
+	edgev1.RegisterModelDistributionServer(srv, s)
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("%s: %w", flag, err)
+	}
+	go func() {
+		<-ctx.Done()
+		stopped := make(chan struct{})
+		go func() { srv.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(5 * time.Second):
+			srv.Stop() // edge streams never end on their own
+		}
+	}()
+	log.Info("serving models to edges", "address", lis.Addr().String())
+	return srv.Serve(lis)
 }
 
 // edgeName is the common name of the caller's client certificate, which

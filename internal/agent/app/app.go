@@ -86,6 +86,8 @@ type Options struct {
 	// Tracing sends traces of publishes and applies to an OTLP collector
 	// (off by default).
 	Tracing tracing.Options
+	// EastWest is the cluster's east-west gateway, when it has one.
+	EastWest EastWestOptions
 }
 
 // BindFlags registers the options on fs. The kubeconfig flag is
@@ -117,6 +119,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", 200, "requests per second to this cluster's API server, on average (a join of 5,000 imports is about 25,000 writes); 0: no limit of the agent's own. The chart's FlowSchema also keeps them from starving the cluster's own controllers")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", 400, "requests to this cluster's API server in a burst above --kube-api-qps")
 	o.Tracing.BindFlags(fs)
+	o.EastWest.BindFlags(fs)
 }
 
 // Validate checks the options without connecting to anything, so that a
@@ -160,6 +163,9 @@ func (o *Options) Validate() error {
 	if o.EndpointsPerSlice < 1 || o.EndpointsPerSlice > 1000 {
 		errs = append(errs, fmt.Errorf("--endpoints-per-slice=%d: must be between 1 and 1000", o.EndpointsPerSlice))
 	}
+	if err := o.EastWest.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -202,6 +208,10 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	if err != nil {
 		return err
 	}
+	cluster.EastwestGateway = o.EastWest.Address
+	// Read once: a cluster that moves to another network restarts its
+	// agent (its imports change wholesale).
+	network := cluster.GetProperties()[keys.PropertyNetwork]
 	families, err := importer.ServiceFamilies(ctx, reader)
 	if err != nil {
 		return err
@@ -335,6 +345,10 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	if err := mgr.Add(stream); err != nil {
 		return err
 	}
+	gateway, err := startEastWest(ctx, mgr, o, statusWatcher, log)
+	if err != nil {
+		return err
+	}
 	policies, why, err := policiesUsable(ctx, mgr)
 	if err != nil {
 		return err
@@ -347,6 +361,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		Recorder: mgr.GetEventRecorder("fleetnet-agent"), Log: log, Events: importEvents, Pending: importer.NewPendingTracker(reg),
 		Progress: progress, CreateNamespaces: o.CreateImportNamespaces,
 		Cluster: cluster.GetId(), Region: cluster.GetRegion(), Policies: policies, Tracer: tracer,
+		Network: network, EastWest: gateway,
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
@@ -366,7 +381,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	}); err != nil {
 		return err
 	}
-	log.Info("starting agent", "cluster", cluster.GetId(), "clusterset", cluster.GetClustersetId(), "region", cluster.GetRegion(), "registry", o.Registry.Address)
+	log.Info("starting agent", "cluster", cluster.GetId(), "clusterset", cluster.GetClustersetId(), "region", cluster.GetRegion(), "network", network, "registry", o.Registry.Address)
 	return mgr.Start(ctx)
 }
 

@@ -30,6 +30,9 @@ type StatusWatcher struct {
 	Log       *slog.Logger
 	// Events triggers reconciles of ServiceExports.
 	Events chan event.GenericEvent
+	// Changed, when set, is called after an export's status changed (the
+	// east-west gateway's model carries each export's audience).
+	Changed func()
 
 	mu       sync.Mutex
 	statuses map[publish.ExportKey]*registryv1.ExportStatus
@@ -180,6 +183,9 @@ func (w *StatusWatcher) checkLosses(ctx context.Context) {
 // trigger asks for a reconcile of the export. It gives up when ctx ends:
 // the controller stops reading Events at shutdown.
 func (w *StatusWatcher) trigger(ctx context.Context, k publish.ExportKey) {
+	if w.Changed != nil {
+		w.Changed()
+	}
 	se := &mcsv1beta1.ServiceExport{}
 	se.Namespace, se.Name = k.Namespace, k.Name
 	select {

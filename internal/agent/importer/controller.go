@@ -14,6 +14,7 @@ import (
 	"github.com/fleetnet/fleetnet/api/keys"
 	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/internal/agent/eastwest"
 	"github.com/fleetnet/fleetnet/internal/agent/locality"
 	"github.com/fleetnet/fleetnet/internal/tracing"
 	"github.com/prometheus/client_golang/prometheus"
@@ -78,6 +79,12 @@ type Reconciler struct {
 	// Tracer, when set, traces the apply of each change the registry sent
 	// with a trace_parent (keys.SpanApplyImport), as that change's child.
 	Tracer trace.Tracer
+	// Network is this cluster's network (keys.PropertyNetwork; "" for the
+	// fleet's one network): exporting clusters of other networks are
+	// reached through EastWest, or not at all.
+	Network string
+	// EastWest is this cluster's east-west gateway; nil when it has none.
+	EastWest *eastwest.Gateway
 
 	memo verifiedSlices
 	// written holds the expectations of the reconciler's own ServiceImport
@@ -118,6 +125,21 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Policies {
 		b = b.Watches(&networkingv1alpha1.BackendTrafficPolicy{}, handler.EnqueueRequestsFromMapFunc(policyTargets)).
 			WatchesMetadata(&corev1.Node{}, r.zoneChanges(), builder.WithPredicates(zoneLabelChanged))
+	}
+	if r.EastWest != nil {
+		// The gateway's pods are what the imports that go through it
+		// serve: when they change, so do those imports' slices.
+		gw := r.EastWest.Service
+		b = b.Watches(&discoveryv1.EndpointSlice{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			if o.GetNamespace() != gw.Namespace || o.GetLabels()[discoveryv1.LabelServiceName] != gw.Name {
+				return nil
+			}
+			var out []reconcile.Request
+			for _, k := range r.EastWest.Publisher.Routed() {
+				out = append(out, reconcile.Request{NamespacedName: k})
+			}
+			return out
+		}))
 	}
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: max(r.Workers, 1)}).
 		Complete(r)
@@ -207,6 +229,7 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 
 	imp := desired.Import
+	cross := eastwest.Decide(imp, eastwest.Local{Network: r.Network, Gateway: r.EastWest != nil})
 	families := Families(imp, r.Families)
 	spec := ServiceImportSpec(imp, families)
 	reason, failure := unservable(imp, r.Families)
@@ -227,13 +250,31 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 	// docs/architecture.md, "writes per import").
 	var svc *corev1.Service
 	var loc *locality.Decision
-	if failure == nil {
+	var gatewayPorts map[int32]int32
+	if failure == nil && cross.Through {
+		// The gateway dials each cluster itself: zone hints on its own
+		// endpoints would say nothing of where the traffic goes.
+		if gatewayPorts, failure = r.gatewayPorts(ctx, req.NamespacedName, cross); failure != nil {
+			reason = keys.ReasonApplyFailed
+		}
+	} else if failure == nil {
 		if loc, failure = r.localityOf(ctx, req.NamespacedName, imp, desired, families); failure != nil {
 			reason = keys.ReasonApplyFailed
 		}
 	}
+	if !cross.Through && r.EastWest != nil {
+		r.EastWest.Publisher.DeleteRoute(req.NamespacedName)
+		r.EastWest.Ports.Release(req.NamespacedName)
+	}
 	if failure == nil {
 		svcSpec, svcAnnotations := withLocality(DerivedServiceSpec(imp, families), loc)
+		if cross.Through {
+			svcAnnotations = maps.Clone(svcAnnotations)
+			if svcAnnotations == nil {
+				svcAnnotations = map[string]string{}
+			}
+			svcAnnotations[keys.AnnotationEastWestPorts] = eastwest.FormatPorts(gatewayPorts)
+		}
 		svc, failure = r.applyDerivedService(ctx, si, req.NamespacedName, svcSpec, svcAnnotations)
 		if errors.Is(failure, errServiceReplaced) {
 			return reconcile.Result{RequeueAfter: cacheBehindRetry}, nil // the cache has yet to show it
@@ -258,13 +299,17 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		if loc != nil {
 			hints = loc.Hints
 		}
-		if failure = r.applySlices(ctx, req.NamespacedName, svc, desired, families, hints); failure != nil {
+		served := desired
+		if served, failure = r.crossNetworks(ctx, req.NamespacedName, desired, cross, gatewayPorts); failure == nil {
+			failure = r.applySlices(ctx, req.NamespacedName, svc, served, families, hints)
+		}
+		if failure != nil {
 			reason = keys.ReasonApplyFailed
 		}
 	case withdraw:
 		withdrawErr = r.withdraw(ctx, req.NamespacedName, reason)
 	}
-	serr := r.applyStatus(ctx, applied, imp, reason, failure, loc)
+	serr := r.applyStatus(ctx, applied, imp, reason, failure, loc, cross.Condition(gatewayPorts, applied.Generation))
 	r.Progress.Set(req.NamespacedName, failure == nil && serr == nil)
 	if serr != nil {
 		return reconcile.Result{}, errors.Join(withdrawErr, serr)
@@ -357,7 +402,7 @@ func (r *Reconciler) specRefused(ctx context.Context, si *mcsv1beta1.ServiceImpo
 		r.Recorder.Eventf(eventTarget(si, key), nil, corev1.EventTypeWarning, keys.ReasonApplyFailed, "Import", "%s", err.Error())
 		return wrapped
 	}
-	if serr := r.applyStatus(ctx, si, imp, keys.ReasonApplyFailed, err, nil); serr != nil {
+	if serr := r.applyStatus(ctx, si, imp, keys.ReasonApplyFailed, err, nil, nil); serr != nil {
 		return errors.Join(wrapped, serr)
 	}
 	return wrapped
@@ -392,6 +437,10 @@ func (r *Reconciler) withdraw(ctx context.Context, key types.NamespacedName, rea
 		return err
 	}
 	r.memo.drop(key)
+	if r.EastWest != nil {
+		r.EastWest.Publisher.DeleteRoute(key)
+		r.EastWest.Ports.Release(key)
+	}
 	if svc == nil && len(ss) == 0 {
 		return nil
 	}
@@ -707,7 +756,7 @@ func (r *Reconciler) deleteSlice(ctx context.Context, namespace, name string) er
 
 // applyStatus writes the ServiceImport's status when it changed, and emits
 // a Warning event on failure.
-func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImport, imp *registryv1.Import, reason string, failure error, loc *locality.Decision) error {
+func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImport, imp *registryv1.Import, reason string, failure error, loc *locality.Decision, networks *metav1.Condition) error {
 	st := mcsv1beta1.ServiceImportStatus{EndpointSliceObjects: mcsv1beta1.EndpointSliceObjectsAbsent}
 	for _, c := range imp.GetClusters() {
 		st.Clusters = append(st.Clusters, mcsv1beta1.ClusterStatus{Cluster: c.GetClusterId()})
@@ -722,6 +771,11 @@ func (r *Reconciler) applyStatus(ctx context.Context, si *mcsv1beta1.ServiceImpo
 	meta.SetStatusCondition(&st.Conditions, cond)
 	meta.SetStatusCondition(&st.Conditions, conflictCondition(imp, si.Generation))
 	r.setLocality(si, &st.Conditions, loc, failure)
+	if networks != nil {
+		meta.SetStatusCondition(&st.Conditions, *networks)
+	} else {
+		meta.RemoveStatusCondition(&st.Conditions, keys.ConditionNetworks)
+	}
 	if equality.Semantic.DeepEqual(st, si.Status) {
 		return nil
 	}
@@ -766,6 +820,10 @@ func conflictCondition(imp *registryv1.Import, generation int64) metav1.Conditio
 func (r *Reconciler) remove(ctx context.Context, key types.NamespacedName) error {
 	r.memo.drop(key)
 	r.written.forget(key)
+	if r.EastWest != nil {
+		r.EastWest.Publisher.DeleteRoute(key)
+		r.EastWest.Ports.Release(key)
+	}
 	si := &mcsv1beta1.ServiceImport{}
 	if err := r.Client.Get(ctx, key, si); err == nil && si.Labels[keys.LabelManagedBy] == keys.ManagedByAgent {
 		if err := r.Client.Delete(ctx, si); client.IgnoreNotFound(err) != nil {

@@ -22,7 +22,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
 
-	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/certfiles"
 	"github.com/fleetnet/fleetnet/internal/gateway/controller"
@@ -470,7 +469,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	})); err != nil {
 		return err
 	}
-	if err := mgr.Add(leaderRunnable(func(ctx context.Context) error { return serveEdges(ctx, o.EdgeListen, serving, dist, log) })); err != nil {
+	if err := mgr.Add(leaderRunnable(func(ctx context.Context) error { return dist.Serve(ctx, o.EdgeListen, serving, "--edge-listen", log) })); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
@@ -497,26 +496,6 @@ func loadServing(ctx context.Context, o Options, log *slog.Logger) (*grpc.Server
 	// the gateway.
 	creds := (&tlsrefusal.Observer{Server: "gateway-model-stream", Log: log}).Credentials(credentials.NewTLS(cfg))
 	return grpc.NewServer(append(recovered.GRPCServerOptions("gateway-model-stream", log), grpc.Creds(creds))...), nil
-}
-
-func serveEdges(ctx context.Context, addr string, srv *grpc.Server, dist *distribute.Server, log *slog.Logger) error {
-	edgev1.RegisterModelDistributionServer(srv, dist)
-	lis, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("--edge-listen: %w", err)
-	}
-	go func() {
-		<-ctx.Done()
-		stopped := make(chan struct{})
-		go func() { srv.GracefulStop(); close(stopped) }()
-		select {
-		case <-stopped:
-		case <-time.After(5 * time.Second):
-			srv.Stop() // edge streams never end on their own
-		}
-	}()
-	log.Info("serving models to edges", "address", lis.Addr().String())
-	return srv.Serve(lis)
 }
 
 // leaderRunnable runs only while this process leads.
