@@ -11,8 +11,8 @@ import (
 	"time"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
-	"github.com/fleetnet/fleetnet/internal/edge/subscribe"
 	"github.com/fleetnet/fleetnet/internal/distribute"
+	"github.com/fleetnet/fleetnet/internal/edge/subscribe"
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/fleetnet/fleetnet/internal/testkit"
 	"google.golang.org/grpc"

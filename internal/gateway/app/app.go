@@ -24,8 +24,8 @@ import (
 
 	"github.com/fleetnet/fleetnet/api/keys"
 	"github.com/fleetnet/fleetnet/internal/certfiles"
-	"github.com/fleetnet/fleetnet/internal/gateway/controller"
 	"github.com/fleetnet/fleetnet/internal/distribute"
+	"github.com/fleetnet/fleetnet/internal/gateway/controller"
 	"github.com/fleetnet/fleetnet/internal/gateway/lastaccepted"
 	"github.com/fleetnet/fleetnet/internal/gateway/provider"
 	"github.com/fleetnet/fleetnet/internal/gateway/provider/azure/crossregion"
