@@ -68,11 +68,11 @@ func (o *EastWestOptions) Validate() error {
 			errs = append(errs, fmt.Errorf("--eastwest-gateway-address=%q: %w", o.Address, err))
 		}
 	}
-	if _, err := ports.ParseRange(o.Ports); err != nil {
-		errs = append(errs, fmt.Errorf("--eastwest-gateway-ports: %w", err))
-	}
 	if o.Service == "" {
 		return errors.Join(errs...)
+	}
+	if _, err := ports.ParseRange(o.Ports); err != nil {
+		errs = append(errs, fmt.Errorf("--eastwest-gateway-ports: %w", err))
 	}
 	if _, err := o.service(); err != nil {
 		errs = append(errs, err)

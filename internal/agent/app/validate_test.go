@@ -58,6 +58,15 @@ func TestOptionsValidate(t *testing.T) {
 		{"API QPS without a burst", func(o *app.Options) { o.KubeAPIQPS, o.KubeAPIBurst = 50, 0 }, []string{"--kube-api-burst=0: must be at least 1"}},
 		{"API QPS and burst", func(o *app.Options) { o.KubeAPIQPS, o.KubeAPIBurst = 50, 100 }, nil},
 		{"identity and numbers together", func(o *app.Options) { o.Identity.ClusterID, o.ImportWorkers = "East", 0 }, []string{`--cluster-id="East"`, "--import-workers=0"}},
+		{"an east-west gateway", func(o *app.Options) {
+			o.EastWest = app.EastWestOptions{Address: "192.0.2.10:15008", Service: "fleetnet-system/fleetnet-eastwest", Ports: "15100-15999", ModelListen: ":15012", CertFile: "m.crt", KeyFile: "m.key"}
+		}, nil},
+		{"an east-west gateway address alone", func(o *app.Options) { o.EastWest.Address = "ew.example.com:15008" }, nil},
+		{"east-west gateway address without port", func(o *app.Options) { o.EastWest.Address = "192.0.2.10" }, []string{`--eastwest-gateway-address="192.0.2.10": want host:port`}},
+		{"east-west flags all bad", func(o *app.Options) {
+			o.EastWest = app.EastWestOptions{Service: "eastwest", Ports: "16000-15000", ModelListen: "15012"}
+		}, []string{`--eastwest-gateway-service="eastwest": want namespace/name`, "--eastwest-gateway-ports: port range \"16000-15000\"",
+			`needs --eastwest-model-cert-file and --eastwest-model-key-file`, `--eastwest-model-listen="15012"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
