@@ -62,6 +62,9 @@ func (c claims) claim(s *State) {
 	if s.Nodes {
 		for _, cl := range s.Clusters {
 			c[cl.NodeNetNS()], c[cl.nodeVeth()] = true, true
+			if ns := cl.NetworkNS(); ns != "" {
+				c[ns], c[transitVeth(cl.Network)] = true, true
+			}
 		}
 	}
 }

@@ -349,13 +349,27 @@ func (u *upper) nodes(ctx context.Context) error {
 		return err
 	}
 	u.createdBridge = u.createdBridge || created
+	if err := ensureNetworks(u.s); err != nil {
+		return err
+	}
 	errs := make([]error, len(u.s.Clusters))
 	var wg sync.WaitGroup
 	for i, c := range u.s.Clusters {
 		wg.Go(func() { errs[i] = u.node(ctx, c) })
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	for _, c := range u.s.Clusters {
+		if !u.s.EastWestGateway(c) {
+			continue
+		}
+		if err := u.ensure(c.Name+"/"+PartEastWestGateway, func() (*controlplane.Process, error) { return u.startEastWestGateway(ctx, c) }); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (u *upper) node(ctx context.Context, c ClusterState) error {
@@ -471,7 +485,9 @@ func (u *upper) startInNode(ctx context.Context, c ClusterState, part, ready str
 	if err != nil {
 		return nil, err
 	}
-	if err := waitReady(ctx, p, ready); err != nil {
+	// From inside the node: on a network of its own, the host cannot
+	// reach it.
+	if err := waitReadyIn(ctx, p, c.NodeNetNS(), ready); err != nil {
 		p.Kill()
 		return nil, err
 	}
@@ -625,16 +641,26 @@ func ensureNodeNetwork(dir string, c ClusterState) error {
 	}
 	host := c.nodeVeth()
 	peer := "fnm" + strings.TrimPrefix(host, "fnn")
-	err := ipAll(
-		[]string{"netns", "add", ns},
-		[]string{"link", "add", host, "type", "veth", "peer", "name", peer, "address", macFor(c.NodeAddress().String())},
-		[]string{"link", "set", peer, "netns", ns},
-		[]string{"-n", ns, "link", "set", peer, "name", "eth0"},
-		[]string{"-n", ns, "addr", "add", fmt.Sprintf("%s/%d", c.NodeAddress(), podPrefixLen), "dev", "eth0"},
-		[]string{"-n", ns, "link", "set", "eth0", "up"},
-		[]string{"-n", ns, "link", "set", "lo", "up"},
-		[]string{"link", "set", host, "master", BridgeName, "up"},
-	)
+	// The host end goes on the network's bridge: the host's, or the one in
+	// the network's namespace.
+	network := c.NetworkNS()
+	err := ipAll([]string{"netns", "add", ns})
+	if err == nil {
+		err = ipIn(network,
+			[]string{"link", "add", host, "type", "veth", "peer", "name", peer, "address", macFor(c.NodeAddress().String())},
+			[]string{"link", "set", peer, "netns", ns})
+	}
+	if err == nil {
+		err = ipAll(
+			[]string{"-n", ns, "link", "set", peer, "name", "eth0"},
+			[]string{"-n", ns, "addr", "add", fmt.Sprintf("%s/%d", c.NodeAddress(), podPrefixLen), "dev", "eth0"},
+			[]string{"-n", ns, "link", "set", "eth0", "up"},
+			[]string{"-n", ns, "link", "set", "lo", "up"},
+		)
+	}
+	if err == nil {
+		err = ipIn(network, []string{"link", "set", host, "master", BridgeName, "up"})
+	}
 	if err == nil {
 		// The node forwards pods' Service traffic back out of the interface
 		// it came in on; redirects would tell pods to skip it.

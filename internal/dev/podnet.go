@@ -170,8 +170,15 @@ func createPodNetwork(pod PodState, s *State, c ClusterState) error {
 	}
 	peer := "fnp" + pod.HostVeth[len("fnh"):]
 	ns := pod.NetNS
-	err := ipBatch(nil,
-		[]string{"netns", "add", ns},
+	if err := ipAll([]string{"netns", "add", ns}); err != nil {
+		return err
+	}
+	// On its network's bridge: the host's, or in the network's namespace.
+	var where []string
+	if n := c.NetworkNS(); n != "" {
+		where = []string{"-n", n}
+	}
+	err := ipBatch(where,
 		[]string{"link", "add", pod.HostVeth, "type", "veth", "peer", "name", peer, "address", macFor(pod.Address)},
 		[]string{"link", "set", peer, "netns", ns},
 		[]string{"link", "set", pod.HostVeth, "master", BridgeName, "up"},
@@ -262,9 +269,13 @@ func (s *State) freePodAddress(c ClusterState) (netip.Addr, error) {
 	if err != nil {
 		return netip.Addr{}, err
 	}
+	// Addresses repeat across networks (their ranges may overlap), not
+	// within one.
 	used := map[string]bool{}
 	for _, p := range s.Pods {
-		used[p.Address] = true
+		if pc, err := s.Cluster(p.Cluster); err != nil || pc.Network == c.Network {
+			used[p.Address] = true
+		}
 	}
 	base := prefix.Addr().As4()
 	for host := firstPodHost; host <= lastPodHost; host++ {

@@ -76,6 +76,9 @@ type ClusterState struct {
 	// Region is the agent's --region: imported slices carry it, and
 	// discovery groups pools by it.
 	Region string `json:"region,omitempty"`
+	// Network is the cluster's network (networks.go); "" is the fleet's
+	// default network, the host's bridge.
+	Network string `json:"network,omitempty"`
 }
 
 // ProcessState identifies a started process. The start time (in clock ticks
@@ -180,6 +183,11 @@ func (s *State) Components() []string {
 		for _, c := range s.Clusters {
 			out = append(out, c.Name+"/"+PartAPIServerProxy, c.Name+"/"+PartKubeProxy, c.Name+"/"+PartDNS, c.Name+"/"+PartCoreDNS, c.Name+"/"+PartProcessNode)
 		}
+		for _, c := range s.Clusters {
+			if s.EastWestGateway(c) {
+				out = append(out, c.Name+"/"+PartEastWestGateway)
+			}
+		}
 	}
 	return out
 }
@@ -226,7 +234,22 @@ func (s *State) GatewayEdgesAddress() string {
 func (s *State) podRanges() []string {
 	var r []string
 	for _, c := range s.Clusters {
-		r = append(r, c.PodCIDRs...)
+		if c.Network == "" {
+			r = append(r, c.PodCIDRs...)
+		}
+	}
+	return r
+}
+
+// edgeRanges are the addresses the fleet's edge (on the host) may dial:
+// the default network's pod ranges and, with networks, the bridge address
+// where the hub's east-west gateway takes its imports' traffic. Another
+// network's pods are not reachable from the host; their ranges may name
+// the default network's pods.
+func (s *State) edgeRanges() []string {
+	r := s.podRanges()
+	if s.HasNetworks() {
+		r = append(r, bridgeHost.String()+"/32")
 	}
 	return r
 }

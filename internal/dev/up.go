@@ -56,6 +56,9 @@ type Options struct {
 	// Regions maps clusters to their agents' --region; clusters not named
 	// have none.
 	Regions map[string]string
+	// Networks maps clusters to networks of their own (networks.go);
+	// clusters not named are on the default network. Needs Nodes.
+	Networks map[string]string
 	// BasePort is the first of the fleet's loopback ports (see ports()).
 	BasePort int
 	// LeaseTTL is the registry's lease TTL; short, so that a stopped agent's
@@ -115,6 +118,20 @@ func (o *Options) validate() error {
 		if msgs := validation.IsValidLabelValue(r); r == "" || len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("--regions: %s=%q: want a non-empty label value (%s)", c, r, strings.Join(msgs, "; ")))
 		}
+	}
+	for c, n := range o.Networks {
+		if !seen[c] {
+			errs = append(errs, fmt.Errorf("--networks: %q is not one of --clusters", c))
+		}
+		if msgs := validation.IsDNS1123Label(n); n == "" || len(msgs) > 0 || len(networkNSPrefix+n) > 63 {
+			errs = append(errs, fmt.Errorf("--networks: %s=%q: want a short RFC 1123 label (%s)", c, n, strings.Join(msgs, "; ")))
+		}
+		if slices.Contains(o.DualStack, c) {
+			errs = append(errs, fmt.Errorf("--networks: %s is dual-stack; a network of its own is IPv4 only", c))
+		}
+	}
+	if len(o.Networks) > 0 && !o.Nodes {
+		errs = append(errs, errors.New("--networks: networks are network namespaces of the nodes: needs --nodes (root)"))
 	}
 	if len(o.Clusters) > 50 {
 		errs = append(errs, fmt.Errorf("--clusters: %d clusters; at most 50", len(o.Clusters)))
@@ -197,17 +214,26 @@ func Up(ctx context.Context, o Options) (*State, error) {
 
 func newState(dir string, o Options) *State {
 	s := &State{Dir: dir, BasePort: o.BasePort, LeaseTTL: o.LeaseTTL, GatewayAddressPool: o.GatewayAddressPool, Processes: map[string]ProcessState{}, Pods: map[string]PodState{}, Nodes: o.Nodes, HA: o.HA}
+	inNetwork := map[string]int{} // clusters so far per network
 	for i, name := range o.Clusters {
 		dual := slices.Contains(o.DualStack, name)
 		cidrs := []string{fmt.Sprintf("10.%d.0.0/16", 96+i)}
-		pods := []string{fmt.Sprintf("10.244.%d.0/24", i)}
+		// The default network's clusters take 10.244.<i>.0/24; another
+		// network's take 10.244.1.0/24 on, the second cluster's range
+		// and those after it: overlapping ranges, as fleets have them.
+		k := i
+		if n := o.Networks[name]; n != "" {
+			k = 1 + inNetwork[n]
+			inNetwork[n]++
+		}
+		pods := []string{fmt.Sprintf("10.244.%d.0/24", k)}
 		if dual {
 			cidrs = append(cidrs, fmt.Sprintf("fd00:10:%d::/112", 96+i))
 			// Canonical (fd00:10:244::/64 for i = 0): the API server warns otherwise.
 			pods = append(pods, netip.MustParsePrefix(fmt.Sprintf("fd00:10:244:%d::/64", i)).String())
 		}
 		s.Clusters = append(s.Clusters, ClusterState{
-			Name: name, Index: i, DualStack: dual, ServiceCIDRs: cidrs, PodCIDRs: pods, Region: o.Regions[name],
+			Name: name, Index: i, DualStack: dual, ServiceCIDRs: cidrs, PodCIDRs: pods, Region: o.Regions[name], Network: o.Networks[name],
 		})
 	}
 	return s
@@ -230,6 +256,11 @@ func (s *State) sameShape(o Options) error {
 	slices.Sort(want)
 	if s.HA != o.HA {
 		return fmt.Errorf("the fleet in %s was made with --ha=%t; run `fleetnetctl dev down --dir %s` before asking for --ha=%t", s.Dir, s.HA, s.Dir, o.HA)
+	}
+	for _, c := range s.Clusters {
+		if c.Network != o.Networks[c.Name] {
+			return fmt.Errorf("the fleet in %s has cluster %s on network %q; networks are set when a fleet is created (`fleetnetctl dev down --dir %s` first)", s.Dir, c.Name, c.Network, s.Dir)
+		}
 	}
 	if !slices.Equal(have, o.Clusters) || !slices.Equal(dual, want) {
 		return fmt.Errorf("the fleet in %s has clusters %s (dual-stack: %s); run `fleetnetctl dev down --dir %s` before asking for %s (dual-stack: %s)",
@@ -346,7 +377,11 @@ func (u *upper) run(ctx context.Context, fresh bool) error {
 			return err
 		}
 	}
-	for _, c := range s.Clusters {
+	for i, c := range s.Clusters {
+		// Before its agent: the agent reads its network at start.
+		if err := s.applyNetworkObjects(ctx, c, configs[i]); err != nil {
+			return fmt.Errorf("cluster %s: %w", c.Name, err)
+		}
 		if err := u.ensure(c.Name+"/"+PartAgent, func() (*controlplane.Process, error) { return u.startAgent(c) }); err != nil {
 			return err
 		}
@@ -618,7 +653,7 @@ func (u *upper) startEdge() (*controlplane.Process, error) {
 		"--listen-host=127.0.0.1",
 		"--metrics-bind-address=" + s.EdgeMetricsAddress(),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", s.BasePort+offsetEdgeHealth),
-		"--endpoint-ranges=" + strings.Join(s.podRanges(), ","),
+		"--endpoint-ranges=" + strings.Join(s.edgeRanges(), ","),
 	}
 	return controlplane.Start(ComponentEdge, filepath.Join(u.o.Fleetnet, EdgeBinary), args,
 		filepath.Join(s.Dir, "edge", "edge.log"), u.startOptions())
@@ -708,6 +743,7 @@ func (u *upper) startAgent(c ClusterState) (*controlplane.Process, error) {
 	if c.Region != "" {
 		args = append(args, "--region="+c.Region)
 	}
+	args = append(args, s.eastWestAgentArgs(c)...)
 	return controlplane.Start(c.Name+"/"+PartAgent, filepath.Join(u.o.Fleetnet, AgentBinary), args,
 		filepath.Join(s.Dir, c.Name, "agent.log"), u.startOptions())
 }
@@ -829,6 +865,14 @@ func leafCertificates(s *State, ca *pki.KeyPair) map[string]func() (*pki.KeyPair
 	}
 	for _, c := range s.Clusters {
 		want[c.Name] = func() (*pki.KeyPair, error) { return ca.ClusterCert(c.Name) }
+		if s.EastWestGateway(c) {
+			host, _ := s.transit(c.Network)
+			want[c.Name+"-eastwest"] = func() (*pki.KeyPair, error) { return ca.EastWestCert(c.Name) }
+			want[c.Name+"-eastwest-edge"] = func() (*pki.KeyPair, error) { return ca.EdgeCert("eastwest-" + c.Name) }
+			want[c.Name+"-eastwest-model"] = func() (*pki.KeyPair, error) {
+				return ca.ServingCert("fleetnet-agent-"+c.Name, []string{host.String()})
+			}
+		}
 	}
 	return want
 }
