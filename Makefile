@@ -154,6 +154,11 @@ conformance-mcs: deps ## Run the mcs-api conformance suite's specs, encoded as e
 	$(MAKE) --no-print-directory tools build
 	go test -count=1 -tags mcsconformance -run '^TestMCSConformance' -v -timeout 40m ./test/e2e
 
+.PHONY: test-eastwest
+test-eastwest: deps ## East-west gateways end to end: test/e2e's fleet with west on a network of its own whose pod range is east's (needs root; about 4 minutes).
+	$(MAKE) --no-print-directory tools build
+	go test -count=1 -tags networks -run '^TestEastWestOverlappingNetworks$$' -v -timeout 20m ./test/e2e
+
 STRESS_RUNS ?= 20
 
 .PHONY: stress-locality

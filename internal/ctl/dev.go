@@ -94,6 +94,14 @@ func newDevUpCommand(dir *string) *cobra.Command {
 						}
 					}
 				}
+				if !cmd.Flags().Changed("networks") {
+					o.Networks = map[string]string{}
+					for _, c := range s.Clusters {
+						if c.Network != "" {
+							o.Networks[c.Name] = c.Network
+						}
+					}
+				}
 			}
 			// The default regions name the default clusters only.
 			if !cmd.Flags().Changed("regions") {
@@ -115,6 +123,7 @@ func newDevUpCommand(dir *string) *cobra.Command {
 	}
 	cmd.Flags().StringSliceVar(&o.Clusters, "clusters", []string{"hub", "east", "west"}, "names (and cluster ids) of the clusters; a fleet that exists keeps its own")
 	cmd.Flags().StringToStringVar(&o.Regions, "regions", map[string]string{"hub": "eu-central", "east": "us-east", "west": "us-west"}, "CLUSTER=REGION for the agents' --region (imported slices carry it; discovery groups pools by it); clusters not named have none")
+	cmd.Flags().StringToStringVar(&o.Networks, "networks", nil, "CLUSTER=NETWORK puts clusters on networks of their own (network namespaces whose pod ranges overlap the default network's, reached only through east-west gateways; needs nodes); clusters not named are on the default network")
 	cmd.Flags().StringSliceVar(&o.DualStack, "dual-stack", nil, "clusters that get an IPv6 service CIDR and pod range as well (their Pods get an address of each family)")
 	cmd.Flags().IntVar(&o.BasePort, "base-port", 17400, "first loopback port of the fleet; it uses 10 + 10 per cluster from there (and 6 more with --ha)")
 	cmd.Flags().BoolVar(&o.HA, "ha", false, "run a 3-member etcd (shared by the API servers and the registry) and two registry replicas that clients fail over between, for fault drills; a fleet keeps what it was made with")
@@ -165,6 +174,19 @@ func printUsage(w io.Writer, s *dev.State) {
 		fmt.Fprintf(w, "Nodes (kube-proxy, fleetnet-dns, the process node's pods):\n")
 		for _, c := range s.Clusters {
 			fmt.Fprintf(w, "  %-8s node %s, DNS %s (CoreDNS; clusterset.local from fleetnet-dns %s)\n", c.Name, c.NodeAddress(), c.ClusterDNSAddress(), c.DNSAddress())
+		}
+		if s.HasNetworks() {
+			fmt.Fprintf(w, "Networks (pods reach other networks only through east-west gateways):\n")
+			for _, c := range s.Clusters {
+				network, gw := c.Network, ""
+				if network == "" {
+					network = "default (the host)"
+				}
+				if s.EastWestGateway(c) {
+					gw = fmt.Sprintf(", east-west gateway %s (metrics %s)", s.EastWestAddress(c), s.EastWestMetricsAddress(c))
+				}
+				fmt.Fprintf(w, "  %-8s network %s, pods %s%s\n", c.Name, network, strings.Join(c.PodCIDRs, ","), gw)
+			}
 		}
 	}
 	fmt.Fprintf(w, "\nStatus, logs, stop:\n  fleetnetctl dev status%s | dev logs %s/agent | dev down\n", dirFlag, s.Clusters[0].Name)

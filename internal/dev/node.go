@@ -344,12 +344,7 @@ func (u *upper) nodes(ctx context.Context) error {
 	if !u.s.Nodes {
 		return nil
 	}
-	created, err := ensureBridge(slices.ContainsFunc(u.s.Clusters, func(c ClusterState) bool { return c.DualStack }))
-	if err != nil {
-		return err
-	}
-	u.createdBridge = u.createdBridge || created
-	if err := ensureNetworks(u.s); err != nil {
+	if err := u.bridgeAndNetworks(); err != nil {
 		return err
 	}
 	errs := make([]error, len(u.s.Clusters))
@@ -370,6 +365,17 @@ func (u *upper) nodes(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// bridgeAndNetworks makes the bridge and the fleet's networks, unless they
+// exist.
+func (u *upper) bridgeAndNetworks() error {
+	created, err := ensureBridge(slices.ContainsFunc(u.s.Clusters, func(c ClusterState) bool { return c.DualStack }))
+	if err != nil {
+		return err
+	}
+	u.createdBridge = u.createdBridge || created
+	return ensureNetworks(u.s)
 }
 
 func (u *upper) node(ctx context.Context, c ClusterState) error {

@@ -377,6 +377,13 @@ func (u *upper) run(ctx context.Context, fresh bool) error {
 			return err
 		}
 	}
+	if s.Nodes && s.HasNetworks() {
+		// The gateway clusters' agents serve their gateways' models on
+		// the networks' transit addresses.
+		if err := u.bridgeAndNetworks(); err != nil {
+			return err
+		}
+	}
 	for i, c := range s.Clusters {
 		// Before its agent: the agent reads its network at start.
 		if err := s.applyNetworkObjects(ctx, c, configs[i]); err != nil {

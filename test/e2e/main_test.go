@@ -35,6 +35,9 @@ var (
 	// haFleet runs the fleet with a 3-member etcd and two registry
 	// replicas (the chaos run's).
 	haFleet bool
+	// networks puts clusters on networks of their own (the east-west
+	// run's; dev.Options.Networks).
+	networks map[string]string
 )
 
 func TestMain(m *testing.M) {
@@ -72,8 +75,9 @@ func run(m *testing.M) (int, error) {
 		Dir: fleetDir, Clusters: []string{"hub", "east", "west"}, DualStack: []string{"hub", "east"}, LeaseTTL: leaseTTL,
 		Tools: tools, Fleetnet: fleetnet,
 		// Each cluster's node: kube-proxy and fleetnet-dns (root).
-		Nodes: true,
-		HA:    haFleet,
+		Nodes:    true,
+		HA:       haFleet,
+		Networks: networks,
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -49,7 +49,7 @@ func (r *Registry) RegisterCluster(ctx context.Context, req *registryv1.Register
 	if err != nil {
 		return nil, storeErr(err)
 	}
-	record := &registryv1.Cluster{Id: c.GetId(), ClustersetId: c.GetClustersetId(), Region: c.GetRegion(), Properties: c.GetProperties(), RegisteredAt: timestamppb.New(r.cfg.Clock.Now())}
+	record := &registryv1.Cluster{Id: c.GetId(), ClustersetId: c.GetClustersetId(), Region: c.GetRegion(), Properties: c.GetProperties(), EastwestGateway: c.GetEastwestGateway(), RegisteredAt: timestamppb.New(r.cfg.Clock.Now())}
 	if existing != nil {
 		old := &registryv1.Cluster{}
 		if err := proto.Unmarshal(existing.Value, old); err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetnet/fleetnet/api/keys"
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/internal/registry/server"
@@ -966,4 +967,51 @@ func TestScopedExportIsInvisibleInOthersImports(t *testing.T) {
 			t.Errorf("%q lists %s's statuses %v, want one with %d conflicts", tc.viewer, tc.of, resp.GetStatuses(), tc.conflicts)
 		}
 	}
+}
+
+// TestImportsNameTheExportersGateway: a cluster's network and east-west
+// gateway address, registered, reach every importer in its imports, and
+// follow a re-registration; a malformed address is refused naming it.
+func TestImportsNameTheExportersGateway(t *testing.T) {
+	e := start(t, server.Config{})
+	ctx := context.Background()
+	a, b := e.client("a", false), e.client("b", false)
+	register := func(c registryv1.RegistryClient, id, gw string) error {
+		_, err := c.RegisterCluster(ctx, &registryv1.RegisterClusterRequest{Cluster: &registryv1.Cluster{Id: id, ClustersetId: "fleet",
+			Properties: map[string]string{keys.PropertyNetwork: "net-" + id}, EastwestGateway: gw}})
+		return err
+	}
+	if err := register(a, "a", "192.0.2.1:15008"); err != nil {
+		t.Fatal(err)
+	}
+	if err := register(b, "b", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := register(a, "a", "192.0.2.1"); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `cluster.eastwestGateway: Invalid value: "192.0.2.1"`) {
+		t.Fatalf("a gateway address without port: %v, want InvalidArgument naming it", err)
+	}
+	if _, err := a.PutExport(ctx, &registryv1.PutExportRequest{Export: export("a", 0, "http")}); err != nil {
+		t.Fatal(err)
+	}
+	gateway := func(want string) func(context.Context) error {
+		return func(ctx context.Context) error {
+			resp, err := b.ListImports(ctx, &registryv1.ListImportsRequest{})
+			if err != nil {
+				return err
+			}
+			for _, i := range resp.GetImports() {
+				for _, c := range i.GetClusters() {
+					if c.GetClusterId() == "a" && c.GetNetwork() == "net-a" && c.GetEastwestGateway() == want {
+						return nil
+					}
+				}
+			}
+			return fmt.Errorf("b's imports %v, want a on net-a with gateway %q", resp.GetImports(), want)
+		}
+	}
+	testkit.Eventually(t, 10*time.Second, "b's import naming a's gateway", gateway("192.0.2.1:15008"))
+	if err := register(a, "a", "gw.a.example:15008"); err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, "b's import following a's new gateway", gateway("gw.a.example:15008"))
 }
