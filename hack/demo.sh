@@ -93,7 +93,7 @@ EOF
 declare -A CLUSTER_OF
 map_pods() {
 	local ctx pod
-	for ctx in hub east west; do
+	for ctx in hub east west north; do
 		for pod in $("$KUBECTL" --context "$ctx" get pods -n "$NS" -l app="$SVC" -o name); do
 			CLUSTER_OF[${pod#pod/}]=$ctx
 		done
@@ -194,8 +194,8 @@ if [[ -f "$DIR/state.json" ]]; then
 	"$FLEETNETCTL" dev down --dir "$DIR"
 fi
 
-step "1. A local fleet: hub, east and west (etcd, API servers, registry, one agent each; a node per cluster with kube-proxy, CoreDNS, fleetnet-dns and a process node that runs Pods)"
-show "$FLEETNETCTL" dev up --dir "$DIR" --clusters hub,east,west
+step "1. A local fleet: hub, east and west, and north on a network of its own (etcd, API servers, registry, one agent each; a node per cluster with kube-proxy, CoreDNS, fleetnet-dns and a process node that runs Pods)"
+show "$FLEETNETCTL" dev up --dir "$DIR" --clusters hub,east,west,north --networks north=b
 show "$KUBECTL" config get-contexts
 
 step "2. Real pods: an HTTP echo Deployment and Service in east (2 pods) and west (1 pod), run by each cluster's process node"
@@ -352,7 +352,7 @@ show "$KUBECTL" --context hub get endpointslices -n "$NS" -l "multicluster.kuber
 
 step "7. West's agent is back: west returns to the import"
 since=$(now_ms)
-show_quiet "$FLEETNETCTL" dev up --dir "$DIR" --clusters hub,east,west
+show_quiet "$FLEETNETCTL" dev up --dir "$DIR" --clusters hub,east,west,north --networks north=b
 wait_for 60 "west back in hub's import" imports_from hub east hub west
 wait_for 30 "west's EndpointSlices back in hub" slices_from hub west
 T_RETURN=$(($(now_ms) - since))
@@ -465,7 +465,32 @@ show "$KUBECTL" --context hub get mclb "$SVC" -n "$NS" -o jsonpath='{range .stat
 echo "   30 TCP connections after the drain, by the cluster that answered:"
 count_connections 30
 
-step "11. The fleet in a browser: fleetnet-console (read-only; it follows the registry, the hub and the edge live)"
+step "11. Networks: north's pods are on a network of their own, with east's pod range; hub reaches them only through the east-west gateways"
+echo "   North's network is a namespace of its own: its pod addresses are east's, and no route leads from one to the other."
+echo "   Each side's east-west gateway (fleetnet-edge in the east-west role, fed by its cluster's agent) carries"
+echo "   connections between them over mutual TLS 1.3 (HTTP/2 CONNECT), authorized by the export's scope."
+since=$(now_ms)
+echo_workload Deployment "$SVC" 2 | apply_again north "the same manifests, with replicas: 2"
+show "$KUBECTL" --context north rollout status deployment/"$SVC" -n "$NS" --timeout=90s
+show "$KUBECTL" --context north get pods -n "$NS" -o wide
+export_echo north
+map_pods
+wait_for 60 "north in hub's import, through hub's east-west gateway" eval 'imports_from hub east hub west north && condition_is hub serviceimport Networks True'
+T_NETWORK=$(($(now_ms) - since))
+show "$KUBECTL" --context hub get serviceimport "$SVC" -n "$NS" -o jsonpath='{.status.conditions[?(@.type=="Networks")].message}{"\n"}'
+echo "   Hub's slices now name hub's east-west gateway alone (10.244.255.1, on the port the agent gave echo): no pod of north's network:"
+show "$KUBECTL" --context hub get endpointslices -n "$NS" -l "multicluster.kubernetes.io/service-name=$SVC" -o wide
+north_pod=$("$KUBECTL" --context north get pods -n "$NS" -l app="$SVC" -o jsonpath='{.items[0].metadata.name} {.items[0].status.podIP}')
+read -r north_name north_ip <<<"$north_pod"
+echo "   60 requests to http://$NAME/, by the cluster of the pod that answered:"
+by_name 60
+echo "   North's pod $north_name is $north_ip; that address, dialled from hub's client, is not north's pod:"
+show "$KUBECTL" --context hub exec -n "$NS" client -- sh -c "curl -s --max-time 2 http://$north_ip:3000/ | grep '\"pod\"' || echo 'no answer'"
+echo "   (an answer names a pod of hub's network with the same address: east's)"
+echo "   North's gateway counts the streams hub's gateway sent it (its metrics, in north's network):"
+curl -s "http://172.31.1.2:15090/metrics" | grep -E '^fleetnet_eastwest_streams_total' | sed 's/^/   /'
+
+step "12. The fleet in a browser: fleetnet-console (read-only; it follows the registry, the hub and the edge live)"
 CONSOLE_URL=$("$FLEETNETCTL" dev status --dir "$DIR" | sed -n 's/^console: //p')
 CONSOLE_TOKEN=${CONSOLE_URL##*token=}
 echo "   What its services page shows of $NS (the same JSON the page reads):"
@@ -488,6 +513,7 @@ row "Gateway and HTTPRoute applied -> programmed on the edge" "$T_GATEWAY ms"
 row "west's echo scaled to 0 -> last answer from west" "$T_FAILOVER ms"
 row "  requests that failed meanwhile (of $REQS)" "$FAILED"
 row "MultiClusterLoadBalancer applied -> answering on the edge" "$T_LB ms"
+row "north's pods applied -> in hub's import, through the gateways" "$T_NETWORK ms"
 
 cat <<EOF
 
