@@ -485,8 +485,9 @@ read -r north_name north_ip <<<"$north_pod"
 echo "   60 requests to http://$NAME/, by the cluster of the pod that answered:"
 by_name 60
 echo "   North's pod $north_name is $north_ip; that address, dialled from hub's client, is not north's pod:"
-show "$KUBECTL" --context hub exec -n "$NS" client -- sh -c "curl -s --max-time 2 http://$north_ip:3000/ | grep '\"pod\"' || echo 'no answer'"
-echo "   (an answer names a pod of hub's network with the same address: east's)"
+printf '%s$ kubectl --context hub exec -n %s client -- curl -s --max-time 2 http://%s:3000/%s   # by the cluster of the pod that answered\n' "$bold" "$NS" "$north_ip" "$plain"
+{ in_client curl -s --max-time 2 "http://$north_ip:3000/" || echo failed; } | by_cluster
+echo "   (east's pod has that address in hub's network; north's pods are reached only through the gateways)"
 echo "   North's gateway counts the streams hub's gateway sent it (its metrics, in north's network):"
 curl -s "http://172.31.1.2:15090/metrics" | grep -E '^fleetnet_eastwest_streams_total' | sed 's/^/   /'
 
