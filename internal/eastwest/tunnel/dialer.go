@@ -12,6 +12,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Peer is another cluster's gateway: the cluster its certificate must
@@ -58,6 +61,9 @@ type Dialer struct {
 	Credentials Credentials
 	// DialTimeout bounds a connection and its handshake; 5 s when zero.
 	DialTimeout time.Duration
+	// Metrics count failed connections (nil: not counted); the Dialer
+	// itself is a collector of the connections it holds.
+	Metrics *Metrics
 
 	mu    sync.Mutex
 	pools map[Peer]*pool
@@ -141,6 +147,7 @@ func (d *Dialer) conn(ctx context.Context, p Peer) (*http.ClientConn, error) {
 	defer cancel()
 	cc, err := pl.transport.NewClientConn(dctx, "https", p.Address)
 	if err != nil {
+		d.Metrics.dialFailed(p.Cluster, dialReason(err))
 		return nil, &ConnectError{Peer: p, Err: err}
 	}
 	if err := cc.Reserve(); err != nil {
@@ -164,6 +171,44 @@ func (d *Dialer) transport(p Peer) *http.Transport {
 		// A connection without streams for this long closes: peers that
 		// left or moved do not keep theirs.
 		IdleConnTimeout: 5 * time.Minute,
+	}
+}
+
+// dialReason names why a connection to a peer failed: connect (no TCP
+// connection), wrong_cluster (the certificate names another cluster), or
+// the TLS handshake's reason (tlsrefusal: unknown_authority, expired, ...).
+func dialReason(err error) string {
+	var op *net.OpError
+	var wrong *WrongClusterError
+	switch {
+	case errors.As(err, &wrong):
+		return "wrong_cluster"
+	case errors.As(err, &op) && op.Op == "dial", errors.Is(err, context.DeadlineExceeded):
+		return "connect"
+	}
+	return tlsrefusal.Reason(err)
+}
+
+// Describe implements prometheus.Collector.
+func (d *Dialer) Describe(ch chan<- *prometheus.Desc) { ch <- connectionsDesc }
+
+// Collect implements prometheus.Collector: the live connections held per
+// peer cluster.
+func (d *Dialer) Collect(ch chan<- prometheus.Metric) {
+	d.mu.Lock()
+	byCluster := map[string]int{}
+	for p, pl := range d.pools {
+		pl.mu.Lock()
+		for _, cc := range pl.conns {
+			if cc.Err() == nil {
+				byCluster[p.Cluster]++
+			}
+		}
+		pl.mu.Unlock()
+	}
+	d.mu.Unlock()
+	for c, n := range byCluster {
+		ch <- prometheus.MustNewConstMetric(connectionsDesc, prometheus.GaugeValue, float64(n), c)
 	}
 }
 

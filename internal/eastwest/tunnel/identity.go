@@ -70,6 +70,14 @@ func ServerConfig(creds Credentials) *tls.Config {
 		}}
 }
 
+// WrongClusterError is a peer gateway whose certificate names another
+// cluster than the one its address was published for.
+type WrongClusterError struct{ Want, Got string }
+
+func (e *WrongClusterError) Error() string {
+	return fmt.Sprintf("the gateway reached for cluster %q presented cluster %q's certificate", e.Want, e.Got)
+}
+
 // ClientConfig is the TLS of a connection to peer's gateway: the peer's
 // certificate must chain to the fleet CA and name that cluster exactly,
 // whatever address it was reached at (a gateway's address is the one its
@@ -101,7 +109,7 @@ func ClientConfig(creds Credentials, peer string) *tls.Config {
 				return fmt.Errorf("the peer gateway's certificate: %w", err)
 			}
 			if got != peer {
-				return fmt.Errorf("the gateway reached for cluster %q presented cluster %q's certificate", peer, got)
+				return &WrongClusterError{Want: peer, Got: got}
 			}
 			return nil
 		},

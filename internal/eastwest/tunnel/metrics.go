@@ -8,6 +8,8 @@ type Metrics struct {
 	active   *prometheus.GaugeVec
 	refusals *prometheus.CounterVec
 	byteVec  *prometheus.CounterVec
+	// dialErrors count a dialer's failed connections to peer gateways.
+	dialErrors *prometheus.CounterVec
 }
 
 // NewMetrics registers the tunnel's metrics on reg. Their labels are
@@ -23,10 +25,23 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Streams refused, by reason."}, []string{"reason"}),
 		byteVec: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetnet_eastwest_stream_bytes_total",
 			Help: "Bytes carried, by calling cluster, service and direction (in: from the caller)."}, []string{"peer", "service", "direction"}),
+		dialErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetnet_eastwest_tunnel_dial_errors_total",
+			Help: "Connections to other clusters' gateways that failed, by cluster and reason (connect, or the TLS handshake's: unknown_authority, name_mismatch, expired, ...)."}, []string{"peer", "reason"}),
 	}
-	reg.MustRegister(m.streams, m.active, m.refusals, m.byteVec)
+	reg.MustRegister(m.streams, m.active, m.refusals, m.byteVec, m.dialErrors)
 	return m
 }
+
+func (m *Metrics) dialFailed(peer, reason string) {
+	if m != nil {
+		m.dialErrors.WithLabelValues(peer, reason).Inc()
+	}
+}
+
+// connectionsDesc describes a dialer's pooled connections (Dialer is a
+// prometheus.Collector).
+var connectionsDesc = prometheus.NewDesc("fleetnet_eastwest_tunnel_connections",
+	"Connections to other clusters' gateways this gateway holds, by cluster.", []string{"peer"}, nil)
 
 func (m *Metrics) refused(reason string) {
 	if m != nil {

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
 )
 
 // Refusal reasons, the values of fleetnet_eastwest_streams_refused_total's
@@ -375,7 +377,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsConfig *tls.Conf
 		Protocols:         new(http.Protocols),
 		ReadHeaderTimeout: 10 * time.Second,
 		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: MaxStreamsPerConnection},
-		ErrorLog:          slog.NewLogLogger(s.log().Handler(), slog.LevelDebug),
+		// Refused handshakes are counted and logged, rate-limited
+		// (fleetnet_tls_handshake_errors_total{server="eastwest-tunnel"}).
+		ErrorLog: (&tlsrefusal.Observer{Server: "eastwest-tunnel", Log: s.log()}).ErrorLog(),
 	}
 	srv.Protocols.SetHTTP2(true)
 	stop := context.AfterFunc(ctx, func() { _ = srv.Close() })

@@ -648,3 +648,45 @@ func TestConnectErrors(t *testing.T) {
 		t.Errorf("a refusal: %v, want an error that is not a ConnectError", err)
 	}
 }
+
+// A dialer counts its failed connections by peer and reason (a gateway not
+// there, one whose certificate names another cluster), and reports the
+// connections it holds.
+func TestDialerMetrics(t *testing.T) {
+	f := newFleet(t)
+	reg := prometheus.NewRegistry()
+	d := f.dialer(t, "west")
+	d.Metrics = tunnel.NewMetrics(reg)
+	reg.MustRegister(d)
+	addr, _ := f.serve(t, "east", &tunnel.Server{Authorize: scoped(echoBackend(t))})
+	_, _ = d.Dial(context.Background(), tunnel.Peer{Cluster: "east", Address: deadAddr(t)}, echoTarget)
+	_, _ = d.Dial(context.Background(), tunnel.Peer{Cluster: "south", Address: addr}, echoTarget)
+	s, err := d.Dial(context.Background(), tunnel.Peer{Cluster: "east", Address: addr}, echoTarget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got := map[string]float64{}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range families {
+		for _, m := range mf.GetMetric() {
+			labels := []string{}
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			got[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	for k, want := range map[string]float64{
+		"fleetnet_eastwest_tunnel_dial_errors_total{peer=east,reason=connect}":        1,
+		"fleetnet_eastwest_tunnel_connections{peer=east}":                             1,
+		"fleetnet_eastwest_tunnel_dial_errors_total{peer=south,reason=wrong_cluster}": 1,
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %v (all: %v)", k, got[k], want, got)
+		}
+	}
+}

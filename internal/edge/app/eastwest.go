@@ -13,6 +13,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/eastwest/ingress"
 	"github.com/fleetnet/fleetnet/internal/eastwest/tunnel"
 	"github.com/fleetnet/fleetnet/internal/edge/l4"
+	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -35,15 +36,20 @@ func startEastWest(ctx context.Context, o Options, reg prometheus.Registerer, lo
 	if err != nil {
 		return nil, fmt.Errorf("--eastwest-cert-file/--eastwest-key-file/--ca-file: %w", err)
 	}
+	if err := tlsrefusal.Register(reg); err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", o.EastWestListen)
 	if err != nil {
 		return nil, fmt.Errorf("--eastwest-listen: %w", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	go creds.Run(ctx, 0)
-	ew := &eastWest{dialer: &tunnel.Dialer{Credentials: creds}, done: make(chan error, 1), cancel: cancel, log: log}
+	metrics := tunnel.NewMetrics(reg)
+	ew := &eastWest{dialer: &tunnel.Dialer{Credentials: creds, Metrics: metrics}, done: make(chan error, 1), cancel: cancel, log: log}
+	reg.MustRegister(ew.dialer)
 	ew.table.Store(ingress.FromModel(nil)) // nothing carried before a model
-	ew.server = &tunnel.Server{Log: log, Metrics: tunnel.NewMetrics(reg),
+	ew.server = &tunnel.Server{Log: log, Metrics: metrics,
 		Authorize: func(caller string, t tunnel.Target) ([]string, *tunnel.Refusal) {
 			return ew.table.Load().Authorize(caller, t)
 		}}
