@@ -90,6 +90,9 @@ install names all that are missing.
 {{- if not .Values.registry.address }}
 {{- $missing = append $missing "registry.address (host:port of fleetnet-registry as this cluster reaches it)" }}
 {{- end }}
+{{- if and .Values.eastWest.gatewayService (not .Values.eastWest.secretName) }}
+{{- $missing = append $missing "eastWest.secretName (the Secret of the east-west model stream's serving certificate, with eastWest.gatewayService)" }}
+{{- end }}
 {{- if $missing }}
 {{- fail (printf "required values are missing: %s" (join "; " $missing)) }}
 {{- end }}

@@ -98,6 +98,9 @@ The lowest listener port, when it needs the unprivileged port range opened.
 {{- if and .Values.tls.certManager.enabled (not .Values.tls.certManager.issuerRef.name) }}
 {{- $problems = append $problems "tls.certManager.issuerRef.name is required with tls.certManager.enabled: the cert-manager issuer of the edges' client certificates" }}
 {{- end }}
+{{- if and .Values.eastWest.enabled (not .Values.eastWest.secretName) }}
+{{- $problems = append $problems "eastWest.secretName is required with eastWest.enabled: the Secret of the cluster's east-west certificate (tls.crt, tls.key)" }}
+{{- end }}
 {{- $seen := dict }}
 {{- range .Values.listeners }}
 {{- $key := printf "%d/%s" (int .port) (.protocol | default "TCP") }}
