@@ -353,6 +353,7 @@ func importingCluster(f *Facts) []Step {
 	}
 	steps = append(steps, derivedService(f, c))
 	steps = append(steps, endpointSlices(f, c))
+	steps = append(steps, networkPath(f, c)...)
 	return steps
 }
 
@@ -455,6 +456,9 @@ func derivedService(f *Facts, c *ClusterFacts) Step {
 // checks every cluster of the import has slices.
 func endpointSlices(f *Facts, c *ClusterFacts) Step {
 	s := Step{Name: "EndpointSlices in " + f.Target.Cluster}
+	if throughGateway(c) {
+		return gatewaySlices(f, c)
+	}
 	type count struct{ ready, all int }
 	counts := map[string]*count{}
 	for _, sl := range c.Slices {
@@ -473,6 +477,13 @@ func endpointSlices(f *Facts, c *ClusterFacts) Step {
 	sources := sets.KeySet(counts)
 	if r := f.Registry; r != nil && r.Err == nil && r.Import != nil {
 		sources.Insert(importClusters(r.Import)...)
+		// Clusters of other networks are never in the slices (the
+		// networks step says why).
+		for other := range otherNetworks(f) {
+			if counts[other] == nil {
+				sources.Delete(other)
+			}
+		}
 	} else {
 		for _, cs := range c.Import.Status.Clusters {
 			sources.Insert(cs.Cluster)
@@ -505,6 +516,37 @@ func endpointSlices(f *Facts, c *ClusterFacts) Step {
 	default:
 		s.Status = OK
 	}
+	return s
+}
+
+// gatewaySlices checks the slices of an import that goes through the
+// cluster's east-west gateway: they name the gateway's endpoints, which
+// take every connection (the next step shows where they go).
+func gatewaySlices(f *Facts, c *ClusterFacts) Step {
+	s := Step{Name: "EndpointSlices in " + f.Target.Cluster}
+	ready, all := 0, 0
+	ports := map[string]bool{}
+	for _, sl := range c.Slices {
+		for _, p := range sl.Ports {
+			if p.Port != nil {
+				ports[fmt.Sprint(*p.Port)] = true
+			}
+		}
+		for _, ep := range sl.Endpoints {
+			all++
+			if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
+				ready++
+			}
+		}
+	}
+	s.Detail = fmt.Sprintf("through %s's east-west gateway (%s %s): %d/%d gateway endpoints ready on ports %s",
+		f.Target.Cluster, keys.AnnotationEastWestPorts, c.DerivedService.Annotations[keys.AnnotationEastWestPorts], ready, all, strings.Join(sets.List(sets.KeySet(ports)), ","))
+	if ready == 0 {
+		s.Status = Fail
+		s.Fix = "the east-west gateway's Service (the agent's --eastwest-gateway-service) has no ready endpoint: check the gateway's Pods (fleetnet-edge with --eastwest-listen)"
+		return s
+	}
+	s.Status = OK
 	return s
 }
 

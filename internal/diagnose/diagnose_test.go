@@ -166,6 +166,24 @@ func TestDiagnose(t *testing.T) {
 	}{
 		{name: "healthy", breakIt: func(*Facts) {}},
 		{
+			name: "west on another network, through the gateways",
+			breakIt: func(f *Facts) { acrossNetworks(f, true) },
+			// No fails or warns: the path holds through both gateways.
+		},
+		{
+			name: "west on another network, no gateway here",
+			breakIt: func(f *Facts) { acrossNetworks(f, false) },
+			fails:   map[string]string{"networks from hub": "this cluster runs no east-west gateway"},
+		},
+		{
+			name: "the gateway has no ready endpoint",
+			breakIt: func(f *Facts) {
+				acrossNetworks(f, true)
+				f.Clusters["hub"].Slices = []discoveryv1.EndpointSlice{slice("hub", false)}
+			},
+			fails: map[string]string{"EndpointSlices in hub": "--eastwest-gateway-service"},
+		},
+		{
 			name: "namespace missing in the importing cluster",
 			breakIt: func(f *Facts) {
 				f.Clusters["hub"] = &ClusterFacts{}
@@ -449,6 +467,44 @@ func TestDiagnose(t *testing.T) {
 				t.Log("\n" + b.String())
 			}
 		})
+	}
+}
+
+// acrossNetworks puts west on network b with a gateway; hub's import goes
+// through hub's gateway (through) or leaves west out.
+func acrossNetworks(f *Facts, through bool) {
+	f.Registry.Clusters[2].Properties = map[string]string{keys.PropertyNetwork: "b"}
+	f.Registry.Clusters[2].EastwestGateway = "192.0.2.2:15008"
+	f.Registry.Import.Clusters[1].Network, f.Registry.Import.Clusters[1].EastwestGateway = "b", "192.0.2.2:15008"
+	hub := f.Clusters["hub"]
+	if !through {
+		hub.Slices = hub.Slices[:1]
+		hub.Import.Status.Conditions = append(hub.Import.Status.Conditions, cond(keys.ConditionNetworks, metav1.ConditionFalse, keys.ReasonClustersUnreachable,
+			`clusters of other networks left out: west (network "b"): this cluster runs no east-west gateway (fleetnet-agent --eastwest-gateway-service); served by clusters east`))
+		return
+	}
+	hub.DerivedService.Annotations = map[string]string{keys.AnnotationEastWestPorts: "80=15100"}
+	gw := slice("hub", true)
+	gw.Ports = []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](15100)}}
+	hub.Slices = []discoveryv1.EndpointSlice{gw}
+	hub.Import.Status.Conditions = append(hub.Import.Status.Conditions, cond(keys.ConditionNetworks, metav1.ConditionTrue, keys.ReasonThroughEastWestGateway, "through this cluster's east-west gateway"))
+}
+
+// TestNetworkPathNamesBothGateways: the step says which clusters hub's
+// gateway dials and which it reaches through whose gateway.
+func TestNetworkPathNamesBothGateways(t *testing.T) {
+	f := healthy()
+	acrossNetworks(f, true)
+	s, ok := find(Diagnose(f), "networks from hub")
+	if !ok || s.Status != OK || !strings.Contains(s.Detail, "east (the default network, hub's) by hub's gateway, directly") ||
+		!strings.Contains(s.Detail, "west (network b) through hub's gateway to west's at 192.0.2.2:15008") {
+		t.Fatalf("step %+v", s)
+	}
+	if s, _ := find(Diagnose(f), "EndpointSlices in hub"); !strings.Contains(s.Detail, "1/1 gateway endpoints ready on ports 15100") {
+		t.Errorf("slices step %+v", s)
+	}
+	if _, ok := find(Diagnose(healthy()), "networks from hub"); ok {
+		t.Error("a one-network import shows a networks step")
 	}
 }
 
