@@ -166,12 +166,12 @@ func TestDiagnose(t *testing.T) {
 	}{
 		{name: "healthy", breakIt: func(*Facts) {}},
 		{
-			name: "west on another network, through the gateways",
+			name:    "west on another network, through the gateways",
 			breakIt: func(f *Facts) { acrossNetworks(f, true) },
 			// No fails or warns: the path holds through both gateways.
 		},
 		{
-			name: "west on another network, no gateway here",
+			name:    "west on another network, no gateway here",
 			breakIt: func(f *Facts) { acrossNetworks(f, false) },
 			fails:   map[string]string{"networks from hub": "this cluster runs no east-west gateway"},
 		},
