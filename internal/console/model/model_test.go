@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"github.com/fleetnet/fleetnet/api/keys"
 	"testing"
 	"time"
 
@@ -51,8 +52,10 @@ func fleet(t *testing.T) *Model {
 	t.Helper()
 	m := New()
 	m.SetClock(func() time.Time { return t0 })
+	west := cluster("west", "us", false, -3*time.Second)
+	west.Properties, west.EastwestGateway = map[string]string{keys.PropertyNetwork: "b"}, "192.0.2.2:15008"
 	m.SetClusters([]*registryv1.Cluster{
-		cluster("hub", "eu", true, 8*time.Second), cluster("east", "us", true, 9*time.Second), cluster("west", "us", false, -3*time.Second),
+		cluster("hub", "eu", true, 8*time.Second), cluster("east", "us", true, 9*time.Second), west,
 	})
 	conflict := &registryv1.Conflict{Reason: "Port", Message: "port 5432/TCP of west differs from east's 5433/TCP"}
 	m.SetExports(
@@ -93,7 +96,7 @@ func TestFleet(t *testing.T) {
 		// ops/api is scoped to east (and a cluster that is not registered).
 		{ID: "hub", Region: "eu", Live: true, Exports: 1, Imports: 2},
 		{ID: "east", Region: "us", Live: true, Exports: 2, Imports: 3},
-		{ID: "west", Region: "us", Live: false, Exports: 2, Imports: 2, Conflicts: 1},
+		{ID: "west", Region: "us", Network: "b", EastWestGateway: "192.0.2.2:15008", Live: false, Exports: 2, Imports: 2, Conflicts: 1},
 	} {
 		if got[want.ID] != want {
 			t.Errorf("cluster %s: %+v, want %+v", want.ID, got[want.ID], want)
@@ -197,8 +200,10 @@ func TestServicesFollowWatch(t *testing.T) {
 	}
 	// The same clusters again change nothing.
 	rev, _ = m.Revision()
+	west := cluster("west", "us", false, -3*time.Second)
+	west.Properties, west.EastwestGateway = map[string]string{keys.PropertyNetwork: "b"}, "192.0.2.2:15008"
 	m.SetClusters([]*registryv1.Cluster{
-		cluster("hub", "eu", true, 8*time.Second), cluster("east", "us", true, 9*time.Second), cluster("west", "us", false, -3*time.Second),
+		cluster("hub", "eu", true, 8*time.Second), cluster("east", "us", true, 9*time.Second), west,
 	})
 	if r, _ := m.Revision(); r != rev {
 		t.Errorf("unchanged clusters moved the revision from %d to %d", rev, r)

@@ -3,6 +3,7 @@ package model
 import (
 	"cmp"
 	"fmt"
+	"github.com/fleetnet/fleetnet/api/keys"
 	"slices"
 	"strings"
 	"time"
@@ -29,10 +30,15 @@ type RegionView struct {
 
 // ClusterView is one cluster of the fleet page.
 type ClusterView struct {
-	ID           string    `json:"id"`
-	Region       string    `json:"region"`
-	Live         bool      `json:"live"`
-	RegisteredAt time.Time `json:"registeredAt,omitzero"`
+	ID     string `json:"id"`
+	Region string `json:"region"`
+	// Network is the cluster's network.fleetnet.dev property ("" for the
+	// fleet's one network), EastWestGateway the address its east-west
+	// gateway takes other networks' streams at ("" when it has none).
+	Network         string    `json:"network,omitempty"`
+	EastWestGateway string    `json:"eastWestGateway,omitempty"`
+	Live            bool      `json:"live"`
+	RegisteredAt    time.Time `json:"registeredAt,omitzero"`
 	// Since is when the console saw the cluster become live or not
 	// (zero: it was so when the console started), Seconds how long ago.
 	Since   time.Time `json:"since,omitzero"`
@@ -66,6 +72,7 @@ func (m *Model) Fleet() FleetView {
 	for id, c := range m.clusters {
 		cv := view(id)
 		cv.Region, cv.Live = c.GetRegion(), c.GetLive()
+		cv.Network, cv.EastWestGateway = c.GetProperties()[keys.PropertyNetwork], c.GetEastwestGateway()
 		if c.GetRegisteredAt() != nil {
 			cv.RegisteredAt = c.GetRegisteredAt().AsTime()
 		}

@@ -147,6 +147,8 @@ function clusterCard(c) {
     h("div", { class: "name" }, c.id, h("span", { class: `badge ${c.live ? "ok" : "bad"}` }, c.live ? "live" : "down")),
     h("div", { class: "lease" }, lease),
     h("dl", {},
+      h("dt", {}, "network"), h("dd", { class: "network" }, c.network || "default"),
+      h("dt", {}, "east-west gateway"), h("dd", { class: "gateway" }, c.eastWestGateway || "none"),
       h("dt", {}, "exports"), h("dd", {}, c.exports),
       h("dt", {}, "imports"), h("dd", {}, c.imports),
       h("dt", {}, "conflicts"), h("dd", { class: c.conflicts ? "bad" : "" }, c.conflicts)));
