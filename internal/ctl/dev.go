@@ -467,7 +467,7 @@ func newDevNodeCommand(dir *string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cfg.Dir = *dir
+			cfg.Dir, cfg.Networks = *dir, dev.PodNetworks{Dir: *dir}
 			cfg.InitCommand = []string{self, "dev", "container-init"}
 			return node.Run(cmd.Context(), cfg, logr.FromSlogHandler(lg.Handler()))
 		},

@@ -3,6 +3,7 @@ package dev
 import (
 	"errors"
 	"fmt"
+	"github.com/fleetnet/fleetnet/internal/podnet"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -148,7 +149,7 @@ func clearLeftovers(found []leftover) []error {
 		switch l.kind {
 		case "network namespace":
 			if err = deleteNetNS(l.name); err == nil {
-				_ = os.RemoveAll(filepath.Join(netnsEtc, l.name))
+				_ = os.RemoveAll(filepath.Dir(podnet.Pod{NetNS: l.name}.ResolvConfPath()))
 			}
 		case "veth", "bridge":
 			// Gone already when its namespace went.

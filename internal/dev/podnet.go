@@ -1,14 +1,12 @@
 package dev
 
 import (
-	"errors"
 	"fmt"
+	"github.com/fleetnet/fleetnet/internal/podnet"
 	"hash/fnv"
 	"net/netip"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 
 	"github.com/fleetnet/fleetnet/api/keys"
 )
@@ -151,8 +149,22 @@ func NodePods(dir, cluster string) ([]PodState, error) {
 	return out, nil
 }
 
-// ResolvConfPath is the resolv.conf a pod's processes see.
-func (p PodState) ResolvConfPath() string { return filepath.Join(netnsEtc, p.NetNS, "resolv.conf") }
+// PodNetworks are the fleet in Dir's pods' networks, as the process node
+// asks for them (podnet.Networks).
+type PodNetworks struct{ Dir string }
+
+// Attach is AttachPod.
+func (n PodNetworks) Attach(cluster, namespace, name, uid string) (PodState, error) {
+	return AttachPod(n.Dir, cluster, namespace, name, uid)
+}
+
+// Detach is DetachPod.
+func (n PodNetworks) Detach(cluster, namespace, name, uid string) error {
+	return DetachPod(n.Dir, cluster, namespace, name, uid)
+}
+
+// Pods is NodePods.
+func (n PodNetworks) Pods(cluster string) ([]PodState, error) { return NodePods(n.Dir, cluster) }
 
 // podNetNames are the names of a pod's network namespace and host veth,
 // derived from its key; interface names have at most 15 bytes.
@@ -162,72 +174,24 @@ func podNetNames(key string) (netNS, hostVeth string) {
 	return fmt.Sprintf("fleetnet-%08x", h.Sum32()), fmt.Sprintf("fnh%08x", h.Sum32())
 }
 
-// createPodNetwork makes the pod's namespace and veth on the bridge with
-// its address, and routes it through its cluster's node.
+// createPodNetwork makes the pod's namespace and veth on its network's
+// bridge with its address, and routes it through its cluster's node.
 func createPodNetwork(pod PodState, s *State, c ClusterState) error {
-	if pod.NetNS == "" || pod.HostVeth == "" || pod.Address == "" {
-		return errors.New("pod has no network names or address")
-	}
-	peer := "fnp" + pod.HostVeth[len("fnh"):]
-	ns := pod.NetNS
-	if err := ipAll([]string{"netns", "add", ns}); err != nil {
-		return err
-	}
-	// On its network's bridge: the host's, or in the network's namespace.
-	var where []string
-	if n := c.NetworkNS(); n != "" {
-		where = []string{"-n", n}
-	}
-	err := ipBatch(where,
-		[]string{"link", "add", pod.HostVeth, "type", "veth", "peer", "name", peer, "address", macFor(pod.Address)},
-		[]string{"link", "set", peer, "netns", ns},
-		[]string{"link", "set", pod.HostVeth, "master", BridgeName, "up"},
-	)
-	if err != nil {
-		return err
-	}
-	inside := [][]string{
-		{"link", "set", peer, "name", "eth0"},
-		{"addr", "add", fmt.Sprintf("%s/%d", pod.Address, podPrefixLen), "dev", "eth0"},
-		{"link", "set", "eth0", "up"},
-		{"link", "set", "lo", "up"},
-	}
-	if pod.AddressV6 != "" {
-		// nodad: usable at once, as the IPv4 address is.
-		inside = append(inside, []string{"addr", "add", fmt.Sprintf("%s/%d", pod.AddressV6, podPrefixLenV6), "dev", "eth0", "nodad"})
-	}
+	spec := podnet.Spec{Bridge: BridgeName, BridgeNS: c.NetworkNS(), PrefixLen: podPrefixLen, PrefixLenV6: podPrefixLenV6}
 	if s.Nodes {
 		// Through the cluster's node: its kube-proxy and fleetnet-dns.
-		inside = append(inside, []string{"route", "replace", "default", "via", c.NodeAddress().String()})
-		if pod.AddressV6 != "" {
-			inside = append(inside, []string{"route", "replace", "default", "via", c.NodeAddressV6().String()})
-		}
+		spec.Gateway, spec.GatewayV6 = c.NodeAddress(), c.NodeAddressV6()
+		spec.ResolvConf = resolvConf(c, pod.Namespace)
 	}
-	if err := ipBatch([]string{"-n", ns}, inside...); err != nil {
-		return err
-	}
-	if s.Nodes {
-		return writeResolvConf(pod.NetNS, c, pod.Namespace)
-	}
-	return nil
+	return podnet.Create(pod, spec)
 }
 
-// ipBatch runs the commands with one `ip -batch` (opts are ip's own, such
-// as -n NETNS): a pod's network is nine commands, and a process each made
-// starting many pods slow.
-func ipBatch(opts []string, cmds ...[]string) error {
-	var in strings.Builder
-	for _, c := range cmds {
-		in.WriteString(strings.Join(c, " "))
-		in.WriteByte('\n')
-	}
-	cmd := exec.Command("ip", append(opts, "-batch", "-")...)
-	cmd.Stdin = strings.NewReader(in.String())
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("ip -batch: %w: %s", err, strings.TrimSpace(string(out)))
-	}
-	return nil
-}
+// ipBatch and ipAll run ip commands (podnet's).
+var (
+	ipBatch = podnet.IPBatch
+	ipAll   = podnet.IPAll
+	macFor  = podnet.MACFor
+)
 
 // podAddressV6 is the IPv6 address of the pod that has v4 in a dual-stack
 // cluster: the same host number in the cluster's IPv6 pod range, so that
@@ -311,52 +275,14 @@ func removeBridge() error {
 	return ipAll([]string{"link", "del", BridgeName})
 }
 
-// removePodNetwork deletes the pod's namespace and veth; what is already gone
-// is not an error.
-func removePodNetwork(pod PodState) error {
-	var errs []error
-	if exec.Command("ip", "link", "show", pod.HostVeth).Run() == nil {
-		errs = append(errs, ipAll([]string{"link", "del", pod.HostVeth}))
-	}
-	errs = append(errs, deleteNetNS(pod.NetNS))
-	if err := os.RemoveAll(filepath.Join(netnsEtc, pod.NetNS)); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
+// removePodNetwork deletes the pod's namespace and veth; what is already
+// gone is not an error.
+func removePodNetwork(pod PodState) error { return podnet.Remove(pod, deleteNetNS) }
 
-// netnsEtc holds per-namespace files that `ip netns exec` mounts over
-// /etc: the pods' resolv.conf.
-const netnsEtc = "/etc/netns"
-
-// writeResolvConf makes the pod resolve names with its cluster's
-// fleetnet-dns, searching its namespace first as a Kubernetes pod does.
-func writeResolvConf(ns string, c ClusterState, namespace string) error {
-	dir := filepath.Join(netnsEtc, ns)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
+// resolvConf makes the pod resolve names with its cluster's CoreDNS,
+// searching its namespace first as a Kubernetes pod does.
+func resolvConf(c ClusterState, namespace string) string {
 	// As a kubelet's (cluster.local first), then the clusterset zone.
-	conf := fmt.Sprintf("# fleetnet dev pod of cluster %s: the cluster's CoreDNS on its node\nnameserver %s\nsearch %s.svc.cluster.local svc.cluster.local cluster.local %s.svc.%s svc.%s\noptions ndots:5\n",
+	return fmt.Sprintf("# fleetnet dev pod of cluster %s: the cluster's CoreDNS on its node\nnameserver %s\nsearch %s.svc.cluster.local svc.cluster.local cluster.local %s.svc.%s svc.%s\noptions ndots:5\n",
 		c.Name, c.NodeAddress(), namespace, namespace, keys.ClustersetZone, keys.ClustersetZone)
-	return os.WriteFile(filepath.Join(dir, "resolv.conf"), []byte(conf), 0o644)
-}
-
-// macFor is the hardware address of the interface holding addr: derived
-// from the address, so that a pod started again with an address another
-// pod had is reached at once. With a fresh MAC, the host, nodes and pods
-// would keep sending to the old one until their neighbour entries expire
-// (up to a minute).
-func macFor(addr string) string {
-	b := netip.MustParseAddr(addr).As4()
-	return fmt.Sprintf("02:00:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3])
-}
-func ipAll(cmds ...[]string) error {
-	for _, args := range cmds {
-		out, err := exec.Command("ip", args...).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
-		}
-	}
-	return nil
 }

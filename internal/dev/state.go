@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/fleetnet/fleetnet/internal/podnet"
 	"maps"
 	"net/url"
 	"os"
@@ -21,7 +22,6 @@ import (
 	"time"
 
 	consoleserver "github.com/fleetnet/fleetnet/internal/console/server"
-	"github.com/fleetnet/fleetnet/internal/netns"
 	"github.com/fleetnet/fleetnet/internal/tokenfile"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -91,34 +91,8 @@ type ProcessState struct {
 }
 
 // PodState is the network of a Pod that a cluster's process node runs
-// (internal/node): its namespace, host veth and address. UID names the Pod
-// object it is for.
-type PodState struct {
-	Cluster   string `json:"cluster"`
-	Namespace string `json:"namespace"`
-	Name      string `json:"name"`
-	UID       string `json:"uid,omitempty"`
-	NetNS     string `json:"netns"`
-	HostVeth  string `json:"hostVeth"`
-	Address   string `json:"address"`
-	// AddressV6 is the pod's IPv6 address in a dual-stack cluster.
-	AddressV6 string `json:"addressV6,omitempty"`
-}
-
-// Addresses are the pod's addresses, IPv4 first as the cluster's primary
-// family.
-func (p PodState) Addresses() []string {
-	if p.AddressV6 == "" {
-		return []string{p.Address}
-	}
-	return []string{p.Address, p.AddressV6}
-}
-
-// Alive reports whether the pod's network namespace exists.
-func (p PodState) Alive() bool {
-	_, err := os.Stat(filepath.Join(netns.Dir, p.NetNS))
-	return err == nil
-}
+// (internal/node): podnet's, which the state file records.
+type PodState = podnet.Pod
 
 // Component names. Per-cluster components are "<cluster>/<part>".
 const (

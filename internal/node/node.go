@@ -19,6 +19,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"github.com/fleetnet/fleetnet/internal/podnet"
 	"log/slog"
 	"net"
 	"net/http"
@@ -51,7 +52,10 @@ const (
 type Config struct {
 	// Dir is the local fleet's folder; Cluster the cluster's name.
 	Dir, Cluster string
-	NodeName     string
+	// Networks gives the pods their networks (the local fleet's,
+	// dev.PodNetworks).
+	Networks podnet.Networks
+	NodeName string
 	// StateDir holds the pods' folders (volumes, logs).
 	StateDir   string
 	Kubeconfig string

@@ -11,9 +11,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fleetnet/fleetnet/internal/dev"
 	"github.com/fleetnet/fleetnet/internal/node/containerlog"
 	"github.com/fleetnet/fleetnet/internal/node/probe"
+	"github.com/fleetnet/fleetnet/internal/podnet"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -27,7 +27,7 @@ type pod struct {
 
 	mu      sync.Mutex
 	obj     *corev1.Pod
-	net     dev.PodState
+	net     podnet.Pod
 	volumes map[string]string
 	// netErr keeps every container ContainerCreating with the cause.
 	netErr     error
@@ -98,7 +98,7 @@ func (p *pod) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return // being stopped: stop() releases the network
 		}
-		if err := dev.DetachPod(p.node.cfg.Dir, p.node.cfg.Cluster, p.obj.Namespace, p.obj.Name, string(p.obj.UID)); err != nil {
+		if err := p.node.cfg.Networks.Detach(p.node.cfg.Cluster, p.obj.Namespace, p.obj.Name, string(p.obj.UID)); err != nil {
 			log.Error(err, "Releasing the network of a finished pod")
 			return
 		}
@@ -111,7 +111,7 @@ func (p *pod) run(ctx context.Context) {
 		log.Info("Pod had finished before the node restarted; nothing to start")
 		return
 	}
-	net, err := dev.AttachPod(p.node.cfg.Dir, p.node.cfg.Cluster, p.obj.Namespace, p.obj.Name, string(p.obj.UID))
+	net, err := p.node.cfg.Networks.Attach(p.node.cfg.Cluster, p.obj.Namespace, p.obj.Name, string(p.obj.UID))
 	for err != nil {
 		log.Error(err, "Pod network")
 		p.update(func() { p.netErr = err })
@@ -120,7 +120,7 @@ func (p *pod) run(ctx context.Context) {
 			return
 		case <-time.After(5 * time.Second):
 		}
-		net, err = dev.AttachPod(p.node.cfg.Dir, p.node.cfg.Cluster, p.obj.Namespace, p.obj.Name, string(p.obj.UID))
+		net, err = p.node.cfg.Networks.Attach(p.node.cfg.Cluster, p.obj.Namespace, p.obj.Name, string(p.obj.UID))
 	}
 	p.update(func() {
 		p.net, p.netErr = net, nil
@@ -642,7 +642,7 @@ func (p *pod) stop() {
 	go func() {
 		cancel()
 		<-p.finished
-		if err := dev.DetachPod(p.node.cfg.Dir, p.node.cfg.Cluster, p.obj.Namespace, p.obj.Name, string(p.obj.UID)); err != nil {
+		if err := p.node.cfg.Networks.Detach(p.node.cfg.Cluster, p.obj.Namespace, p.obj.Name, string(p.obj.UID)); err != nil {
 			p.node.log.Error(err, "Removing the pod's network", "pod", p.key())
 		}
 		if err := os.RemoveAll(p.dir); err != nil {

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/creack/pty"
-	"github.com/fleetnet/fleetnet/internal/dev"
 	"github.com/fleetnet/fleetnet/internal/netns"
 	"github.com/fleetnet/fleetnet/internal/node/containerlog"
 	"github.com/go-logr/logr"
@@ -535,7 +534,7 @@ func (t *probeTarget) Exec(ctx context.Context, cmd []string) (int, []byte, erro
 // forgetStale removes the network of pods an earlier run of the node
 // recorded whose Pod no longer exists (or is another incarnation).
 func (pr *Provider) forgetStale(ctx context.Context, client kubernetes.Interface) {
-	recorded, err := dev.NodePods(pr.cfg.Dir, pr.cfg.Cluster)
+	recorded, err := pr.cfg.Networks.Pods(pr.cfg.Cluster)
 	if err != nil {
 		pr.log.Error(err, "Listing the pods of an earlier run")
 		return
@@ -549,7 +548,7 @@ func (pr *Provider) forgetStale(ctx context.Context, client kubernetes.Interface
 			continue // not known for sure: kept
 		}
 		pr.log.Info("Removing the network of a pod that is gone", "pod", rec.Namespace+"/"+rec.Name, "uid", rec.UID)
-		if err := dev.DetachPod(pr.cfg.Dir, pr.cfg.Cluster, rec.Namespace, rec.Name, rec.UID); err != nil {
+		if err := pr.cfg.Networks.Detach(pr.cfg.Cluster, rec.Namespace, rec.Name, rec.UID); err != nil {
 			pr.log.Error(err, "Removing a stale pod's network", "pod", rec.Namespace+"/"+rec.Name)
 		}
 	}
