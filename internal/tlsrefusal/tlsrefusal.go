@@ -108,6 +108,10 @@ const LogEvery = 30 * time.Second
 type Observer struct {
 	Server string
 	Log    *slog.Logger
+	// IgnoreClosed leaves out connections closed before a handshake
+	// (reason closed): a server that peers check with TCP connects, such
+	// as an east-west gateway, sees one per check.
+	IgnoreClosed bool
 
 	mu         sync.Mutex
 	last       map[string]time.Time
@@ -117,6 +121,9 @@ type Observer struct {
 // Refused records a failed handshake with the peer at remote.
 func (o *Observer) Refused(remote string, err error) {
 	reason := Reason(err)
+	if o.IgnoreClosed && reason == "closed" {
+		return
+	}
 	HandshakeErrors.WithLabelValues(o.Server, reason).Inc()
 	o.mu.Lock()
 	if o.last == nil {

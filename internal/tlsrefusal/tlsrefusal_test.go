@@ -1,9 +1,11 @@
 package tlsrefusal_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -242,5 +244,23 @@ func TestProbeNamesANameMismatch(t *testing.T) {
 				t.Fatalf("Probe: %v, want an error saying %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// An Observer with IgnoreClosed records refusals but not connections
+// closed before a handshake (a TCP health check).
+func TestIgnoreClosed(t *testing.T) {
+	var logs bytes.Buffer
+	o := &tlsrefusal.Observer{Server: "test-ignore-closed", Log: slog.New(slog.NewTextHandler(&logs, nil)), IgnoreClosed: true}
+	o.Refused("127.0.0.1:1", errors.New("EOF"))
+	o.Refused("127.0.0.1:2", errors.New("remote error: tls: bad certificate"))
+	if got := testutil.ToFloat64(tlsrefusal.HandshakeErrors.WithLabelValues("test-ignore-closed", "closed")); got != 0 {
+		t.Errorf("closed counted %v times, want 0", got)
+	}
+	if got := testutil.ToFloat64(tlsrefusal.HandshakeErrors.WithLabelValues("test-ignore-closed", "bad_certificate")); got != 1 {
+		t.Errorf("bad_certificate counted %v times, want 1", got)
+	}
+	if strings.Contains(logs.String(), "reason=closed") {
+		t.Errorf("a closed connection was logged: %s", logs.String())
 	}
 }

@@ -378,8 +378,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsConfig *tls.Conf
 		ReadHeaderTimeout: 10 * time.Second,
 		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: MaxStreamsPerConnection},
 		// Refused handshakes are counted and logged, rate-limited
-		// (fleetnet_tls_handshake_errors_total{server="eastwest-tunnel"}).
-		ErrorLog: (&tlsrefusal.Observer{Server: "eastwest-tunnel", Log: s.log()}).ErrorLog(),
+		// (fleetnet_tls_handshake_errors_total{server="eastwest-tunnel"}),
+		// except connections closed before one: peers' edges check the
+		// gateway with TCP connects.
+		ErrorLog: (&tlsrefusal.Observer{Server: "eastwest-tunnel", Log: s.log(), IgnoreClosed: true}).ErrorLog(),
 	}
 	srv.Protocols.SetHTTP2(true)
 	stop := context.AfterFunc(ctx, func() { _ = srv.Close() })
