@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -128,6 +129,13 @@ const (
 	loadStream  = "stream"  // long connections reading what backends stream
 	loadConnect = "connect" // one short exchange per connection
 	loadUDP     = "udp"     // one datagram in flight per client socket
+	// loadPingPong: 64-byte exchanges one after the other on long
+	// connections, as fast as they go (the saturated exchange rate).
+	loadPingPong = "pingpong"
+	// loadLatency: the same exchanges at a fixed total Rate (open loop:
+	// each timed from when it was due, so a queue behind a slow one
+	// counts), for latency percentiles at a given load.
+	loadLatency = "latency"
 )
 
 // load is one measurement, run by a load generator process.
@@ -137,6 +145,8 @@ type load struct {
 	Conns    int           `json:"conns"`
 	Warmup   time.Duration `json:"warmup"`
 	Duration time.Duration `json:"duration"`
+	// Rate is loadLatency's exchanges per second, over all connections.
+	Rate float64 `json:"rate,omitempty"`
 }
 
 // result is what a load generator measured after its warm-up.
@@ -145,6 +155,9 @@ type result struct {
 	Ops     int64   `json:"ops"`
 	Errors  int64   `json:"errors"`
 	Seconds float64 `json:"seconds"`
+	// P50 and P99 are loadLatency's percentiles, in milliseconds.
+	P50 float64 `json:"p50,omitempty"`
+	P99 float64 `json:"p99,omitempty"`
 }
 
 // runLoad runs l in a load generator process and returns its result.
@@ -178,7 +191,8 @@ func generate(arg string) error {
 	var bytes, ops, errs atomic.Int64
 	var counting, stop atomic.Bool
 	var wg sync.WaitGroup
-	for range l.Conns {
+	lat := &latencies{}
+	for i := range l.Conns {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -189,6 +203,13 @@ func generate(arg string) error {
 				connectLoad(l.Addr, &counting, &stop, &ops, &errs)
 			case loadUDP:
 				udpLoad(l.Addr, &counting, &stop, &ops, &bytes, &errs)
+			case loadPingPong:
+				exchanges(l.Addr, 0, 0, &counting, &stop, &ops, &errs, nil)
+			case loadLatency:
+				// Each connection's share of the rate, its first exchange
+				// offset so that the connections do not send at once.
+				every := time.Duration(float64(time.Second) * float64(l.Conns) / l.Rate)
+				exchanges(l.Addr, every, every*time.Duration(i)/time.Duration(l.Conns), &counting, &stop, &ops, &errs, lat)
 			}
 		}()
 	}
@@ -198,8 +219,9 @@ func generate(arg string) error {
 	time.Sleep(l.Duration)
 	stop.Store(true)
 	elapsed := time.Since(start)
-	r := result{Bytes: bytes.Load(), Ops: ops.Load(), Errors: errs.Load(), Seconds: elapsed.Seconds()}
 	wg.Wait()
+	r := result{Bytes: bytes.Load(), Ops: ops.Load(), Errors: errs.Load(), Seconds: elapsed.Seconds()}
+	r.P50, r.P99 = lat.percentile(0.50), lat.percentile(0.99)
 	return json.NewEncoder(os.Stdout).Encode(r)
 }
 
@@ -226,6 +248,77 @@ func streamLoad(addr string, counting, stop *atomic.Bool, bytes, errs *atomic.In
 			return
 		}
 	}
+}
+
+// exchanges sends 64-byte messages on one long connection and waits for
+// each echo: back to back when every is 0, else one every `every` from
+// offset on, each timed from when it was due (into lat).
+func exchanges(addr string, every, offset time.Duration, counting, stop *atomic.Bool, ops, errs *atomic.Int64, lat *latencies) {
+	c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+	if err != nil {
+		errs.Add(1)
+		return
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte{modeEcho}); err != nil {
+		errs.Add(1)
+		return
+	}
+	msg := []byte(strings.Repeat("p", 64))
+	buf := make([]byte, len(msg))
+	due := time.Now().Add(offset)
+	for !stop.Load() {
+		if every > 0 {
+			if d := time.Until(due); d > 0 {
+				time.Sleep(d)
+			}
+		} else {
+			due = time.Now()
+		}
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		_, err := c.Write(msg)
+		if err == nil {
+			_, err = io.ReadFull(c, buf)
+		}
+		took := time.Since(due)
+		due = due.Add(every)
+		if !counting.Load() || stop.Load() {
+			continue
+		}
+		if err != nil {
+			errs.Add(1)
+			return
+		}
+		ops.Add(1)
+		lat.add(took)
+	}
+}
+
+// latencies collects exchange times; nil collects nothing.
+type latencies struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (l *latencies) add(d time.Duration) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	l.d = append(l.d, d)
+	l.mu.Unlock()
+}
+
+// percentile is the q-th percentile in milliseconds (0 without samples).
+func (l *latencies) percentile(q float64) float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.d) == 0 {
+		return 0
+	}
+	s := slices.Clone(l.d)
+	slices.Sort(s)
+	return float64(s[min(int(q*float64(len(s))), len(s)-1)]) / float64(time.Millisecond)
 }
 
 // connectLoad opens connections one after the other: a 64-byte request

@@ -55,6 +55,7 @@ func main() {
 	flag.DurationVar(&o.duration, "duration", 5*time.Second, "measured time of each load")
 	flag.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured time before each load")
 	flag.IntVar(&o.streams, "streams", 4, "long connections of the throughput load")
+	flag.IntVar(&o.exchangers, "exchangers", 32, "long connections of the east-west latency loads (64-byte exchanges): saturated on the haproxy pair, then at half that rate on every target")
 	flag.IntVar(&o.connectors, "connectors", 32, "clients of the connection-rate load, each opening one connection after the other")
 	flag.IntVar(&o.udpClients, "udp-clients", 32, "UDP client sockets (flows), each with one datagram in flight")
 	flag.IntVar(&o.backends, "backends", 4, "backends behind both proxies")
@@ -77,6 +78,8 @@ func exitOn(what string, err error) {
 type options struct {
 	duration, warmup                time.Duration
 	streams, connectors, udpClients int
+	// exchangers are the long connections of the east-west latency loads.
+	exchangers int
 	backends, threads, rounds       int
 	cpuprofile                      string
 	eastwest                        bool
@@ -241,8 +244,12 @@ func run(o options, out io.Writer) error {
 	if o.eastwest {
 		e, h, d := rows["fleetnet east-west"], rows["haproxy pair"], rows["direct (backend 1)"]
 		fmt.Fprintf(out, "\nMB are 10^6 bytes. The direct path is one backend without any proxy; the pairs balance over all of them.\n")
-		fmt.Fprintf(out, "eastwest: vs-haproxy throughput=%s conns=%s vs-direct=%s added-p99-at-50%%=not-measured\n",
-			ratio(e.stream, h.stream, bytesOf), ratio(e.connect, h.connect, opsOf), ratio(e.stream, d.stream, bytesOf))
+		added, err := eastWestLatency(o, targets, out)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "eastwest: vs-haproxy throughput=%s conns=%s vs-direct=%s added-p99-at-50%%=%.2fms\n",
+			ratio(e.stream, h.stream, bytesOf), ratio(e.connect, h.connect, opsOf), ratio(e.stream, d.stream, bytesOf), added)
 		return nil
 	}
 	e, h := rows["fleetnet-edge"], rows["haproxy"]
@@ -320,3 +327,50 @@ func benchModel(tcp, udp []string, tcpPort, udpPort int) *edgev1.Model {
 }
 
 func addr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// eastWestLatency measures the haproxy pair's saturated rate of 64-byte
+// exchanges, then each target's latency at half that rate (open loop),
+// medians of the rounds; it returns the p99 fleetnet's pair adds to the
+// direct path's.
+func eastWestLatency(o options, targets []target, out io.Writer) (float64, error) {
+	var saturated []result
+	p99 := map[string][]float64{}
+	p50 := map[string][]float64{}
+	var rate float64
+	for range o.rounds {
+		r, err := runLoad(load{Mode: loadPingPong, Addr: targets[2].tcp, Conns: o.exchangers, Warmup: o.warmup, Duration: o.duration})
+		if err != nil {
+			return 0, err
+		}
+		saturated = append(saturated, r)
+		rate = perSecond(&r, opsOf) / 2
+		for _, t := range targets {
+			res, err := runLoad(load{Mode: loadLatency, Addr: t.tcp, Conns: o.exchangers, Warmup: o.warmup, Duration: o.duration, Rate: rate})
+			if err != nil {
+				return 0, err
+			}
+			if res.Errors > 0 {
+				return 0, fmt.Errorf("latency load on %s: %d errors", t.name, res.Errors)
+			}
+			p99[t.name] = append(p99[t.name], res.P99)
+			p50[t.name] = append(p50[t.name], res.P50)
+		}
+	}
+	med := func(v []float64) float64 {
+		s := slices.Clone(v)
+		slices.Sort(s)
+		return s[(len(s)-1)/2]
+	}
+	sat := perSecond(median(saturated, opsOf), opsOf)
+	fmt.Fprintf(out, "\nLatency of 64-byte exchanges on %d connections at half the haproxy pair's saturated rate (%.0f of %.0f/s), open loop, medians of %d rounds:\n",
+		o.exchangers, sat/2, sat, o.rounds)
+	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "target\tp50 ms\tp99 ms\tadded p99 ms\t")
+	direct := med(p99[targets[0].name])
+	for _, t := range targets {
+		fmt.Fprintf(w, "%s\t%.3f\t%.3f\t%.3f\t\n", t.name, med(p50[t.name]), med(p99[t.name]), med(p99[t.name])-direct)
+	}
+	_ = w.Flush()
+	return med(p99[targets[1].name]) - direct, nil
+}
+
