@@ -79,10 +79,10 @@ type options struct {
 	duration, warmup                time.Duration
 	streams, connectors, udpClients int
 	// exchangers are the long connections of the east-west latency loads.
-	exchangers int
-	backends, threads, rounds       int
-	cpuprofile                      string
-	eastwest                        bool
+	exchangers                int
+	backends, threads, rounds int
+	cpuprofile                string
+	eastwest                  bool
 	// loads are the loads to run, comma-separated.
 	loads string
 }
@@ -373,4 +373,3 @@ func eastWestLatency(o options, targets []target, out io.Writer) (float64, error
 	_ = w.Flush()
 	return med(p99[targets[1].name]) - direct, nil
 }
-
