@@ -167,7 +167,7 @@ func (d *Dialer) transport(p Peer) *http.Transport {
 	return &http.Transport{
 		TLSClientConfig: ClientConfig(d.Credentials, p.Cluster),
 		Protocols:       protocols,
-		HTTP2:           &http.HTTP2Config{SendPingTimeout: 15 * time.Second, PingTimeout: 5 * time.Second},
+		HTTP2:           &http.HTTP2Config{SendPingTimeout: 15 * time.Second, PingTimeout: 5 * time.Second, MaxReadFrameSize: maxFrameSize},
 		// A connection without streams for this long closes: peers that
 		// left or moved do not keep theirs.
 		IdleConnTimeout: 5 * time.Minute,

@@ -376,7 +376,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsConfig *tls.Conf
 		TLSConfig:         tlsConfig,
 		Protocols:         new(http.Protocols),
 		ReadHeaderTimeout: 10 * time.Second,
-		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: MaxStreamsPerConnection},
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: MaxStreamsPerConnection, MaxReadFrameSize: maxFrameSize},
 		// Refused handshakes are counted and logged, rate-limited
 		// (fleetnet_tls_handshake_errors_total{server="eastwest-tunnel"}),
 		// except connections closed before one: peers' edges check the
@@ -392,3 +392,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, tlsConfig *tls.Conf
 	}
 	return err
 }
+
+// maxFrameSize is the largest HTTP/2 frame each side takes (SETTINGS_MAX_
+// FRAME_SIZE): a stream's data goes in frames of up to 256 KiB rather than
+// 16 KiB, fewer frames and scheduler rounds per byte.
+const maxFrameSize = 256 << 10
