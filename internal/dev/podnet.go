@@ -186,11 +186,11 @@ func createPodNetwork(pod PodState, s *State, c ClusterState) error {
 	return podnet.Create(pod, spec)
 }
 
-// ipBatch and ipAll run ip commands (podnet's).
+// ipAll runs ip commands, and macFor is an address's interface's
+// hardware address (podnet's, for the nodes' networks).
 var (
-	ipBatch = podnet.IPBatch
-	ipAll   = podnet.IPAll
-	macFor  = podnet.MACFor
+	ipAll  = podnet.IPAll
+	macFor = podnet.MACFor
 )
 
 // podAddressV6 is the IPv6 address of the pod that has v4 in a dual-stack
