@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# The fleetnet demo (`make demo`): a local fleet of three clusters, a Service
+# The fleetnet demo (`make demo`): a local fleet of four clusters (north on a
+# network of its own), a Service
 # served by real HTTP pods in two of them (Deployments of Gateway API's echo
 # server, applied with kubectl and run by each cluster's process node),
 # exported, imported and called;
 # then connections by name (clusterset.local DNS and kube-proxy on each
 # cluster's node), a conflict, a cluster failure, and the global entry point (a Gateway
 # served by fleetnet-edge, a 90/10 split, a BackendTrafficPolicy, failover,
-# and a MultiClusterLoadBalancer with a drained cluster). Every step is shown as kubectl shows
+# and a MultiClusterLoadBalancer with a drained cluster), then north's pods
+# reached through the east-west gateways. Every step is shown as kubectl shows
 # it. The fleet keeps running afterwards; `bin/fleetnetctl dev down` stops it.
 set -euo pipefail
 
