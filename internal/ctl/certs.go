@@ -9,8 +9,8 @@ import (
 )
 
 func newCertsCommand() *cobra.Command {
-	var dir, registryHosts, gatewayHosts, discoveryHosts string
-	var clusters, admins, edges []string
+	var dir, registryHosts, gatewayHosts, discoveryHosts, eastWestModelHosts string
+	var clusters, admins, edges, eastWest []string
 	cmd := &cobra.Command{
 		Use:   "certs",
 		Short: "Create the fleet CA and the certificates of the registry, gateway, edges, discovery, clusters and administrators",
@@ -23,10 +23,15 @@ func newCertsCommand() *cobra.Command {
   <edge>.crt, .key              a client certificate per --edge (organization fleetnet:edges; the
                                 edge chart's Secret wants one per Pod: fleetnet-edge-0, fleetnet-edge-1, ...)
   <admin>.crt, .key             a client certificate per --admin
+  <cluster>-eastwest.crt, .key  a cluster's east-west gateway certificate per --eastwest (its identity,
+                                server and client usage: the edge chart's eastWest.secretName)
+  eastwest-model.crt, .key      the agent's east-west model stream's serving certificate for
+                                --eastwest-model-hosts (the agent chart's eastWest.secretName)
 
 "fleetnetctl fleet init" and "fleet join" make all of these themselves.`,
 		Example: `  fleetnetctl certs --dir certs --registry-hosts registry.example.com,127.0.0.1 --cluster east --cluster west --admin ops
-  fleetnetctl certs --dir certs --gateway-hosts fleetnet-gateway.fleetnet-system.svc --edge fleetnet-edge-0 --edge fleetnet-edge-1`,
+  fleetnetctl certs --dir certs --gateway-hosts fleetnet-gateway.fleetnet-system.svc --edge fleetnet-edge-0 --edge fleetnet-edge-1
+  fleetnetctl certs --dir certs --eastwest east --eastwest-model-hosts fleetnet-agent-eastwest.fleetnet-system.svc`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ca, err := pki.LoadOrCreateCA(dir, "fleetnet-ca")
 			if err != nil {
@@ -44,7 +49,7 @@ func newCertsCommand() *cobra.Command {
 				return nil
 			}
 			for _, s := range []struct{ name, hosts string }{
-				{"registry", registryHosts}, {"gateway", gatewayHosts}, {"discovery", discoveryHosts},
+				{"registry", registryHosts}, {"gateway", gatewayHosts}, {"discovery", discoveryHosts}, {"eastwest-model", eastWestModelHosts},
 			} {
 				if s.hosts == "" {
 					continue
@@ -66,6 +71,12 @@ func newCertsCommand() *cobra.Command {
 					return err
 				}
 			}
+			for _, id := range eastWest {
+				kp, err := ca.EastWestCert(id)
+				if err := write(kp, err, id+"-eastwest", "east-west gateway of cluster "+id); err != nil {
+					return err
+				}
+			}
 			for _, name := range admins {
 				kp, err := ca.AdminCert(name)
 				if err := write(kp, err, name, "admin "+name); err != nil {
@@ -82,5 +93,7 @@ func newCertsCommand() *cobra.Command {
 	cmd.Flags().StringArrayVar(&clusters, "cluster", nil, "cluster id to create a client certificate for (repeatable)")
 	cmd.Flags().StringArrayVar(&edges, "edge", nil, "edge (its Pod's name) to create a client certificate for (repeatable)")
 	cmd.Flags().StringArrayVar(&admins, "admin", nil, "administrator to create a client certificate for (repeatable)")
+	cmd.Flags().StringArrayVar(&eastWest, "eastwest", nil, "cluster id to create an east-west gateway certificate for (repeatable)")
+	cmd.Flags().StringVar(&eastWestModelHosts, "eastwest-model-hosts", "", "comma-separated DNS names and IPs of the agent's east-west model stream's serving certificate")
 	return cmd
 }

@@ -3,6 +3,8 @@ package registry_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +16,7 @@ import (
 
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/ctl"
+	"github.com/fleetnet/fleetnet/internal/eastwest/tunnel"
 	"github.com/fleetnet/fleetnet/internal/registry/client"
 	"github.com/fleetnet/fleetnet/internal/testkit"
 	"google.golang.org/grpc/codes"
@@ -164,5 +167,48 @@ func TestFleetnetctlCertsRegistryCommandsMetricsAndTokens(t *testing.T) {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+}
+
+// TestFleetnetctlCertsForEastWestGateways: `fleetnetctl certs --eastwest`
+// issues a certificate a peer gateway takes for the cluster (both usages,
+// the cluster's identity), and --eastwest-model-hosts the agent's model
+// stream's serving certificate for the name the edges dial.
+func TestFleetnetctlCertsForEastWestGateways(t *testing.T) {
+	dir := t.TempDir()
+	host := "fleetnet-agent-eastwest.fleetnet-system.svc"
+	if out, err := fleetnetctl(t, "certs", "--dir", dir, "--eastwest", "east", "--eastwest-model-hosts", host); err != nil {
+		t.Fatalf("fleetnetctl certs: %v\n%s", err, out)
+	}
+	ca, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	leaf := func(name string) *x509.Certificate {
+		t.Helper()
+		pair, err := tls.LoadX509KeyPair(filepath.Join(dir, name+".crt"), filepath.Join(dir, name+".key"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := x509.ParseCertificate(pair.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	gw := leaf("east-eastwest")
+	for _, usage := range []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth} {
+		if _, err := gw.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{usage}}); err != nil {
+			t.Errorf("east's gateway certificate for usage %v: %v", usage, err)
+		}
+	}
+	if got, err := tunnel.ClusterOf(&tls.ConnectionState{VerifiedChains: [][]*x509.Certificate{{gw}}}); err != nil || got != "east" {
+		t.Errorf("the tunnel takes east's gateway certificate for cluster %q (%v), want east", got, err)
+	}
+	model := leaf("eastwest-model")
+	if _, err := model.Verify(x509.VerifyOptions{Roots: pool, DNSName: host, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		t.Errorf("the model stream's certificate for %s: %v", host, err)
 	}
 }
