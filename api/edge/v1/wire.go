@@ -6,7 +6,9 @@ package edgev1
 // model's JSON never carries a key.
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -63,3 +65,15 @@ const (
 	RefusalKindGateway      = "Gateway"
 	RefusalKindLoadBalancer = "MultiClusterLoadBalancer"
 )
+
+// VersionOf is a model's Version: a hash of the rest of its JSON, so that
+// equal versions serve the same.
+func VersionOf(m Model) string {
+	m.Version = ""
+	data, err := json.Marshal(m)
+	if err != nil {
+		panic(err) // plain structs of strings and numbers always marshal
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:8])
+}

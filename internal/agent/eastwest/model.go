@@ -2,9 +2,6 @@ package eastwest
 
 import (
 	"cmp"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
@@ -72,7 +69,7 @@ func Model(routes []Route, exports []Export, resolve Resolver) (*edgev1.Model, [
 		}
 		m.EastWest.Exports = append(m.EastWest.Exports, ex)
 	}
-	m.Version = versionOf(*m)
+	m.Version = edgev1.VersionOf(*m)
 	return m, problems
 }
 
@@ -207,15 +204,4 @@ func sortedKeys[V any](m map[int32]V) []int32 {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// versionOf hashes the model's content, as fleetnet-gateway's model does.
-func versionOf(m edgev1.Model) string {
-	m.Version = ""
-	data, err := json.Marshal(m)
-	if err != nil {
-		panic(err) // plain structs of strings and numbers always marshal
-	}
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:8])
 }

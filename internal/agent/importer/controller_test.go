@@ -14,7 +14,6 @@ import (
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/test/fleet"
 	corev1 "k8s.io/api/core/v1"
-	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -112,14 +111,8 @@ func (f *reconcileFixture) derived() *corev1.Service {
 // entry per slice, sorted.
 func (f *reconcileFixture) sliceClusters() []string {
 	f.t.Helper()
-	list := &discoveryv1.EndpointSliceList{}
-	if err := f.c.List(context.Background(), list, client.InNamespace(f.key.Namespace), client.MatchingLabels{
-		mcsv1beta1.LabelServiceName: f.key.Name, discoveryv1.LabelManagedBy: keys.EndpointSliceManagedBy,
-	}); err != nil {
-		f.t.Fatal(err)
-	}
 	var out []string
-	for _, s := range list.Items {
+	for _, s := range f.slices() {
 		out = append(out, s.Labels[mcsv1beta1.LabelSourceCluster])
 	}
 	slices.Sort(out)

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -138,7 +137,7 @@ func build(in Input) Result {
 	res.Model = b.assemble(res.Status.Gateways)
 	b.assignAddresses(&res.Model.Gateways, res.Status.Gateways)
 	res.Model.LoadBalancers, res.Status.LoadBalancers = b.loadBalancers(res.Model.Gateways)
-	res.Model.Version = versionOf(res.Model)
+	res.Model.Version = edgev1.VersionOf(res.Model)
 	res.Status.BackendTrafficPolicies = b.policyStatuses(res.Model)
 	// Attached routes are known only once every route was seen.
 	for i, gs := range b.gatewayOrder {
@@ -547,17 +546,6 @@ func (b *builder) previousEntry(gs *gatewayState) (edgev1.Gateway, bool) {
 		}
 	}
 	return edgev1.Gateway{}, false
-}
-
-func versionOf(m edgev1.Model) string {
-	m.Version = ""
-	data, err := json.Marshal(m)
-	if err != nil {
-		// Plain structs of strings and numbers always marshal.
-		panic(err)
-	}
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:8])
 }
 
 // virtualHostRoutes orders the routes a request for host h may match:
