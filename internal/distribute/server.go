@@ -25,6 +25,8 @@ import (
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
 	"github.com/fleetnet/fleetnet/api/keys"
+	"github.com/fleetnet/fleetnet/api/skew"
+	"github.com/fleetnet/fleetnet/internal/skewcheck"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -32,7 +34,12 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Server implements edgev1.ModelDistributionServer.
+// skewServer labels the edges refused for their version
+// (fleetnet_version_refused_total).
+const skewServer = "edge-model-stream"
+
+// Server implements edgev1.ModelDistributionServer. An edge outside the
+// version skew policy (api/skew) is refused at its Hello.
 type Server struct {
 	edgev1.UnimplementedModelDistributionServer
 
@@ -53,7 +60,8 @@ type Server struct {
 // edge is what the server knows of one edge, by name.
 type edge struct {
 	region    string
-	stream    int // generation of the stream that owns this entry
+	version   string // announced, skew.Unannounced for none
+	stream    int    // generation of the stream that owns this entry
 	connected bool
 	// since is when the edge connected, or disconnected.
 	since   time.Time
@@ -131,8 +139,13 @@ func (s *Server) Stream(stream edgev1.ModelDistribution_StreamServer) error {
 	if hello == nil {
 		return status.Error(codes.InvalidArgument, "the stream must open with a Hello")
 	}
+	_ = stream.SetHeader(skewcheck.Announced(""))
+	if err := skewcheck.Check(skewServer, "fleetnet-edge "+name, hello.GetVersion()); err != nil {
+		s.log.Error("edge refused for its version", "edge", name, "err", err)
+		return err
+	}
 	gen := s.connect(name, hello)
-	s.log.Info("edge connected", "edge", name, "region", hello.GetRegion(), "serving", hello.GetServingVersion())
+	s.log.Info("edge connected", "edge", name, "region", hello.GetRegion(), "serving", hello.GetServingVersion(), "edgeVersion", hello.GetVersion())
 	defer func() {
 		s.disconnect(name, gen)
 		s.log.Info("edge disconnected", "edge", name)
@@ -194,6 +207,7 @@ func (s *Server) connect(name string, hello *edgev1.Hello) int {
 	// A newer stream of the same edge replaces the older one.
 	e.stream++
 	e.region, e.connected, e.since = hello.GetRegion(), true, s.now()
+	e.version, _ = skew.Normalize(hello.GetVersion()) // checked
 	e.serving, e.hash, e.sentAt, e.refused = hello.GetServingVersion(), hello.GetServingHash(), time.Time{}, ""
 	e.without = hello.GetRefused()
 	if s.current != nil && e.hash != s.current.GetHash() {
@@ -235,7 +249,9 @@ func (s *Server) acknowledge(name string, gen int, ack *edgev1.Ack) {
 // EdgeStatus is one edge as the server knows it.
 type EdgeStatus struct {
 	Name, Region string
-	Connected    bool
+	// Version is the edge's release, as it announced it.
+	Version   string
+	Connected bool
 	// Since is when the edge connected, or when it disconnected.
 	Since time.Time
 	// Serving is the version the edge serves (0: none known).
@@ -255,7 +271,7 @@ func (s *Server) Status() (int64, []EdgeStatus) {
 	defer s.mu.Unlock()
 	out := make([]EdgeStatus, 0, len(s.edges))
 	for name, e := range s.edges {
-		st := EdgeStatus{Name: name, Region: e.region, Connected: e.connected, Since: e.since, Serving: e.serving, Refused: e.refused, Without: e.without}
+		st := EdgeStatus{Name: name, Region: e.region, Version: e.version, Connected: e.connected, Since: e.since, Serving: e.serving, Refused: e.refused, Without: e.without}
 		if e.connected && e.serving != s.current.GetVersion() && e.refused == "" {
 			st.WaitingSince = e.sentAt
 		}

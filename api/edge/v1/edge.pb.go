@@ -126,7 +126,13 @@ type Hello struct {
 	ServingHash string `protobuf:"bytes,3,opt,name=serving_hash,json=servingHash,proto3" json:"serving_hash,omitempty"`
 	// refused are the parts of that model the edge serves without (see
 	// Ack.refused).
-	Refused       []*Refusal `protobuf:"bytes,4,rep,name=refused,proto3" json:"refused,omitempty"`
+	Refused []*Refusal `protobuf:"bytes,4,rep,name=refused,proto3" json:"refused,omitempty"`
+	// version is the edge's release (api/skew); a server refuses an edge
+	// outside its skew policy. Empty from edges before v0.1.0.
+	Version string `protobuf:"bytes,5,opt,name=version,proto3" json:"version,omitempty"`
+	// capabilities are the optional behaviours the edge understands
+	// (api/skew); a server sends a behaviour only to edges that announce it.
+	Capabilities  []string `protobuf:"bytes,6,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -185,6 +191,20 @@ func (x *Hello) GetServingHash() string {
 func (x *Hello) GetRefused() []*Refusal {
 	if x != nil {
 		return x.Refused
+	}
+	return nil
+}
+
+func (x *Hello) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *Hello) GetCapabilities() []string {
+	if x != nil {
+		return x.Capabilities
 	}
 	return nil
 }
@@ -509,12 +529,14 @@ const file_edge_v1_edge_proto_rawDesc = "" +
 	"\vEdgeMessage\x12/\n" +
 	"\x05hello\x18\x01 \x01(\v2\x17.fleetnet.edge.v1.HelloH\x00R\x05hello\x12)\n" +
 	"\x03ack\x18\x02 \x01(\v2\x15.fleetnet.edge.v1.AckH\x00R\x03ackB\t\n" +
-	"\amessage\"\xa0\x01\n" +
+	"\amessage\"\xde\x01\n" +
 	"\x05Hello\x12\x16\n" +
 	"\x06region\x18\x01 \x01(\tR\x06region\x12'\n" +
 	"\x0fserving_version\x18\x02 \x01(\x03R\x0eservingVersion\x12!\n" +
 	"\fserving_hash\x18\x03 \x01(\tR\vservingHash\x123\n" +
-	"\arefused\x18\x04 \x03(\v2\x19.fleetnet.edge.v1.RefusalR\arefused\"z\n" +
+	"\arefused\x18\x04 \x03(\v2\x19.fleetnet.edge.v1.RefusalR\arefused\x12\x18\n" +
+	"\aversion\x18\x05 \x01(\tR\aversion\x12\"\n" +
+	"\fcapabilities\x18\x06 \x03(\tR\fcapabilities\"z\n" +
 	"\x03Ack\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x03R\aversion\x12\x0e\n" +
 	"\x02ok\x18\x02 \x01(\bR\x02ok\x12\x14\n" +

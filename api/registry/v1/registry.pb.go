@@ -57,8 +57,12 @@ type Cluster struct {
 	// east-west gateway takes tunnel streams from other networks' gateways;
 	// empty when the cluster has none.
 	EastwestGateway string `protobuf:"bytes,8,opt,name=eastwest_gateway,json=eastwestGateway,proto3" json:"eastwest_gateway,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// agent_version is output only: the version the cluster's agent
+	// announced when it last registered (api/skew), "v0.0.0" for an agent
+	// from before versions were announced.
+	AgentVersion  string `protobuf:"bytes,9,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Cluster) Reset() {
@@ -143,6 +147,13 @@ func (x *Cluster) GetProperties() map[string]string {
 func (x *Cluster) GetEastwestGateway() string {
 	if x != nil {
 		return x.EastwestGateway
+	}
+	return ""
+}
+
+func (x *Cluster) GetAgentVersion() string {
+	if x != nil {
+		return x.AgentVersion
 	}
 	return ""
 }
@@ -2712,7 +2723,7 @@ var File_registry_v1_registry_proto protoreflect.FileDescriptor
 
 const file_registry_v1_registry_proto_rawDesc = "" +
 	"\n" +
-	"\x1aregistry/v1/registry.proto\x12\x14fleetnet.registry.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xaa\x03\n" +
+	"\x1aregistry/v1/registry.proto\x12\x14fleetnet.registry.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcf\x03\n" +
 	"\aCluster\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12#\n" +
 	"\rclusterset_id\x18\x02 \x01(\tR\fclustersetId\x12\x16\n" +
@@ -2723,7 +2734,8 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\n" +
 	"properties\x18\a \x03(\v2-.fleetnet.registry.v1.Cluster.PropertiesEntryR\n" +
 	"properties\x12)\n" +
-	"\x10eastwest_gateway\x18\b \x01(\tR\x0feastwestGateway\x1a=\n" +
+	"\x10eastwest_gateway\x18\b \x01(\tR\x0feastwestGateway\x12#\n" +
+	"\ragent_version\x18\t \x01(\tR\fagentVersion\x1a=\n" +
 	"\x0fPropertiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"t\n" +

@@ -15,7 +15,10 @@ import (
 	"time"
 
 	edgev1 "github.com/fleetnet/fleetnet/api/edge/v1"
+	"github.com/fleetnet/fleetnet/internal/version"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -125,7 +128,14 @@ func (c *Client) Run(ctx context.Context) error {
 		if time.Since(started) > retryMax {
 			wait = 50 * time.Millisecond // the stream worked for a while
 		}
-		c.log().Info("gateway stream ended; keeps serving the last good model and reconnects", "err", err, "retryIn", wait)
+		if status.Code(err) == codes.FailedPrecondition {
+			// Refused for its version (api/skew): no retry mends that,
+			// an upgrade does; the edge keeps serving meanwhile.
+			c.log().Error("the gateway refuses this edge's version; keeps serving the last good model", "err", err, "retryIn", retryMax)
+			wait = retryMax
+		} else {
+			c.log().Info("gateway stream ended; keeps serving the last good model and reconnects", "err", err, "retryIn", wait)
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -142,7 +152,7 @@ func (c *Client) stream(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("opening the stream: %w", err)
 	}
-	hello := &edgev1.Hello{Region: c.Region}
+	hello := &edgev1.Hello{Region: c.Region, Version: version.Get().Version}
 	if cur := c.Serving(); cur != nil {
 		hello.ServingVersion, hello.ServingHash, hello.Refused = cur.GetVersion(), cur.GetHash(), c.Refused()
 	}

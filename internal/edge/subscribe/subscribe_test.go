@@ -15,6 +15,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/edge/subscribe"
 	"github.com/fleetnet/fleetnet/internal/pki"
 	"github.com/fleetnet/fleetnet/internal/testkit"
+	"github.com/fleetnet/fleetnet/internal/version"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -330,4 +331,49 @@ func TestSummary(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEdgesOutsideTheSkewPolicyAreRefused: an edge of a later release, or
+// one that announces what is not a version, is refused at its Hello with
+// both versions named; one from before announcements is served, and a
+// subscribing edge's status carries its version.
+func TestEdgesOutsideTheSkewPolicyAreRefused(t *testing.T) {
+	ca := newCA(t)
+	g := startGateway(t, ca, distribute.NewServer(nil), "127.0.0.1:0")
+	g.Publish(contentType, []byte("m1"), nil)
+	this := version.Get().Version
+	for _, tc := range []struct{ announced, wantErr string }{
+		{"v9.0.0", "fleetnet-edge e1 v9.0.0 is not supported by this server at " + this},
+		{"latest", `"latest" is not a semantic version`},
+		{"", ""},
+	} {
+		conn := dial(t, ca, g.addr, func() (*pki.KeyPair, error) { return ca.ca.EdgeCert("e1") })
+		s, err := edgev1.NewModelDistributionClient(conn).Stream(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = s.Send(&edgev1.EdgeMessage{Message: &edgev1.EdgeMessage_Hello{Hello: &edgev1.Hello{Version: tc.announced}}})
+		update, err := s.Recv()
+		if tc.wantErr == "" {
+			if err != nil || string(update.GetModel()) != "m1" {
+				t.Errorf("an edge announcing %q: %v, %q; want the model", tc.announced, err, update.GetModel())
+			}
+			continue
+		}
+		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "docs/upgrades.md") {
+			t.Errorf("an edge announcing %q: %v, want FailedPrecondition with %q and the policy", tc.announced, err, tc.wantErr)
+		}
+	}
+
+	dp := &dataPlane{}
+	startEdge(t, ca, g.addr, "e2", "west", "", dp)
+	testkit.Eventually(t, 10*time.Second, "e2 listed with its version", func(context.Context) error {
+		_, edges := g.Status()
+		for _, e := range edges {
+			if e.Name == "e2" && e.Connected && e.Version == this {
+				return nil
+			}
+		}
+		return fmt.Errorf("edges %+v, want e2 connected at %s", edges, this)
+	})
 }

@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/certfiles"
+	"github.com/fleetnet/fleetnet/internal/skewcheck"
 	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -74,7 +76,8 @@ type Options struct {
 	DialOptions []grpc.DialOption
 }
 
-// Dial connects to the registry. The connection is lazy: errors of the
+// Dial connects to the registry, announcing this program's name and
+// version on every call (api/skew). The connection is lazy: errors of the
 // network show up in calls, as Unavailable.
 //
 // With several addresses the connection keeps a subconnection to each
@@ -125,7 +128,8 @@ func Dial(o Options) (registryv1.RegistryClient, *grpc.ClientConn, error) {
 		// in the dev fleet). A connection attempt is cheap; keep them close.
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: ReconnectBackoff, MinConnectTimeout: 5 * time.Second}),
 		grpc.WithDefaultServiceConfig(retryServiceConfig),
-	}, o.DialOptions...)
+	}, skewcheck.DialOptions(filepath.Base(os.Args[0]))...)
+	opts = append(opts, o.DialOptions...)
 	target := addrs[0]
 	if len(addrs) > 1 {
 		// A resolver of our own hands gRPC the fixed list; each address

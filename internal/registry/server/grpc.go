@@ -8,6 +8,7 @@ import (
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/recovered"
 	"github.com/fleetnet/fleetnet/internal/registry/auth"
+	"github.com/fleetnet/fleetnet/internal/skewcheck"
 	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -26,14 +27,18 @@ import (
 const maxConcurrentStreams = 128
 
 // NewGRPCServer serves r over TLS, with panics in handlers recovered
-// (internal/recovered), authentication, metrics, the standard health
+// (internal/recovered), authentication, the version skew policy
+// (internal/skewcheck), metrics, the standard health
 // service and server reflection. The health service reports
 // SERVING once the registry's view is loaded.
 func NewGRPCServer(r *Registry, tlsConfig *tls.Config, authn *auth.Authenticator) (*grpc.Server, *health.Server) {
+	// Versions are checked once the caller is known: only an
+	// authenticated caller learns the registry's version.
+	versionUnary, versionStream := skewcheck.ServerInterceptors("registry")
 	s := grpc.NewServer(append(recovered.GRPCServerOptions("registry", r.log),
 		grpc.Creds((&tlsrefusal.Observer{Server: "registry", Log: r.log}).Credentials(credentials.NewTLS(tlsConfig))),
-		grpc.ChainUnaryInterceptor(r.UnaryInterceptor, authn.UnaryInterceptor),
-		grpc.ChainStreamInterceptor(r.StreamInterceptor, authn.StreamInterceptor),
+		grpc.ChainUnaryInterceptor(r.UnaryInterceptor, authn.UnaryInterceptor, versionUnary),
+		grpc.ChainStreamInterceptor(r.StreamInterceptor, authn.StreamInterceptor, versionStream),
 		// Agents keep one watch open for days; pings find dead peers.
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),

@@ -7,11 +7,13 @@ import (
 
 	"github.com/fleetnet/fleetnet/api/keys"
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/api/skew"
 	"github.com/fleetnet/fleetnet/internal/registry/auth"
 	"github.com/fleetnet/fleetnet/internal/registry/keyspace"
 	"github.com/fleetnet/fleetnet/internal/registry/store"
 	"github.com/fleetnet/fleetnet/internal/registry/validate"
 	"github.com/fleetnet/fleetnet/internal/registry/view"
+	"github.com/fleetnet/fleetnet/internal/skewcheck"
 	"github.com/fleetnet/fleetnet/internal/tracing"
 	"go.opentelemetry.io/otel/attribute"
 	"google.golang.org/grpc"
@@ -50,6 +52,8 @@ func (r *Registry) RegisterCluster(ctx context.Context, req *registryv1.Register
 		return nil, storeErr(err)
 	}
 	record := &registryv1.Cluster{Id: c.GetId(), ClustersetId: c.GetClustersetId(), Region: c.GetRegion(), Properties: c.GetProperties(), EastwestGateway: c.GetEastwestGateway(), RegisteredAt: timestamppb.New(r.cfg.Clock.Now())}
+	// The interceptor refused what is not a version.
+	record.AgentVersion, _ = skew.Normalize(skewcheck.FromIncoming(ctx).Version)
 	if existing != nil {
 		old := &registryv1.Cluster{}
 		if err := proto.Unmarshal(existing.Value, old); err != nil {
@@ -84,7 +88,7 @@ func (r *Registry) RegisterCluster(ctx context.Context, req *registryv1.Register
 	if _, err := r.store.Put(ctx, keyspace.LiveKey(c.GetId()), keyspace.EncodeLease(lease), lease); err != nil {
 		return nil, storeErr(err)
 	}
-	r.log.Info("cluster registered", "cluster", c.GetId(), "clusterset", c.GetClustersetId(), "region", c.GetRegion())
+	r.log.Info("cluster registered", "cluster", c.GetId(), "clusterset", c.GetClustersetId(), "region", c.GetRegion(), "agentVersion", record.GetAgentVersion())
 	return &registryv1.RegisterClusterResponse{Cluster: record, LeaseTtlSeconds: r.ttlSeconds()}, nil
 }
 

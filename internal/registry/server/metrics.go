@@ -6,6 +6,7 @@ import (
 
 	"github.com/fleetnet/fleetnet/internal/recovered"
 	"github.com/fleetnet/fleetnet/internal/registry/view"
+	"github.com/fleetnet/fleetnet/internal/skewcheck"
 	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
@@ -54,6 +55,9 @@ func newMetrics(reg prometheus.Registerer, r *Registry) *metrics {
 			panic(err) // as MustRegister below
 		}
 		if err := tlsrefusal.Register(reg); err != nil {
+			panic(err)
+		}
+		if err := skewcheck.Register(reg); err != nil {
 			panic(err)
 		}
 		reg.MustRegister(m.requests, m.latency, m.watchers, m.watchesRefused, m.storeOps,
