@@ -100,9 +100,12 @@ const (
 	ReasonAzureConflict = "AzureConflict"
 	// ReasonAzureUnavailable: a 5xx from Azure.
 	ReasonAzureUnavailable = "AzureUnavailable"
-	// ReasonAzureOperationFailed: a long-running operation ended Failed.
+	// ReasonAzureOperationFailed: a long-running operation ended Failed,
+	// or Front Door's deployment of a resource did (deploymentStatus
+	// Failed).
 	ReasonAzureOperationFailed = "AzureOperationFailed"
-	// ReasonAzureTimeout: a wait passed its bound (an operation, or a
-	// resource's deployment, still running); polling goes on.
+	// ReasonAzureTimeout: a wait passed its bound (an operation still
+	// running or a request unanswered, a custom domain's validation or a
+	// Private Link connection still pending); polling goes on.
 	ReasonAzureTimeout = "AzureTimeout"
 )

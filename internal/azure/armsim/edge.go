@@ -68,8 +68,9 @@ import (
 //     and X-Azure-FDID (the profile's frontDoorId) added [AFD-HEADERS].
 //
 // Undocumented, the simulation's choices: a route or endpoint serves
-// once its deploymentStatus is Succeeded (Front Door says only that it
-// deploys to its edge); paths are matched case-sensitively; an origin
+// once its deployment has Succeeded (Front Door says only that it
+// deploys to its edge), also while reads report NotStarted
+// (Sim.ReportNotStarted); paths are matched case-sensitively; an origin
 // that cannot be reached, or no usable origin, is a 503; weights are
 // spread round-robin, not by latency (additionalLatencyInMilliseconds);
 // an origin group's health probes are not sent: every enabled origin is
@@ -253,7 +254,7 @@ func findHost(v *View, host string) (domain, endpoint Resource, ok bool) {
 	v.Each(TypeAFDEndpoint, func(r Resource) {
 		var h edgeHost
 		_ = json.Unmarshal(r.JSON, &h)
-		if !ok && strings.EqualFold(h.Properties.HostName, host) && h.Properties.EnabledState != "Disabled" && h.Properties.DeploymentStatus == DeploySucceeded {
+		if !ok && strings.EqualFold(h.Properties.HostName, host) && h.Properties.EnabledState != "Disabled" && v.s.deploymentOf(r, h.Properties.DeploymentStatus) == DeploySucceeded {
 			domain, endpoint, ok = r, r, true
 		}
 	})
@@ -263,7 +264,7 @@ func findHost(v *View, host string) (domain, endpoint Resource, ok bool) {
 	v.Each(TypeCustomDomain, func(r Resource) {
 		var h edgeHost
 		_ = json.Unmarshal(r.JSON, &h)
-		if !ok && strings.EqualFold(h.Properties.HostName, host) && h.Properties.DeploymentStatus == DeploySucceeded {
+		if !ok && strings.EqualFold(h.Properties.HostName, host) && v.s.deploymentOf(r, h.Properties.DeploymentStatus) == DeploySucceeded {
 			domain, ok = r, true
 		}
 	})
@@ -281,7 +282,7 @@ func matchRoute(v *View, domain, endpoint Resource, path, proto string) (Resourc
 		var rt edgeRoute
 		_ = json.Unmarshal(r.JSON, &rt)
 		p := rt.Properties
-		if p.EnabledState == "Disabled" || p.DeploymentStatus != DeploySucceeded || !slices.Contains(p.SupportedProtocols, proto) {
+		if p.EnabledState == "Disabled" || v.s.deploymentOf(r, p.DeploymentStatus) != DeploySucceeded || !slices.Contains(p.SupportedProtocols, proto) {
 			return
 		}
 		serves := false

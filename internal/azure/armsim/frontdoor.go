@@ -26,7 +26,8 @@ import (
 //     NotStarted after each write, then InProgress, then Succeeded, moving
 //     on with reads after provisioning succeeded (Options.DeployReads), so
 //     that a client sees provisioning end long before deployment does;
-//     FailDeployment makes one end Failed;
+//     FailDeployment makes one end Failed; ReportNotStarted makes reads
+//     show NotStarted while the edge serves (see ReportNotStarted);
 //   - references must resolve (a route's origin group, rule sets and
 //     custom domains; a security policy's WAF policy and domains; a Private
 //     Link origin's Private Link Service) and a resource still referenced
@@ -101,6 +102,39 @@ func (s *Sim) FailDeployment(id ID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failDeploy[id.Key()] = true
+}
+
+// ReportNotStarted makes reads of Front Door resources show
+// deploymentStatus NotStarted (on) whatever their deployment's progress,
+// while the edge (Edge) serves them as it goes on; off, reads show the
+// progress again. This is what operators see during propagation: a
+// resource provisioned and serving whose deploymentStatus still says
+// NotStarted. Microsoft's own example of a provisioned route reports it so
+// ("Routes - Get", Routes_Get example: provisioningState Succeeded,
+// deploymentStatus NotStarted,
+// https://learn.microsoft.com/rest/api/frontdoor/azurefrontdoorstandardpremium/routes/get),
+// and the REST reference describes deploymentStatus by its values only
+// (NotStarted, InProgress, Succeeded, Failed), while the Front Door FAQ
+// ("What is the estimated time for deploying an Azure Front Door? Does my
+// Front Door remain operational during the update process?",
+// https://learn.microsoft.com/azure/frontdoor/front-door-faq) says a
+// change propagates within minutes (up to 20, back-to-back changes about
+// 40) while the profile keeps serving. A Failed deployment is still
+// reported Failed.
+func (s *Sim) ReportNotStarted(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.notStartedReported = on
+}
+
+// deploymentOf is the deployment status the edge goes by for the Front
+// Door resource r: the progress, also while reads report NotStarted
+// (ReportNotStarted); s.mu held.
+func (s *Sim) deploymentOf(r Resource, reported string) string {
+	if st, ok := s.deployed[r.ID.Key()]; ok {
+		return st
+	}
+	return reported
 }
 
 // ValidateDomain approves the custom domain id's validation, as Front
@@ -365,6 +399,7 @@ func (s *Sim) prepareAFD(v *View, id ID, body, prev []byte) ([]byte, error) {
 	}
 	// Each write deploys again; a failed deployment is retried by it.
 	s.deployReads[id.Key()] = 0
+	s.deployed[id.Key()] = DeployNotStarted
 	if prev != nil {
 		if old, err := decodeMap(prev); err == nil && props(old)["deploymentStatus"] == DeployFailed {
 			delete(s.failDeploy, id.Key())
@@ -491,10 +526,17 @@ func (s *Sim) observeAFD(v *View, id ID, body []byte) []byte {
 	case s.failDeploy[id.Key()]:
 		status = DeployFailed
 	}
+	if s.deployed[id.Key()] != DeployFailed {
+		s.deployed[id.Key()] = status
+	}
 	return editJSON(body, func(m map[string]any) {
 		pr := props(m)
-		if pr["deploymentStatus"] != DeployFailed {
-			pr["deploymentStatus"] = status
+		switch {
+		case pr["deploymentStatus"] == DeployFailed:
+		case s.notStartedReported && s.deployed[id.Key()] != DeployFailed:
+			pr["deploymentStatus"] = DeployNotStarted
+		default:
+			pr["deploymentStatus"] = s.deployed[id.Key()]
 		}
 		mirrorLinkStatus(v, id, pr) // see privatelink.go
 	})

@@ -174,3 +174,51 @@ func TestFrontDoor(t *testing.T) {
 		t.Errorf("origin's connection status %s, want Approved", st)
 	}
 }
+
+// ReportNotStarted: reads show deploymentStatus NotStarted whatever the
+// deployment's progress, as seen in the field; off, they show it.
+func TestReportNotStarted(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		on   bool
+		want armcdn.DeploymentStatus
+	}{
+		{"reported", false, armcdn.DeploymentStatusSucceeded},
+		{"stuck at NotStarted", true, armcdn.DeploymentStatusNotStarted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := armsim.New(armsim.Options{Polls: 1, DeployReads: 1})
+			s.ReportNotStarted(tc.on)
+			c := newCDNClients(t, s)
+			ctx := context.Background()
+			pp, err := c.profiles.BeginCreate(ctx, rg, "afd", profile(armcdn.SKUNameStandardAzureFrontDoor), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := pp.PollUntilDone(ctx, poll); err != nil {
+				t.Fatal(err)
+			}
+			ep, err := c.endpoints.BeginCreate(ctx, rg, "afd", "ep", armcdn.AFDEndpoint{Location: to.Ptr("Global")}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := ep.PollUntilDone(ctx, poll); err != nil {
+				t.Fatal(err)
+			}
+			var last armcdn.DeploymentStatus
+			for range 4 {
+				g, err := c.endpoints.Get(ctx, rg, "afd", "ep", nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if g.Properties.DeploymentStatus == nil {
+					t.Fatal("no deploymentStatus")
+				}
+				last = *g.Properties.DeploymentStatus
+			}
+			if last != tc.want {
+				t.Errorf("deploymentStatus after 4 reads %s, want %s", last, tc.want)
+			}
+		})
+	}
+}

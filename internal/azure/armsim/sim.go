@@ -122,6 +122,13 @@ type Sim struct {
 	deployReads map[string]int
 	// failDeploy are Front Door resource keys whose deployment ends Failed.
 	failDeploy map[string]bool
+	// deployed is, per Front Door resource key, the deployment status the
+	// edge goes by, which the reported one differs from while
+	// notStartedReported (see ReportNotStarted).
+	deployed map[string]string
+	// notStartedReported: reads show deploymentStatus NotStarted whatever
+	// the deployment's progress (ReportNotStarted).
+	notStartedReported bool
 	// noLinkStatus stops Front Door origins' sharedPrivateLinkResource.status
 	// following their Private Link connections (MirrorConnectionStatus).
 	noLinkStatus bool
@@ -148,7 +155,8 @@ type operation struct {
 // balancers and public IP addresses registered and mounted.
 func New(opts Options) *Sim {
 	s := &Sim{opts: opts, kinds: map[string]*Kind{}, resources: map[string]*record{}, ops: map[string]*operation{},
-		held: map[string]bool{}, heldIDs: map[string]bool{}, mounts: map[string]policy.Transporter{}, deployReads: map[string]int{}, failDeploy: map[string]bool{}}
+		held: map[string]bool{}, heldIDs: map[string]bool{}, mounts: map[string]policy.Transporter{}, deployReads: map[string]int{}, failDeploy: map[string]bool{},
+		deployed: map[string]string{}}
 	s.registerNetwork()
 	s.registerFrontDoor()
 	return s

@@ -27,12 +27,14 @@
 //
 // Front Door reports provisioningState (ARM's operation) and a separate
 // deploymentStatus (propagation to its edge), which may stay NotStarted
-// long after provisioning succeeded. The provider waits for
-// provisioningState only (dependent resources do not need their
-// dependencies deployed) and Progress says, per Gateway, which resources
-// are still deploying and for how long; a Gateway is Served only when its
-// whole graph is deployed (and its custom domains validated and Private
-// Link connections approved). Refresh (run by Run every PollInterval)
+// long after provisioning succeeded, also on resources that serve. The
+// provider waits for provisioningState only (dependent resources do not
+// need their dependencies deployed); a Gateway is Served (Programmed)
+// when its whole graph is provisioned, no deployment Failed, its custom
+// domains validated and Private Link connections approved
+// (programmedState says why deploymentStatus NotStarted or InProgress
+// does not hold it), and Progress says, per Gateway, what is still
+// pending or propagating and for how long. Refresh (run by Run every PollInterval)
 // re-reads the Gateways not yet served. Throttling (429) and conflicts
 // (409, another operation in progress) are waited for with backoff at
 // info level; other failures are returned, told once per Gateway through
@@ -105,8 +107,8 @@ type Config struct {
 	// ARM gives no Retry-After, the first backoff on 409/429, and how
 	// often Run refreshes Gateways not yet served (default 10s).
 	PollInterval time.Duration
-	// WaitBound is how long an operation, or a resource's deployment to
-	// Front Door's edge, may take before the Gateway is Programmed=False
+	// WaitBound is how long an operation, a custom domain's validation or
+	// a Private Link connection may take before the Gateway is Programmed=False
 	// with reason AzureTimeout naming it and how long it waited (default
 	// DefaultWaitBound); polling goes on. Past four times WaitBound a
 	// deployment stops waiting for an operation (it fails with
@@ -162,9 +164,9 @@ func (c Config) Validate() error {
 
 // GatewayProgress is where one Gateway stands at Front Door.
 type GatewayProgress struct {
-	// Served: every resource of the Gateway's graph is provisioned and
-	// deployed, its custom domains validated and Private Link connections
-	// approved.
+	// Served: the Gateway is programmed: every resource of its graph is
+	// provisioned and its deployment not Failed, its custom domains
+	// validated and Private Link connections approved (programmedState).
 	Served bool
 	// Message says where it stands, for the Programmed condition.
 	Message string

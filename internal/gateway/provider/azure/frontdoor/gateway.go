@@ -613,7 +613,65 @@ func (p *Provider) withdrawProfile(ctx context.Context, key, profile string) err
 	return p.remove(ctx, key, kindProfile, []string{profile}, obs.profile)
 }
 
-// assess sets key's progress from what Azure has (obs) for g.
+// A resource's state as assess classifies it (see programmedState).
+const (
+	stateProgrammed  = "programmed"
+	statePropagating = "propagating "
+)
+
+// programmedState is what Azure's fields say of one resource of a
+// Gateway's graph (cur, nil when Azure has none): stateProgrammed, or
+// statePropagating and its deploymentStatus, both of which count as
+// programmed, or a state that holds the Gateway's Programmed condition
+// False, with detail for its message ("" to say the deploymentStatus).
+//
+// Programmed, from the fields Front Door documents: provisioningState
+// Succeeded (the write is done), a deploymentStatus other than Failed,
+// a custom domain's domainValidationState Approved, and a Private Link
+// origin's connection Approved. deploymentStatus NotStarted or
+// InProgress does not hold it: Front Door's REST reference shows a
+// provisioned route as provisioningState Succeeded with deploymentStatus
+// NotStarted (Routes - Get), describes deploymentStatus by its values
+// only, and its FAQ says a change propagates to the edge within minutes
+// while the profile keeps serving; deploymentStatus has been seen to
+// stay NotStarted on resources that serve. Gateway API's Programmed means
+// the configuration is "assumed to be ready soon in the underlying data
+// plane", which a provisioned resource is. Propagation is told in the
+// message, without holding the condition or reaching AzureTimeout.
+func programmedState(st *gatewayState, it item, cur any) (state, detail string) {
+	if cur == nil {
+		return "missing", "not created yet"
+	}
+	m := metaOf(cur)
+	deployment := m.Properties.DeploymentStatus
+	done := "provisioned, deployed"
+	if deployment != "" && deployment != string(armcdn.DeploymentStatusSucceeded) {
+		done = "provisioned, deploymentStatus " + deployment
+	}
+	switch {
+	case m.Properties.ProvisioningState != "Succeeded":
+		return "provisioning " + m.Properties.ProvisioningState, "provisioningState " + m.Properties.ProvisioningState
+	case deployment == string(armcdn.DeploymentStatusFailed):
+		return "deployment Failed", "provisioned, deployment Failed"
+	case it.kind == kindDomain && m.Properties.DomainValidationState != string(armcdn.DomainValidationStateApproved):
+		token := ""
+		if m.Properties.ValidationProperties != nil {
+			token = m.Properties.ValidationProperties.ValidationToken
+		}
+		return "validation " + m.Properties.DomainValidationState, fmt.Sprintf("%s, domain validation %s: create the DNS TXT record _dnsauth.%s with value %s",
+			done, m.Properties.DomainValidationState, it.label, token)
+	case m.Properties.SharedPrivateLinkResource != nil &&
+		st.linkStatus(m.Properties.SharedPrivateLinkResource.PrivateLink, m.Properties.SharedPrivateLinkResource.Status) != connectionApproved:
+		status := st.linkStatus(m.Properties.SharedPrivateLinkResource.PrivateLink, m.Properties.SharedPrivateLinkResource.Status)
+		return "private link " + status, done + ", " + privateLinkDetail(status, m.Properties.SharedPrivateLinkResource.PrivateLink)
+	case deployment != "" && deployment != string(armcdn.DeploymentStatusSucceeded):
+		return statePropagating + deployment, ""
+	}
+	return stateProgrammed, ""
+}
+
+// assess sets key's progress from what Azure has (obs) for g: Served
+// when every resource is programmed (programmedState).
 func (p *Provider) assess(key string, g graph, obs *observed) {
 	now := p.cfg.Clock.Now()
 	p.mu.Lock()
@@ -625,62 +683,53 @@ func (p *Provider) assess(key string, g graph, obs *observed) {
 	items := g.items()
 	var pending []string // groups of resources in the same state, in order
 	pendingBy := map[string][]string{}
-	late := false // a resource pending longer than Config.WaitBound
-	deployed := 0
+	var propagating []string // likewise, of resources programmed and propagating
+	propagatingBy := map[string][]string{}
+	late := false   // a resource pending longer than Config.WaitBound
+	failed := false // a resource whose deployment ended Failed
+	programmed, deployed := 0, 0
 	var addrs []string
 	seen := map[string]bool{}
 	for _, it := range items {
 		label := it.String()
 		seen[label] = true
 		cur := obs.get(it.kind, it.path)
-		state, detail := "", ""
-		m := metaOf(cur)
-		switch {
-		case cur == nil:
-			state, detail = "missing", "not created yet"
-		case m.Properties.ProvisioningState != "Succeeded":
-			state = "provisioning " + m.Properties.ProvisioningState
-			detail = "provisioningState " + m.Properties.ProvisioningState
-		case m.Properties.DeploymentStatus != "" && m.Properties.DeploymentStatus != string(armcdn.DeploymentStatusSucceeded):
-			state = "deployment " + m.Properties.DeploymentStatus
-		case it.kind == kindDomain && m.Properties.DomainValidationState != string(armcdn.DomainValidationStateApproved):
-			state = "validation " + m.Properties.DomainValidationState
-			token := ""
-			if m.Properties.ValidationProperties != nil {
-				token = m.Properties.ValidationProperties.ValidationToken
-			}
-			detail = fmt.Sprintf("provisioned, deployed, domain validation %s: create the DNS TXT record _dnsauth.%s with value %s", m.Properties.DomainValidationState, it.label, token)
-		case m.Properties.SharedPrivateLinkResource != nil &&
-			st.linkStatus(m.Properties.SharedPrivateLinkResource.PrivateLink, m.Properties.SharedPrivateLinkResource.Status) != connectionApproved:
-			status := st.linkStatus(m.Properties.SharedPrivateLinkResource.PrivateLink, m.Properties.SharedPrivateLinkResource.Status)
-			state = "private link " + status
-			detail = "provisioned, deployed, " + privateLinkDetail(status, m.Properties.SharedPrivateLinkResource.PrivateLink)
-		default:
-			state = "deployed"
-		}
+		state, detail := programmedState(st, it, cur)
 		old, ok := st.stamps[label]
 		if !ok || old.state != state {
 			old = stamp{state: state, since: now}
 			st.stamps[label] = old
 		}
-		if state == "deployed" {
-			deployed++
+		if state == stateProgrammed || strings.HasPrefix(state, statePropagating) {
+			programmed++
+			m := metaOf(cur)
 			if it.kind == kindEndpoint && m.Properties.HostName != "" {
 				addrs = append(addrs, m.Properties.HostName)
 			}
 			if it.kind == kindDomain {
 				addrs = append(addrs, it.label)
 			}
+			if state == stateProgrammed {
+				deployed++
+				continue
+			}
+			group := fmt.Sprintf("provisioned, deploymentStatus %s for %s (propagating to Front Door's edge)", m.Properties.DeploymentStatus, now.Sub(old.since).Round(time.Second))
+			if _, ok := propagatingBy[group]; !ok {
+				propagating = append(propagating, group)
+			}
+			propagatingBy[group] = append(propagatingBy[group], it.short())
 			continue
 		}
 		if detail == "" {
-			detail = fmt.Sprintf("provisioned, deployment %s", m.Properties.DeploymentStatus)
+			detail = "provisioned, deployment " + metaOf(cur).Properties.DeploymentStatus
 		}
 		group := fmt.Sprintf("%s for %s", detail, now.Sub(old.since).Round(time.Second))
-		if now.Sub(old.since) > p.cfg.WaitBound {
+		if state == "deployment Failed" {
+			// an end, not a wait: the next deploy writes it again
+			failed = true
+		} else if now.Sub(old.since) > p.cfg.WaitBound {
 			group = fmt.Sprintf("%s for %s", detail, now.Sub(old.since).Truncate(time.Minute))
-			// Azure users report profiles stuck at NotStarted: say so
-			// rather than wait without end.
+			// say so rather than wait without end
 			group += fmt.Sprintf(", more than the %s bound; still polling", p.cfg.WaitBound)
 			late = true
 		}
@@ -727,13 +776,19 @@ func (p *Provider) assess(key string, g graph, obs *observed) {
 	}
 	var parts []string
 	total := len(items)
-	if len(pending) == 0 {
+	switch {
+	case len(pending) == 0 && deployed == total:
 		parts = append(parts, fmt.Sprintf("served by Azure Front Door %s profile %s at %s: all %d resources deployed", g.settings.SKU, g.profileName, strings.Join(addrs, ", "), total))
-	} else {
-		parts = append(parts, fmt.Sprintf("Azure Front Door %s profile %s: %d of %d resources deployed", g.settings.SKU, g.profileName, deployed, total))
+	case len(pending) == 0:
+		parts = append(parts, fmt.Sprintf("served by Azure Front Door %s profile %s at %s: all %d resources provisioned, %d of them still propagating", g.settings.SKU, g.profileName, strings.Join(addrs, ", "), total, total-deployed))
+	default:
+		parts = append(parts, fmt.Sprintf("Azure Front Door %s profile %s: %d of %d resources programmed", g.settings.SKU, g.profileName, programmed, total))
 		for _, group := range pending {
 			parts = append(parts, strings.Join(pendingBy[group], ", ")+": "+group)
 		}
+	}
+	for _, group := range propagating {
+		parts = append(parts, strings.Join(propagatingBy[group], ", ")+": "+group)
 	}
 	for _, w := range withdrawing {
 		a := st.absent[w]
@@ -753,7 +808,10 @@ func (p *Provider) assess(key string, g graph, obs *observed) {
 	}
 	st.progress = GatewayProgress{Served: len(pending) == 0, Message: clip(parts), Addresses: addrs,
 		Refused: slices.Clone(g.refused), Withdrawing: withdrawing}
-	if late {
+	switch {
+	case failed:
+		st.progress.Reason = keys.ReasonAzureOperationFailed
+	case late:
 		st.progress.Reason = keys.ReasonAzureTimeout
 	}
 	if len(pending) == 0 {
