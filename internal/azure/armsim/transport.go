@@ -83,6 +83,13 @@ type Fault struct {
 	// FailOperation: the request is accepted, and its operation ends
 	// Failed with Err (Code and Message) instead of answering Err.
 	FailOperation bool
+	// Hang: the request is never answered (Err is not used). The
+	// transport holds it until its context ends, the client's per-try
+	// timeout (azcore policy.RetryOptions.TryTimeout) or cancellation,
+	// and returns the context's error, as a connection to ARM that stays
+	// open without an answer would. ARM documents no such case; a
+	// client must bound every request on its own.
+	Hang bool
 }
 
 // Injected is a fault in place.
@@ -130,11 +137,12 @@ func (in *Injected) fire() {
 }
 
 // requestFault is the fault answering a request, nil for none; s.mu held.
-func (s *Sim) requestFault(api, method, id string, poll bool) *Error {
+func (s *Sim) requestFault(api, method, id string, poll bool) *Fault {
 	for _, in := range s.faults {
 		if !in.f.FailOperation && in.matches(api, method, id, poll) {
 			in.fire()
-			return in.f.Err
+			f := in.f
+			return &f
 		}
 	}
 	return nil
@@ -180,8 +188,11 @@ func (t transport) Do(req *http.Request) (*http.Response, error) {
 	var resp *http.Response
 	var err error
 	switch {
+	case fault != nil && fault.Hang:
+		<-req.Context().Done()
+		call.Fault, err = true, req.Context().Err()
 	case fault != nil:
-		resp, call.Fault = fault.response(req), true
+		resp, call.Fault = fault.Err.response(req), true
 	case poll:
 		id, perr := ParseID(path)
 		if perr != nil {

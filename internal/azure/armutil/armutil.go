@@ -2,15 +2,21 @@
 // Azure Resource Manager values, once: reading the SDK's optional fields
 // (Deref), the tags by which a provider recognises and keeps what it owns
 // (Owner, TagDiff, WithTags, MaxTagValue), what a provisioningState says
-// (Running) and the ARM clients' retry defaults (ClientOptions). Error
+// (Running) and the ARM clients' retry defaults and per-try timeout
+// (ClientOptions). Error
 // responses have their own package, armerr.
 package armutil
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
 	"slices"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 )
 
 // MaxTagValue is how many characters an Azure tag value holds at most.
@@ -90,11 +96,22 @@ const (
 	DefaultMaxRetryDelay = 2 * time.Minute
 )
 
+// DefaultTryTimeout bounds each try of an ARM request when the caller
+// sets none. ARM answers a request within seconds (a long-running
+// operation answers 201 or 202 at once and is then polled, each poll a
+// request of its own), so a try unanswered for 30s is a connection that
+// hangs; azcore's retry policy tries again. Without it a hung request
+// would never reach a provider's wait bound.
+const DefaultTryTimeout = 30 * time.Second
+
 // ClientOptions is a copy of o (the zero options, Azure's public cloud,
 // for nil) whose zero Retry gets DefaultMaxRetries and
 // DefaultMaxRetryDelay, so that azcore's retry policy honours ARM's
-// Retry-After on throttling.
-func ClientOptions(o *arm.ClientOptions) arm.ClientOptions {
+// Retry-After on throttling; whose Retry.TryTimeout is tryTimeout, else
+// o's, else DefaultTryTimeout; and with perTry run on every try, after
+// the policy that names the request and the bound in the error of a try
+// left unanswered (which wraps context.DeadlineExceeded).
+func ClientOptions(o *arm.ClientOptions, tryTimeout time.Duration, perTry ...policy.Policy) arm.ClientOptions {
 	opts := arm.ClientOptions{}
 	if o != nil {
 		opts = *o
@@ -102,5 +119,26 @@ func ClientOptions(o *arm.ClientOptions) arm.ClientOptions {
 	if opts.Retry.MaxRetries == 0 && opts.Retry.MaxRetryDelay == 0 && opts.Retry.RetryDelay == 0 {
 		opts.Retry.MaxRetries, opts.Retry.MaxRetryDelay = DefaultMaxRetries, DefaultMaxRetryDelay
 	}
+	switch {
+	case tryTimeout > 0:
+		opts.Retry.TryTimeout = tryTimeout
+	case opts.Retry.TryTimeout <= 0:
+		opts.Retry.TryTimeout = DefaultTryTimeout
+	}
+	// a copy: the caller's slice is not appended to
+	opts.PerRetryPolicies = append(append(slices.Clone(opts.PerRetryPolicies), unanswered{opts.Retry.TryTimeout}), perTry...)
 	return opts
+}
+
+// unanswered says, of a try that ended because its timeout passed, which
+// request went unanswered and for how long.
+type unanswered struct{ after time.Duration }
+
+func (u unanswered) Do(req *policy.Request) (*http.Response, error) {
+	resp, err := req.Next()
+	if err != nil && errors.Is(req.Raw().Context().Err(), context.DeadlineExceeded) {
+		r := req.Raw()
+		return resp, fmt.Errorf("%s %s: no answer from Azure within the %s per-try timeout: %w", r.Method, r.URL.Path, u.after, err)
+	}
+	return resp, err
 }

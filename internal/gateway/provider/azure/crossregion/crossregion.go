@@ -84,6 +84,12 @@ type Config struct {
 	// A zero Retry gets MaxRetries 5 and MaxRetryDelay 2m, so that ARM's
 	// Retry-After on throttling (often tens of seconds) is honoured.
 	ClientOptions *arm.ClientOptions
+	// TryTimeout bounds each try of every ARM request, polls included
+	// (azcore's RetryOptions.TryTimeout): a try unanswered that long is
+	// tried again, and once the retries are spent the load balancer's
+	// deploy fails with reason AzureTimeout. 0 keeps ClientOptions' or
+	// else armutil.DefaultTryTimeout (30s).
+	TryTimeout time.Duration
 	// PollInterval is how often a long-running operation is polled when
 	// ARM gives no Retry-After (default 10s; at least 1s outside tests).
 	PollInterval time.Duration
@@ -115,6 +121,9 @@ func (c Config) Validate() error {
 	}
 	if c.Credential == nil {
 		errs = append(errs, errors.New("azure-cross-region: a credential is required"))
+	}
+	if c.TryTimeout < 0 {
+		errs = append(errs, fmt.Errorf("azure-cross-region: TryTimeout %s: must not be negative", c.TryTimeout))
 	}
 	return errors.Join(errs...)
 }
@@ -150,7 +159,7 @@ func New(cfg Config) (*Provider, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	opts := armutil.ClientOptions(cfg.ClientOptions)
+	opts := armutil.ClientOptions(cfg.ClientOptions, cfg.TryTimeout)
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 10 * time.Second
 	}

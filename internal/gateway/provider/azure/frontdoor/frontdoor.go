@@ -103,6 +103,13 @@ type Config struct {
 	// zero Retry gets MaxRetries 5 and MaxRetryDelay 2m, so that ARM's
 	// Retry-After on throttling is honoured.
 	ClientOptions *arm.ClientOptions
+	// TryTimeout bounds each try of every ARM request, polls included
+	// (azcore's RetryOptions.TryTimeout): a try unanswered that long is
+	// tried again, and once the retries are spent the Gateway's deploy
+	// fails with reason AzureTimeout naming the request, while the other
+	// Gateways go on. 0 keeps ClientOptions' or else
+	// armutil.DefaultTryTimeout (30s).
+	TryTimeout time.Duration
 	// PollInterval is how often a long-running operation is polled when
 	// ARM gives no Retry-After, the first backoff on 409/429, and how
 	// often Run refreshes Gateways not yet served (default 10s).
@@ -158,6 +165,9 @@ func (c Config) Validate() error {
 	}
 	if c.Credential == nil {
 		errs = append(errs, fmt.Errorf("%s: a credential is required", Class))
+	}
+	if c.TryTimeout < 0 {
+		errs = append(errs, fmt.Errorf("%s: TryTimeout %s: must not be negative", Class, c.TryTimeout))
 	}
 	return errors.Join(errs...)
 }
@@ -239,7 +249,7 @@ func New(cfg Config) (*Provider, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	opts := armutil.ClientOptions(cfg.ClientOptions)
+	opts := armutil.ClientOptions(cfg.ClientOptions, cfg.TryTimeout)
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = defaultPollEvery
 	}

@@ -41,6 +41,8 @@ type harness struct {
 	events []string
 	// frontends are the seeded regional frontends by cluster.
 	frontends map[string]string
+	// tryTimeout is the providers' Config.TryTimeout (0: the default).
+	tryTimeout time.Duration
 }
 
 func newHarness(t *testing.T, opts armsim.Options) *harness {
@@ -89,7 +91,7 @@ func (h *harness) provider() *Provider {
 		Credential: &azfake.TokenCredential{},
 		ClientOptions: &arm.ClientOptions{ClientOptions: policy.ClientOptions{Transport: h.sim.Transport(),
 			Retry: policy.RetryOptions{MaxRetries: 2, RetryDelay: time.Millisecond, MaxRetryDelay: 5 * time.Millisecond}}},
-		PollInterval: time.Millisecond, AbsentFor: time.Minute, Tokens: h.tokens, Clock: h.clock, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		PollInterval: time.Millisecond, AbsentFor: time.Minute, Tokens: h.tokens, TryTimeout: h.tryTimeout, Clock: h.clock, Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Event: func(gw, reason, msg string) {
 			h.mu.Lock()
 			defer h.mu.Unlock()
