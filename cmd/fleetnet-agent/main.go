@@ -10,6 +10,7 @@ import (
 
 	"github.com/fleetnet/fleetnet/internal/agent/app"
 	"github.com/fleetnet/fleetnet/internal/logging"
+	"github.com/fleetnet/fleetnet/internal/version"
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -25,7 +26,9 @@ func main() {
 	// pflag the way Kubernetes components add them.
 	klog.InitFlags(flag.CommandLine)
 	pflag.CommandLine.AddGoFlagSet(flag.CommandLine)
+	showVersion := version.AddFlag(pflag.CommandLine)
 	pflag.Parse()
+	version.ExitIfAsked(*showVersion, "fleetnet-agent")
 	// Before the kubeconfig is loaded: a bad flag is the error to report,
 	// not a cluster that cannot be reached.
 	if err := opts.Validate(); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleetnet/fleetnet/internal/console/app"
 	"github.com/fleetnet/fleetnet/internal/logging"
+	"github.com/fleetnet/fleetnet/internal/version"
 	"github.com/spf13/pflag"
 )
 
@@ -24,7 +25,9 @@ func main() {
 	// Flags that libraries register on the Go flag set are accepted too, as
 	// in Kubernetes components.
 	pflag.CommandLine.AddGoFlagSet(flag.CommandLine)
+	showVersion := version.AddFlag(pflag.CommandLine)
 	pflag.Parse()
+	version.ExitIfAsked(*showVersion, "fleetnet-console")
 	if err := opts.Validate(); err != nil {
 		fmt.Fprintf(os.Stderr, "fleetnet-console: %v\n", err)
 		os.Exit(2)

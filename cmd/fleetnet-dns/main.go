@@ -16,6 +16,7 @@ import (
 
 	"github.com/fleetnet/fleetnet/internal/dns/app"
 	"github.com/fleetnet/fleetnet/internal/logging"
+	"github.com/fleetnet/fleetnet/internal/version"
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 )
@@ -31,7 +32,9 @@ func main() {
 	klogFlags := flag.NewFlagSet("klog", flag.ExitOnError)
 	klog.InitFlags(klogFlags)
 	pflag.CommandLine.AddGoFlagSet(klogFlags)
+	showVersion := version.AddFlag(pflag.CommandLine)
 	pflag.Parse()
+	version.ExitIfAsked(*showVersion, "fleetnet-dns")
 	if err := opts.Validate(); err != nil {
 		fmt.Fprintf(os.Stderr, "fleetnet-dns: %v\n", err)
 		os.Exit(2)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleetnet/fleetnet/internal/edge/app"
 	"github.com/fleetnet/fleetnet/internal/logging"
+	"github.com/fleetnet/fleetnet/internal/version"
 	"github.com/spf13/pflag"
 )
 
@@ -22,7 +23,9 @@ func main() {
 	var logOpts logging.Options
 	logOpts.BindFlags(pflag.CommandLine)
 	pflag.CommandLine.AddGoFlagSet(flag.CommandLine)
+	showVersion := version.AddFlag(pflag.CommandLine)
 	pflag.Parse()
+	version.ExitIfAsked(*showVersion, "fleetnet-edge")
 	if err := opts.Validate(); err != nil {
 		fmt.Fprintf(os.Stderr, "fleetnet-edge: %v\n", err)
 		os.Exit(2)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fleetnet/fleetnet/internal/gateway/app"
 	"github.com/fleetnet/fleetnet/internal/logging"
+	"github.com/fleetnet/fleetnet/internal/version"
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -23,7 +24,9 @@ func main() {
 	logOpts.BindFlags(pflag.CommandLine)
 	klog.InitFlags(flag.CommandLine)
 	pflag.CommandLine.AddGoFlagSet(flag.CommandLine)
+	showVersion := version.AddFlag(pflag.CommandLine)
 	pflag.Parse()
+	version.ExitIfAsked(*showVersion, "fleetnet-gateway")
 	if err := opts.Validate(); err != nil {
 		fmt.Fprintf(os.Stderr, "fleetnet-gateway: %v\n", err)
 		os.Exit(2)

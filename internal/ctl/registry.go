@@ -128,9 +128,9 @@ func (f *registryFlags) run(cmd *cobra.Command, call func(context.Context, regis
 }
 
 func clustersTable(w io.Writer, m proto.Message) {
-	fmt.Fprintln(w, "CLUSTER\tCLUSTERSET\tREGION\tLIVE\tREGISTERED")
+	fmt.Fprintln(w, "CLUSTER\tCLUSTERSET\tREGION\tLIVE\tREGISTERED\tAGENT")
 	for _, c := range m.(*registryv1.ListClustersResponse).GetClusters() {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%v\t%s\n", c.GetId(), c.GetClustersetId(), dash(c.GetRegion()), c.GetLive(), c.GetRegisteredAt().AsTime().Format(time.RFC3339))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%v\t%s\t%s\n", c.GetId(), c.GetClustersetId(), dash(c.GetRegion()), c.GetLive(), c.GetRegisteredAt().AsTime().Format(time.RFC3339), dash(c.GetAgentVersion()))
 	}
 }
 

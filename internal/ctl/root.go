@@ -5,6 +5,7 @@
 package ctl
 
 import (
+	"github.com/fleetnet/fleetnet/internal/version"
 	"github.com/spf13/cobra"
 )
 
@@ -15,7 +16,8 @@ func NewRootCommand() *cobra.Command {
 		Short:         "Operate a fleetnet fleet",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version.Get().String(),
 	}
-	root.AddCommand(newCertsCommand(), newRegistryCommand(), newDevCommand(), newDiscoveryCommand(), newDiagnoseCommand(), newDNSCommand(), newFleetCommand())
+	root.AddCommand(newVersionCommand(), newCertsCommand(), newRegistryCommand(), newDevCommand(), newDiscoveryCommand(), newDiagnoseCommand(), newDNSCommand(), newFleetCommand())
 	return root
 }

@@ -7,6 +7,7 @@ package version
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -20,9 +21,11 @@ import (
 // Release-dev.
 const Release = "v0.1.0"
 
-// stamped is set by the release build (-ldflags -X ...version.stamped=v0.1.0):
-// only a release build says it is exactly a release.
-var stamped string
+// stamped and stampedRevision are set by release builds (-ldflags -X
+// ...version.stamped=v0.1.0): only a release build says it is exactly a
+// release. Other builds find their revision in the Go build information
+// when it was recorded (-buildvcs).
+var stamped, stampedRevision string
 
 // Info is what a binary says of itself.
 type Info struct {
@@ -63,6 +66,9 @@ var get = sync.OnceValue(func() Info {
 		}
 		i.Revision = rev
 	}
+	if stampedRevision != "" {
+		i.Revision = stampedRevision
+	}
 	return i
 })
 
@@ -82,14 +88,16 @@ func ExitIfAsked(asked bool, program string) {
 	}
 }
 
-// Collector is fleetnet_build_info: 1, labelled with the version, revision
-// and Go version, as Prometheus' own build_info metrics are.
+// Collector is fleetnet_build_info: 1, labelled with the program, the
+// version, revision and Go version, as Prometheus' own build_info metrics
+// are.
 func Collector() prometheus.Collector {
 	i := Get()
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name:        "fleetnet_build_info",
-		Help:        "Always 1; the labels say which fleetnet build this process runs.",
-		ConstLabels: prometheus.Labels{"version": i.Version, "revision": i.Revision, "goversion": i.GoVersion},
+		Name: "fleetnet_build_info",
+		Help: "Always 1; the labels say which fleetnet program and build this process runs.",
+		ConstLabels: prometheus.Labels{"program": filepath.Base(os.Args[0]), "version": i.Version,
+			"revision": i.Revision, "goversion": i.GoVersion},
 	})
 	g.Set(1)
 	return g

@@ -19,6 +19,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/eastwest/tunnel"
 	"github.com/fleetnet/fleetnet/internal/registry/client"
 	"github.com/fleetnet/fleetnet/internal/testkit"
+	"github.com/fleetnet/fleetnet/internal/version"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -33,6 +34,11 @@ func fleetnetctl(t *testing.T, args ...string) (string, error) {
 	cmd.SetArgs(args)
 	err := cmd.ExecuteContext(context.Background())
 	return out.String(), err
+}
+
+// asClusterA are the flags of fleetnetctl's registry connection as cluster a.
+func asClusterA(dir, addr string) []string {
+	return []string{"--registry", addr, "--ca-file", filepath.Join(dir, "ca.crt"), "--cert-file", filepath.Join(dir, "a.crt"), "--key-file", filepath.Join(dir, "a.key")}
 }
 
 func TestFleetnetctlCertsRegistryCommandsMetricsAndTokens(t *testing.T) {
@@ -101,6 +107,20 @@ func TestFleetnetctlCertsRegistryCommandsMetricsAndTokens(t *testing.T) {
 	out, err := fleetnetctl(t, append([]string{"registry", "clusters"}, admin...)...)
 	if err != nil || !strings.Contains(out, "eu-west-1") || !strings.HasPrefix(out, "CLUSTER") {
 		t.Fatalf("registry clusters: %v\n%s", err, out)
+	}
+	// The agent's version (this test's client announces this build's).
+	this := version.Get().Version
+	if !strings.Contains(out, "AGENT") || !strings.Contains(out, this) {
+		t.Errorf("registry clusters shows no agent version %s:\n%s", this, out)
+	}
+	// fleetnetctl version: its own, the registry's as it answers, and
+	// the registry's build from its /metrics.
+	out, err = fleetnetctl(t, append([]string{"version", "--metrics", "http://" + metricsAddr + "/metrics"}, asClusterA(dir, addr)...)...)
+	if err != nil || !strings.Contains(out, "registry  ") || !strings.Contains(out, "fleetnet-registry") || strings.Count(out, this) != 3 {
+		t.Errorf("fleetnetctl version: %v, want fleetnetctl, the registry and fleetnet-registry's metrics at %s:\n%s", err, this, out)
+	}
+	if out, err := fleetnetctl(t, "version", "--metrics", "http://"+metricsAddr+"/healthz"); err == nil || !strings.Contains(err.Error(), metricsAddr+"/healthz") {
+		t.Errorf("fleetnetctl version on a URL that is not /metrics: %v, want an error naming it\n%s", err, out)
 	}
 	for _, format := range []string{"json", "yaml"} {
 		out, err := fleetnetctl(t, append([]string{"registry", "clusters", "-o", format}, admin...)...)

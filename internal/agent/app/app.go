@@ -24,6 +24,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/registry/client"
 	"github.com/fleetnet/fleetnet/internal/registry/validate"
 	"github.com/fleetnet/fleetnet/internal/scheme"
+	"github.com/fleetnet/fleetnet/internal/skewcheck"
 	"github.com/fleetnet/fleetnet/internal/tracing"
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -275,6 +276,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	}
 	reg.MustRegister(resyncs, export.NewStateCollector(mgr.GetClient()))
 	if err := certfiles.Register(reg); err != nil {
+		return err
+	}
+	if err := skewcheck.Register(reg); err != nil {
 		return err
 	}
 	pub := publish.New(regClient, cluster.GetId(), publish.NewMetrics(reg))

@@ -24,6 +24,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/httplimits"
 	"github.com/fleetnet/fleetnet/internal/httpserve"
 	registryclient "github.com/fleetnet/fleetnet/internal/registry/client"
+	"github.com/fleetnet/fleetnet/internal/skewcheck"
 	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
 	"github.com/fleetnet/fleetnet/internal/tokenfile"
 	"github.com/go-logr/logr"
@@ -189,6 +190,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 	promReg := prometheus.NewRegistry()
 	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), tlsrefusal.HandshakeErrors, certfiles.Expiry)
+	if err := skewcheck.Register(promReg); err != nil {
+		return err
+	}
 
 	// controller-runtime's caches (the hub feed) log through the same
 	// logger.

@@ -23,6 +23,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/httplimits"
 	"github.com/fleetnet/fleetnet/internal/httpserve"
 	registryclient "github.com/fleetnet/fleetnet/internal/registry/client"
+	"github.com/fleetnet/fleetnet/internal/skewcheck"
 	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
 	"github.com/fleetnet/fleetnet/internal/tokenfile"
 	"github.com/prometheus/client_golang/prometheus"
@@ -261,6 +262,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 	promReg := prometheus.NewRegistry()
 	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), tlsrefusal.HandshakeErrors, certfiles.Expiry)
+	if err := skewcheck.Register(promReg); err != nil {
+		return err
+	}
 	// Revisions start at the start time, so that a client resuming across
 	// a restart (which starts from empty) is told to reset; see
 	// store.Options.Base.

@@ -31,6 +31,7 @@ import (
 	"github.com/fleetnet/fleetnet/internal/httplimits"
 
 	"github.com/fleetnet/fleetnet/internal/certfiles"
+	"github.com/fleetnet/fleetnet/internal/skewcheck"
 	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -180,6 +181,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), certfiles.Expiry)
+	if err := skewcheck.Register(reg); err != nil {
+		return err
+	}
 	checker := health.New()
 	defer checker.Close()
 	var accessLog *accesslog.Writer

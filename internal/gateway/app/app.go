@@ -34,6 +34,7 @@ import (
 	edgeprovider "github.com/fleetnet/fleetnet/internal/gateway/provider/edge"
 	"github.com/fleetnet/fleetnet/internal/recovered"
 	"github.com/fleetnet/fleetnet/internal/scheme"
+	"github.com/fleetnet/fleetnet/internal/skewcheck"
 	"github.com/fleetnet/fleetnet/internal/tlsrefusal"
 	"github.com/fleetnet/fleetnet/pkg/generated/clientset/versioned"
 	"github.com/go-logr/logr"
@@ -336,6 +337,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 		return err
 	}
 	if err := recovered.Register(ctrlmetrics.Registry); err != nil {
+		return err
+	}
+	if err := skewcheck.Register(ctrlmetrics.Registry); err != nil {
 		return err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
