@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fleetnet/fleetnet/api/skew"
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/api/skew"
 	"github.com/fleetnet/fleetnet/internal/registry/server"
 	"github.com/fleetnet/fleetnet/internal/skewcheck"
 	"github.com/fleetnet/fleetnet/internal/version"
