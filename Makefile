@@ -122,19 +122,54 @@ $(BIN)/staticcheck: hack/tools/gen/go.mod
 # Every binary under cmd/ but the CLI runs in a cluster and gets an image.
 IMAGE_BINARIES := $(filter-out fleetnetctl,$(notdir $(patsubst %/main.go,%,$(wildcard cmd/*/main.go))))
 IMAGE_PLATFORMS := linux/amd64 linux/arm64
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# RELEASE is the version this tree builds (internal/version.Release);
+# builds other than `make release` are RELEASE-dev and say so.
+RELEASE := $(shell sed -n 's/^const Release = "\(.*\)"$$/\1/p' internal/version/version.go)
+VERSION ?= $(RELEASE)-dev
 REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 # Images carry the commit's time, not the build's: same inputs, same digest.
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+# Binaries say exactly which version and commit they are (--version,
+# fleetnet_build_info) and carry no build id or path: same commit, same bytes.
+VERSION_LDFLAGS = -s -w -buildid= -X github.com/fleetnet/fleetnet/internal/version.stamped=$(VERSION) \
+	-X github.com/fleetnet/fleetnet/internal/version.stampedRevision=$(REVISION)
+
+# cross-build builds every binary under cmd/ for each platform into
+# _output/bin/OS_ARCH/.
+.PHONY: cross-build
+cross-build:
+	for p in $(IMAGE_PLATFORMS); do \
+		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} go build -trimpath -buildvcs=false -ldflags='$(VERSION_LDFLAGS)' \
+			-o _output/bin/$${p%/*}_$${p#*/}/ ./cmd/... || exit 1; \
+	done
 
 .PHONY: images
-images: deps ## Build an OCI image layout per binary for linux/amd64 and linux/arm64 into _output/images (no container engine).
-	for p in $(IMAGE_PLATFORMS); do \
-		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} go build -trimpath -ldflags='-s -w -buildid=' \
-			-o _output/bin/$${p%/*}_$${p#*/}/ $(addprefix ./cmd/,$(IMAGE_BINARIES)) || exit 1; \
-	done
+images: deps cross-build ## Build an OCI image layout per binary for linux/amd64 and linux/arm64 into _output/images (no container engine); tagged VERSION (default RELEASE-dev).
 	go run ./hack/build-images --bin-dir _output/bin --out _output/images --platforms $(subst $(space),$(comma),$(IMAGE_PLATFORMS)) \
 		--version $(VERSION) --revision $(REVISION) --created $(SOURCE_DATE_EPOCH) $(IMAGE_BINARIES)
+
+##@ Release
+
+RELEASE_DIR := _output/release
+CHARTS := $(notdir $(wildcard charts/fleetnet-*))
+
+.PHONY: release
+release: ## Build the release of internal/version.Release into _output/release: binaries (linux/amd64, arm64), images, charts, SHA256SUMS, release notes from CHANGELOG.md; two runs give the same checksums.
+	@grep -q '^## $(RELEASE)\b' CHANGELOG.md || { echo "CHANGELOG.md has no '## $(RELEASE)' section: write it first"; exit 1; }
+	@if [ -n "$$(git status --porcelain)" ]; then echo "the tree has uncommitted changes: a release is built from a commit"; exit 1; fi
+	rm -rf $(RELEASE_DIR) _output/bin _output/images
+	$(MAKE) images VERSION=$(RELEASE)
+	mkdir -p $(RELEASE_DIR)/bin $(RELEASE_DIR)/images $(RELEASE_DIR)/charts
+	for p in $(IMAGE_PLATFORMS); do \
+		for b in _output/bin/$${p%/*}_$${p#*/}/*; do cp $$b $(RELEASE_DIR)/bin/$$(basename $$b)-$${p%/*}-$${p#*/}; done; \
+	done
+	for i in $(IMAGE_BINARIES); do tar --sort=name --mtime=@$(SOURCE_DATE_EPOCH) --owner=0 --group=0 --numeric-owner \
+		-C _output/images -cf - $$i | gzip -n > $(RELEASE_DIR)/images/$$i-$(RELEASE).oci.tar.gz; done
+	for c in $(CHARTS); do $(BIN)/helm package charts/$$c --version $(RELEASE:v%=%) --app-version $(RELEASE) -d $(RELEASE_DIR)/charts >/dev/null || exit 1; done
+	go run ./hack/release-notes --changelog CHANGELOG.md --version $(RELEASE) --normalize-charts $(RELEASE_DIR)/charts \
+		--created $(SOURCE_DATE_EPOCH) > $(RELEASE_DIR)/RELEASE-NOTES.md
+	cd $(RELEASE_DIR) && find bin images charts RELEASE-NOTES.md -type f | LC_ALL=C sort | xargs sha256sum > SHA256SUMS
+	@echo "release $(RELEASE) ($(REVISION)) in $(RELEASE_DIR):" && cat $(RELEASE_DIR)/SHA256SUMS
 
 ##@ Run
 
