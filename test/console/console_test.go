@@ -45,7 +45,7 @@ func console(t testing.TB, m *model.Model) string {
 func synthetic(m *model.Model, clusters, services int) {
 	var cs []*registryv1.Cluster
 	for i := range clusters {
-		cs = append(cs, &registryv1.Cluster{Id: fmt.Sprintf("cluster-%03d", i), Region: fmt.Sprintf("region-%d", i/10), Live: true})
+		cs = append(cs, &registryv1.Cluster{Id: fmt.Sprintf("cluster-%03d", i), Region: fmt.Sprintf("region-%d", i/10), Live: true, AgentVersion: "v0.1.0"})
 	}
 	m.SetClusters(cs)
 	var exports []*registryv1.Export
@@ -123,6 +123,9 @@ func TestConsolePages(t *testing.T) {
 	stats := browser.Text(t, ctx, `.stats`)
 	if regions != 2 || !strings.Contains(stats, "12 / 12") || !strings.Contains(stats, "301") {
 		t.Errorf("fleet page: %d regions, stats %q; want 2 regions, 12 / 12 clusters live, 301 services", regions, stats)
+	}
+	if v := browser.Text(t, ctx, `[data-cluster="cluster-000"] .agent-version`); v != "v0.1.0" {
+		t.Errorf("cluster-000's card shows agent version %q, want v0.1.0", v)
 	}
 	browser.Screenshot(t, ctx, "console-fleet-synthetic")
 

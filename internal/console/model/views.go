@@ -35,10 +35,12 @@ type ClusterView struct {
 	// Network is the cluster's network.fleetnet.dev property ("" for the
 	// fleet's one network), EastWestGateway the address its east-west
 	// gateway takes other networks' streams at ("" when it has none).
-	Network         string    `json:"network,omitempty"`
-	EastWestGateway string    `json:"eastWestGateway,omitempty"`
-	Live            bool      `json:"live"`
-	RegisteredAt    time.Time `json:"registeredAt,omitzero"`
+	Network         string `json:"network,omitempty"`
+	EastWestGateway string `json:"eastWestGateway,omitempty"`
+	// AgentVersion is the version its agent announced (docs/upgrades.md).
+	AgentVersion string    `json:"agentVersion,omitempty"`
+	Live         bool      `json:"live"`
+	RegisteredAt time.Time `json:"registeredAt,omitzero"`
 	// Since is when the console saw the cluster become live or not
 	// (zero: it was so when the console started), Seconds how long ago.
 	Since   time.Time `json:"since,omitzero"`
@@ -73,6 +75,7 @@ func (m *Model) Fleet() FleetView {
 		cv := view(id)
 		cv.Region, cv.Live = c.GetRegion(), c.GetLive()
 		cv.Network, cv.EastWestGateway = c.GetProperties()[keys.PropertyNetwork], c.GetEastwestGateway()
+		cv.AgentVersion = c.GetAgentVersion()
 		if c.GetRegisteredAt() != nil {
 			cv.RegisteredAt = c.GetRegisteredAt().AsTime()
 		}

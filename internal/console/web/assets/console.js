@@ -149,6 +149,7 @@ function clusterCard(c) {
     h("dl", {},
       h("dt", {}, "network"), h("dd", { class: "network" }, c.network || "default"),
       h("dt", {}, "east-west gateway"), h("dd", { class: "gateway" }, c.eastWestGateway || "none"),
+      h("dt", {}, "agent"), h("dd", { class: "agent-version" }, c.agentVersion || "unknown"),
       h("dt", {}, "exports"), h("dd", {}, c.exports),
       h("dt", {}, "imports"), h("dd", {}, c.imports),
       h("dt", {}, "conflicts"), h("dd", { class: c.conflicts ? "bad" : "" }, c.conflicts)));
