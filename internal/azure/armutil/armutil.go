@@ -13,10 +13,12 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/arm"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 )
 
 // MaxTagValue is how many characters an Azure tag value holds at most.
@@ -141,4 +143,58 @@ func (u unanswered) Do(req *policy.Request) (*http.Response, error) {
 		return resp, fmt.Errorf("%s %s: no answer from Azure within the %s per-try timeout: %w", r.Method, r.URL.Path, u.after, err)
 	}
 	return resp, err
+}
+
+// Observation is one try of an ARM request as the client saw it.
+type Observation struct {
+	// Operation is the SDK method that sent it, e.g.
+	// RoutesClient.BeginCreate ("" when the SDK did not say).
+	Operation string
+	// Status is the HTTP status; 0 when there was no answer.
+	Status int
+	// Unanswered: the try's timeout passed without an answer.
+	Unanswered bool
+	// RetryAfter is what a 429 asked to wait (Retry-After, or the
+	// retry-after-ms ARM sends below a second); 0 when it did not say.
+	RetryAfter time.Duration
+}
+
+// Observe is a per-try policy (for ClientOptions' perTry) that hands f
+// every try's outcome, after the try ends.
+func Observe(f func(Observation)) policy.Policy { return observe(f) }
+
+type observe func(Observation)
+
+func (f observe) Do(req *policy.Request) (*http.Response, error) {
+	resp, err := req.Next()
+	o := Observation{}
+	o.Operation, _ = req.Raw().Context().Value(runtime.CtxAPINameKey{}).(string)
+	if resp != nil {
+		o.Status = resp.StatusCode
+		if o.Status == http.StatusTooManyRequests {
+			o.RetryAfter = RetryAfter(resp.Header)
+		}
+	}
+	o.Unanswered = err != nil && errors.Is(req.Raw().Context().Err(), context.DeadlineExceeded)
+	f(o)
+	return resp, err
+}
+
+// RetryAfter is how long a response's headers ask to wait:
+// retry-after-ms or x-ms-retry-after-ms (milliseconds), else Retry-After
+// (seconds, or an HTTP date); 0 when they do not say.
+func RetryAfter(h http.Header) time.Duration {
+	for _, k := range []string{"retry-after-ms", "x-ms-retry-after-ms"} {
+		if ms, err := strconv.ParseInt(h.Get(k), 10, 64); err == nil && ms > 0 {
+			return time.Duration(ms) * time.Millisecond
+		}
+	}
+	v := h.Get("Retry-After")
+	if s, err := strconv.ParseInt(v, 10, 64); err == nil && s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), 0)
+	}
+	return 0
 }

@@ -39,6 +39,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -142,6 +143,8 @@ type Provider struct {
 	// runs each load balancer's job of a deployment.
 	loop  *deployloop.Loop
 	lanes *deployloop.Lanes
+	// metrics, once SetMetrics is called, counts the ARM clients' tries.
+	metrics *atomic.Pointer[provider.Metrics]
 
 	mu      sync.Mutex
 	entries map[string]provider.LoadBalancerProgress
@@ -159,7 +162,10 @@ func New(cfg Config) (*Provider, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	opts := armutil.ClientOptions(cfg.ClientOptions, cfg.TryTimeout)
+	metrics := &atomic.Pointer[provider.Metrics]{}
+	opts := armutil.ClientOptions(cfg.ClientOptions, cfg.TryTimeout, armutil.Observe(func(o armutil.Observation) {
+		metrics.Load().ObserveARM(Class, o.Operation, o.Status, o.Unanswered, o.RetryAfter)
+	}))
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 10 * time.Second
 	}
@@ -180,10 +186,14 @@ func New(cfg Config) (*Provider, error) {
 		target: target{subscription: cfg.SubscriptionID, resourceGroup: cfg.ResourceGroup, location: cfg.Location, owner: cfg.Owner},
 		owner:  armutil.Owner{Tag: TagOwner, Value: cfg.Owner, NamespaceTag: TagNamespace, NameTag: TagName},
 		lbs:    f.NewLoadBalancersClient(), pips: f.NewPublicIPAddressesClient(), entries: map[string]provider.LoadBalancerProgress{},
-		deployed: map[string]string{}, lanes: deployloop.NewLanes(cfg.Parallelism, cfg.Log.With("provider", Class))}
+		deployed: map[string]string{}, metrics: metrics, lanes: deployloop.NewLanes(cfg.Parallelism, cfg.Log.With("provider", Class))}
 	p.loop = deployloop.New(deployloop.Hooks{Deploy: p.deploy, Resync: cfg.Resync, Log: p.log})
 	return p, nil
 }
+
+// SetMetrics makes the provider count its ARM requests' errors and
+// throttling in m (nil: none), under its Class.
+func (p *Provider) SetMetrics(m *provider.Metrics) { p.metrics.Store(m) }
 
 // SetOnProgress sets a function called whenever Progress changes during
 // a deployment (the controller's trigger), so that status follows long

@@ -60,6 +60,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -237,6 +238,9 @@ type Provider struct {
 	// Gateway's job of a deployment.
 	loop  *deployloop.Loop
 	lanes *deployloop.Lanes
+	// metrics, once SetMetrics is called, counts the ARM clients' tries
+	// and the Private Link connections.
+	metrics *atomic.Pointer[provider.Metrics]
 
 	mu       sync.Mutex
 	gateways map[string]*gatewayState
@@ -249,7 +253,10 @@ func New(cfg Config) (*Provider, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	opts := armutil.ClientOptions(cfg.ClientOptions, cfg.TryTimeout)
+	metrics := &atomic.Pointer[provider.Metrics]{}
+	opts := armutil.ClientOptions(cfg.ClientOptions, cfg.TryTimeout, armutil.Observe(func(o armutil.Observation) {
+		metrics.Load().ObserveARM(Class, o.Operation, o.Status, o.Unanswered, o.RetryAfter)
+	}))
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = defaultPollEvery
 	}
@@ -280,12 +287,17 @@ func New(cfg Config) (*Provider, error) {
 		owner: armutil.Owner{Tag: keys.TagAzureOwner, Value: cfg.Owner,
 			NamespaceTag: keys.TagAzureGatewayNamespace, NameTag: keys.TagAzureGatewayName},
 		kinds: kinds(f, cfg.ResourceGroup, cfg.PollInterval, 4*cfg.WaitBound, cfg.Clock), net: &networkClients{cred: cfg.Credential, opts: opts},
-		gateways: map[string]*gatewayState{}}
+		gateways: map[string]*gatewayState{}, metrics: metrics}
 	p.lanes = deployloop.NewLanes(cfg.Parallelism, p.log)
 	p.loop = deployloop.New(deployloop.Hooks{Deploy: p.deploy, Refresh: p.refresh, RefreshEvery: cfg.PollInterval,
 		Resync: cfg.Resync, Log: p.log})
 	return p, nil
 }
+
+// SetMetrics makes the provider count its ARM requests' errors and
+// throttling, and its Private Link connections, in m (nil: none), under
+// its Class.
+func (p *Provider) SetMetrics(m *provider.Metrics) { p.metrics.Store(m) }
 
 // SetOnProgress sets a function called whenever progress changes.
 func (p *Provider) SetOnProgress(f func()) { p.loop.SetOnProgress(f) }

@@ -294,6 +294,7 @@ func (p *Provider) approve(ctx context.Context, key string, g graph, obs *observ
 	defer func() {
 		p.mu.Lock()
 		p.state(key).links = statuses
+		p.reportLinks()
 		p.mu.Unlock()
 	}()
 	for _, k := range order {
@@ -318,6 +319,20 @@ func (p *Provider) approve(ctx context.Context, key string, g graph, obs *observ
 		}
 	}
 	return nil
+}
+
+// reportLinks counts the Gateways' Private Link connections by state, as
+// last read, for the metrics; p.mu held.
+func (p *Provider) reportLinks() {
+	by := map[string]int{}
+	for _, st := range p.gateways {
+		for _, s := range st.links {
+			if s != "" {
+				by[s]++
+			}
+		}
+	}
+	p.metrics.Load().SetPrivateLinkConnections(Class, by)
 }
 
 // approveOn reads the Private Link Service of plsRef's match m and, when
