@@ -194,6 +194,11 @@ test-eastwest: deps ## East-west gateways end to end: test/e2e's fleet with west
 	$(MAKE) --no-print-directory tools build
 	go test -count=1 -tags networks -run '^TestEastWestOverlappingNetworks$$' -v -timeout 20m ./test/e2e
 
+.PHONY: test-upgrade
+test-upgrade: deps ## An HA local fleet started on the previous release (hack/previous-release, built from git), upgraded to this checkout component by component and rolled back, under traffic through the edge and the ClusterSetIP (needs root).
+	$(MAKE) --no-print-directory tools build
+	go test -count=1 -tags upgrade -run '^TestUpgradeAndRollBackUnderTraffic$$' -v -timeout 30m ./test/e2e
+
 STRESS_RUNS ?= 20
 
 .PHONY: stress-locality

@@ -38,6 +38,12 @@ var (
 	// networks puts clusters on networks of their own (the east-west
 	// run's; dev.Options.Networks).
 	networks map[string]string
+	// startBinaries, when set, builds the binaries the fleet starts with
+	// (the upgrade run's previous release) into a folder under tmp; the
+	// binaries of this checkout stay in fleetnet.
+	startBinaries func(tmp, checkout string) (string, error)
+	// startedWith is the folder of the binaries the fleet started with.
+	startedWith string
 )
 
 func TestMain(m *testing.M) {
@@ -70,10 +76,16 @@ func run(m *testing.M) (int, error) {
 	if out, err := build.CombinedOutput(); err != nil {
 		return 0, fmt.Errorf("building fleetnet's binaries: %w\n%s", err, out)
 	}
+	startedWith = fleetnet
+	if startBinaries != nil {
+		if startedWith, err = startBinaries(tmp, build.Dir); err != nil {
+			return 0, err
+		}
+	}
 	fleetDir = filepath.Join(tmp, "fleet")
 	devOptions = dev.Options{
 		Dir: fleetDir, Clusters: []string{"hub", "east", "west"}, DualStack: []string{"hub", "east"}, LeaseTTL: leaseTTL,
-		Tools: tools, Fleetnet: fleetnet,
+		Tools: tools, Fleetnet: startedWith,
 		// Each cluster's node: kube-proxy and fleetnet-dns (root).
 		Nodes:    true,
 		HA:       haFleet,
