@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fleetnet/fleetnet/internal/azure/armutil"
 	"log/slog"
 	"maps"
 	"net"
@@ -104,6 +105,9 @@ type AzureOptions struct {
 	// Programmed=False with reason AzureTimeout; 0 the provider's default.
 	WaitBound          time.Duration
 	FrontDoorWaitBound time.Duration
+	// TryTimeout bounds each try of an ARM request (0: the providers'
+	// default, armutil.DefaultTryTimeout).
+	TryTimeout time.Duration
 	// FrontDoorClasses turns on the Azure Front Door provider for
 	// Gateways: "class=Standard,class=Premium" (GatewayClass name and the
 	// tier it selects).
@@ -135,6 +139,7 @@ func (o *Options) BindFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Azure.Resync, "azure-resync", 10*time.Minute, "how often Azure resources are compared with the model, repairing drift")
 	fs.DurationVar(&o.Azure.WaitBound, "azure-wait-bound", crossregion.DefaultWaitBound, "how long a cross-region load balancer's Azure operation may run before it is Programmed=False with reason AzureTimeout (polling goes on; past 4x it is retried)")
 	fs.DurationVar(&o.Azure.FrontDoorWaitBound, "azure-front-door-wait-bound", frontdoor.DefaultWaitBound, "how long a Front Door operation or deployment may run before its Gateway is Programmed=False with reason AzureTimeout (polling goes on; past 4x it is retried)")
+	fs.DurationVar(&o.Azure.TryTimeout, "azure-try-timeout", armutil.DefaultTryTimeout, "how long one try of an Azure Resource Manager request may go unanswered before it is tried again (then, past the retries, the object is Programmed=False with reason AzureTimeout)")
 	fs.StringVar(&o.Azure.FrontDoorClasses, "azure-front-door-classes", "", "GatewayClasses whose Gateways Azure Front Door serves, with the tier each selects, e.g. afd=Standard,afd-private=Premium (needs --azure-subscription-id)")
 	fs.StringVar(&o.Azure.FrontDoorResourceGroup, "azure-front-door-resource-group", "", "resource group (existing) of the Front Door profiles (default: --azure-resource-group)")
 	fs.DurationVar(&o.Azure.FrontDoorAbsentFor, "azure-front-door-absent-for", 2*time.Minute, "how long a withdrawn Front Door resource must be observed absent before its withdrawal is complete")
@@ -194,6 +199,9 @@ func (o *Options) Validate() error {
 		}
 		if a.PollInterval < time.Second {
 			errs = append(errs, fmt.Errorf("--azure-poll-interval=%s: must be at least 1s", a.PollInterval))
+		}
+		if a.TryTimeout < 0 {
+			errs = append(errs, fmt.Errorf("--azure-try-timeout=%s: must not be negative", a.TryTimeout))
 		}
 	}
 	if a := o.Azure; a.FrontDoorClasses != "" {
@@ -271,7 +279,7 @@ func azureProvider(o Options, log *slog.Logger) (*crossregion.Provider, error) {
 	}
 	owner := cmp.Or(a.Owner, o.ClusterID)
 	p, err := crossregion.New(crossregion.Config{SubscriptionID: a.SubscriptionID, ResourceGroup: a.ResourceGroup, Location: a.Location,
-		Owner: owner, Credential: cred, ClientOptions: a.ClientOptions, PollInterval: a.PollInterval, Resync: a.Resync, WaitBound: a.WaitBound, Log: log})
+		Owner: owner, Credential: cred, ClientOptions: a.ClientOptions, PollInterval: a.PollInterval, Resync: a.Resync, WaitBound: a.WaitBound, TryTimeout: a.TryTimeout, Log: log})
 	if err != nil {
 		return nil, fmt.Errorf("azure-cross-region provider: %w", err)
 	}
@@ -310,7 +318,7 @@ func frontDoorProvider(o Options, c client.Client, recorder events.EventRecorder
 	}
 	p, err := frontdoor.New(frontdoor.Config{SubscriptionID: a.SubscriptionID, ResourceGroup: cmp.Or(a.FrontDoorResourceGroup, a.ResourceGroup),
 		Owner: cmp.Or(a.Owner, o.ClusterID), Classes: classes, Credential: cred, ClientOptions: a.ClientOptions,
-		PollInterval: a.PollInterval, Resync: a.Resync, WaitBound: a.FrontDoorWaitBound, AbsentFor: a.FrontDoorAbsentFor, Tokens: &AnnotationTokens{Client: c}, Event: event, Log: log})
+		PollInterval: a.PollInterval, Resync: a.Resync, WaitBound: a.FrontDoorWaitBound, TryTimeout: a.TryTimeout, AbsentFor: a.FrontDoorAbsentFor, Tokens: &AnnotationTokens{Client: c}, Event: event, Log: log})
 	if err != nil {
 		return nil, nil, fmt.Errorf("azure-front-door provider: %w", err)
 	}
@@ -434,6 +442,14 @@ func Run(ctx context.Context, cfg *rest.Config, o Options, log *slog.Logger) err
 	}
 	split.Metrics = provider.NewMetrics(ctrlmetrics.Registry, split)
 	defer split.Metrics.Unregister()
+	// The Azure providers count ARM errors, throttling and Private Link
+	// connections into the same metrics.
+	if azure != nil {
+		azure.SetMetrics(split.Metrics)
+	}
+	if fd != nil {
+		fd.SetMetrics(split.Metrics)
+	}
 	rec := &controller.Reconciler{Client: mgr.GetClient(), Clientset: cs, LoadBalancerClasses: split.Classes(), CRDBundleVersions: bundles,
 		Queue: split, Provider: split, Recorder: recorder, ValidateAnnotations: annotations.Validator(tiers), Features: classFeatures, AddressPool: pool, CloudClass: cloudClass, ReservedPorts: reserved, LocalCluster: o.ClusterID, LocalRegion: o.Region, Log: log, Events: events}
 	if o.StateNamespace != "" {
