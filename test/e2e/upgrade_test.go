@@ -18,16 +18,19 @@ import (
 	"testing"
 	"time"
 
+	networkingv1alpha1 "github.com/fleetnet/fleetnet/api/networking/v1alpha1"
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/dev"
 	registryclient "github.com/fleetnet/fleetnet/internal/registry/client"
 	"github.com/fleetnet/fleetnet/internal/testkit"
 	"github.com/fleetnet/fleetnet/internal/version"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	gwv1 "sigs.k8s.io/gateway-api/apis/v1"
 	mcsv1beta1 "sigs.k8s.io/mcs-api/pkg/apis/v1beta1"
 )
 
@@ -143,12 +146,14 @@ func TestUpgradeAndRollBackUnderTraffic(t *testing.T) {
 		took = append(took, u.replace(c, current))
 	}
 	u.agentVersions(map[string]string{"hub": version.Get().Version, "east": version.Get().Version, "west": version.Get().Version})
+	u.policyAccepted()
 	upgraded := time.Since(started)
 	all := append(append([]string{}, forward...), rest...)
 	slices.Reverse(all)
 	for _, c := range all {
 		took = append(took, "back "+u.replace(c, previous))
 	}
+	u.policyAccepted()
 	cancel()
 	wg.Wait()
 
@@ -190,11 +195,42 @@ func (u *upgrade) setUp() {
 		}
 	}
 	u.url = fmt.Sprintf("http://127.0.0.1:%d/", gatewayToEcho(t, u.ns, "upgrade"))
+	// An object of fleetnet's own API group, stored by the previous
+	// release: served and accepted by every release after.
+	policy := &networkingv1alpha1.BackendTrafficPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: u.ns, Name: "echo"},
+		Spec: networkingv1alpha1.BackendTrafficPolicySpec{
+			TargetRefs: []gwv1.LocalPolicyTargetReference{{Group: mcsv1beta1.GroupName, Kind: "ServiceImport", Name: "echo"}},
+			Retry:      &networkingv1alpha1.Retry{Attempts: ptr(int32(1))},
+		},
+	}
+	if err := kube(t, "hub").Create(ctx, policy); err != nil {
+		t.Fatal(err)
+	}
+	u.policyAccepted()
 	testkit.Eventually(t, 2*time.Minute, "echo and the steady exports imported everywhere, and the edge answering", func(ctx context.Context) error {
 		if missing := u.missing(ctx, u.names(), []string{"east", "west"}); len(missing) > 0 {
 			return fmt.Errorf("not imported: %v", missing[:min(5, len(missing))])
 		}
 		return getEcho(upgradeHTTP, u.url)
+	})
+}
+
+// policyAccepted waits until the BackendTrafficPolicy stored at set-up is
+// served with its spec and Accepted by the running gateway.
+func (u *upgrade) policyAccepted() {
+	testkit.Eventually(u.t, time.Minute, "the BackendTrafficPolicy served and Accepted", func(ctx context.Context) error {
+		p := &networkingv1alpha1.BackendTrafficPolicy{}
+		if err := kube(u.t, "hub").Get(ctx, client.ObjectKey{Namespace: u.ns, Name: "echo"}, p); err != nil {
+			return err
+		}
+		if r := p.Spec.Retry; r == nil || r.Attempts == nil || *r.Attempts != 1 || len(p.Spec.TargetRefs) != 1 {
+			return fmt.Errorf("spec %+v is not what was stored", p.Spec)
+		}
+		if c := meta.FindStatusCondition(p.Status.Conditions, "Accepted"); c == nil || c.Status != metav1.ConditionTrue || c.ObservedGeneration != p.Generation {
+			return fmt.Errorf("not Accepted at generation %d: %+v", p.Generation, p.Status.Conditions)
+		}
+		return nil
 	})
 }
 
@@ -284,8 +320,54 @@ func (u *upgrade) replace(component, bin string) string {
 		return getEcho(upgradeHTTP, u.url)
 	})
 	took := time.Since(start).Round(100 * time.Millisecond)
-	fmt.Printf("upgrade: %s %-14s from %s in %s\n", time.Now().Format("15:04:05"), component, filepath.Base(filepath.Dir(bin)), took)
+	// The process is the build it should be: this checkout's says its
+	// version on /metrics; the previous release's predates the metric.
+	want, what := version.Get().Version, "this checkout"
+	if bin != fleetnet {
+		want, what = "", "the previous release"
+	}
+	testkit.Eventually(t, 30*time.Second, component+"'s fleetnet_build_info", func(ctx context.Context) error {
+		got, err := buildVersion(ctx, state.MetricsAddresses()[component])
+		if err != nil {
+			return err
+		}
+		if got != want {
+			return fmt.Errorf("%s runs version %q, want %q (%s)", component, got, want, what)
+		}
+		return nil
+	})
+	fmt.Printf("upgrade: %s %-14s to %s in %s\n", time.Now().Format("15:04:05"), component, what, took)
 	return fmt.Sprintf("%s %s", component, took)
+}
+
+// buildVersion is the version label of fleetnet_build_info on the
+// /metrics at addr, "" when the process exports none.
+func buildVersion(ctx context.Context, addr string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "fleetnet_build_info{") {
+			continue
+		}
+		// The label version, not goversion.
+		_, rest, ok := strings.Cut(strings.Replace(line, "{", ",", 1), `,version="`)
+		if !ok {
+			return "", fmt.Errorf("%s: fleetnet_build_info without a version: %s", addr, line)
+		}
+		v, _, _ := strings.Cut(rest, `"`)
+		return v, nil
+	}
+	return "", sc.Err()
 }
 
 // mixedFleetChecks run on a fleet whose registry and hub's and east's
