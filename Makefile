@@ -273,10 +273,12 @@ charts-verify: $(BIN)/helm-$(HELM_VERSION) ## helm lint --strict and helm templa
 test: deps ## Install and build what the tests need, then run every test.
 	$(MAKE) --no-print-directory tools
 	go test $(TEST_FLAGS) ./...
-	# The data planes' concurrency under the race detector (about a minute):
-	# the edge's fast path shares pooled connections between requests, the
-	# east-west tunnel streams.
-	go test -race $(TEST_FLAGS) ./internal/edge/... ./internal/eastwest/... ./internal/httplimits/...
+	# Concurrency under the race detector (about two minutes): the edge's
+	# fast path shares pooled connections between requests, the east-west
+	# tunnel streams; the gateway's provider queue, Split and the Azure
+	# providers' deploy lanes, the agent's publisher and importer.
+	go test -race $(TEST_FLAGS) ./internal/edge/... ./internal/eastwest/... ./internal/httplimits/... \
+		./internal/gateway/provider/... ./internal/agent/...
 
 # Fuzz targets as package:function; `make test` runs their seed corpora.
 FUZZ_TARGETS := ./internal/registry/merge:FuzzMergeInvariants ./internal/registry/validate:FuzzValidate \
