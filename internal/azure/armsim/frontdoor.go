@@ -41,6 +41,9 @@ import (
 //     following the connection's is not);
 //   - a custom domain's validation stays Pending until ValidateDomain (the
 //     owner's DNS TXT record), as a managed certificate's does.
+//   - a create past one of the tier's per-profile limits (routes, origin
+//     groups, origins, custom domains, rule sets, rules per rule set, ...)
+//     is refused: see limits.go.
 //
 // Codes marked "simulated code" are the simulation's where the service's
 // documentation states a rule without the error it returns.
@@ -266,6 +269,11 @@ func (s *Sim) prepareAFD(v *View, id ID, body, prev []byte) ([]byte, error) {
 	default:
 		if !afdName.MatchString(name) || len(name) > 260 {
 			return nil, badRequest("BadRequest", "The name %s is invalid: it may contain only letters, numbers and hyphens, and must begin and end with a letter or number.", name)
+		}
+	}
+	if prev == nil {
+		if err := checkAFDLimits(v, id); err != nil {
+			return nil, err
 		}
 	}
 	pp := p.Properties
