@@ -108,4 +108,10 @@ const (
 	// running or a request unanswered, a custom domain's validation or a
 	// Private Link connection still pending); polling goes on.
 	ReasonAzureTimeout = "AzureTimeout"
+	// ReasonAzureLimitExceeded: the Gateway's Front Door graph would take
+	// its profile past one of the tier's limits (routes, origin groups,
+	// origins, custom domains, rule sets, rules per rule set, ...); nothing
+	// is written, and the message names the limit, the tier, the number
+	// needed and the maximum.
+	ReasonAzureLimitExceeded = "AzureLimitExceeded"
 )

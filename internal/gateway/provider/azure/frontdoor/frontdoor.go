@@ -234,6 +234,9 @@ type Provider struct {
 	log   *slog.Logger
 	kinds map[string]ops
 	net   *networkClients
+	// skipLimits leaves the limits unchecked, so that a test can show
+	// what Azure answers without them.
+	skipLimits bool
 	// loop runs deploy and refresh, and resyncs; lanes runs each
 	// Gateway's job of a deployment.
 	loop  *deployloop.Loop
@@ -429,6 +432,10 @@ func (p *Provider) fail(key string, err error) error {
 	msg := err.Error()
 	cancelled := errors.Is(err, context.Canceled)
 	reason := armerr.Reason(err)
+	var le *limitError
+	if errors.As(err, &le) {
+		reason = le.Reason()
+	}
 	p.mu.Lock()
 	st := p.state(key)
 	st.progress.Served = false

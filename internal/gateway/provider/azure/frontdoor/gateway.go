@@ -217,7 +217,11 @@ func (p *Provider) deployGateway(ctx context.Context, gw edgev1.Gateway, held []
 		p.log.Info("not withdrawing anything: origins could not be read", "gateway", key, "frontends", unknown)
 		removals = false
 	}
-	if err := p.newGraphWrite(key, g, obs).run(ctx, removals); err != nil {
+	w := p.newGraphWrite(key, g, obs)
+	if err := w.checkLimits(g.profileName, s.SKU); err != nil && !p.skipLimits {
+		return p.fail(key, err)
+	}
+	if err := w.run(ctx, removals); err != nil {
 		return p.fail(key, err)
 	}
 	for _, old := range held {
