@@ -192,6 +192,10 @@ type GatewayProgress struct {
 	// Withdrawing are resources deleted whose absence is not yet
 	// confirmed (Config.AbsentFor).
 	Withdrawing []string
+	// Propagating: a resource is programmed but its deploymentStatus is
+	// not yet Succeeded. The Gateway is Served meanwhile; refreshes go on
+	// until the deployment is told done (or Failed).
+	Propagating bool
 }
 
 // stamp is a resource's state and since when the provider sees it.
@@ -589,7 +593,7 @@ func (p *Provider) refresh(ctx context.Context) error {
 			// its job runs (it tells its own progress), or its last one
 			// failed: the failure stays told until the next deploy (the
 			// queue's retry, or a resync)
-		case !st.progress.Served || len(st.progress.Withdrawing) > 0:
+		case !st.progress.Served || len(st.progress.Withdrawing) > 0 || st.progress.Propagating:
 			pending = append(pending, key)
 		}
 	}

@@ -811,7 +811,7 @@ func (p *Provider) assess(key string, g graph, obs *observed) {
 		}
 	}
 	st.progress = GatewayProgress{Served: len(pending) == 0, Message: clip(parts), Addresses: addrs,
-		Refused: slices.Clone(g.refused), Withdrawing: withdrawing}
+		Refused: slices.Clone(g.refused), Withdrawing: withdrawing, Propagating: len(propagating) > 0}
 	switch {
 	case failed:
 		st.progress.Reason = keys.ReasonAzureOperationFailed
