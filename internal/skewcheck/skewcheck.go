@@ -11,6 +11,7 @@ import (
 	"github.com/fleetnet/fleetnet/api/skew"
 	"github.com/fleetnet/fleetnet/internal/version"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/mod/semver"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -18,12 +19,14 @@ import (
 )
 
 // Refused counts peers refused for their version, by the server that
-// refused them and the release the peer announced ("invalid" for what is
-// not a version).
+// refused them and how the peer's version stands to the server's: newer,
+// older (more than one release behind) or invalid. Not the version itself:
+// a caller chooses what it announces, and a label of its choosing would
+// let it make series without end; the refusal's message and log name it.
 var Refused = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "fleetnet_version_refused_total",
-	Help: "Calls and streams refused because the peer's version is outside the skew policy, by server and the peer's release.",
-}, []string{"server", "peer_release"})
+	Help: "Calls and streams refused because the peer's version is outside the skew policy, by server and the peer's version: newer, older or invalid.",
+}, []string{"server", "peer"})
 
 // Register adds Refused and fleetnet_build_info to reg (once; registering
 // them again is not an error).
@@ -46,12 +49,21 @@ func Check(server, component, announced string) error {
 	if err == nil {
 		return nil
 	}
-	release := "invalid"
-	if v, nerr := skew.Normalize(announced); nerr == nil {
-		release = skew.Release(v)
-	}
-	Refused.WithLabelValues(server, release).Inc()
+	Refused.WithLabelValues(server, Standing(version.Get().Version, announced)).Inc()
 	return status.Error(codes.FailedPrecondition, err.Error())
+}
+
+// Standing is how announced stands to the server's version for
+// Refused's peer label: "newer", "older" or "invalid".
+func Standing(server, announced string) string {
+	v, err := skew.Normalize(announced)
+	switch {
+	case err != nil:
+		return "invalid"
+	case semver.Compare(v, server) > 0:
+		return "newer"
+	}
+	return "older"
 }
 
 // Peer is what a caller announced in its request metadata.

@@ -57,7 +57,7 @@ func TestAgentsOutsideTheSkewPolicyAreRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			id := "c-" + strings.ReplaceAll(strings.ToLower(tc.name), " ", "-")
 			c := e.client(id, false, announcing(tc.announced))
-			before := testutil.ToFloat64(skewcheck.Refused.WithLabelValues("registry", releaseLabel(tc.announced)))
+			before := testutil.ToFloat64(skewcheck.Refused.WithLabelValues("registry", skewcheck.Standing(this, tc.announced)))
 			var header metadata.MD
 			_, err := c.RegisterCluster(context.Background(), &registryv1.RegisterClusterRequest{Cluster: &registryv1.Cluster{Id: id, ClustersetId: "fleet"}}, grpc.Header(&header))
 			if got := skewcheck.ServerVersion(header); got != this {
@@ -71,7 +71,7 @@ func TestAgentsOutsideTheSkewPolicyAreRefused(t *testing.T) {
 				if !strings.Contains(msg, this) || !strings.Contains(msg, "docs/upgrades.md") {
 					t.Errorf("refusal %q names neither this registry's version %s nor the policy", msg, this)
 				}
-				if after := testutil.ToFloat64(skewcheck.Refused.WithLabelValues("registry", releaseLabel(tc.announced))); after != before+1 {
+				if after := testutil.ToFloat64(skewcheck.Refused.WithLabelValues("registry", skewcheck.Standing(this, tc.announced))); after != before+1 {
 					t.Errorf("fleetnet_version_refused_total went from %v to %v, want one more", before, after)
 				}
 				return
@@ -91,16 +91,4 @@ func TestAgentsOutsideTheSkewPolicyAreRefused(t *testing.T) {
 			t.Errorf("cluster %s is not listed", id)
 		})
 	}
-}
-
-// releaseLabel is the peer_release label a refusal of announced counts under.
-func releaseLabel(announced string) string {
-	if announced == "-" {
-		announced = ""
-	}
-	v, err := skew.Normalize(announced)
-	if err != nil {
-		return "invalid"
-	}
-	return skew.Release(v)
 }
