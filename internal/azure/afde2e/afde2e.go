@@ -73,8 +73,9 @@ type Config struct {
 	// withdrawal (Front Door's first deployment commonly takes 10 to 40
 	// minutes).
 	Timeout time.Duration
-	// BlockedFor is how long, after the withdrawal, every request through
-	// the old host name must go unserved.
+	// BlockedFor is how long in a row, within Timeout after the
+	// withdrawal, every request through the old host name must go
+	// unserved; a request served again restarts the window.
 	BlockedFor time.Duration
 	// PollEvery is the pause between two looks.
 	PollEvery time.Duration

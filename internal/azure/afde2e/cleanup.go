@@ -80,42 +80,53 @@ func Cleanup(ctx context.Context, c Config) error {
 	return errors.Join(errs...)
 }
 
-// blocked waits (Timeout) until a request through url goes unserved,
-// then requires every request for BlockedFor to go unserved: a DNS
-// failure, a refused connection or any answer but 2xx. One served
-// request in that period fails it: the withdrawal left traffic reaching
-// the backend.
+// blocked waits, within Timeout, for a window of BlockedFor in which
+// every request through url goes unserved: a DNS failure, a refused
+// connection or any answer but 2xx. A served request restarts the window:
+// after a change Front Door keeps serving from some of its edges for a
+// while, so one served request soon after the withdrawal is propagation,
+// not a failure. The withdrawal fails when no such window comes before
+// Timeout; the message says the longest window seen and when a request was
+// last served.
 func (r *run) blocked(ctx context.Context, url string) error {
-	served := func(ctx context.Context) (bool, string) {
+	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
+	defer cancel()
+	var since, lastServed time.Time // since: the window's start; zero while served
+	var longest time.Duration
+	lastHow := ""
+	n, servedAgain := 0, 0
+	for {
 		status, _, err := r.get(ctx, url, nil)
-		if err != nil {
-			return false, err.Error()
+		now := time.Now()
+		served := err == nil && status >= 200 && status <= 299
+		switch {
+		case served:
+			if !since.IsZero() {
+				servedAgain++
+				r.logf("%s served again (status %d) after %s unserved: the window restarts", url, status, now.Sub(since).Round(time.Second))
+			}
+			since, lastServed, lastHow = time.Time{}, now, fmt.Sprintf("status %d", status)
+		case since.IsZero():
+			since, n = now, 0
 		}
-		return status >= 200 && status <= 299, fmt.Sprintf("status %d", status)
-	}
-	err := r.poll(ctx, r.Timeout, "traffic to stop", func(ctx context.Context) (bool, error) {
-		if ok, how := served(ctx); ok {
-			return false, fmt.Errorf("still served (%s)", how)
-		}
-		return true, nil
-	})
-	if err != nil {
-		return err
-	}
-	start, n := time.Now(), 0
-	for time.Since(start) < r.BlockedFor {
-		n++
-		if ok, how := served(ctx); ok {
-			return fmt.Errorf("GET %s was served again (%s) %s after the withdrawal", url, how, time.Since(start).Round(time.Second))
+		if !since.IsZero() {
+			n++
+			longest = max(longest, now.Sub(since))
+			if now.Sub(since) >= r.BlockedFor {
+				r.logf("ok: %d requests to %s over %s in a row, none served (served again %d times before)", n, url, r.BlockedFor, servedAgain)
+				return nil
+			}
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			last := "never served since the withdrawal began"
+			if !lastServed.IsZero() {
+				last = fmt.Sprintf("last served (%s) at %s", lastHow, lastServed.Format(time.RFC3339))
+			}
+			return fmt.Errorf("GET %s: no %s in a row unserved within %s (the longest was %s; %s)", url, r.BlockedFor, r.Timeout, longest.Round(time.Second), last)
 		case <-time.After(r.PollEvery):
 		}
 	}
-	r.logf("ok: %d requests to %s over %s, none served", n, url, r.BlockedFor)
-	return nil
 }
 
 func (r *run) deleteWAF(ctx context.Context) error {
