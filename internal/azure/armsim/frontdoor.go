@@ -41,6 +41,12 @@ import (
 //     following the connection's is not);
 //   - a custom domain's validation stays Pending until ValidateDomain (the
 //     owner's DNS TXT record), as a managed certificate's does.
+//   - customer certificates: a secret (Microsoft.Cdn/profiles/secrets) of
+//     type CustomerCertificate references a Key Vault secret, whose id is
+//     checked for shape; a custom domain with certificateType
+//     CustomerCertificate names a secret of its profile, which cannot be
+//     deleted while it does; a wildcard custom domain (*.contoso.com) must
+//     use a customer certificate: see prepareSecret and wildcardDomain.
 //   - a create past one of the tier's per-profile limits (routes, origin
 //     groups, origins, custom domains, rule sets, rules per rule set, ...)
 //     is refused: see limits.go.
@@ -59,6 +65,7 @@ const (
 	TypeRule               = "Microsoft.Cdn/profiles/ruleSets/rules"
 	TypeSecurityPolicy     = "Microsoft.Cdn/profiles/securityPolicies"
 	TypeCustomDomain       = "Microsoft.Cdn/profiles/customDomains"
+	TypeSecret             = "Microsoft.Cdn/profiles/secrets"
 	TypeWAFPolicy          = "Microsoft.Network/FrontDoorWebApplicationFirewallPolicies"
 	TypePrivateLinkService = "Microsoft.Network/privateLinkServices"
 )
@@ -80,7 +87,7 @@ var (
 )
 
 func (s *Sim) registerFrontDoor() {
-	for _, t := range []string{TypeProfile, TypeAFDEndpoint, TypeRoute, TypeOriginGroup, TypeOrigin, TypeRuleSet, TypeRule, TypeSecurityPolicy, TypeCustomDomain} {
+	for _, t := range []string{TypeProfile, TypeAFDEndpoint, TypeRoute, TypeOriginGroup, TypeOrigin, TypeRuleSet, TypeRule, TypeSecurityPolicy, TypeCustomDomain, TypeSecret} {
 		s.kinds[strings.ToLower(t)] = &Kind{Type: t, Prepare: s.prepareAFD, Settle: settleAFD, Observed: s.observeAFD, CheckDelete: checkDeleteAFD}
 	}
 	s.kinds[strings.ToLower(TypeWAFPolicy)] = &Kind{Type: TypeWAFPolicy, Prepare: prepareWAF}
@@ -202,7 +209,10 @@ type afdProps struct {
 			RequestMessage      string `json:"requestMessage"`
 		} `json:"sharedPrivateLinkResource"`
 		Parameters *struct {
-			Type      string `json:"type"`
+			Type         string `json:"type"`
+			SecretSource *struct {
+				ID string `json:"id"`
+			} `json:"secretSource"`
 			WafPolicy *struct {
 				ID string `json:"id"`
 			} `json:"wafPolicy"`
@@ -215,6 +225,9 @@ type afdProps struct {
 		} `json:"parameters"`
 		TLSSettings *struct {
 			CertificateType string `json:"certificateType"`
+			Secret          *struct {
+				ID string `json:"id"`
+			} `json:"secret"`
 		} `json:"tlsSettings"`
 	} `json:"properties"`
 }
@@ -375,6 +388,13 @@ func (s *Sim) prepareAFD(v *View, id ID, body, prev []byte) ([]byte, error) {
 		}
 		if t := pp.TLSSettings; t != nil && t.CertificateType != "ManagedCertificate" && t.CertificateType != "CustomerCertificate" && t.CertificateType != "AzureFirstPartyManagedCertificate" {
 			return nil, badRequest("BadRequest", "Custom domain %s: certificateType %s is not supported.", id, t.CertificateType)
+		}
+		if err := customDomainCertificate(v, id, p); err != nil {
+			return nil, err
+		}
+	case strings.ToLower(TypeSecret):
+		if err := prepareSecret(id, p); err != nil {
+			return nil, err
 		}
 	case strings.ToLower(TypeSecurityPolicy):
 		if pp.Parameters == nil || pp.Parameters.WafPolicy == nil {
@@ -550,10 +570,76 @@ func (s *Sim) observeAFD(v *View, id ID, body []byte) []byte {
 	})
 }
 
+// keyVaultSecretID is the shape "Secrets - Create" documents for a
+// customer certificate's secretSource: "Resource reference to the Azure
+// Key Vault certificate. Expected to be in format of
+// /subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/Microsoft.KeyVault/vaults/{vaultName}/secrets/{certificateName}"
+// (https://learn.microsoft.com/rest/api/frontdoor/azurefrontdoorstandardpremium/secrets/create,
+// CustomerCertificateParameters). Vault names: 3 to 24 letters, digits
+// and hyphens; secret names: 1 to 127 letters, digits and hyphens
+// (https://learn.microsoft.com/azure/templates/microsoft.keyvault/vaults/secrets).
+var keyVaultSecretID = regexp.MustCompile(`(?i)^/subscriptions/[^/]+/resourceGroups/[-\w._()]{1,90}/providers/Microsoft\.KeyVault/vaults/[a-z0-9-]{3,24}/secrets/[a-z0-9-]{1,127}$`)
+
+// prepareSecret checks a Front Door secret. The simulation keeps the
+// CustomerCertificate type only (the one "Configure HTTPS on an Azure
+// Front Door custom domain", "Use your own certificate", creates:
+// https://learn.microsoft.com/azure/frontdoor/standard-premium/how-to-configure-https-custom-domain),
+// and checks the Key Vault reference for shape, not that the vault
+// holds it or lets Front Door read it (Azure checks both, through Front
+// Door's own identity; nothing here models Key Vault). Codes are the
+// simulation's.
+func prepareSecret(id ID, p afdProps) error {
+	par := p.Properties.Parameters
+	if par == nil || par.Type == "" {
+		return badRequest("BadRequest", "Secret %s: parameters.type is required.", id) // simulated code
+	}
+	if par.Type != "CustomerCertificate" {
+		return badRequest("BadRequest", "Secret %s: the simulation keeps secrets of type CustomerCertificate only, not %s.", id, par.Type) // simulated code
+	}
+	if par.SecretSource == nil || par.SecretSource.ID == "" {
+		return badRequest("BadRequest", "Secret %s: parameters.secretSource is required.", id) // simulated code
+	}
+	if !keyVaultSecretID.MatchString(par.SecretSource.ID) {
+		return badRequest("BadRequest", "Secret %s: secretSource %s is not a Key Vault secret: expected /subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/Microsoft.KeyVault/vaults/{vaultName}/secrets/{certificateName}.", id, par.SecretSource.ID) // simulated code
+	}
+	return nil
+}
+
+// customDomainCertificate checks a custom domain's certificate: a
+// customer certificate names a secret of the profile ("Secret: Resource
+// reference to the secret", AFDDomainHttpsParameters in "AFD Custom
+// Domains - Create",
+// https://learn.microsoft.com/rest/api/frontdoor/azurefrontdoorstandardpremium/afd-custom-domains/create);
+// a wildcard domain cannot use a managed certificate ("Wildcard domains
+// in Azure Front Door": Azure Front Door-managed certificates are not
+// issued for wildcard domains, which need your own certificate,
+// https://learn.microsoft.com/azure/frontdoor/front-door-wildcard-domain?pivots=front-door-standard-premium;
+// the code and message are the simulation's).
+func customDomainCertificate(v *View, id ID, p afdProps) error {
+	t := p.Properties.TLSSettings
+	certType := "ManagedCertificate" // the default when tlsSettings says none
+	if t != nil && t.CertificateType != "" {
+		certType = t.CertificateType
+	}
+	if strings.HasPrefix(p.Properties.HostName, "*.") && certType != "CustomerCertificate" {
+		return badRequest("BadRequest", "Custom domain %s: the wildcard domain %s needs a customer certificate (certificateType CustomerCertificate); %s is not supported for wildcard domains.", id, p.Properties.HostName, certType) // simulated code
+	}
+	if certType != "CustomerCertificate" {
+		return nil
+	}
+	if t.Secret == nil || t.Secret.ID == "" {
+		return badRequest("BadRequest", "Custom domain %s: tlsSettings.secret is required with certificateType CustomerCertificate.", id) // simulated code
+	}
+	return refInProfile(v, id, t.Secret.ID, TypeSecret, "Secret")
+}
+
 // checkDeleteAFD refuses to delete what a route or security policy still
-// references.
+// references, and a secret a custom domain still uses.
 func checkDeleteAFD(v *View, id ID) error {
 	typ := strings.ToLower(id.Type())
+	if typ == strings.ToLower(TypeSecret) {
+		return secretInUse(v, id)
+	}
 	if typ != strings.ToLower(TypeOriginGroup) && typ != strings.ToLower(TypeRuleSet) && typ != strings.ToLower(TypeCustomDomain) {
 		return nil
 	}
@@ -596,6 +682,24 @@ func checkDeleteAFD(v *View, id ID) error {
 						Message: fmt.Sprintf("customDomains %s is in use by security policy %s and cannot be deleted; remove the association first.", id.Name(), r.ID)} // simulated code
 				}
 			}
+		}
+	})
+	return err
+}
+
+// secretInUse refuses to delete a secret that a custom domain of its
+// profile uses (simulated code, as for the other references).
+func secretInUse(v *View, id ID) error {
+	var err error
+	v.Each(TypeCustomDomain, func(r Resource) {
+		if err != nil || profileOf(r.ID).Key() != profileOf(id).Key() || r.Operation == "delete" {
+			return
+		}
+		var p afdProps
+		_ = json.Unmarshal(r.JSON, &p)
+		if t := p.Properties.TLSSettings; t != nil && t.Secret != nil && strings.EqualFold(t.Secret.ID, id.String()) {
+			err = &Error{Status: http.StatusConflict, Code: "Conflict",
+				Message: fmt.Sprintf("secrets %s is in use by custom domain %s and cannot be deleted; remove the reference first.", id.Name(), r.ID)} // simulated code
 		}
 	})
 	return err
@@ -779,6 +883,26 @@ func (s *Sim) cdnServers() *cdnfake.ServerFactory {
 			NewListByProfilePager: func(_, _ string, _ *armcdn.SecurityPoliciesClientListByProfileOptions) azfake.PagerResponder[armcdn.SecurityPoliciesClientListByProfileResponse] {
 				return ListPager(s, func(v []*armcdn.SecurityPolicy) armcdn.SecurityPoliciesClientListByProfileResponse {
 					return armcdn.SecurityPoliciesClientListByProfileResponse{SecurityPolicyListResult: armcdn.SecurityPolicyListResult{Value: v}}
+				})
+			},
+		},
+		SecretsServer: cdnfake.SecretsServer{
+			BeginCreate: func(ctx context.Context, _, _, _ string, v armcdn.Secret, _ *armcdn.SecretsClientBeginCreateOptions) (azfake.PollerResponder[armcdn.SecretsClientCreateResponse], azfake.ErrorResponder) {
+				return PutLRO(ctx, s, v, func(v armcdn.Secret) armcdn.SecretsClientCreateResponse {
+					return armcdn.SecretsClientCreateResponse{Secret: v}
+				})
+			},
+			BeginDelete: func(ctx context.Context, _, _, _ string, _ *armcdn.SecretsClientBeginDeleteOptions) (azfake.PollerResponder[armcdn.SecretsClientDeleteResponse], azfake.ErrorResponder) {
+				return DeleteLRO[armcdn.SecretsClientDeleteResponse](ctx, s)
+			},
+			Get: func(_ context.Context, _, _, _ string, _ *armcdn.SecretsClientGetOptions) (azfake.Responder[armcdn.SecretsClientGetResponse], azfake.ErrorResponder) {
+				return GetResource(s, func(v armcdn.Secret) armcdn.SecretsClientGetResponse {
+					return armcdn.SecretsClientGetResponse{Secret: v}
+				})
+			},
+			NewListByProfilePager: func(_, _ string, _ *armcdn.SecretsClientListByProfileOptions) azfake.PagerResponder[armcdn.SecretsClientListByProfileResponse] {
+				return ListPager(s, func(v []*armcdn.Secret) armcdn.SecretsClientListByProfileResponse {
+					return armcdn.SecretsClientListByProfileResponse{SecretListResult: armcdn.SecretListResult{Value: v}}
 				})
 			},
 		},
