@@ -46,6 +46,19 @@ const (
 	// (private-link only).
 	AnnotationAzurePLSResourceGroup = "fleetnet.dev/azure-pls-resource-group"
 
+	// AnnotationAzureListenerCertificates names, per HTTPS listener, the
+	// Key Vault secret holding the certificate Front Door presents for the
+	// listener's hostnames instead of an AFD-managed one: comma-separated
+	// entries <listener name>=<Key Vault secret resource id>, the id as
+	// /subscriptions/{id}/resourceGroups/{group}/providers/Microsoft.KeyVault/vaults/{vault}/secrets/{name}
+	// (Front Door follows its latest version). The entries' syntax is
+	// checked with the other annotations (Accepted=False); a reference of
+	// the wrong shape or naming no listener leaves only that listener
+	// unserved, named in the Programmed message. A wildcard hostname
+	// needs one: Front Door's managed certificates do not cover wildcard
+	// domains.
+	AnnotationAzureListenerCertificates = "fleetnet.dev/azure-listener-certificates"
+
 	// AnnotationAzureOperations is written by fleetnet-gateway on a
 	// Gateway served by Front Door: the resume tokens of its long-running
 	// operations (JSON, by resource id), so that a restarted controller

@@ -196,6 +196,7 @@ type afdProps struct {
 			ID string `json:"id"`
 		} `json:"customDomains"`
 		PatternsToMatch []string `json:"patternsToMatch"`
+		LinkToDefault   string   `json:"linkToDefaultDomain"`
 		Weight          *int32   `json:"weight"`
 		Priority        *int32   `json:"priority"`
 		HTTPPort        *int32   `json:"httpPort"`
@@ -469,7 +470,15 @@ func routeConflict(v *View, id ID, p afdProps) error {
 		for _, c := range q.Properties.CustomDomains {
 			d[strings.ToLower(c.ID)] = true
 		}
-		d["default"] = true // simulated: every route links the default domain unless told not to
+		// A route serves the endpoint's own domain unless
+		// linkToDefaultDomain is Disabled ("Routes - Create",
+		// https://learn.microsoft.com/rest/api/frontdoor/azurefrontdoorstandardpremium/routes/create:
+		// "whether this route will be linked to the default endpoint
+		// domain"; the simulation takes an absent value as Enabled, the
+		// stricter reading, as it did before).
+		if !strings.EqualFold(q.Properties.LinkToDefault, "Disabled") {
+			d["default"] = true
+		}
 		return d
 	}
 	mine := domains(p)

@@ -91,6 +91,8 @@ func (p *Provider) observe(ctx context.Context, profile string) (*observed, erro
 		_, err := list(kindRoute, e.path)
 		errs = append(errs, err)
 	}
+	_, err = list(kindSecret, top)
+	errs = append(errs, err)
 	_, err = list(kindDomain, top)
 	errs = append(errs, err)
 	groups, err := list(kindOriginGroup, top)
@@ -143,6 +145,10 @@ func (g graph) items() []item {
 	prof := g.profileName
 	out := []item{{kind: kindProfile, path: []string{prof}, label: string(g.settings.SKU), want: &g.profile}}
 	out = append(out, item{kind: kindEndpoint, path: []string{prof, g.endpoint.name}, want: &g.endpoint.v})
+	for i := range g.secrets {
+		sc := &g.secrets[i]
+		out = append(out, item{kind: kindSecret, path: []string{prof, sc.name}, label: sc.label, want: &sc.v})
+	}
 	for i := range g.domains {
 		d := &g.domains[i]
 		out = append(out, item{kind: kindDomain, path: []string{prof, d.name}, label: d.label, want: &d.v})
@@ -324,7 +330,7 @@ func (p *Provider) newGraphWrite(key string, g graph, obs *observed) *graphWrite
 // the same domain and pattern); the other leaving routes go after the
 // new ones serve (fail static). Without removals, nothing is removed.
 func (w *graphWrite) run(ctx context.Context, removals bool) error {
-	if err := w.apply(ctx, kindProfile, kindEndpoint, kindDomain, kindOriginGroup, kindOrigin, kindRuleSet, kindRule); err != nil {
+	if err := w.apply(ctx, kindProfile, kindEndpoint, kindSecret, kindDomain, kindOriginGroup, kindOrigin, kindRuleSet, kindRule); err != nil {
 		return err
 	}
 	if removals {
@@ -582,7 +588,7 @@ func (p *Provider) withdrawGateway(ctx context.Context, key string, profiles []s
 
 // withdrawOrder is the order in which a profile's children are deleted:
 // what references comes before what it references.
-var withdrawOrder = []string{kindSecurity, kindRoute, kindRule, kindRuleSet, kindOrigin, kindOriginGroup, kindDomain, kindEndpoint}
+var withdrawOrder = []string{kindSecurity, kindRoute, kindRule, kindRuleSet, kindOrigin, kindOriginGroup, kindDomain, kindSecret, kindEndpoint}
 
 // withdrawProfile deletes an owned profile's children in dependency
 // order, then the profile, unless it holds children fleetnet did not

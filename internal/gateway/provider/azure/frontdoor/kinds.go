@@ -18,6 +18,7 @@ import (
 const (
 	kindProfile      = "profile"
 	kindEndpoint     = "endpoint"
+	kindSecret       = "secret"
 	kindDomain       = "custom domain"
 	kindOriginGroup  = "origin group"
 	kindOrigin       = "origin"
@@ -47,6 +48,7 @@ func kinds(f *armcdn.ClientFactory, rg string, every, limit time.Duration, clk c
 	return map[string]ops{
 		kindProfile:     c.profiles(f.NewProfilesClient()),
 		kindEndpoint:    c.endpoints(f.NewAFDEndpointsClient()),
+		kindSecret:      c.secrets(f.NewSecretsClient()),
 		kindDomain:      c.domains(f.NewAFDCustomDomainsClient()),
 		kindOriginGroup: c.originGroups(f.NewAFDOriginGroupsClient()),
 		kindOrigin:      c.origins(f.NewAFDOriginsClient()),
@@ -169,6 +171,28 @@ func (c calls) endpoints(cl *armcdn.AFDEndpointsClient) ops {
 		},
 		del: func(ctx context.Context, p []string, resume string, started *opTrack) error {
 			pl, err := cl.BeginDelete(ctx, c.rg, p[0], p[1], &armcdn.AFDEndpointsClientBeginDeleteOptions{ResumeToken: resume})
+			_, err = await(ctx, c, pl, err, started)
+			return err
+		},
+	}
+}
+
+func (c calls) secrets(cl *armcdn.SecretsClient) ops {
+	return ops{
+		get: func(ctx context.Context, p []string) (any, error) {
+			r, err := cl.Get(ctx, c.rg, p[0], p[1], nil)
+			return &r.Secret, err
+		},
+		list: func(ctx context.Context, p []string) ([]any, error) {
+			return pages(ctx, cl.NewListByProfilePager(c.rg, p[0], nil), func(r armcdn.SecretsClientListByProfileResponse) []*armcdn.Secret { return r.Value })
+		},
+		put: func(ctx context.Context, p []string, v any, resume string, started *opTrack) (any, error) {
+			pl, err := cl.BeginCreate(ctx, c.rg, p[0], p[1], body[armcdn.Secret](v), &armcdn.SecretsClientBeginCreateOptions{ResumeToken: resume})
+			r, err := await(ctx, c, pl, err, started)
+			return &r.Secret, err
+		},
+		del: func(ctx context.Context, p []string, resume string, started *opTrack) error {
+			pl, err := cl.BeginDelete(ctx, c.rg, p[0], p[1], &armcdn.SecretsClientBeginDeleteOptions{ResumeToken: resume})
 			_, err = await(ctx, c, pl, err, started)
 			return err
 		},

@@ -50,6 +50,11 @@ type Settings struct {
 	OriginHostHeader  string
 	Connectivity      Connectivity
 	PLSResourceGroup  string
+	// ListenerCertificates are the Key Vault secret references of
+	// keys.AnnotationAzureListenerCertificates by listener name, as
+	// written: KeyVaultSecret checks each, so that a bad one leaves only
+	// its listener unserved.
+	ListenerCertificates map[string]string `json:",omitempty"`
 }
 
 // Defaults are the settings of a Gateway without annotations, on tier sku.
@@ -81,7 +86,7 @@ var Known = []string{
 	keys.AnnotationAzureSKU, keys.AnnotationAzureWAFPolicy, keys.AnnotationAzureProbePath, keys.AnnotationAzureProbeProtocol,
 	keys.AnnotationAzureProbeMethod, keys.AnnotationAzureProbeInterval, keys.AnnotationAzureSampleSize,
 	keys.AnnotationAzureSuccessfulSamples, keys.AnnotationAzureOriginHostHeader, keys.AnnotationAzureConnectivity,
-	keys.AnnotationAzurePLSResourceGroup, keys.AnnotationAzureOperations,
+	keys.AnnotationAzurePLSResourceGroup, keys.AnnotationAzureListenerCertificates, keys.AnnotationAzureOperations,
 }
 
 // Validator checks a Gateway's Azure annotations for the model builder
@@ -190,6 +195,12 @@ func Parse(ann map[string]string, classSKU SKU) (Settings, error) {
 				bad(k, "want a resource group name (1 to 90 letters, digits, '-', '_', '.', '(' or ')', not ending with '.')")
 			}
 			s.PLSResourceGroup = v
+		case keys.AnnotationAzureListenerCertificates:
+			certs, reason := listenerCertificates(v)
+			if reason != "" {
+				bad(k, reason)
+			}
+			s.ListenerCertificates = certs
 		case keys.AnnotationAzureOperations:
 			// the controller's own; not a setting
 		default:
@@ -215,6 +226,54 @@ func Parse(ann map[string]string, classSKU SKU) (Settings, error) {
 		bad(keys.AnnotationAzurePLSResourceGroup, fmt.Sprintf("only meaningful with %s=private-link", keys.AnnotationAzureConnectivity))
 	}
 	return s, errors.Join(errs...)
+}
+
+// listenerCertificates splits the entries <listener>=<reference>
+// (comma-separated, blanks around them ignored), or says what is wrong
+// with their syntax.
+func listenerCertificates(v string) (map[string]string, string) {
+	out := map[string]string{}
+	for _, e := range strings.Split(v, ",") {
+		e = strings.TrimSpace(e)
+		if e == "" {
+			continue
+		}
+		l, ref, ok := strings.Cut(e, "=")
+		l, ref = strings.TrimSpace(l), strings.TrimSpace(ref)
+		if !ok || l == "" || ref == "" {
+			return nil, fmt.Sprintf("entry %q: want <listener name>=<Key Vault secret resource id>, entries separated by commas", e)
+		}
+		if _, dup := out[l]; dup {
+			return nil, fmt.Sprintf("listener %s is named twice", l)
+		}
+		out[l] = ref
+	}
+	if len(out) == 0 {
+		return nil, "want <listener name>=<Key Vault secret resource id>, entries separated by commas"
+	}
+	return out, ""
+}
+
+// keyVaultSecret is the shape Front Door documents for a customer
+// certificate's secretSource ("Secrets - Create" and "AFD Profiles -
+// Validate Secret", secretSource: "Expected to be in format of
+// /subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/Microsoft.KeyVault/vaults/{vaultName}/secrets/{secretName}",
+// https://learn.microsoft.com/rest/api/frontdoor/azurefrontdoorstandardpremium/afd-profiles/validate-secret).
+// Vault names are 3 to 24 letters, digits and hyphens; secret names 1 to
+// 127 letters, digits and hyphens (Microsoft.KeyVault/vaults/secrets).
+var keyVaultSecret = regexp.MustCompile(`(?i)^/subscriptions/[^/]+/resourceGroups/[-\w._()]{1,90}/providers/Microsoft\.KeyVault/vaults/[a-z0-9-]{3,24}/secrets/[a-z0-9-]{1,127}$`)
+
+// KeyVaultSecret checks that ref is a Key Vault secret's resource id (a
+// Key Vault certificate is read through the secret of the same name),
+// and says what is wrong otherwise.
+func KeyVaultSecret(ref string) error {
+	if keyVaultSecret.MatchString(ref) {
+		return nil
+	}
+	if strings.HasPrefix(strings.ToLower(ref), "https://") {
+		return errors.New("want the Key Vault secret's resource id, not its URL: /subscriptions/{id}/resourceGroups/{group}/providers/Microsoft.KeyVault/vaults/{vault}/secrets/{name}")
+	}
+	return errors.New("want a Key Vault secret's resource id: /subscriptions/{id}/resourceGroups/{group}/providers/Microsoft.KeyVault/vaults/{vault}/secrets/{name}")
 }
 
 func intIn(v string, lo, hi int) (int32, bool) {

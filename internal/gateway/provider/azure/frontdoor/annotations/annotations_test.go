@@ -1,6 +1,7 @@
 package annotations
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 
@@ -56,6 +57,16 @@ func TestParse(t *testing.T) {
 			errs: []string{`fleetnet.dev/azure-connectivity="private-link": Private Link origins need Front Door Premium`}},
 		{name: "pls group without private link", class: SKUPremium, ann: map[string]string{keys.AnnotationAzurePLSResourceGroup: "rg"},
 			errs: []string{`fleetnet.dev/azure-pls-resource-group="rg": only meaningful with fleetnet.dev/azure-connectivity=private-link`}},
+		{name: "listener certificates", ann: map[string]string{keys.AnnotationAzureListenerCertificates: " https = /subscriptions/s/resourceGroups/g/providers/Microsoft.KeyVault/vaults/kv1/secrets/shop ,\n wild=not-checked-here,"},
+			want: func(s *Settings) {
+				s.ListenerCertificates = map[string]string{"https": "/subscriptions/s/resourceGroups/g/providers/Microsoft.KeyVault/vaults/kv1/secrets/shop", "wild": "not-checked-here"}
+			}},
+		{name: "listener certificate without listener", ann: map[string]string{keys.AnnotationAzureListenerCertificates: "=/subscriptions/s"},
+			errs: []string{`fleetnet.dev/azure-listener-certificates="=/subscriptions/s": entry "=/subscriptions/s": want <listener name>=<Key Vault secret resource id>`}},
+		{name: "listener certificate named twice", ann: map[string]string{keys.AnnotationAzureListenerCertificates: "a=x,a=y"},
+			errs: []string{`listener a is named twice`}},
+		{name: "listener certificates empty", ann: map[string]string{keys.AnnotationAzureListenerCertificates: " , "},
+			errs: []string{`fleetnet.dev/azure-listener-certificates=" , ": want <listener name>=`}},
 		{name: "bad pls group", class: SKUPremium, ann: map[string]string{keys.AnnotationAzureConnectivity: "private-link", keys.AnnotationAzurePLSResourceGroup: "a/b"},
 			errs: []string{`fleetnet.dev/azure-pls-resource-group="a/b"`}},
 		{name: "every problem told", ann: map[string]string{keys.AnnotationAzureSKU: "Gold", keys.AnnotationAzureProbeMethod: "PUT"},
@@ -84,9 +95,27 @@ func TestParse(t *testing.T) {
 			}
 			want := Defaults(class)
 			tt.want(&want)
-			if got != want {
+			if !reflect.DeepEqual(got, want) {
 				t.Errorf("got %+v\nwant %+v", got, want)
 			}
 		})
+	}
+}
+
+func TestKeyVaultSecret(t *testing.T) {
+	for _, tt := range []struct {
+		ref, err string
+	}{
+		{ref: "/subscriptions/s/resourceGroups/g/providers/Microsoft.KeyVault/vaults/kv-1/secrets/shop-tls"},
+		{ref: "/SUBSCRIPTIONS/s/resourcegroups/g/providers/microsoft.keyvault/vaults/kv-1/secrets/shop-tls"},
+		{ref: "https://kv-1.vault.azure.net/secrets/shop-tls", err: "not its URL"},
+		{ref: "/subscriptions/s/resourceGroups/g/providers/Microsoft.KeyVault/vaults/kv-1/certificates/shop-tls", err: "want a Key Vault secret's resource id"},
+		{ref: "/subscriptions/s/resourceGroups/g/providers/Microsoft.KeyVault/vaults/kv-1/secrets/shop-tls/versions/abc", err: "want a Key Vault secret's resource id"},
+		{ref: "/subscriptions/s/resourceGroups/g/providers/Microsoft.KeyVault/vaults/k/secrets/shop", err: "want a Key Vault secret's resource id"},
+	} {
+		err := KeyVaultSecret(tt.ref)
+		if (err == nil) != (tt.err == "") || (err != nil && !strings.Contains(err.Error(), tt.err)) {
+			t.Errorf("KeyVaultSecret(%q) = %v, want %q", tt.ref, err, tt.err)
+		}
 	}
 }
