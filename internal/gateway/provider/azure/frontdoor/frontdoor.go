@@ -1,8 +1,10 @@
 // Package frontdoor is the Azure Front Door (Standard/Premium) provider
 // of Gateways: each Gateway of a GatewayClass configured for it
 // (Config.Classes) becomes, in one resource group, a Front Door profile of
-// the class's tier with one endpoint, a custom domain with an AFD-managed
-// certificate per listener hostname, an origin group per set of backends
+// the class's tier with one endpoint, a custom domain per listener
+// hostname with an AFD-managed certificate or, for a listener named in
+// keys.AnnotationAzureListenerCertificates, a customer certificate (a
+// secret referencing its Key Vault secret), an origin group per set of backends
 // (health probe, load-balancing samples) with an origin per backend and
 // exporting cluster, a route per HTTPRoute match Front Door can express,
 // a rule set per route for its header modifiers, redirects and rewrites,
