@@ -336,6 +336,7 @@ var apiTable = map[string]apiMethods{
 	"microsoft.cdn/profiles/rulesets/rules":                            {"RulesClient", "Get", "NewListByRuleSetPager", "BeginCreate", "BeginDelete"},
 	"microsoft.cdn/profiles/securitypolicies":                          {"SecurityPoliciesClient", "Get", "NewListByProfilePager", "BeginCreate", "BeginDelete"},
 	"microsoft.cdn/profiles/customdomains":                             {"AFDCustomDomainsClient", "Get", "NewListByProfilePager", "BeginCreate", "BeginDelete"},
+	"microsoft.cdn/profiles/secrets":                                   {"SecretsClient", "Get", "NewListByProfilePager", "BeginCreate", "BeginDelete"},
 	"microsoft.network/loadbalancers":                                  {"LoadBalancersClient", "Get", "NewListPager", "BeginCreateOrUpdate", "BeginDelete"},
 	"microsoft.network/publicipaddresses":                              {"PublicIPAddressesClient", "Get", "NewListPager", "BeginCreateOrUpdate", "BeginDelete"},
 	"microsoft.network/privatelinkservices":                            {"PrivateLinkServicesClient", "Get", "NewListPager", "BeginCreateOrUpdate", ""},
