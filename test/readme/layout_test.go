@@ -1,6 +1,8 @@
-// Package readme_test keeps the README's layout table true: every Go
-// package of the project is named there, and every folder the table names
-// exists, so that a newcomer finds where a feature lives from the table.
+// Package readme_test keeps the documentation true to the tree: the
+// contributors' layout table names every Go package (this file), every
+// metric is on docs/metrics.md (metrics_test.go), every relative link and
+// anchor in README.md and docs/ resolves, and the guide's commands name
+// real make targets and fleetnetctl commands and flags (docs_test.go).
 package readme_test
 
 import (
@@ -16,6 +18,12 @@ import (
 // root is the repository's top folder, from this package's folder.
 const root = "../.."
 
+// layoutPage is the page with the layout table, under layoutHeading.
+const (
+	layoutPage    = "docs/guide/code-layout.md"
+	layoutHeading = "## Packages"
+)
+
 // checked are the folders whose packages the table must name.
 var checked = []string{"api", "cmd", "internal", "hack", "test"}
 
@@ -28,10 +36,10 @@ type row struct {
 
 var code = regexp.MustCompile("`([^`]+)`")
 
-// layoutRows reads the table under "## Layout".
+// layoutRows reads the table under layoutHeading of layoutPage.
 func layoutRows(t *testing.T) []row {
 	t.Helper()
-	f, err := os.Open(filepath.Join(root, "README.md"))
+	f, err := os.Open(filepath.Join(root, layoutPage))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +51,7 @@ func layoutRows(t *testing.T) []row {
 		line := sc.Text()
 		switch {
 		case strings.HasPrefix(line, "## "):
-			in = line == "## Layout"
+			in = line == layoutHeading
 		case in && strings.HasPrefix(line, "| `"):
 			cells := strings.SplitN(strings.TrimPrefix(line, "|"), "|", 2)
 			r := row{text: line}
@@ -57,7 +65,7 @@ func layoutRows(t *testing.T) []row {
 		t.Fatal(err)
 	}
 	if len(rows) == 0 {
-		t.Fatal("README.md has no layout table under '## Layout'")
+		t.Fatalf("%s has no layout table under %q", layoutPage, layoutHeading)
 	}
 	return rows
 }
@@ -128,7 +136,7 @@ func TestLayoutNamesEveryPackage(t *testing.T) {
 			continue // the tool pins' go.mod folders, one row
 		}
 		if !named(rows, dir) {
-			t.Errorf("README.md's layout table does not name %s: add a row (or name it in its parent's row)", dir)
+			t.Errorf("%s's layout table does not name %s: add a row (or name it in its parent's row)", layoutPage, dir)
 		}
 	}
 }
@@ -141,7 +149,7 @@ func TestLayoutFoldersExist(t *testing.T) {
 				continue // a pattern, such as cmd/<binary>
 			}
 			if _, err := os.Stat(filepath.Join(root, f)); err != nil {
-				t.Errorf("README.md's layout table names %s, which does not exist", f)
+				t.Errorf("%s's layout table names %s, which does not exist", layoutPage, f)
 			}
 		}
 	}
