@@ -2,8 +2,8 @@ package keys
 
 // Trace span names and attribute keys (OpenTelemetry) of an export's path
 // through the fleet: the exporting agent's publish, the registry's write
-// and fan-out, each importing agent's apply (docs/architecture.md, "traces
-// of an export's path").
+// and fan-out, each importing agent's apply
+// (docs/decisions/0131-export-path-traces.md).
 const (
 	// SpanPublish is an agent's publish of one export and its endpoint
 	// chunks to the registry (only when something is written).

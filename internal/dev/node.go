@@ -203,8 +203,8 @@ func (c ClusterState) kwokNodeLabels(nodes bool) map[string]string {
 // cluster (issue 52). A zone label that appears after kube-proxy is up is
 // a change, delivered to the registered proxier. So the zone is taken off
 // before kube-proxy starts and put back once it answers /healthz (its first
-// sync, which comes after the registration). docs/architecture.md,
-// "kube-proxy and a node's zone", has the upstream issue.
+// sync, which comes after the registration).
+// docs/decisions/0160-kube-proxy-zone-race.md has the upstream issue.
 func (c ClusterState) zoneAfterKubeProxy(ctx context.Context, s *State, present bool) error {
 	cs, err := s.Clientset(c.Name)
 	if err != nil {

@@ -247,7 +247,8 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 	// The derived Service comes first, so that the ServiceImport is written
 	// once, with the ClusterSetIP its Service was given, and is never
 	// without it; the slices it selects are owned by it (see
-	// docs/architecture.md, "writes per import").
+	// docs/decisions/0118-derived-service-first.md and
+	// docs/decisions/0119-slices-owned-by-derived-service.md).
 	var svc *corev1.Service
 	var loc *locality.Decision
 	var gatewayPorts map[int32]int32

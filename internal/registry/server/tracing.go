@@ -11,8 +11,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// Traces of an export's path (docs/architecture.md, "traces of an export's
-// path"): a write's span is the child of the trace_parent its record came
+// Traces of an export's path (docs/decisions/0131-export-path-traces.md):
+// a write's span is the child of the trace_parent its record came
 // with (the agent's publish) and replaces it in the stored record, so that
 // the fan-out of what the record changed, by whichever replica serves the
 // watchers, is the write's child; each fanned-out import or chunk carries

@@ -58,7 +58,7 @@ type BackendTrafficPolicySpecApplyConfiguration struct {
 	// clusters of its region, then to each entry of order in turn, and to
 	// every cluster when none has enough. kube-proxy follows zone hints
 	// only on nodes whose zone label it knows: kube-proxy v1.37 can miss
-	// it at start (docs/architecture.md, "kube-proxy and a node's zone"),
+	// it at start (docs/decisions/0160-kube-proxy-zone-race.md),
 	// which a restart of that node's kube-proxy clears; the
 	// ServiceImport's Locality condition says which hints the agent
 	// wrote, not what each node's kube-proxy does. At the edge, traffic leaves the
