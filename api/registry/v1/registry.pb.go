@@ -1617,8 +1617,16 @@ func (*DeregisterClusterResponse) Descriptor() ([]byte, []int) {
 }
 
 type PutExportRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Export        *Export                `protobuf:"bytes,1,opt,name=export,proto3" json:"export,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Export *Export                `protobuf:"bytes,1,opt,name=export,proto3" json:"export,omitempty"`
+	// chunks, when given, are endpoint chunks of this export written with it
+	// in one transaction: one revision and one watch event, so that an
+	// importer sees a new export with its endpoints at once. Each chunk's
+	// key names the export's cluster, namespace and name. At most
+	// validate.MaxChunksWithExport chunks of validate.MaxChunksWithExportBytes
+	// in all (internal/registry/validate); an agent sends the rest with
+	// PutEndpoints.
+	Chunks        []*EndpointChunk `protobuf:"bytes,2,rep,name=chunks,proto3" json:"chunks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1660,9 +1668,20 @@ func (x *PutExportRequest) GetExport() *Export {
 	return nil
 }
 
+func (x *PutExportRequest) GetChunks() []*EndpointChunk {
+	if x != nil {
+		return x.Chunks
+	}
+	return nil
+}
+
 type PutExportResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Revision      int64                  `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Revision int64                  `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	// chunks_written is how many of the request's chunks were written with
+	// the export. A registry from before this field writes none and says
+	// nothing: the caller then writes them with PutEndpoints.
+	ChunksWritten int32 `protobuf:"varint,2,opt,name=chunks_written,json=chunksWritten,proto3" json:"chunks_written,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1700,6 +1719,13 @@ func (*PutExportResponse) Descriptor() ([]byte, []int) {
 func (x *PutExportResponse) GetRevision() int64 {
 	if x != nil {
 		return x.Revision
+	}
+	return 0
+}
+
+func (x *PutExportResponse) GetChunksWritten() int32 {
+	if x != nil {
+		return x.ChunksWritten
 	}
 	return 0
 }
@@ -2082,7 +2108,13 @@ type WatchEvent struct {
 	//	*WatchEvent_EndpointsDelete
 	//	*WatchEvent_ExportStatus
 	//	*WatchEvent_ExportStatusDelete
-	Event         isWatchEvent_Event `protobuf_oneof:"event"`
+	Event isWatchEvent_Event `protobuf_oneof:"event"`
+	// more says that more events of this revision follow on this stream: a
+	// change that is one revision (an export with its endpoints) reaches the
+	// client as consecutive events, the last without more, and a client
+	// acts on them once it has them all. A registry from before this field
+	// never sets it.
+	More          bool `protobuf:"varint,10,opt,name=more,proto3" json:"more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2201,6 +2233,13 @@ func (x *WatchEvent) GetExportStatusDelete() *ExportKey {
 		}
 	}
 	return nil
+}
+
+func (x *WatchEvent) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
 }
 
 type isWatchEvent_Event interface {
@@ -2867,11 +2906,13 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\x18DeregisterClusterRequest\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\"\x1b\n" +
-	"\x19DeregisterClusterResponse\"H\n" +
+	"\x19DeregisterClusterResponse\"\x85\x01\n" +
 	"\x10PutExportRequest\x124\n" +
-	"\x06export\x18\x01 \x01(\v2\x1c.fleetnet.registry.v1.ExportR\x06export\"/\n" +
+	"\x06export\x18\x01 \x01(\v2\x1c.fleetnet.registry.v1.ExportR\x06export\x12;\n" +
+	"\x06chunks\x18\x02 \x03(\v2#.fleetnet.registry.v1.EndpointChunkR\x06chunks\"V\n" +
 	"\x11PutExportResponse\x12\x1a\n" +
-	"\brevision\x18\x01 \x01(\x03R\brevision\"i\n" +
+	"\brevision\x18\x01 \x01(\x03R\brevision\x12%\n" +
+	"\x0echunks_written\x18\x02 \x01(\x05R\rchunksWritten\"i\n" +
 	"\x13DeleteExportRequest\x121\n" +
 	"\x03key\x18\x01 \x01(\v2\x1f.fleetnet.registry.v1.ExportKeyR\x03key\x12\x1f\n" +
 	"\vif_revision\x18\x02 \x01(\x03R\n" +
@@ -2895,7 +2936,7 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\x18export_status_cluster_id\x18\x02 \x01(\tR\x15exportStatusClusterId\x12\x1e\n" +
 	"\n" +
 	"namespaces\x18\x03 \x03(\tR\n" +
-	"namespaces\"\xea\x04\n" +
+	"namespaces\"\xfe\x04\n" +
 	"\n" +
 	"WatchEvent\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\x03R\brevision\x123\n" +
@@ -2906,7 +2947,9 @@ const file_registry_v1_registry_proto_rawDesc = "" +
 	"\x10endpoints_upsert\x18\x06 \x01(\v2#.fleetnet.registry.v1.EndpointChunkH\x00R\x0fendpointsUpsert\x12K\n" +
 	"\x10endpoints_delete\x18\a \x01(\v2\x1e.fleetnet.registry.v1.ChunkKeyH\x00R\x0fendpointsDelete\x12I\n" +
 	"\rexport_status\x18\b \x01(\v2\".fleetnet.registry.v1.ExportStatusH\x00R\fexportStatus\x12S\n" +
-	"\x14export_status_delete\x18\t \x01(\v2\x1f.fleetnet.registry.v1.ExportKeyH\x00R\x12exportStatusDeleteB\a\n" +
+	"\x14export_status_delete\x18\t \x01(\v2\x1f.fleetnet.registry.v1.ExportKeyH\x00R\x12exportStatusDelete\x12\x12\n" +
+	"\x04more\x18\n" +
+	" \x01(\bR\x04moreB\a\n" +
 	"\x05event\"\a\n" +
 	"\x05Reset\"\b\n" +
 	"\x06Synced\"\x15\n" +
@@ -3033,51 +3076,52 @@ var file_registry_v1_registry_proto_depIdxs = []int32{
 	0,  // 20: fleetnet.registry.v1.RegisterClusterRequest.cluster:type_name -> fleetnet.registry.v1.Cluster
 	0,  // 21: fleetnet.registry.v1.RegisterClusterResponse.cluster:type_name -> fleetnet.registry.v1.Cluster
 	3,  // 22: fleetnet.registry.v1.PutExportRequest.export:type_name -> fleetnet.registry.v1.Export
-	2,  // 23: fleetnet.registry.v1.DeleteExportRequest.key:type_name -> fleetnet.registry.v1.ExportKey
-	10, // 24: fleetnet.registry.v1.PutEndpointsRequest.chunk:type_name -> fleetnet.registry.v1.EndpointChunk
-	9,  // 25: fleetnet.registry.v1.DeleteEndpointsRequest.key:type_name -> fleetnet.registry.v1.ChunkKey
-	30, // 26: fleetnet.registry.v1.WatchEvent.reset:type_name -> fleetnet.registry.v1.Reset
-	31, // 27: fleetnet.registry.v1.WatchEvent.synced:type_name -> fleetnet.registry.v1.Synced
-	13, // 28: fleetnet.registry.v1.WatchEvent.import_upsert:type_name -> fleetnet.registry.v1.Import
-	11, // 29: fleetnet.registry.v1.WatchEvent.import_delete:type_name -> fleetnet.registry.v1.ImportKey
-	10, // 30: fleetnet.registry.v1.WatchEvent.endpoints_upsert:type_name -> fleetnet.registry.v1.EndpointChunk
-	9,  // 31: fleetnet.registry.v1.WatchEvent.endpoints_delete:type_name -> fleetnet.registry.v1.ChunkKey
-	5,  // 32: fleetnet.registry.v1.WatchEvent.export_status:type_name -> fleetnet.registry.v1.ExportStatus
-	2,  // 33: fleetnet.registry.v1.WatchEvent.export_status_delete:type_name -> fleetnet.registry.v1.ExportKey
-	0,  // 34: fleetnet.registry.v1.ListClustersResponse.clusters:type_name -> fleetnet.registry.v1.Cluster
-	3,  // 35: fleetnet.registry.v1.ListExportsResponse.exports:type_name -> fleetnet.registry.v1.Export
-	5,  // 36: fleetnet.registry.v1.ListExportsResponse.statuses:type_name -> fleetnet.registry.v1.ExportStatus
-	10, // 37: fleetnet.registry.v1.ListExportsResponse.endpoints:type_name -> fleetnet.registry.v1.EndpointChunk
-	13, // 38: fleetnet.registry.v1.ListImportsResponse.imports:type_name -> fleetnet.registry.v1.Import
-	14, // 39: fleetnet.registry.v1.Registry.RegisterCluster:input_type -> fleetnet.registry.v1.RegisterClusterRequest
-	16, // 40: fleetnet.registry.v1.Registry.RenewLease:input_type -> fleetnet.registry.v1.RenewLeaseRequest
-	18, // 41: fleetnet.registry.v1.Registry.DeregisterCluster:input_type -> fleetnet.registry.v1.DeregisterClusterRequest
-	20, // 42: fleetnet.registry.v1.Registry.PutExport:input_type -> fleetnet.registry.v1.PutExportRequest
-	22, // 43: fleetnet.registry.v1.Registry.DeleteExport:input_type -> fleetnet.registry.v1.DeleteExportRequest
-	24, // 44: fleetnet.registry.v1.Registry.PutEndpoints:input_type -> fleetnet.registry.v1.PutEndpointsRequest
-	26, // 45: fleetnet.registry.v1.Registry.DeleteEndpoints:input_type -> fleetnet.registry.v1.DeleteEndpointsRequest
-	28, // 46: fleetnet.registry.v1.Registry.Watch:input_type -> fleetnet.registry.v1.WatchRequest
-	32, // 47: fleetnet.registry.v1.Registry.ListClusters:input_type -> fleetnet.registry.v1.ListClustersRequest
-	34, // 48: fleetnet.registry.v1.Registry.ListExports:input_type -> fleetnet.registry.v1.ListExportsRequest
-	36, // 49: fleetnet.registry.v1.Registry.ListImports:input_type -> fleetnet.registry.v1.ListImportsRequest
-	38, // 50: fleetnet.registry.v1.Registry.EvictCluster:input_type -> fleetnet.registry.v1.EvictClusterRequest
-	15, // 51: fleetnet.registry.v1.Registry.RegisterCluster:output_type -> fleetnet.registry.v1.RegisterClusterResponse
-	17, // 52: fleetnet.registry.v1.Registry.RenewLease:output_type -> fleetnet.registry.v1.RenewLeaseResponse
-	19, // 53: fleetnet.registry.v1.Registry.DeregisterCluster:output_type -> fleetnet.registry.v1.DeregisterClusterResponse
-	21, // 54: fleetnet.registry.v1.Registry.PutExport:output_type -> fleetnet.registry.v1.PutExportResponse
-	23, // 55: fleetnet.registry.v1.Registry.DeleteExport:output_type -> fleetnet.registry.v1.DeleteExportResponse
-	25, // 56: fleetnet.registry.v1.Registry.PutEndpoints:output_type -> fleetnet.registry.v1.PutEndpointsResponse
-	27, // 57: fleetnet.registry.v1.Registry.DeleteEndpoints:output_type -> fleetnet.registry.v1.DeleteEndpointsResponse
-	29, // 58: fleetnet.registry.v1.Registry.Watch:output_type -> fleetnet.registry.v1.WatchEvent
-	33, // 59: fleetnet.registry.v1.Registry.ListClusters:output_type -> fleetnet.registry.v1.ListClustersResponse
-	35, // 60: fleetnet.registry.v1.Registry.ListExports:output_type -> fleetnet.registry.v1.ListExportsResponse
-	37, // 61: fleetnet.registry.v1.Registry.ListImports:output_type -> fleetnet.registry.v1.ListImportsResponse
-	39, // 62: fleetnet.registry.v1.Registry.EvictCluster:output_type -> fleetnet.registry.v1.EvictClusterResponse
-	51, // [51:63] is the sub-list for method output_type
-	39, // [39:51] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	10, // 23: fleetnet.registry.v1.PutExportRequest.chunks:type_name -> fleetnet.registry.v1.EndpointChunk
+	2,  // 24: fleetnet.registry.v1.DeleteExportRequest.key:type_name -> fleetnet.registry.v1.ExportKey
+	10, // 25: fleetnet.registry.v1.PutEndpointsRequest.chunk:type_name -> fleetnet.registry.v1.EndpointChunk
+	9,  // 26: fleetnet.registry.v1.DeleteEndpointsRequest.key:type_name -> fleetnet.registry.v1.ChunkKey
+	30, // 27: fleetnet.registry.v1.WatchEvent.reset:type_name -> fleetnet.registry.v1.Reset
+	31, // 28: fleetnet.registry.v1.WatchEvent.synced:type_name -> fleetnet.registry.v1.Synced
+	13, // 29: fleetnet.registry.v1.WatchEvent.import_upsert:type_name -> fleetnet.registry.v1.Import
+	11, // 30: fleetnet.registry.v1.WatchEvent.import_delete:type_name -> fleetnet.registry.v1.ImportKey
+	10, // 31: fleetnet.registry.v1.WatchEvent.endpoints_upsert:type_name -> fleetnet.registry.v1.EndpointChunk
+	9,  // 32: fleetnet.registry.v1.WatchEvent.endpoints_delete:type_name -> fleetnet.registry.v1.ChunkKey
+	5,  // 33: fleetnet.registry.v1.WatchEvent.export_status:type_name -> fleetnet.registry.v1.ExportStatus
+	2,  // 34: fleetnet.registry.v1.WatchEvent.export_status_delete:type_name -> fleetnet.registry.v1.ExportKey
+	0,  // 35: fleetnet.registry.v1.ListClustersResponse.clusters:type_name -> fleetnet.registry.v1.Cluster
+	3,  // 36: fleetnet.registry.v1.ListExportsResponse.exports:type_name -> fleetnet.registry.v1.Export
+	5,  // 37: fleetnet.registry.v1.ListExportsResponse.statuses:type_name -> fleetnet.registry.v1.ExportStatus
+	10, // 38: fleetnet.registry.v1.ListExportsResponse.endpoints:type_name -> fleetnet.registry.v1.EndpointChunk
+	13, // 39: fleetnet.registry.v1.ListImportsResponse.imports:type_name -> fleetnet.registry.v1.Import
+	14, // 40: fleetnet.registry.v1.Registry.RegisterCluster:input_type -> fleetnet.registry.v1.RegisterClusterRequest
+	16, // 41: fleetnet.registry.v1.Registry.RenewLease:input_type -> fleetnet.registry.v1.RenewLeaseRequest
+	18, // 42: fleetnet.registry.v1.Registry.DeregisterCluster:input_type -> fleetnet.registry.v1.DeregisterClusterRequest
+	20, // 43: fleetnet.registry.v1.Registry.PutExport:input_type -> fleetnet.registry.v1.PutExportRequest
+	22, // 44: fleetnet.registry.v1.Registry.DeleteExport:input_type -> fleetnet.registry.v1.DeleteExportRequest
+	24, // 45: fleetnet.registry.v1.Registry.PutEndpoints:input_type -> fleetnet.registry.v1.PutEndpointsRequest
+	26, // 46: fleetnet.registry.v1.Registry.DeleteEndpoints:input_type -> fleetnet.registry.v1.DeleteEndpointsRequest
+	28, // 47: fleetnet.registry.v1.Registry.Watch:input_type -> fleetnet.registry.v1.WatchRequest
+	32, // 48: fleetnet.registry.v1.Registry.ListClusters:input_type -> fleetnet.registry.v1.ListClustersRequest
+	34, // 49: fleetnet.registry.v1.Registry.ListExports:input_type -> fleetnet.registry.v1.ListExportsRequest
+	36, // 50: fleetnet.registry.v1.Registry.ListImports:input_type -> fleetnet.registry.v1.ListImportsRequest
+	38, // 51: fleetnet.registry.v1.Registry.EvictCluster:input_type -> fleetnet.registry.v1.EvictClusterRequest
+	15, // 52: fleetnet.registry.v1.Registry.RegisterCluster:output_type -> fleetnet.registry.v1.RegisterClusterResponse
+	17, // 53: fleetnet.registry.v1.Registry.RenewLease:output_type -> fleetnet.registry.v1.RenewLeaseResponse
+	19, // 54: fleetnet.registry.v1.Registry.DeregisterCluster:output_type -> fleetnet.registry.v1.DeregisterClusterResponse
+	21, // 55: fleetnet.registry.v1.Registry.PutExport:output_type -> fleetnet.registry.v1.PutExportResponse
+	23, // 56: fleetnet.registry.v1.Registry.DeleteExport:output_type -> fleetnet.registry.v1.DeleteExportResponse
+	25, // 57: fleetnet.registry.v1.Registry.PutEndpoints:output_type -> fleetnet.registry.v1.PutEndpointsResponse
+	27, // 58: fleetnet.registry.v1.Registry.DeleteEndpoints:output_type -> fleetnet.registry.v1.DeleteEndpointsResponse
+	29, // 59: fleetnet.registry.v1.Registry.Watch:output_type -> fleetnet.registry.v1.WatchEvent
+	33, // 60: fleetnet.registry.v1.Registry.ListClusters:output_type -> fleetnet.registry.v1.ListClustersResponse
+	35, // 61: fleetnet.registry.v1.Registry.ListExports:output_type -> fleetnet.registry.v1.ListExportsResponse
+	37, // 62: fleetnet.registry.v1.Registry.ListImports:output_type -> fleetnet.registry.v1.ListImportsResponse
+	39, // 63: fleetnet.registry.v1.Registry.EvictCluster:output_type -> fleetnet.registry.v1.EvictClusterResponse
+	52, // [52:64] is the sub-list for method output_type
+	40, // [40:52] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_registry_v1_registry_proto_init() }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -107,22 +108,17 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, err
 	}
 	if !se.DeletionTimestamp.IsZero() || !r.InScope(se.Namespace) {
-		if !controllerutil.ContainsFinalizer(se, keys.FinalizerServiceExport) {
-			return reconcile.Result{}, nil
-		}
+		// Withdrawn even without the finalizer: it is added after the
+		// first publish, so a deletion may come between the two.
 		if err := r.withdraw(ctx, key); err != nil {
 			return reconcile.Result{}, err
+		}
+		if !controllerutil.ContainsFinalizer(se, keys.FinalizerServiceExport) {
+			return reconcile.Result{}, nil
 		}
 		patch := client.MergeFrom(se.DeepCopy())
 		controllerutil.RemoveFinalizer(se, keys.FinalizerServiceExport)
 		return reconcile.Result{}, client.IgnoreNotFound(r.Client.Patch(ctx, se, patch))
-	}
-	if !controllerutil.ContainsFinalizer(se, keys.FinalizerServiceExport) {
-		patch := client.MergeFrom(se.DeepCopy())
-		controllerutil.AddFinalizer(se, keys.FinalizerServiceExport)
-		if err := r.Client.Patch(ctx, se, patch); err != nil {
-			return reconcile.Result{}, err
-		}
 	}
 
 	orig := se.DeepCopy()
@@ -148,13 +144,13 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		setCondition(se, mcsv1beta1.ServiceExportConditionReady, metav1.ConditionFalse, keys.ReasonRegistryUnavailable, "waiting for this cluster's registration with the registry")
 		return reconcile.Result{}, r.updateStatus(ctx, orig, se, "", "")
 	}
-	slices := &discoveryv1.EndpointSliceList{}
+	sliceList := &discoveryv1.EndpointSliceList{}
 	// The cache's own objects, not copies (they are only read): a Service
 	// of 50,000 endpoints would otherwise be copied on every change.
-	if err := r.Client.List(ctx, slices, client.InNamespace(se.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: se.Name}, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.Client.List(ctx, sliceList, client.InNamespace(se.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: se.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, err
 	}
-	writes, err := r.Publisher.Publish(ctx, exp, r.chunks.build(r.Cluster, se, slices.Items))
+	writes, err := r.Publisher.Publish(ctx, exp, r.chunks.build(r.Cluster, se, sliceList.Items))
 	if err != nil {
 		reason, ready := keys.ReasonRegistryUnavailable, "publishing to the registry failed: "+err.Error()
 		if status.Code(err) == codes.InvalidArgument {
@@ -172,6 +168,22 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 	}
 	if writes > 0 {
 		r.Log.Info("published export", "export", req.String(), "writes", writes)
+	}
+	// The finalizer comes after the first publish, off the path from a new
+	// ServiceExport to its importers. Nothing published is left behind
+	// without it: a ServiceExport deleted before it is added is withdrawn
+	// when the reconcile finds it gone (or being deleted), and one whose
+	// agent stopped in between by the Resyncer, which deletes registry
+	// exports that have no ServiceExport.
+	if !controllerutil.ContainsFinalizer(orig, keys.FinalizerServiceExport) {
+		// Patched on a copy: the answer would replace the conditions
+		// computed so far in se.
+		withFinalizer := orig.DeepCopy()
+		controllerutil.AddFinalizer(withFinalizer, keys.FinalizerServiceExport)
+		if err := r.Client.Patch(ctx, withFinalizer, client.MergeFrom(orig)); err != nil {
+			return reconcile.Result{}, err
+		}
+		orig.Finalizers, se.Finalizers = withFinalizer.Finalizers, slices.Clone(withFinalizer.Finalizers)
 	}
 
 	st, synced := r.Status.Status(key)

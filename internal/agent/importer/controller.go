@@ -287,10 +287,20 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 	applied := si
 	labels, annotations := ImportMetadata(imp)
 	ips := importIPs(imp.GetType(), si.Spec.IPs, svc, withdraw)
+	// With a derived Service, the ServiceImport and the slices are
+	// independent writes and go at once: a new import is complete after
+	// two API round trips (the Service, then both), not three.
+	var siApply sync.WaitGroup
+	var siErr error
 	if want := withIPs(spec, ips); si.UID == "" || !equality.Semantic.DeepEqual(si.Spec, want) || !metadataApplied(si, labels, annotations) {
-		if applied, err = r.applyServiceImport(ctx, si, req.NamespacedName, spec, ips, labels, annotations); err != nil {
+		apply := func() {
+			applied, siErr = r.applyServiceImport(ctx, si, req.NamespacedName, spec, ips, labels, annotations)
+		}
+		if svc != nil {
+			siApply.Go(apply)
+		} else if apply(); siErr != nil {
 			r.Progress.Set(req.NamespacedName, false)
-			return reconcile.Result{}, r.specRefused(ctx, si, req.NamespacedName, imp, &stepError{"applying the ServiceImport spec", err})
+			return reconcile.Result{}, r.specRefused(ctx, si, req.NamespacedName, imp, &stepError{"applying the ServiceImport spec", siErr})
 		}
 	}
 	var withdrawErr error
@@ -309,6 +319,10 @@ func (r *Reconciler) reconcile(ctx context.Context, req reconcile.Request) (reco
 		}
 	case withdraw:
 		withdrawErr = r.withdraw(ctx, req.NamespacedName, reason)
+	}
+	if siApply.Wait(); siErr != nil {
+		r.Progress.Set(req.NamespacedName, false)
+		return reconcile.Result{}, r.specRefused(ctx, si, req.NamespacedName, imp, &stepError{"applying the ServiceImport spec", siErr})
 	}
 	serr := r.applyStatus(ctx, applied, imp, reason, failure, loc, cross.Condition(gatewayPorts, applied.Generation))
 	r.Progress.Set(req.NamespacedName, failure == nil && serr == nil)

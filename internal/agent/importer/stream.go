@@ -183,10 +183,21 @@ func (s *Stream) watch(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	var staged map[types.NamespacedName]*Desired // a snapshot being received
+	// held are imports changed by events of a revision whose last event
+	// (the one without more) has yet to come: an export written with its
+	// endpoints is applied once, whole.
+	var held []types.NamespacedName
+	release := func() {
+		for _, k := range held {
+			s.Changed(k)
+		}
+		held = held[:0]
+	}
 	got := false
 	for {
 		ev, err := w.Recv()
 		if err != nil {
+			release() // applied already: their imports must not wait for a resync
 			s.setSynced(false)
 			return got, err
 		}
@@ -238,7 +249,10 @@ func (s *Stream) watch(ctx context.Context) (bool, error) {
 			}
 			s.mu.Unlock()
 			if ok && staged == nil {
-				s.Changed(k)
+				held = append(held, k)
+			}
+			if !ev.GetMore() {
+				release()
 			}
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fleetnet/fleetnet/api/keys"
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/internal/registry/validate"
 	"github.com/fleetnet/fleetnet/internal/tracing"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
@@ -211,12 +212,33 @@ func (p *Publisher) Publish(ctx context.Context, e *registryv1.Export, chunks []
 	}()
 	if !registryv1.EqualIgnoringTrace(have, e) {
 		traced()
-		resp, err := p.client.PutExport(ctx, &registryv1.PutExportRequest{Export: registryv1.WithTraceParent(e, traceParent)})
+		// The chunks that differ go with the export, in one transaction, as
+		// many as the registry takes in one (validate.MaxChunksWithExport*):
+		// a new export reaches importers with its endpoints, in one event.
+		with := changedChunks(haveChunks, chunks)
+		with = with[:withExportCount(with)]
+		req := &registryv1.PutExportRequest{Export: registryv1.WithTraceParent(e, traceParent)}
+		for _, c := range with {
+			req.Chunks = append(req.Chunks, registryv1.WithTraceParent(c, traceParent))
+		}
+		resp, err := p.client.PutExport(ctx, req)
 		if err := p.count("export", "put", err); err != nil {
 			return writes, fmt.Errorf("publishing export %s/%s: %w", k.Namespace, k.Name, err)
 		}
 		writes++
-		p.record(k, epoch, func(s *sent) { s.export, s.exportRev = e, resp.GetRevision() })
+		// A registry from before PutExport took chunks writes none of them
+		// (chunks_written 0): they go with PutEndpoints below.
+		written := with[:min(len(with), int(max(0, resp.GetChunksWritten())))]
+		for _, c := range written {
+			p.count("endpoints", "put", nil)
+			haveChunks[c.GetKey().GetChunk()] = c
+		}
+		p.record(k, epoch, func(s *sent) {
+			s.export, s.exportRev = e, resp.GetRevision()
+			for _, c := range written {
+				s.chunks[c.GetKey().GetChunk()], s.chunkRevs[c.GetKey().GetChunk()] = c, resp.GetRevision()
+			}
+		})
 	}
 	want := map[string]bool{}
 	for _, c := range chunks {
@@ -249,6 +271,34 @@ func (p *Publisher) Publish(ctx context.Context, e *registryv1.Export, chunks []
 	}
 	p.metrics.Latency.Observe(time.Since(start).Seconds())
 	return writes, nil
+}
+
+// changedChunks returns the chunks that differ from what was acknowledged.
+func changedChunks(have map[string]*registryv1.EndpointChunk, chunks []*registryv1.EndpointChunk) []*registryv1.EndpointChunk {
+	var out []*registryv1.EndpointChunk
+	for _, c := range chunks {
+		if h := have[c.GetKey().GetChunk()]; h != c && !registryv1.EqualIgnoringTrace(h, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// withExportCount is how many of chunks, from the first, fit in one
+// PutExport (validate.MaxChunksWithExport and MaxChunksWithExportBytes,
+// with room for a trace_parent each).
+func withExportCount(chunks []*registryv1.EndpointChunk) int {
+	const traceParentRoom = 64
+	size := 0
+	for i, c := range chunks {
+		if i == validate.MaxChunksWithExport {
+			return i
+		}
+		if size += proto.Size(c) + traceParentRoom; size > validate.MaxChunksWithExportBytes {
+			return i
+		}
+	}
+	return len(chunks)
 }
 
 // Withdraw removes export k and its chunks from the registry. With

@@ -229,7 +229,8 @@ func (r *Registry) requireRegistered(ctx context.Context, id string) error {
 
 func (r *Registry) PutExport(ctx context.Context, req *registryv1.PutExportRequest) (*registryv1.PutExportResponse, error) {
 	e := req.GetExport()
-	if err := invalid(validate.Export(e, field.NewPath("export"))); err != nil {
+	errs := validate.Export(e, field.NewPath("export"))
+	if err := invalid(append(errs, validate.ChunksWithExport(e, req.GetChunks(), field.NewPath("chunks"))...)); err != nil {
 		return nil, err
 	}
 	if err := auth.RequireCluster(ctx, e.GetKey().GetClusterId()); err != nil {
@@ -246,12 +247,27 @@ func (r *Registry) PutExport(ctx context.Context, req *registryv1.PutExportReque
 	e.TraceParent = traceParent
 	normalize(e)
 	b, _ := proto.Marshal(e)
-	rev, err := r.store.Put(ctx, keyspace.ExportKey(e.GetKey()), b, 0)
+	if len(req.GetChunks()) == 0 {
+		rev, err := r.store.Put(ctx, keyspace.ExportKey(e.GetKey()), b, 0)
+		tracing.End(span, err)
+		if err != nil {
+			return nil, storeErr(err)
+		}
+		return &registryv1.PutExportResponse{Revision: rev}, nil
+	}
+	// The export and its chunks in one transaction: importers see the new
+	// export with its endpoints in one event, not an empty import first.
+	kvs := []store.KV{{Key: keyspace.ExportKey(e.GetKey()), Value: b}}
+	for _, c := range req.GetChunks() {
+		cb, _ := proto.Marshal(registryv1.WithTraceParent(c, traceParent))
+		kvs = append(kvs, store.KV{Key: keyspace.ChunkKey(c.GetKey()), Value: cb})
+	}
+	rev, err := r.store.PutAll(ctx, kvs)
 	tracing.End(span, err)
 	if err != nil {
 		return nil, storeErr(err)
 	}
-	return &registryv1.PutExportResponse{Revision: rev}, nil
+	return &registryv1.PutExportResponse{Revision: rev, ChunksWritten: int32(len(req.GetChunks()))}, nil
 }
 
 func (r *Registry) DeleteExport(ctx context.Context, req *registryv1.DeleteExportRequest) (*registryv1.DeleteExportResponse, error) {
@@ -462,16 +478,18 @@ func (r *Registry) Watch(req *registryv1.WatchRequest, stream grpc.ServerStreami
 	defer func() { r.metrics.watchers.Set(float64(r.hub.count())) }()
 
 	// Events go out encoded (see codec): SendMsg, not Send.
-	for _, e := range first {
-		if err := stream.SendMsg(e); err != nil {
+	// Each is marked when another of its revision follows (sendable): a
+	// take holds whole revisions, the hub queues them all or none.
+	for i, e := range first {
+		if err := stream.SendMsg(sendable(e, at(first, i+1))); err != nil {
 			return err
 		}
 	}
 	var batch []*encoded
 	sendQueued := func() error {
 		batch = w.take(batch)
-		for _, e := range batch {
-			if err := stream.SendMsg(e); err != nil {
+		for i, e := range batch {
+			if err := stream.SendMsg(sendable(e, at(batch, i+1))); err != nil {
 				return err
 			}
 			w.written(e)
@@ -497,6 +515,14 @@ func (r *Registry) Watch(req *registryv1.WatchRequest, stream grpc.ServerStreami
 			return ctx.Err()
 		}
 	}
+}
+
+// at returns events[i], or nil past the end.
+func at(events []*encoded, i int) *encoded {
+	if i < len(events) {
+		return events[i]
+	}
+	return nil
 }
 
 // normalize spells out the API defaults, so that an export that leaves a

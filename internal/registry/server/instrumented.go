@@ -39,6 +39,12 @@ func (s instrumentedStore) Put(ctx context.Context, key string, value []byte, le
 	return rev, err
 }
 
+func (s instrumentedStore) PutAll(ctx context.Context, kvs []store.KV) (int64, error) {
+	rev, err := s.Store.PutAll(ctx, kvs)
+	s.count("put_all", err)
+	return rev, err
+}
+
 func (s instrumentedStore) Delete(ctx context.Context, key string, ifRevision int64) (bool, int64, error) {
 	ok, rev, err := s.Store.Delete(ctx, key, ifRevision)
 	s.count("delete", err)

@@ -149,6 +149,24 @@ func (s *snapshotEncoder) encode(events []view.Event) []*encoded {
 	return out
 }
 
+// continued is an encoded event sent with more set: another event of its
+// revision follows on the stream. The field is appended to the shared
+// encoding (a protobuf message may carry its fields in any order), so
+// that marking it costs two bytes on the wire and no encoding per watcher.
+type continued struct{ *encoded }
+
+// moreTrue is WatchEvent's field more (10, varint) set to true.
+var moreTrue = protowire.AppendVarint(protowire.AppendTag(nil, 10, protowire.VarintType), 1)
+
+// sendable is e as it goes to a watcher: continued when next, the event
+// after it on the same stream, has the same revision.
+func sendable(e, next *encoded) any {
+	if next != nil && next.revision == e.revision && e.revision != 0 {
+		return continued{e}
+	}
+	return e
+}
+
 // codec is gRPC's protobuf codec that also sends encoded events as they
 // are, without marshaling them again.
 type codec struct{ proto encoding.CodecV2 }
@@ -158,6 +176,12 @@ func newCodec() codec { return codec{proto: encoding.GetCodecV2(grpcproto.Name)}
 func (c codec) Name() string { return grpcproto.Name }
 
 func (c codec) Marshal(v any) (mem.BufferSlice, error) {
+	if e, ok := v.(continued); ok {
+		if len(e.head) == 0 {
+			return mem.BufferSlice{mem.SliceBuffer(e.body), mem.SliceBuffer(moreTrue)}, nil
+		}
+		return mem.BufferSlice{mem.SliceBuffer(e.head), mem.SliceBuffer(e.body), mem.SliceBuffer(moreTrue)}, nil
+	}
 	if e, ok := v.(*encoded); ok {
 		if len(e.head) == 0 {
 			return mem.BufferSlice{mem.SliceBuffer(e.body)}, nil

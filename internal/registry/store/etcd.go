@@ -62,6 +62,18 @@ func (e *Etcd) Put(ctx context.Context, key string, value []byte, lease LeaseID)
 	return resp.Header.Revision, nil
 }
 
+func (e *Etcd) PutAll(ctx context.Context, kvs []KV) (int64, error) {
+	ops := make([]clientv3.Op, 0, len(kvs))
+	for _, kv := range kvs {
+		ops = append(ops, clientv3.OpPut(e.prefix+kv.Key, string(kv.Value)))
+	}
+	resp, err := e.client.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return 0, fmt.Errorf("etcd put of %d keys from %s: %w", len(kvs), kvs[0].Key, err)
+	}
+	return resp.Header.Revision, nil
+}
+
 func (e *Etcd) Delete(ctx context.Context, key string, ifRevision int64) (bool, int64, error) {
 	k := e.prefix + key
 	if ifRevision == 0 {

@@ -141,6 +141,24 @@ func (m *Memory) Put(_ context.Context, key string, value []byte, lease LeaseID)
 	return m.rev, nil
 }
 
+func (m *Memory) PutAll(_ context.Context, kvs []KV) (int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.rev++
+	for _, kv := range kvs {
+		if old, ok := m.data[kv.Key]; ok && old.Lease != 0 {
+			if l, ok := m.leases[old.Lease]; ok {
+				delete(l.keys, kv.Key)
+			}
+		}
+		kv := KV{Key: kv.Key, Value: clone(kv.Value), ModRevision: m.rev}
+		m.data[kv.Key] = kv
+		m.appendLocked(Event{Type: EventPut, KV: kv})
+	}
+	m.notifyLocked()
+	return m.rev, nil
+}
+
 func (m *Memory) Delete(_ context.Context, key string, ifRevision int64) (bool, int64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

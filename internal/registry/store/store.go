@@ -69,6 +69,11 @@ type Store interface {
 	List(ctx context.Context, prefix string) ([]KV, int64, error)
 	// Put writes key, bound to lease when it is not zero.
 	Put(ctx context.Context, key string, value []byte, lease LeaseID) (int64, error)
+	// PutAll writes every key in one transaction: one revision, and one
+	// watch response that holds them all. Leases are not taken: the
+	// registry's records that go together (an export and its endpoints)
+	// have none.
+	PutAll(ctx context.Context, kvs []KV) (int64, error)
 	// Delete removes key. When ifRevision is not zero, it deletes only if the
 	// key's ModRevision is ifRevision. It reports whether it deleted.
 	Delete(ctx context.Context, key string, ifRevision int64) (bool, int64, error)

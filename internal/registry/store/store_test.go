@@ -37,6 +37,7 @@ func TestStoreSuite(t *testing.T) {
 			t.Run("put get list delete", func(t *testing.T) { testCRUD(t, newStore(t)) })
 			t.Run("conditional delete", func(t *testing.T) { testConditionalDelete(t, newStore(t)) })
 			t.Run("watch from revision", func(t *testing.T) { testWatch(t, newStore(t)) })
+			t.Run("put all in one revision", func(t *testing.T) { testPutAll(t, newStore(t)) })
 			t.Run("lease expiry deletes keys", func(t *testing.T) { testLease(t, newStore(t)) })
 		})
 	}
@@ -123,6 +124,38 @@ func testWatch(t *testing.T, s store.Store) {
 	}
 	if got[2].Type != store.EventDelete || got[2].KV.Key != "w/1" {
 		t.Fatalf("third event = %+v, want delete of w/1", got[2])
+	}
+}
+
+// testPutAll: keys written together share one revision and reach a watch
+// in one response, which is what lets the registry send an export and its
+// endpoints to importers as one event.
+func testPutAll(t *testing.T, s store.Store) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start, _ := s.Put(ctx, "t/old", []byte("before"), 0)
+	ch := s.Watch(ctx, "t/", start)
+	rev, err := s.PutAll(ctx, []store.KV{{Key: "t/a", Value: []byte("1")}, {Key: "t/b", Value: []byte("2")}, {Key: "t/old", Value: []byte("3")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"t/a", "t/b", "t/old"} {
+		if kv, _, err := s.Get(ctx, k); err != nil || kv == nil || kv.ModRevision != rev {
+			t.Fatalf("Get(%s) = %+v, %v; want written at revision %d", k, kv, err, rev)
+		}
+	}
+	select {
+	case resp := <-ch:
+		if len(resp.Events) != 3 {
+			t.Fatalf("first watch response holds %d events, want the 3 written together: %+v", len(resp.Events), resp.Events)
+		}
+		for _, e := range resp.Events {
+			if e.Type != store.EventPut || e.KV.ModRevision != rev {
+				t.Fatalf("event %+v: want a put at revision %d", e, rev)
+			}
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no watch response after PutAll")
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	aboutv1alpha1 "github.com/fleetnet/fleetnet/api/about/v1alpha1"
 	"github.com/fleetnet/fleetnet/api/keys"
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"google.golang.org/protobuf/proto"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/labels"
@@ -41,6 +42,12 @@ const (
 	MaxClusterProperties = 64
 	// MaxClusterPropertiesBytes bounds their names and values together.
 	MaxClusterPropertiesBytes = 16 * 1024
+	// MaxChunksWithExport bounds the endpoint chunks written with an
+	// export in one PutExport, and MaxChunksWithExportBytes their encoded
+	// size together: the transaction stays inside etcd's request size
+	// (1.5 MiB by default) and its operations per transaction (128).
+	MaxChunksWithExport      = 32
+	MaxChunksWithExportBytes = 1 << 20
 )
 
 var (
@@ -180,6 +187,37 @@ func ChunkKey(k *registryv1.ChunkKey, path *field.Path) field.ErrorList {
 	}
 	for _, msg := range validation.IsDNS1123Subdomain(k.GetChunk()) {
 		errs = append(errs, field.Invalid(path.Child("chunk"), k.GetChunk(), msg))
+	}
+	return errs
+}
+
+// ChunksWithExport validates the endpoint chunks written with export e in
+// one PutExport: each a valid chunk of that export, named once, within
+// MaxChunksWithExport and MaxChunksWithExportBytes.
+func ChunksWithExport(e *registryv1.Export, chunks []*registryv1.EndpointChunk, path *field.Path) field.ErrorList {
+	if len(chunks) > MaxChunksWithExport {
+		return field.ErrorList{field.TooMany(path, len(chunks), MaxChunksWithExport)}
+	}
+	var errs field.ErrorList
+	size := 0
+	seen := map[string]bool{}
+	k := e.GetKey()
+	for i, c := range chunks {
+		cp := path.Index(i)
+		size += proto.Size(c)
+		errs = append(errs, Chunk(c, cp)...)
+		ck := c.GetKey()
+		if ck.GetClusterId() != k.GetClusterId() || ck.GetNamespace() != k.GetNamespace() || ck.GetName() != k.GetName() {
+			errs = append(errs, field.Invalid(cp.Child("key"), fmt.Sprintf("%s/%s/%s", ck.GetClusterId(), ck.GetNamespace(), ck.GetName()),
+				fmt.Sprintf("must name the export's cluster, namespace and name (%s/%s/%s)", k.GetClusterId(), k.GetNamespace(), k.GetName())))
+		}
+		if seen[ck.GetChunk()] {
+			errs = append(errs, field.Duplicate(cp.Child("key", "chunk"), ck.GetChunk()))
+		}
+		seen[ck.GetChunk()] = true
+	}
+	if size > MaxChunksWithExportBytes {
+		errs = append(errs, field.TooLong(path, "", MaxChunksWithExportBytes))
 	}
 	return errs
 }
