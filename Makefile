@@ -38,7 +38,7 @@ DEMO_TOOLS := $(BIN)/kubectl-$(KUBE_VERSION) $(BIN)/echo-basic-$(GATEWAY_API_VER
 # echo-basic, CoreDNS) when the local fleet's process node runs Pods as processes.
 TEST_IMAGE_TOOLS := $(BIN)/agnhost-$(KUBE_VERSION) $(BIN)/echo-basic-$(GATEWAY_API_VERSION) $(BIN)/coredns-$(COREDNS_VERSION)
 GEN_TOOLS := $(BIN)/controller-gen $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/staticcheck \
-	$(BIN)/client-gen $(BIN)/lister-gen $(BIN)/informer-gen $(BIN)/applyconfiguration-gen $(BIN)/openapi-gen
+	$(BIN)/client-gen $(BIN)/lister-gen $(BIN)/informer-gen $(BIN)/applyconfiguration-gen $(BIN)/openapi-gen $(BIN)/crd-ref-docs
 
 # Tests run packages in parallel; each fleet test starts its own API servers.
 # -count=1: the end-to-end suites build fleetnet's binaries in a
@@ -116,6 +116,8 @@ $(BIN)/openapi-gen: hack/tools/codegen/go.mod
 	cd hack/tools/codegen && go build -o $@ k8s.io/kube-openapi/cmd/openapi-gen
 $(BIN)/staticcheck: hack/tools/gen/go.mod
 	cd hack/tools/gen && go build -o $@ honnef.co/go/tools/cmd/staticcheck
+$(BIN)/crd-ref-docs: hack/tools/docs/go.mod
+	cd hack/tools/docs && go build -o $@ github.com/elastic/crd-ref-docs
 
 ##@ Images
 
@@ -244,12 +246,18 @@ generate: deps $(GEN_TOOLS) ## Regenerate CRDs, deepcopy, clientset, listers, in
 	hack/copy-chart-files.sh
 	hack/generate-proto.sh
 
+.PHONY: docs
+docs: deps build $(BIN)/crd-ref-docs ## Regenerate the references in docs/reference (API, keys, CLI; hack/docsgen) and the architecture picture docs/images/architecture.svg (Graphviz).
+	go run ./hack/docsgen --out docs/reference --bin-dir $(BIN) --crd-ref-docs $(BIN)/crd-ref-docs
+	dot -Tsvg -o docs/images/architecture.svg docs/images/architecture.dot
+
 .PHONY: verify
-verify: generate ## Fail when generated files differ from what is committed.
+verify: generate docs ## Fail when generated files (code, docs/reference, docs/images) differ from what is committed.
 	@if [ -n "$$(git status --porcelain -- api config internal hack pkg charts)" ]; then \
 		echo "generated files drifted; run 'make generate' and commit:"; \
 		git status --porcelain -- api config internal hack pkg charts; git diff --stat; exit 1; \
 	fi
+	@if [ -n "$$(git status --porcelain -- docs/reference docs/images)" ]; then echo "generated docs drifted; run 'make docs' and commit:"; git status --porcelain -- docs/reference docs/images; git diff --stat -- docs/reference docs/images; exit 1; fi
 
 ##@ Check
 

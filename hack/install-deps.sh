@@ -24,6 +24,7 @@ deps=(
 	"nslookup bind9-dnsutils the local fleet: nslookup and dig in the process node's shell images"
 	"/etc/ssl/certs/ca-certificates.crt ca-certificates make images: the CA bundle every image carries"
 	"chromium chromium make test: the headless browser that test/console drives"
+	"dot graphviz make docs: Graphviz, which draws docs/images/architecture.svg"
 )
 
 # The benchmarks' peers, run by the benchmarks themselves on loopback: their
