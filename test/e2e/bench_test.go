@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/fleetnet/fleetnet/api/keys"
+	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
+	"github.com/fleetnet/fleetnet/internal/registry/client"
 	"github.com/fleetnet/fleetnet/internal/scheme"
 	"github.com/fleetnet/fleetnet/test/fleet"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -107,6 +109,63 @@ func watchServiceImports(b *testing.B, ctx context.Context, ns string) *importSe
 		}
 	}
 	return seen
+}
+
+// watchRegistry records, per service in ns, when the registry's watch
+// (as an administrator, who is sent every export) first sent endpoints of
+// it: the moment the export left the exporting side and the registry fanned
+// it out, which splits an export's latency into the exporter's part and the
+// importers'.
+func watchRegistry(b *testing.B, ctx context.Context, ns string) *registrySeen {
+	rc, conn, err := client.Dial(state.AdminClientOptions())
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, err := rc.Watch(ctx, &registryv1.WatchRequest{Namespaces: []string{ns}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	seen := &registrySeen{at: map[string]time.Time{}}
+	synced := make(chan struct{})
+	go func() {
+		defer conn.Close()
+		for {
+			ev, err := w.Recv()
+			if err != nil {
+				return
+			}
+			if ev.GetSynced() != nil && synced != nil {
+				close(synced)
+				synced = nil
+			}
+			if c := ev.GetEndpointsUpsert(); c != nil {
+				seen.mu.Lock()
+				if _, ok := seen.at[c.GetKey().GetName()]; !ok {
+					seen.at[c.GetKey().GetName()] = time.Now()
+				}
+				seen.mu.Unlock()
+			}
+		}
+	}()
+	select {
+	case <-synced:
+	case <-time.After(time.Minute):
+		b.Fatal("the registry's watch did not sync within a minute")
+	}
+	return seen
+}
+
+// registrySeen holds when the registry first sent each service's endpoints.
+type registrySeen struct {
+	mu sync.Mutex
+	at map[string]time.Time
+}
+
+func (s *registrySeen) when(name string) (time.Time, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at, ok := s.at[name]
+	return at, ok
 }
 
 // importSeen holds when each cluster first saw each ServiceImport with
@@ -271,8 +330,9 @@ func BenchmarkFleet(b *testing.B) {
 	// east, then until every cluster shows the ServiceImport with its
 	// ClusterSetIP, then until every cluster shows the slice.
 	imports := watchServiceImports(b, ctx, ns)
+	registry := watchRegistry(b, ctx, ns)
 	b.Run("ExportToImport", func(b *testing.B) {
-		var lat, created, toImport, toSlice []time.Duration
+		var lat, created, toRegistry, toImport, toSlice []time.Duration
 		for i := 0; i < b.N; i++ {
 			name := fmt.Sprintf("new-%d-%d", b.N, i)
 			addrs := addresses(n+i, 0)
@@ -294,12 +354,19 @@ func BenchmarkFleet(b *testing.B) {
 				done = imported
 			}
 			lat = append(lat, done.Sub(begin))
+			fanned, ok := registry.when(name)
+			if !ok {
+				b.Fatalf("%s: imported everywhere, but the registry's watch sent no endpoints of it", name)
+			}
 			created = append(created, exported.Sub(begin))
+			toRegistry = append(toRegistry, fanned.Sub(exported))
 			toImport = append(toImport, imported.Sub(exported))
 			toSlice = append(toSlice, max(0, sliced.Sub(imported)))
 		}
 		report(b, lat)
 		b.ReportMetric(float64(percentile(created, 0.5).Microseconds())/1000, "create-p50-ms")
+		b.ReportMetric(float64(percentile(toRegistry, 0.5).Microseconds())/1000, "to-registry-watch-p50-ms")
+		b.ReportMetric(float64(percentile(toRegistry, 0.99).Microseconds())/1000, "to-registry-watch-p99-ms")
 		b.ReportMetric(float64(percentile(toImport, 0.5).Microseconds())/1000, "to-serviceimport-p50-ms")
 		b.ReportMetric(float64(percentile(toImport, 0.99).Microseconds())/1000, "to-serviceimport-p99-ms")
 		b.ReportMetric(float64(percentile(toSlice, 0.5).Microseconds())/1000, "then-slice-p50-ms")
