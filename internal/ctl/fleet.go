@@ -63,7 +63,7 @@ func (f *fleetFlags) dnsWire(ctx context.Context, cmd *cobra.Command, wire bool)
 	}
 	err := d.run(ctx, cmd, wire)
 	if apierrors.IsNotFound(err) {
-		fmt.Fprintf(cmd.OutOrStdout(), "note: %v; forward clusterset.local to fleetnet-dns in the cluster's DNS by hand (README, \"Clusterset DNS\")\n", err)
+		fmt.Fprintf(cmd.OutOrStdout(), "note: %v; forward clusterset.local to fleetnet-dns in the cluster's DNS by hand (docs/guide/tasks/install.md, \"Clusterset DNS\")\n", err)
 		return nil
 	}
 	return err
@@ -85,8 +85,8 @@ func newFleetCommand() *cobra.Command {
   fleet leave  a member out: its exports withdrawn first, then everything
                join installed taken out
 
-The charts are the ones built into this binary. README, "Install on a real
-fleet", lists what each step does by hand.`,
+The charts are the ones built into this binary. docs/guide/tasks/install.md
+lists what each step does by hand.`,
 	}
 	cmd.AddCommand(newFleetInitCommand(), newFleetJoinCommand(), newFleetLeaveCommand())
 	return cmd
