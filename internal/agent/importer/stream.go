@@ -251,9 +251,11 @@ func (s *Stream) watch(ctx context.Context) (bool, error) {
 			if ok && staged == nil {
 				held = append(held, k)
 			}
-			if !ev.GetMore() {
-				release()
-			}
+		}
+		// Whatever the event (a resume's synced mark shares the revision
+		// of the last change replayed before it), the revision is whole.
+		if !ev.GetMore() {
+			release()
 		}
 	}
 }

@@ -3,12 +3,15 @@ package importer
 import (
 	"context"
 	"log/slog"
+	"net"
 	"testing"
 	"time"
 
 	registryv1 "github.com/fleetnet/fleetnet/api/registry/v1"
 	"github.com/fleetnet/fleetnet/internal/registry/registrytest"
 	"github.com/fleetnet/fleetnet/internal/registry/server"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -73,5 +76,58 @@ func TestStreamAppliesARevisionWhole(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no change asked for within 10s")
+	}
+}
+
+// replayServer serves one watch: a resume's replay whose last change shares
+// its revision with the synced mark after it (marked more, as the registry
+// sends it), then nothing.
+type replayServer struct {
+	registryv1.UnimplementedRegistryServer
+}
+
+func (replayServer) Watch(_ *registryv1.WatchRequest, stream grpc.ServerStreamingServer[registryv1.WatchEvent]) error {
+	imp := &registryv1.Import{Key: &registryv1.ImportKey{Namespace: "demo", Name: "echo"}, Type: "ClusterSetIP",
+		Ports: []*registryv1.ServicePort{{Name: "http", Protocol: "TCP", Port: 80}}}
+	for _, ev := range []*registryv1.WatchEvent{
+		{Revision: 7, More: true, Event: &registryv1.WatchEvent_ImportUpsert{ImportUpsert: imp}},
+		{Revision: 7, Event: &registryv1.WatchEvent_Synced{Synced: &registryv1.Synced{}}},
+	} {
+		if err := stream.Send(ev); err != nil {
+			return err
+		}
+	}
+	<-stream.Context().Done()
+	return nil
+}
+
+// A revision whose last event is the synced mark is whole when the mark
+// comes: its imports are reconciled then, not at the next change.
+func TestStreamReleasesARevisionAtTheSyncedMark(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	registryv1.RegisterRegistryServer(gs, replayServer{})
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	changed := make(chan types.NamespacedName, 10)
+	s := &Stream{Client: registryv1.NewRegistryClient(conn), Log: slog.New(slog.DiscardHandler), Changed: func(k types.NamespacedName) { changed <- k }}
+	go func() { _ = s.Start(ctx) }()
+	select {
+	case k := <-changed:
+		if k != (types.NamespacedName{Namespace: "demo", Name: "echo"}) {
+			t.Fatalf("changed %v, want demo/echo", k)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the import replayed before the synced mark was never asked to be reconciled")
 	}
 }
