@@ -244,9 +244,7 @@ func (p *Publisher) Publish(ctx context.Context, e *registryv1.Export, chunks []
 	for _, c := range chunks {
 		name := c.GetKey().GetChunk()
 		want[name] = true
-		// The same object as acknowledged: the exporter built it from the
-		// same slice version (see export's chunk cache).
-		if have := haveChunks[name]; have == c || registryv1.EqualIgnoringTrace(have, c) {
+		if sameChunk(haveChunks[name], c) {
 			continue
 		}
 		traced()
@@ -273,11 +271,18 @@ func (p *Publisher) Publish(ctx context.Context, e *registryv1.Export, chunks []
 	return writes, nil
 }
 
+// sameChunk says whether c is what was acknowledged (have): most often
+// the very object, which the exporter built from the same slice version
+// (see export's chunk cache); a trace_parent is no difference.
+func sameChunk(have, c *registryv1.EndpointChunk) bool {
+	return have == c || registryv1.EqualIgnoringTrace(have, c)
+}
+
 // changedChunks returns the chunks that differ from what was acknowledged.
 func changedChunks(have map[string]*registryv1.EndpointChunk, chunks []*registryv1.EndpointChunk) []*registryv1.EndpointChunk {
 	var out []*registryv1.EndpointChunk
 	for _, c := range chunks {
-		if h := have[c.GetKey().GetChunk()]; h != c && !registryv1.EqualIgnoringTrace(h, c) {
+		if !sameChunk(have[c.GetKey().GetChunk()], c) {
 			out = append(out, c)
 		}
 	}

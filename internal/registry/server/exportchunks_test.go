@@ -106,3 +106,37 @@ func TestExportWithChunksRefused(t *testing.T) {
 		t.Errorf("refused writes left records: %v", got)
 	}
 }
+
+// A watch resumed from before the write replays it and ends with the
+// synced mark at the same revision: the replay's last change is marked
+// more, and the mark (without more) completes the revision. The agent's
+// stream relies on exactly this (importer
+// TestStreamReleasesARevisionAtTheSyncedMark).
+func TestResumedWatchMarksTheReplayUpToTheSyncedMark(t *testing.T) {
+	e := start(t, server.Config{})
+	a, b := e.client("a", false), e.client("b", false)
+	register(t, a, "a")
+	register(t, b, "b")
+	ctx := context.Background()
+	before, err := b.ListClusters(ctx, &registryv1.ListClustersRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := a.PutExport(ctx, &registryv1.PutExportRequest{Export: export("a", 0, "http"),
+		Chunks: []*registryv1.EndpointChunk{chunk("a", "c1", "http", "10.244.0.1")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := watch(t, b, &registryv1.WatchRequest{ResumeRevision: before.GetRevision()})
+	seen := w.until(t, "the synced mark", isSynced)
+	if len(seen) < 3 || seen[0].GetReset_() != nil {
+		t.Fatalf("resumed watch sent %v, want a replay of the import and its chunk, then the synced mark", seen)
+	}
+	last, mark := seen[len(seen)-2], seen[len(seen)-1]
+	if mark.GetRevision() != resp.GetRevision() || mark.GetMore() {
+		t.Errorf("synced mark %v: want revision %d without more", mark, resp.GetRevision())
+	}
+	if last.GetRevision() != resp.GetRevision() || !last.GetMore() {
+		t.Errorf("the replay's last change %v: want revision %d marked more (the mark shares it)", last, resp.GetRevision())
+	}
+}
